@@ -1,0 +1,256 @@
+"""The accelerator's configuration: the one source of truth for its shape.
+
+`HwConfig` is frozen and validated on construction. Every width and depth the
+rest of vdla needs (SRAM depths, index widths, bytes per element, DRAM beats)
+is a property derived here, so no other file restates one. This module imports
+nothing from Amaranth: the compiler, runtime and simulators use it freely.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+__all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
+
+
+class ConfigError(ValueError):
+    """An impossible or malformed accelerator configuration."""
+
+
+def _is_power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class HwConfig:
+    """Shape of one accelerator instance.
+
+    Parameters
+    ----------
+    batch, block_in, block_out : int
+        The GEMM core computes a ``batch x block_in`` by ``block_in x block_out``
+        product per cycle (``batch * block_in * block_out`` int8 MACs).
+    inp_width, wgt_width, acc_width, out_width : int
+        Bit widths of input, weight, accumulator and output elements.
+    uop_buffer_bytes, inp_buffer_bytes, wgt_buffer_bytes, acc_buffer_bytes : int
+        SRAM sizes. The output buffer mirrors the accumulator buffer row for
+        row (see `out_buffer_bytes`), as in VTA.
+    dram_bus_bits : int
+        Width of the single DRAM port; one beat per cycle.
+    dram_read_latency : int
+        Cycles from a read request being accepted to its first data beat.
+    cmd_queue_depth : int
+        Depth of the command queues from fetch to load, compute and store.
+    token_queue_depth : int
+        Depth of each of the four dependency-token queues.
+    name : str
+        A label for reports; it does not change the hardware.
+    """
+
+    batch: int = 1
+    block_in: int = 16
+    block_out: int = 16
+    inp_width: int = 8
+    wgt_width: int = 8
+    acc_width: int = 32
+    out_width: int = 8
+    uop_buffer_bytes: int = 32 * 1024
+    inp_buffer_bytes: int = 32 * 1024
+    wgt_buffer_bytes: int = 256 * 1024
+    acc_buffer_bytes: int = 128 * 1024
+    dram_bus_bits: int = 64
+    dram_read_latency: int = 32
+    cmd_queue_depth: int = 16
+    token_queue_depth: int = 256
+    name: str = "custom"
+
+    # Fixed by the ISA: the instruction and micro-op words.
+    INSN_BITS = 128
+    UOP_BITS = 32
+    DRAM_ADDR_BITS = 32
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "name":
+                if not isinstance(value, str):
+                    raise ConfigError(f"name: expected a string, got {value!r}")
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{field.name}: expected an integer, got {value!r}")
+            if value <= 0:
+                raise ConfigError(f"{field.name}: must be positive, got {value}")
+        for name in ("batch", "block_in", "block_out", "dram_bus_bits",
+                     "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
+                     "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth"):
+            if not _is_power_of_two(getattr(self, name)):
+                raise ConfigError(f"{name}: must be a power of two, got {getattr(self, name)}")
+        if (self.inp_width, self.wgt_width, self.out_width) != (8, 8, 8):
+            raise ConfigError("inp_width/wgt_width/out_width: only int8 (8) is supported, "
+                              f"got {self.inp_width}/{self.wgt_width}/{self.out_width}")
+        if self.acc_width != 32:
+            raise ConfigError(f"acc_width: only int32 (32) is supported, got {self.acc_width}")
+        if self.dram_bus_bits < 8 or self.dram_bus_bits > 1024:
+            raise ConfigError(f"dram_bus_bits: must be 8..1024, got {self.dram_bus_bits}")
+        for kind in ("uop", "inp", "wgt", "acc"):
+            size = getattr(self, f"{kind}_buffer_bytes")
+            element = self.element_bytes(kind)
+            if size < element:
+                raise ConfigError(f"{kind}_buffer_bytes: {size} bytes cannot hold one "
+                                  f"{element}-byte {kind} element")
+        if self.uop_index_bits > self.UOP_BITS:
+            raise ConfigError(
+                "buffer sizes: a micro-op needs "
+                f"{self.acc_index_bits}+{self.uop_src_bits}+{self.wgt_index_bits} = "
+                f"{self.uop_index_bits} index bits, more than the {self.UOP_BITS}-bit micro-op")
+        for kind in ("uop", "inp", "wgt", "acc"):
+            if self.depth(kind) > 1 << 16:
+                raise ConfigError(f"{kind}_buffer_bytes: {self.depth(kind)} entries exceed the "
+                                  "ISA's 16-bit SRAM addresses")
+        if self.dram_read_latency > 4096:
+            raise ConfigError(f"dram_read_latency: at most 4096 cycles, got {self.dram_read_latency}")
+        # Importing here keeps isa.py free to import this module at load time.
+        from hw import isa
+        isa.check_fits(self)
+
+    # ---------------------------------------------------------------- sizes
+    @property
+    def macs_per_cycle(self) -> int:
+        """MACs the GEMM core performs per micro-op (one per cycle at full rate)."""
+        return self.batch * self.block_in * self.block_out
+
+    @property
+    def out_buffer_bytes(self) -> int:
+        """Output buffer size: one int8 row per accumulator row."""
+        return self.depth("acc") * self.element_bytes("out")
+
+    def element_shape(self, kind: str) -> tuple[int, ...]:
+        """Shape of one SRAM entry (one DRAM element) of a memory kind."""
+        shapes = {
+            "inp": (self.batch, self.block_in),
+            "wgt": (self.block_out, self.block_in),
+            "acc": (self.batch, self.block_out),
+            "out": (self.batch, self.block_out),
+            "uop": (1,),
+        }
+        if kind not in shapes:
+            raise ConfigError(f"unknown memory kind {kind!r}")
+        return shapes[kind]
+
+    def element_bits(self, kind: str) -> int:
+        """Bits of one scalar of a memory kind."""
+        return {"inp": self.inp_width, "wgt": self.wgt_width, "acc": self.acc_width,
+                "out": self.out_width, "uop": self.UOP_BITS}[kind]
+
+    def element_bytes(self, kind: str) -> int:
+        """Bytes of one SRAM entry / DRAM element of a memory kind."""
+        count = 1
+        for n in self.element_shape(kind):
+            count *= n
+        return count * self.element_bits(kind) // 8
+
+    def depth(self, kind: str) -> int:
+        """Number of entries of an SRAM (``uop``, ``inp``, ``wgt``, ``acc``, ``out``)."""
+        if kind == "out":
+            return self.depth("acc")
+        return getattr(self, f"{kind}_buffer_bytes") // self.element_bytes(kind)
+
+    def index_bits(self, kind: str) -> int:
+        """Bits needed to address every entry of an SRAM."""
+        return max(1, (self.depth(kind) - 1).bit_length())
+
+    @property
+    def acc_index_bits(self) -> int:
+        return self.index_bits("acc")
+
+    @property
+    def wgt_index_bits(self) -> int:
+        return self.index_bits("wgt")
+
+    @property
+    def uop_src_bits(self) -> int:
+        """A micro-op's source indexes the input buffer (GEMM) or the acc buffer (ALU)."""
+        return max(self.index_bits("inp"), self.index_bits("acc"))
+
+    @property
+    def uop_index_bits(self) -> int:
+        return self.acc_index_bits + self.uop_src_bits + self.wgt_index_bits
+
+    @property
+    def dram_bus_bytes(self) -> int:
+        return self.dram_bus_bits // 8
+
+    def beats(self, kind: str) -> int:
+        """DRAM bus beats per element of a memory kind (rounded up)."""
+        return -(-self.element_bytes(kind) // self.dram_bus_bytes)
+
+    @property
+    def dram_alignment(self) -> int:
+        """Byte alignment that suits every element kind and the bus."""
+        return max([self.dram_bus_bytes, 16] + [self.element_bytes(k)
+                                                for k in ("inp", "wgt", "acc", "out", "uop")])
+
+    # ---------------------------------------------------------------- I/O
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HwConfig":
+        if not isinstance(data, dict):
+            raise ConfigError(f"a config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)} "
+                              f"(known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "HwConfig":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"config is not valid JSON: {error}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes) -> "HwConfig":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def hash(self) -> str:
+        """Stable digest of everything that shapes the hardware (not the name)."""
+        data = self.to_dict()
+        data.pop("name")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def same_hardware(self, other: "HwConfig") -> bool:
+        return self.hash == other.hash
+
+
+PRESETS: dict[str, HwConfig] = {
+    # VTA's shape: 1x16x16 GEMM, VTA's SRAM sizes, a 64-bit DDR-like port.
+    "default": HwConfig(name="default"),
+    # Small and fast to build and simulate, for RTL tests.
+    "tiny": HwConfig(batch=1, block_in=4, block_out=4,
+                     uop_buffer_bytes=2048, inp_buffer_bytes=1024, wgt_buffer_bytes=2048,
+                     acc_buffer_bytes=4096, dram_bus_bits=32, dram_read_latency=8,
+                     cmd_queue_depth=4, token_queue_depth=16, name="tiny"),
+}
+
+
+def load_config(spec: str | Path | None) -> HwConfig:
+    """A preset name, a path to a JSON file, or None for ``default``."""
+    if spec is None:
+        return PRESETS["default"]
+    if isinstance(spec, str) and spec in PRESETS:
+        return PRESETS[spec]
+    path = Path(spec)
+    if not path.exists():
+        raise ConfigError(f"config {spec!s}: no such preset ({', '.join(PRESETS)}) or file")
+    return HwConfig.from_json(path.read_text())

@@ -1,0 +1,430 @@
+"""The instruction set, described once and derived from `HwConfig`.
+
+Every instruction is one ``HwConfig.INSN_BITS``-bit word stored little-endian in
+DRAM; every micro-op one ``HwConfig.UOP_BITS``-bit word. A format is an ordered
+list of fields, packed from bit 0 upwards. The encoder, the decoder, the
+functional simulator, the RTL decoder (which builds its Amaranth layouts from
+`formats`) and the generated reference in ``docs/isa.md`` all read the field
+lists here; nothing else restates a width, an opcode or a field position.
+
+Semantics (the functional simulator is their executable form):
+
+* Dependency flags. Load, compute and store run their own in-order instruction
+  queues and synchronise only through four token queues: load->compute,
+  compute->load, compute->store, store->compute. For each instruction,
+  ``pop_prev``/``pop_next`` wait for and take a token from the module before /
+  after it in load -> compute -> store order before the instruction runs;
+  ``push_prev``/``push_next`` give it one after the instruction completes.
+  Load has no previous module and store no next one.
+* LOAD copies a 2D strided DRAM region into an SRAM, zero padding on the fly:
+  ``y_pad_top + y_size + y_pad_bottom`` rows of ``x_pad_left + x_size +
+  x_pad_right`` elements land contiguously from ``sram_base``; data row ``y``
+  comes from DRAM elements ``dram_base + y * x_stride + [0, x_size)``. DRAM
+  addresses, sizes and strides count elements of the memory type (an inp
+  element is ``batch x block_in`` int8, a wgt element ``block_out x block_in``
+  int8, an acc element ``batch x block_out`` int32, a uop one 32-bit word).
+  inp and wgt loads run on the load module; uop and acc loads on compute.
+* STORE copies ``y_size x x_size`` output elements from ``sram_base`` of the
+  output buffer to DRAM, row ``y`` to ``dram_base + y * x_stride``. It runs on
+  the store module and takes no padding.
+* GEMM and ALU run ``for i in iter_out: for j in iter_in: for u in
+  [uop_begin, uop_end)`` over micro-ops; each index is the micro-op's plus
+  ``i * factor_out + j * factor_in``. GEMM: ``acc[dst] += inp[src] @
+  wgt[wgt].T`` (int8 x int8 -> int32, wrapping), or ``acc[dst] = 0`` with
+  ``reset``. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])`` elementwise on
+  int32, wrapping; shifts are arithmetic and use the operand's low 5 bits.
+  Every acc write also writes ``out[dst]``, the low 8 bits of each element.
+* FINISH ends the program once it retires on compute and load and store have
+  drained their queues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import ClassVar, Iterable
+
+import numpy as np
+
+from hw.config import ConfigError, HwConfig
+
+__all__ = [
+    "Opcode", "MemType", "AluOp", "Field", "formats", "check_fits",
+    "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
+    "encode", "decode", "encode_program", "decode_program",
+    "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
+]
+
+INSN_BYTES = HwConfig.INSN_BITS // 8
+UOP_BYTES = HwConfig.UOP_BITS // 8
+
+
+class IsaError(ValueError):
+    """A word that is not a valid instruction, or a field value that does not fit."""
+
+
+class Opcode(enum.IntEnum):
+    LOAD = 0
+    STORE = 1
+    GEMM = 2
+    FINISH = 3
+    ALU = 4
+
+
+class MemType(enum.IntEnum):
+    UOP = 0
+    WGT = 1
+    INP = 2
+    ACC = 3
+    OUT = 4
+
+    @property
+    def kind(self) -> str:
+        """The `HwConfig` memory kind name (``"inp"``, ``"acc"``, ...)."""
+        return self.name.lower()
+
+
+class AluOp(enum.IntEnum):
+    MIN = 0
+    MAX = 1
+    ADD = 2
+    SHR = 3
+    SHL = 4
+    MUL = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    bits: int
+    signed: bool = False
+    doc: str = ""
+
+    def check(self, value: int, context: str) -> int:
+        low, high = (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1) if self.signed \
+            else (0, (1 << self.bits) - 1)
+        if not isinstance(value, (int, np.integer)):
+            raise IsaError(f"{context}.{self.name}: expected an integer, got {value!r}")
+        value = int(value)
+        if not low <= value <= high:
+            raise IsaError(f"{context}.{self.name} = {value} does not fit its "
+                           f"{self.bits}-bit field ({low}..{high})")
+        return value & ((1 << self.bits) - 1)
+
+
+OPCODE_BITS = 3
+ITER_BITS = 14
+IMM_BITS = 16
+SRAM_ADDR_BITS = 16
+SIZE_BITS = 16
+PAD_BITS = 4
+
+_HEADER = [
+    Field("opcode", OPCODE_BITS, doc="instruction kind (Opcode)"),
+    Field("pop_prev", 1, doc="wait for a token from the previous module"),
+    Field("pop_next", 1, doc="wait for a token from the next module"),
+    Field("push_prev", 1, doc="give a token to the previous module when done"),
+    Field("push_next", 1, doc="give a token to the next module when done"),
+]
+
+
+def formats(config: HwConfig) -> dict[Opcode, list[Field]]:
+    """The field lists of every instruction format for a configuration.
+
+    LOAD and STORE share the memory format; FINISH uses only the header.
+    """
+    uop_bits = config.index_bits("uop")
+    acc_bits, src_bits, wgt_bits = config.acc_index_bits, config.uop_src_bits, config.wgt_index_bits
+    memory = _HEADER + [
+        Field("memory_type", 3, doc="SRAM addressed (MemType)"),
+        Field("sram_base", SRAM_ADDR_BITS, doc="first SRAM entry"),
+        Field("dram_base", HwConfig.DRAM_ADDR_BITS, doc="first DRAM element"),
+        Field("y_size", SIZE_BITS, doc="rows of data"),
+        Field("x_size", SIZE_BITS, doc="elements per row of data"),
+        Field("x_stride", SIZE_BITS, doc="DRAM elements from one row to the next"),
+        Field("y_pad_top", PAD_BITS, doc="zero rows before the data (loads only)"),
+        Field("y_pad_bottom", PAD_BITS, doc="zero rows after the data (loads only)"),
+        Field("x_pad_left", PAD_BITS, doc="zero elements before each row (loads only)"),
+        Field("x_pad_right", PAD_BITS, doc="zero elements after each row (loads only)"),
+    ]
+    loops = [
+        Field("reset", 1, doc="write zero to acc[dst] instead of computing"),
+        Field("uop_begin", uop_bits, doc="first micro-op"),
+        Field("uop_end", uop_bits + 1, doc="one past the last micro-op"),
+        Field("iter_out", ITER_BITS, doc="outer loop trip count"),
+        Field("iter_in", ITER_BITS, doc="inner loop trip count"),
+        Field("dst_factor_out", acc_bits, doc="acc index step per outer iteration"),
+        Field("dst_factor_in", acc_bits, doc="acc index step per inner iteration"),
+        Field("src_factor_out", src_bits, doc="source index step per outer iteration"),
+        Field("src_factor_in", src_bits, doc="source index step per inner iteration"),
+    ]
+    gemm = _HEADER + loops + [
+        Field("wgt_factor_out", wgt_bits, doc="wgt index step per outer iteration"),
+        Field("wgt_factor_in", wgt_bits, doc="wgt index step per inner iteration"),
+    ]
+    alu = _HEADER + loops + [
+        Field("alu_op", 3, doc="operation (AluOp)"),
+        Field("use_imm", 1, doc="operand is imm instead of acc[src]"),
+        Field("imm", IMM_BITS, signed=True, doc="immediate operand"),
+    ]
+    return {Opcode.LOAD: memory, Opcode.STORE: memory, Opcode.GEMM: gemm,
+            Opcode.ALU: alu, Opcode.FINISH: list(_HEADER)}
+
+
+def uop_fields(config: HwConfig) -> list[Field]:
+    """The micro-op format: acc index, source index (inp or acc), wgt index."""
+    return [
+        Field("dst", config.acc_index_bits, doc="acc index"),
+        Field("src", config.uop_src_bits, doc="inp index (GEMM) or acc index (ALU)"),
+        Field("wgt", config.wgt_index_bits, doc="wgt index (GEMM only)"),
+    ]
+
+
+def field_offsets(fields: Iterable[Field]) -> dict[str, tuple[int, int]]:
+    """``{name: (lsb, bits)}`` for a field list packed from bit 0."""
+    offsets, position = {}, 0
+    for field in fields:
+        offsets[field.name] = (position, field.bits)
+        position += field.bits
+    return offsets
+
+
+def check_fits(config: HwConfig) -> None:
+    """Raise `ConfigError` when a format derived from ``config`` overflows its word."""
+    for opcode, fields in formats(config).items():
+        total = sum(f.bits for f in fields)
+        if total > HwConfig.INSN_BITS:
+            raise ConfigError(f"buffer sizes: the {opcode.name} format needs {total} bits, "
+                              f"more than the {HwConfig.INSN_BITS}-bit instruction")
+
+
+# ------------------------------------------------------------------ instructions
+@dataclasses.dataclass(frozen=True)
+class Instruction:
+    """Base of all instructions: the four dependency flags."""
+
+    opcode: ClassVar[Opcode]
+    pop_prev: bool = False
+    pop_next: bool = False
+    push_prev: bool = False
+    push_next: bool = False
+
+    def replace(self, **changes) -> "Instruction":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def flags(self) -> str:
+        """Dependency flags in short form, e.g. ``"pop:prev push:next"``."""
+        parts = [f"{verb}:{side}" for verb in ("pop", "push") for side in ("prev", "next")
+                 if getattr(self, f"{verb}_{side}")]
+        return " ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Memory(Instruction):
+    memory_type: MemType = MemType.INP
+    sram_base: int = 0
+    dram_base: int = 0
+    y_size: int = 1
+    x_size: int = 1
+    x_stride: int = 1
+    y_pad_top: int = 0
+    y_pad_bottom: int = 0
+    x_pad_left: int = 0
+    x_pad_right: int = 0
+
+    @property
+    def padded_x(self) -> int:
+        return self.x_pad_left + self.x_size + self.x_pad_right
+
+    @property
+    def padded_y(self) -> int:
+        return self.y_pad_top + self.y_size + self.y_pad_bottom
+
+
+@dataclasses.dataclass(frozen=True)
+class Load(_Memory):
+    opcode: ClassVar[Opcode] = Opcode.LOAD
+
+
+@dataclasses.dataclass(frozen=True)
+class Store(_Memory):
+    opcode: ClassVar[Opcode] = Opcode.STORE
+    memory_type: MemType = MemType.OUT
+
+
+@dataclasses.dataclass(frozen=True)
+class _Loops(Instruction):
+    reset: bool = False
+    uop_begin: int = 0
+    uop_end: int = 1
+    iter_out: int = 1
+    iter_in: int = 1
+    dst_factor_out: int = 0
+    dst_factor_in: int = 0
+    src_factor_out: int = 0
+    src_factor_in: int = 0
+
+    @property
+    def micro_ops(self) -> int:
+        """Micro-op executions of this instruction (loop trips x uop range)."""
+        return self.iter_out * self.iter_in * max(0, self.uop_end - self.uop_begin)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gemm(_Loops):
+    opcode: ClassVar[Opcode] = Opcode.GEMM
+    wgt_factor_out: int = 0
+    wgt_factor_in: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Alu(_Loops):
+    opcode: ClassVar[Opcode] = Opcode.ALU
+    alu_op: AluOp = AluOp.ADD
+    use_imm: bool = False
+    imm: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Finish(Instruction):
+    opcode: ClassVar[Opcode] = Opcode.FINISH
+
+
+_CLASSES: dict[Opcode, type[Instruction]] = {
+    Opcode.LOAD: Load, Opcode.STORE: Store, Opcode.GEMM: Gemm, Opcode.ALU: Alu,
+    Opcode.FINISH: Finish,
+}
+_ENUM_FIELDS = {"memory_type": MemType, "alu_op": AluOp}
+
+
+@dataclasses.dataclass(frozen=True)
+class Uop:
+    """One micro-op: accumulator, source and weight indices."""
+
+    dst: int = 0
+    src: int = 0
+    wgt: int = 0
+
+
+# ------------------------------------------------------------------ encoding
+def encode(insn: Instruction, config: HwConfig) -> int:
+    """Pack an instruction into its integer word.
+
+    Raises
+    ------
+    IsaError
+        If a field value does not fit its field.
+    """
+    word, position = 0, 0
+    context = type(insn).__name__
+    for field in formats(config)[insn.opcode]:
+        value = insn.opcode if field.name == "opcode" else getattr(insn, field.name)
+        word |= field.check(int(value), context) << position
+        position += field.bits
+    return word
+
+
+def decode(word: int, config: HwConfig, index: int | None = None) -> Instruction:
+    """Unpack an integer word into an instruction.
+
+    Raises
+    ------
+    IsaError
+        On an unknown opcode, memory type or ALU op, or bits set beyond the format.
+    """
+    where = f"instruction {index}" if index is not None else "instruction"
+    opcode_value = word & ((1 << OPCODE_BITS) - 1)
+    try:
+        opcode = Opcode(opcode_value)
+    except ValueError:
+        raise IsaError(f"{where}: bad opcode {opcode_value} "
+                       f"(known: {', '.join(f'{o.name}={o.value}' for o in Opcode)})") from None
+    values, position = {}, 0
+    for field in formats(config)[opcode]:
+        raw = (word >> position) & ((1 << field.bits) - 1)
+        position += field.bits
+        if field.signed and raw >> (field.bits - 1):
+            raw -= 1 << field.bits
+        if field.name in _ENUM_FIELDS:
+            try:
+                raw = _ENUM_FIELDS[field.name](raw)
+            except ValueError:
+                raise IsaError(f"{where}: bad {field.name} {raw} in a {opcode.name} "
+                               "instruction") from None
+        elif field.bits == 1 and field.name != "opcode":
+            raw = bool(raw)
+        values[field.name] = raw
+    if word >> position:
+        raise IsaError(f"{where}: bits set above the {opcode.name} format's {position} bits")
+    values.pop("opcode")
+    return _CLASSES[opcode](**values)
+
+
+def encode_program(instructions: Iterable[Instruction], config: HwConfig) -> np.ndarray:
+    """Instructions as the bytes DRAM holds (uint8, ``INSN_BYTES`` each)."""
+    chunks = [encode(insn, config).to_bytes(INSN_BYTES, "little") for insn in instructions]
+    return np.frombuffer(b"".join(chunks), dtype=np.uint8).copy()
+
+
+def decode_program(data: bytes | np.ndarray, config: HwConfig) -> list[Instruction]:
+    """Decode a byte string of instruction words (inverse of `encode_program`)."""
+    raw = bytes(np.asarray(data, dtype=np.uint8)) if not isinstance(data, bytes) else data
+    if len(raw) % INSN_BYTES:
+        raise IsaError(f"instruction stream of {len(raw)} bytes is not a whole number of "
+                       f"{INSN_BYTES}-byte instructions")
+    return [decode(int.from_bytes(raw[i:i + INSN_BYTES], "little"), config, i // INSN_BYTES)
+            for i in range(0, len(raw), INSN_BYTES)]
+
+
+def encode_uops(uops: Iterable[Uop], config: HwConfig) -> np.ndarray:
+    """Micro-ops as uint32 words."""
+    fields = uop_fields(config)
+    words = []
+    for uop in uops:
+        word, position = 0, 0
+        for field in fields:
+            word |= field.check(getattr(uop, field.name), "Uop") << position
+            position += field.bits
+        words.append(word)
+    return np.array(words, dtype=np.uint32)
+
+
+def decode_uops(words: np.ndarray, config: HwConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised micro-op decode: arrays ``(dst, src, wgt)`` of int64."""
+    words = np.asarray(words, dtype=np.uint32).astype(np.int64)
+    result = []
+    for lsb, bits in field_offsets(uop_fields(config)).values():
+        result.append((words >> lsb) & ((1 << bits) - 1))
+    return tuple(result)
+
+
+# ------------------------------------------------------------------ reference
+def reference_markdown(config: HwConfig) -> str:
+    """The ISA reference as Markdown, generated from the formats above."""
+    lines = [f"# vdla ISA reference (config `{config.name}`, {config.batch}x"
+             f"{config.block_in}x{config.block_out})", "",
+             "Generated by `vdla isa --markdown` from `hw/isa.py`; do not edit.", "",
+             __doc__.split("\n\n", 2)[2].strip(), "",
+             f"Instructions are {HwConfig.INSN_BITS}-bit little-endian words; micro-ops "
+             f"{HwConfig.UOP_BITS}-bit words. Fields are packed from bit 0.", ""]
+    for title, enum_type in (("Opcodes", Opcode), ("Memory types", MemType), ("ALU ops", AluOp)):
+        lines += [f"## {title}", "", "| name | value |", "|---|---|"]
+        lines += [f"| {member.name} | {member.value} |" for member in enum_type] + [""]
+    seen = set()
+    for opcode, fields in formats(config).items():
+        names = "LOAD / STORE" if opcode in (Opcode.LOAD, Opcode.STORE) else opcode.name
+        if names in seen:
+            continue
+        seen.add(names)
+        lines += [f"## {names}", "", "| bits | field | meaning |", "|---|---|---|"]
+        for name, (lsb, bits) in field_offsets(fields).items():
+            field = next(f for f in fields if f.name == name)
+            span = f"{lsb}" if bits == 1 else f"{lsb + bits - 1}:{lsb}"
+            signed = " (signed)" if field.signed else ""
+            lines.append(f"| {span} | `{name}` | {field.doc}{signed} |")
+        lines += ["", f"{sum(f.bits for f in fields)} of {HwConfig.INSN_BITS} bits used.", ""]
+    lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]
+    for field, (lsb, bits) in zip(uop_fields(config), field_offsets(uop_fields(config)).values()):
+        lines.append(f"| {lsb + bits - 1}:{lsb} | `{field.name}` | {field.doc} |")
+    return "\n".join(lines) + "\n"

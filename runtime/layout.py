@@ -1,0 +1,137 @@
+"""Host-side packing of user tensors into the accelerator's blocked DRAM layouts.
+
+Channels (and the batch) are zero padded up to the GEMM block sizes, so any
+channel count works. Each layout turns a logical tensor into an array whose
+last axes form one DRAM element of a memory kind (see `HwConfig.element_shape`):
+
+===========  =====================  =============================================
+layout       logical shape           packed shape (element axes last)
+===========  =====================  =============================================
+activation   (N, C, H, W) int8       (N/B, C/BI, H, W, B, BI)          inp elements
+weight       (K, C, KH, KW) int8     (K/BO, C/BI, KH, KW, BO, BI)      wgt elements
+bias         (K,) int32              (K/BO, B, BO)                     acc elements
+output       (N, K, H, W) int8       (N/B, K/BO, H, W, B, BO)          out elements
+dense_data   (M, K) int8             activation of (M, K, 1, 1)
+dense_weight (N, K) int8             weight of (N, K, 1, 1)
+dense_output (M, N) int8             output of (M, N, 1, 1)
+===========  =====================  =============================================
+
+(B, BI, BO are the config's batch, block_in and block_out; divisions round up.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hw.config import HwConfig
+
+__all__ = ["LAYOUTS", "pack", "unpack", "packed_shape", "packed_nbytes", "LayoutError"]
+
+
+class LayoutError(ValueError):
+    """A tensor whose dtype or shape does not fit the layout asked for."""
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# layout name -> (logical rank, dtype, memory kind of one element)
+LAYOUTS = {
+    "activation": (4, np.int8, "inp"),
+    "weight": (4, np.int8, "wgt"),
+    "bias": (1, np.int32, "acc"),
+    "output": (4, np.int8, "out"),
+    "dense_data": (2, np.int8, "inp"),
+    "dense_weight": (2, np.int8, "wgt"),
+    "dense_output": (2, np.int8, "out"),
+}
+_DENSE = {"dense_data": "activation", "dense_weight": "weight", "dense_output": "output"}
+
+
+def _outer_block(layout: str, config: HwConfig) -> tuple[int, int]:
+    """Block sizes of the two blocked axes of a rank-4 layout."""
+    return {"activation": (config.batch, config.block_in),
+            "weight": (config.block_out, config.block_in),
+            "output": (config.batch, config.block_out)}[layout]
+
+
+def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple[int, ...]:
+    """Shape of the packed array for a logical tensor shape."""
+    _check_layout(layout)
+    if layout in _DENSE:
+        return packed_shape(_DENSE[layout], (*shape, 1, 1), config)
+    if layout == "bias":
+        (k,) = shape
+        return (_ceil_div(k, config.block_out), config.batch, config.block_out)
+    a, b, h, w = shape
+    block_a, block_b = _outer_block(layout, config)
+    return (_ceil_div(a, block_a), _ceil_div(b, block_b), h, w, block_a, block_b)
+
+
+def packed_nbytes(layout: str, shape: tuple[int, ...], config: HwConfig) -> int:
+    """Bytes the packed tensor occupies in DRAM."""
+    return int(np.prod(packed_shape(layout, shape, config))) * np.dtype(LAYOUTS[layout][1]).itemsize
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise LayoutError(f"unknown layout {layout!r} (known: {', '.join(LAYOUTS)})")
+
+
+def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor") -> np.ndarray:
+    """Pack a logical tensor into its blocked layout.
+
+    Parameters
+    ----------
+    layout : str
+        One of `LAYOUTS`.
+    array : numpy.ndarray
+        The logical tensor; its dtype must match the layout exactly.
+    config : HwConfig
+    name : str
+        Used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        The packed tensor, C-contiguous, in the layout's dtype.
+    """
+    _check_layout(layout)
+    rank, dtype, _ = LAYOUTS[layout]
+    array = np.asarray(array)
+    if array.dtype != dtype:
+        raise LayoutError(f"{name}: expected dtype {np.dtype(dtype).name}, got {array.dtype}")
+    if array.ndim != rank:
+        raise LayoutError(f"{name}: expected {rank} dimensions for layout {layout}, "
+                          f"got shape {array.shape}")
+    if layout in _DENSE:
+        return pack(_DENSE[layout], array[:, :, None, None], config, name)
+    if layout == "bias":
+        blocks = packed_shape(layout, array.shape, config)[0]
+        padded = np.zeros(blocks * config.block_out, dtype=np.int32)
+        padded[:array.shape[0]] = array
+        return np.ascontiguousarray(
+            np.broadcast_to(padded.reshape(blocks, 1, config.block_out),
+                            (blocks, config.batch, config.block_out)))
+    a, b, h, w = array.shape
+    outer_a, outer_b, _, _, block_a, block_b = packed_shape(layout, array.shape, config)
+    padded = np.zeros((outer_a * block_a, outer_b * block_b, h, w), dtype=dtype)
+    padded[:a, :b] = array
+    blocked = padded.reshape(outer_a, block_a, outer_b, block_b, h, w)
+    return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 1, 3))
+
+
+def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwConfig) -> np.ndarray:
+    """Inverse of `pack`: the logical tensor of ``shape`` from packed data (any flat form)."""
+    _check_layout(layout)
+    _, dtype, _ = LAYOUTS[layout]
+    if layout in _DENSE:
+        return unpack(_DENSE[layout], packed, (*shape, 1, 1), config)[:, :, 0, 0]
+    blocked = np.asarray(packed).view(dtype).reshape(packed_shape(layout, shape, config))
+    if layout == "bias":
+        return blocked[:, 0, :].reshape(-1)[:shape[0]].copy()
+    a, b, h, w = shape
+    outer_a, outer_b, _, _, block_a, block_b = blocked.shape
+    full = blocked.transpose(0, 4, 1, 5, 2, 3).reshape(outer_a * block_a, outer_b * block_b, h, w)
+    return np.ascontiguousarray(full[:a, :b])

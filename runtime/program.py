@@ -1,0 +1,106 @@
+"""A compiled program: instructions, micro-ops, the DRAM plan and its config.
+
+This is the contract between the compiler (which builds a `Program`), the
+runtime (which lays it out in a DRAM image and runs it on a backend) and the
+``.vdla`` file format (`save` / `load`).
+
+DRAM plan. Every region's ``dram_offset`` is a byte offset into the device's
+DRAM image and is aligned to ``config.dram_alignment``, so that the
+element-unit ``dram_base`` of a LOAD/STORE is ``dram_offset // element_bytes``
+plus an element offset. Instructions sit at ``insn_offset``, micro-ops at
+``uop_offset``; tensors wherever their `TensorRegion` says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from hw.config import HwConfig
+from hw.isa import Instruction, Uop
+
+__all__ = ["TensorRegion", "Program"]
+
+FORMAT_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorRegion:
+    """One tensor of the DRAM plan.
+
+    Parameters
+    ----------
+    name : str
+        The name users pass inputs by (``data``, ``weight``, ``bias``) or
+        outputs come back as (``out``).
+    role : str
+        ``"input"``, ``"output"`` or ``"scratch"``.
+    layout : str
+        A `runtime.layout.LAYOUTS` name.
+    shape : tuple of int
+        The logical (user-facing) shape.
+    dram_offset : int
+        Byte offset of the packed tensor in the DRAM image.
+    """
+
+    name: str
+    role: str
+    layout: str
+    shape: tuple[int, ...]
+    dram_offset: int
+
+    @property
+    def dtype(self) -> np.dtype:
+        from runtime.layout import LAYOUTS
+        return np.dtype(LAYOUTS[self.layout][1])
+
+    def nbytes(self, config: HwConfig) -> int:
+        from runtime.layout import packed_nbytes
+        return packed_nbytes(self.layout, self.shape, config)
+
+
+@dataclasses.dataclass
+class Program:
+    """Everything needed to run one compiled layer on any backend.
+
+    Parameters
+    ----------
+    config : HwConfig
+        The accelerator the program was compiled for.
+    instructions : list of Instruction
+    uops : list of Uop
+    tensors : list of TensorRegion
+    insn_offset, uop_offset : int
+        Byte offsets of the instruction and micro-op regions in DRAM.
+    dram_bytes : int
+        Size of the DRAM image the program needs.
+    metadata : dict
+        JSON-serialisable description: the layer, its schedule, the compiler's
+        notes. Not interpreted by the runtime.
+    """
+
+    config: HwConfig
+    instructions: list[Instruction]
+    uops: list[Uop]
+    tensors: list[TensorRegion]
+    insn_offset: int
+    uop_offset: int
+    dram_bytes: int
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def tensor(self, name: str) -> TensorRegion:
+        for region in self.tensors:
+            if region.name == name:
+                return region
+        raise KeyError(f"program has no tensor {name!r} "
+                       f"(it has: {', '.join(t.name for t in self.tensors)})")
+
+    @property
+    def inputs(self) -> list[TensorRegion]:
+        return [t for t in self.tensors if t.role == "input"]
+
+    @property
+    def outputs(self) -> list[TensorRegion]:
+        return [t for t in self.tensors if t.role == "output"]
