@@ -20,3 +20,19 @@ RTL_COUNTERS = (
     "dram_read_beats",    # beats of data read from DRAM (instructions included)
     "dram_write_beats",   # beats of data written to DRAM
 )
+
+# Status outputs ``status_<name>`` (16 bits each) that say where a hung program
+# stopped: occupancy of each token and command queue, instructions retired.
+RTL_STATUS = (
+    "tokens_load_to_compute",
+    "tokens_compute_to_load",
+    "tokens_compute_to_store",
+    "tokens_store_to_compute",
+    "cmds_load",          # instructions waiting in the load command queue
+    "cmds_compute",
+    "cmds_store",
+    "fetched",            # instructions fetched so far
+    "retired_load",       # instructions completed by each module
+    "retired_compute",
+    "retired_store",
+)
