@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
 # Each module defines a click command (or group) called ``command``.
-SUBCOMMANDS = []
+SUBCOMMANDS = ["isa"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,7 +21,19 @@ for _module in SUBCOMMANDS:
 
 
 def main():
-    cli()
+    # Errors of ours are ValueErrors with a message meant for the user: print
+    # that one line instead of a traceback.
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("vdla: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except (ValueError, OSError) as error:
+        click.echo(f"vdla: error: {error}", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -101,15 +101,15 @@ class HwConfig:
             if size < element:
                 raise ConfigError(f"{kind}_buffer_bytes: {size} bytes cannot hold one "
                                   f"{element}-byte {kind} element")
-        if self.uop_index_bits > self.UOP_BITS:
-            raise ConfigError(
-                "buffer sizes: a micro-op needs "
-                f"{self.acc_index_bits}+{self.uop_src_bits}+{self.wgt_index_bits} = "
-                f"{self.uop_index_bits} index bits, more than the {self.UOP_BITS}-bit micro-op")
         for kind in ("uop", "inp", "wgt", "acc"):
             if self.depth(kind) > 1 << 16:
                 raise ConfigError(f"{kind}_buffer_bytes: {self.depth(kind)} entries exceed the "
                                   "ISA's 16-bit SRAM addresses")
+        if self.uop_index_bits > self.UOP_BITS:
+            raise ConfigError(
+                "acc/inp/wgt_buffer_bytes: a micro-op needs "
+                f"{self.acc_index_bits}+{self.uop_src_bits}+{self.wgt_index_bits} = "
+                f"{self.uop_index_bits} index bits, more than the {self.UOP_BITS}-bit micro-op")
         if self.dram_read_latency > 4096:
             raise ConfigError(f"dram_read_latency: at most 4096 cycles, got {self.dram_read_latency}")
         # Importing here keeps isa.py free to import this module at load time.

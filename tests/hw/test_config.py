@@ -1,0 +1,62 @@
+"""HwConfig: presets, derived sizes, JSON round trip, refusal of impossible configs."""
+
+import json
+
+import pytest
+
+from hw.config import PRESETS, ConfigError, HwConfig, load_config
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_preset_round_trips_through_json(name):
+    config = PRESETS[name]
+    assert HwConfig.from_json(config.to_json()) == config
+
+
+def test_default_matches_vta_buffers():
+    config = PRESETS["default"]
+    # VTA: 1x16x16 GEMM, uop 32 KiB, inp 32 KiB, wgt 256 KiB, acc 128 KiB.
+    assert (config.batch, config.block_in, config.block_out) == (1, 16, 16)
+    assert {k: config.depth(k) for k in ("uop", "inp", "wgt", "acc", "out")} == \
+        {"uop": 8192, "inp": 2048, "wgt": 1024, "acc": 2048, "out": 2048}
+    assert config.macs_per_cycle == 256
+    assert config.out_buffer_bytes == 32 * 1024
+    assert config.element_bytes("acc") == 64 and config.beats("wgt") == 32
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"block_in": 12}, "block_in"),
+    ({"batch": 0}, "batch"),
+    ({"inp_buffer_bytes": 3000}, "inp_buffer_bytes"),
+    ({"acc_width": 16}, "acc_width"),
+    ({"dram_bus_bits": 4}, "dram_bus_bits"),
+    ({"block_out": "16"}, "block_out"),
+    ({"wgt_buffer_bytes": 128}, "wgt_buffer_bytes"),
+    ({"acc_buffer_bytes": 1 << 24}, "acc_buffer_bytes"),
+])
+def test_impossible_config_names_the_field(changes, field):
+    with pytest.raises(ConfigError, match=field):
+        PRESETS["default"].replace(**changes)
+
+
+def test_index_bits_overflowing_the_uop_word_is_refused():
+    with pytest.raises(ConfigError, match="acc/inp/wgt_buffer_bytes: a micro-op"):
+        HwConfig(inp_buffer_bytes=1 << 20, acc_buffer_bytes=1 << 22, wgt_buffer_bytes=1 << 22)
+
+
+def test_unknown_field_and_bad_json_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="unknown config field"):
+        HwConfig.from_dict({"blok_in": 16})
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        HwConfig.from_json("{")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({**PRESETS["tiny"].to_dict(), "dram_read_latency": 3}))
+    assert load_config(path).dram_read_latency == 3
+    with pytest.raises(ConfigError, match="no such preset"):
+        load_config(tmp_path / "missing.json")
+
+
+def test_hash_ignores_the_name_only():
+    config = PRESETS["tiny"]
+    assert config.replace(name="x").hash == config.hash
+    assert config.replace(dram_read_latency=9).hash != config.hash
