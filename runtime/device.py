@@ -1,0 +1,166 @@
+"""Run a compiled program on a simulation backend, as a host driver would.
+
+`Device` checks the user's tensors against the program's DRAM plan, builds the
+DRAM image (instructions, micro-ops, packed inputs), hands it to a backend from
+the `sim.backend` registry and unpacks the outputs back to logical arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+# hw.config first: importing hw.isa first trips their circular import.
+from hw.config import HwConfig
+from hw import isa
+from runtime.layout import LayoutError, pack, packed_nbytes, unpack
+from runtime.program import Program
+from sim.backend import get_backend
+
+__all__ = ["Device", "DeviceResult", "InputError", "ProgramError"]
+
+
+class InputError(ValueError):
+    """Inputs that do not match the program: missing, unknown, wrong dtype or shape."""
+
+
+class ProgramError(InputError):
+    """A program that cannot run on this device (other hardware, or a broken DRAM plan).
+
+    A subclass of `InputError`: the program is one of `Device.run`'s inputs.
+    """
+
+
+@dataclasses.dataclass
+class DeviceResult:
+    """The outcome of one `Device.run`.
+
+    Parameters
+    ----------
+    outputs : dict of str to numpy.ndarray
+        Every output tensor, unpacked to its logical shape and dtype.
+    cycles : int or None
+        Simulated cycles (None for untimed backends such as fsim).
+    counters : dict of str to int
+        The backend's event counters.
+    details : dict
+        The backend's extra report.
+    sim : str
+        Name of the backend that ran.
+    instructions : int
+        Instructions in the program.
+    """
+
+    outputs: dict[str, np.ndarray]
+    cycles: int | None
+    counters: dict[str, int]
+    details: dict[str, Any]
+    sim: str
+    instructions: int
+
+
+def _describe(array_dtype, shape) -> str:
+    return f"{np.dtype(array_dtype).name} {tuple(shape)}"
+
+
+class Device:
+    """One accelerator instance simulated by a backend.
+
+    Parameters
+    ----------
+    config : HwConfig
+        The accelerator; programs must have been compiled for the same hardware.
+    sim : str, optional
+        A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
+    **backend_options
+        Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
+        timed backends).
+    """
+
+    def __init__(self, config: HwConfig, sim: str = "fsim", **backend_options):
+        self.config = config
+        self.sim = sim
+        self.backend = get_backend(sim, config, **backend_options)
+
+    def check_inputs(self, program: Program, inputs: dict[str, np.ndarray]) -> None:
+        """Raise `InputError` unless ``inputs`` are exactly the program's inputs."""
+        expected = {region.name: region for region in program.inputs}
+        if not isinstance(inputs, dict):
+            raise InputError(f"inputs must be a dict of name to array, got "
+                             f"{type(inputs).__name__}")
+        for name in inputs:
+            if name not in expected:
+                raise InputError(f"unknown input {name!r}: the program's inputs are "
+                                 f"{', '.join(sorted(expected)) or 'none'}")
+        for name, region in expected.items():
+            if name not in inputs:
+                raise InputError(f"missing input {name!r}: expected "
+                                 f"{_describe(region.dtype, region.shape)}")
+            array = inputs[name]
+            got = (_describe(array.dtype, array.shape) if isinstance(array, np.ndarray)
+                   else type(array).__name__)
+            if (not isinstance(array, np.ndarray) or array.dtype != region.dtype
+                    or tuple(array.shape) != tuple(region.shape)):
+                raise InputError(f"input {name!r}: expected "
+                                 f"{_describe(region.dtype, region.shape)}, got {got}")
+
+    def build_image(self, program: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        """The DRAM image the host would write: instructions, micro-ops and packed inputs."""
+        if not self.config.same_hardware(program.config):
+            raise ProgramError(
+                f"program compiled for hardware {program.config.name!r} (config hash "
+                f"{program.config.hash}) cannot run on {self.config.name!r} (config hash "
+                f"{self.config.hash})")
+        self.check_inputs(program, inputs)
+        dram = np.zeros(int(program.dram_bytes), dtype=np.uint8)
+        try:
+            code = isa.encode_program(program.instructions, self.config)
+            uops = isa.encode_uops(program.uops, self.config).astype("<u4").view(np.uint8)
+        except isa.IsaError as error:
+            raise ProgramError(f"program does not encode: {error}") from None
+        self._place(dram, program.insn_offset, code, "instructions")
+        self._place(dram, program.uop_offset, uops, "micro-ops")
+        for region in program.inputs:
+            try:
+                packed = pack(region.layout, inputs[region.name], self.config, region.name)
+            except LayoutError as error:
+                raise InputError(str(error)) from None
+            self._place(dram, region.dram_offset, packed.reshape(-1).view(np.uint8),
+                        f"input {region.name!r}")
+        return dram
+
+    @staticmethod
+    def _place(dram: np.ndarray, offset: int, data: np.ndarray, what: str) -> None:
+        if offset < 0 or offset + data.size > dram.size:
+            raise ProgramError(f"DRAM plan: {what} at bytes [{offset}, {offset + data.size}) "
+                               f"do not fit the program's {dram.size}-byte DRAM image")
+        dram[offset:offset + data.size] = data
+
+    def run(self, program: Program, inputs: dict[str, np.ndarray]) -> DeviceResult:
+        """Run ``program`` on ``inputs`` and return its outputs and counters.
+
+        Raises
+        ------
+        InputError
+            Missing, unknown, mistyped or misshapen inputs.
+        ProgramError
+            A program for other hardware or with a DRAM plan that does not fit.
+        sim.errors.SimulationError
+            When the backend finds the program cannot run (deadlock, race, ...).
+        """
+        dram = self.build_image(program, inputs)
+        result = self.backend.run(dram, program.insn_offset, len(program.instructions))
+        outputs = {}
+        for region in program.outputs:
+            nbytes = packed_nbytes(region.layout, region.shape, self.config)
+            if region.dram_offset < 0 or region.dram_offset + nbytes > dram.size:
+                raise ProgramError(f"DRAM plan: output {region.name!r} at bytes "
+                                   f"[{region.dram_offset}, {region.dram_offset + nbytes}) "
+                                   f"does not fit the {dram.size}-byte DRAM image")
+            flat = dram[region.dram_offset:region.dram_offset + nbytes]
+            outputs[region.name] = unpack(region.layout, flat, region.shape, self.config)
+        return DeviceResult(outputs=outputs, cycles=result.cycles, counters=dict(result.counters),
+                            details=dict(result.details), sim=self.sim,
+                            instructions=len(program.instructions))

@@ -1,0 +1,66 @@
+"""Errors the simulators raise about a program they cannot run.
+
+Every error is a `ValueError` (a bad program is bad input) and its message
+names the instruction at fault: its global index in the instruction stream and
+its opcode, then the problem. The same classes serve every simulation tier, so
+callers can catch one family whichever backend ran.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SimulationError", "DeadlockError", "RaceError", "AddressError",
+           "InstructionError", "TokenError", "describe_instruction"]
+
+
+def describe_instruction(index: int | None, insn=None) -> str:
+    """``"instruction 12 (GEMM)"``: how every message names an instruction.
+
+    Parameters
+    ----------
+    index : int or None
+        Global index of the instruction in the stream.
+    insn : hw.isa.Instruction, optional
+        The decoded instruction; adds its opcode (and memory type for loads/stores).
+    """
+    where = "instruction" if index is None else f"instruction {index}"
+    if insn is None:
+        return where
+    label = insn.opcode.name
+    memory_type = getattr(insn, "memory_type", None)
+    if memory_type is not None:
+        label += f" {memory_type.kind}"
+    return f"{where} ({label})"
+
+
+class SimulationError(ValueError):
+    """A program that cannot run as written.
+
+    Attributes
+    ----------
+    index : int or None
+        Global index of the offending instruction, when one is at fault.
+    """
+
+    def __init__(self, message: str, index: int | None = None):
+        super().__init__(message)
+        self.index = index
+
+
+class DeadlockError(SimulationError):
+    """No module can make progress but instructions remain (a token never comes)."""
+
+
+class RaceError(SimulationError):
+    """Two modules touch the same SRAM entry without a dependency token ordering them."""
+
+
+class AddressError(SimulationError):
+    """An SRAM index or a DRAM region outside its memory."""
+
+
+class InstructionError(SimulationError):
+    """A word that is no valid instruction, or one its module cannot execute."""
+
+
+class TokenError(SimulationError):
+    """Tokens pushed but never popped: the next run on the hardware would see them."""
