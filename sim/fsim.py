@@ -161,7 +161,8 @@ class FunctionalSimulator:
 
     name = "fsim"
 
-    def __init__(self, config: HwConfig, check_races: bool = True, **options):
+    def __init__(self, config: HwConfig, check_races: bool = True, dump_sram: bool = False,
+                 **options):
         if not isinstance(config, HwConfig):
             raise TypeError(f"fsim needs an HwConfig, got {type(config).__name__}")
         if options:
@@ -171,6 +172,7 @@ class FunctionalSimulator:
                 "and cycle limits)")
         self.config = config
         self.check_races = bool(check_races)
+        self.dump_sram = bool(dump_sram)
 
     def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
         """Run the program in ``dram`` (1-D uint8, modified in place).
@@ -193,9 +195,15 @@ class FunctionalSimulator:
         machine = _Machine(self.config, dram, self.check_races)
         machine.fetch(int(insn_offset), int(insn_count))
         machine.execute()
-        return RunResult(cycles=None, counters=dict(machine.counters),
-                         details={"finish_index": machine.finish_index,
-                                  "instructions": int(insn_count)})
+        details = {"finish_index": machine.finish_index, "instructions": int(insn_count)}
+        if self.dump_sram:
+            details["sram"] = {"inp": machine.inp.copy(), "wgt": machine.wgt.copy(),
+                               "acc": machine.acc.reshape(len(machine.acc), self.config.batch,
+                                                          -1).copy(),
+                               "out": machine.out.reshape(len(machine.out), self.config.batch,
+                                                          -1).copy(),
+                               "uop": machine.uop.copy()}
+        return RunResult(cycles=None, counters=dict(machine.counters), details=details)
 
 
 class _Machine:
