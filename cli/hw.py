@@ -1,0 +1,51 @@
+"""``vdla hw``: hardware generation commands (``vdla hw verilog``; others add more)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from hw.config import ConfigError, load_config
+
+
+@click.group()
+def hw():
+    """Generate and inspect the accelerator RTL."""
+
+
+@hw.command("verilog")
+@click.option("--config", "config_spec", default="default", show_default=True,
+              help="A preset name (default, tiny) or a JSON config file.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the Verilog here (default: standard output).")
+@click.option("--top", default=None, help="Name of the top Verilog module.")
+@click.option("--json", "as_json", is_flag=True, help="Report as JSON (with -o).")
+def verilog_command(config_spec, output, top, as_json):
+    """Generate the accelerator's Verilog for a config."""
+    from hw.generate import TOP_NAME, verilog
+    try:
+        config = load_config(config_spec)
+    except ConfigError as error:
+        raise click.BadParameter(str(error), param_hint="--config") from None
+    started = time.perf_counter()
+    if output is None or str(output) == "-":
+        sys.stdout.write(verilog(config, name=top or TOP_NAME))
+        return
+    text = verilog(config, name=top or TOP_NAME)
+    output.write_text(text)
+    report = {"config": config.name, "hash": config.hash, "output": str(output),
+              "lines": text.count("\n"), "bytes": len(text),
+              "seconds": round(time.perf_counter() - started, 2)}
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        click.echo(f"wrote {output}: {report['lines']} lines, config {config.name} "
+                   f"({config.batch}x{config.block_in}x{config.block_out}, "
+                   f"{config.dram_bus_bits}-bit bus) in {report['seconds']} s", err=True)
+
+
+command = hw

@@ -1,0 +1,208 @@
+"""The accelerator top: fetch, load, compute and store around one DRAM port.
+
+Dataflow: ``start`` latches the program's address and length; the cycle after,
+every block restarts from reset (SRAM contents are kept) and fetch begins
+reading instructions and dispatching them into the load, compute and store
+command queues. The three modules run concurrently and synchronise only
+through the four dependency-token queues (load->compute, compute->load,
+compute->store, store->compute). Load writes the inp and wgt SRAMs, compute
+reads them and writes acc (private) and out, store reads out. All DRAM reads
+(fetch, load inp / wgt, compute uop / acc) go through the round-robin
+`DramArbiter`; the store module owns the write side.
+
+Port contract (fixed; the Verilator DRAM model, the ctypes binding and the
+cocotb benches are written against it). All signals are synchronous to
+``clk``; ``rst`` is the synchronous reset. In Verilog, stream members are
+flattened with ``__`` and payloads are flat vectors, struct members packed from
+bit 0 (``addr`` in the low bits of a request).
+
+``start`` (in, 1)
+    One-cycle pulse: latches ``insn_addr`` and ``insn_count``, clears ``done``
+    and the counters, and starts the program. Pulse it only when the
+    accelerator is idle (after reset or once ``done`` is high).
+``insn_addr`` (in, 32)
+    Byte address of the first instruction, 16-byte aligned.
+``insn_count`` (in, 32)
+    Number of 16-byte instructions.
+``done`` (out, 1)
+    Level: high once FINISH has retired on compute, the load and store
+    command queues are empty with both modules idle, every store beat has
+    been accepted and no instruction read is outstanding; stays high until
+    the next ``start``. A program without FINISH never raises it.
+``mem_rd_req__valid`` (out), ``mem_rd_req__ready`` (in), ``mem_rd_req__payload`` (out, 48)
+    Burst read request: ``addr`` = payload[31:0], a byte address aligned to
+    the bus width; ``beats`` = payload[47:32], at least 1.
+``mem_rd_data__valid`` (in), ``mem_rd_data__ready`` (out), ``mem_rd_data__payload`` (in, bus bits)
+    Read data beats in request order. The memory may insert any latency
+    before and between beats; the accelerator may hold ``ready`` low.
+    Several read bursts may be outstanding.
+``mem_wr_req__valid`` (out), ``mem_wr_req__ready`` (in), ``mem_wr_req__payload`` (out, 48)
+    Burst write request, same layout as a read request. Its ``beats`` data
+    beats follow on ``mem_wr_data``; the next request is only issued after the
+    last beat of the previous burst.
+``mem_wr_data__valid`` (out), ``mem_wr_data__ready`` (in), ``mem_wr_data__payload`` (out, bus + bus/8)
+    ``data`` = payload[bus-1:0], ``strb`` = payload[bus + bus/8 - 1:bus], one
+    strobe bit per byte. A beat is applied when accepted; there is no write
+    response.
+``counter_<name>`` (out, 32) for each name of `hw.counters.RTL_COUNTERS`
+    Event counters, cleared by ``start``; ``cycles`` counts from start to done.
+``status_<name>`` (out, 16) for each name of `hw.counters.RTL_STATUS`
+    Token and command queue occupancies, instructions fetched and retired.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, ResetInserter, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from hw.compute import Compute
+from hw.config import HwConfig
+from hw.counters import RTL_COUNTERS, RTL_STATUS
+from hw.dram_arbiter import DramArbiter
+from hw.fetch import Fetch
+from hw.layouts import REQUEST_LAYOUT, write_beat_layout
+from hw.load import LoadUnit
+from hw.store import StoreUnit
+from hw.token_queue import TokenQueue
+
+__all__ = ["Accelerator"]
+
+# Read clients of the arbiter, in arbitration order.
+READ_CLIENTS = ("fetch", "load_inp", "load_wgt", "compute_uop", "compute_acc")
+
+
+class Accelerator(wiring.Component):
+    """The whole accelerator for one `HwConfig` (see the module docstring for ports)."""
+
+    def __init__(self, config: HwConfig):
+        self.config = config
+        members = {
+            "start": In(1),
+            "insn_addr": In(32),
+            "insn_count": In(32),
+            "done": Out(1),
+            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
+            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
+        }
+        members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
+        members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+
+        # Every block restarts from reset on `start`; work begins the cycle after.
+        go = Signal()
+        insn_addr = Signal(32)
+        insn_count = Signal(32)
+        m.d.sync += go.eq(self.start)
+        with m.If(self.start):
+            m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
+
+        def block(name, elaboratable):
+            m.submodules[name] = ResetInserter(self.start)(elaboratable)
+            return elaboratable
+
+        fetch = block("fetch", Fetch(config))
+        load = block("load", LoadUnit(config))
+        compute = block("compute", Compute(config))
+        store = block("store", StoreUnit(config))
+        arbiter = block("arbiter", DramArbiter(config, len(READ_CLIENTS)))
+        queues = {name: block(f"tokens_{name}", TokenQueue(config.token_queue_depth))
+                  for name in ("load_to_compute", "compute_to_load",
+                               "compute_to_store", "store_to_compute")}
+
+        m.d.comb += [fetch.go.eq(go), fetch.insn_addr.eq(insn_addr),
+                     fetch.insn_count.eq(insn_count)]
+
+        # ---------------------------------------------------------- DRAM port
+        clients = {"fetch": fetch.mem, "load_inp": load.mem_inp, "load_wgt": load.mem_wgt,
+                   "compute_uop": compute.mem_uop, "compute_acc": compute.mem_acc}
+        for index, name in enumerate(READ_CLIENTS):
+            connect(m, clients[name], arbiter.readers[index])
+        connect(m, store.mem, arbiter.writer)
+        connect(m, arbiter.mem_rd_req, flipped(self.mem_rd_req))
+        connect(m, arbiter.mem_rd_data, flipped(self.mem_rd_data))
+        connect(m, arbiter.mem_wr_req, flipped(self.mem_wr_req))
+        connect(m, arbiter.mem_wr_data, flipped(self.mem_wr_data))
+
+        # ---------------------------------------------------------- queues
+        connect(m, fetch.load_cmds, load.cmds)
+        connect(m, fetch.compute_cmds, compute.cmds)
+        connect(m, fetch.store_cmds, store.cmds)
+        connect(m, load.to_compute, queues["load_to_compute"].push)
+        connect(m, queues["load_to_compute"].pop, compute.from_load)
+        connect(m, compute.to_load, queues["compute_to_load"].push)
+        connect(m, queues["compute_to_load"].pop, load.from_compute)
+        connect(m, compute.to_store, queues["compute_to_store"].push)
+        connect(m, queues["compute_to_store"].pop, store.from_compute)
+        connect(m, store.to_compute, queues["store_to_compute"].push)
+        connect(m, queues["store_to_compute"].pop, compute.from_store)
+
+        # ---------------------------------------------------------- shared SRAMs
+        srams = {}
+        for kind in ("inp", "wgt", "out"):
+            srams[kind] = memory.Memory(shape=config.element_bytes(kind) * 8,
+                                        depth=config.depth(kind), init=[])
+            m.submodules[f"{kind}_mem"] = srams[kind]
+        connect(m, load.sram_inp, srams["inp"].write_port())
+        connect(m, load.sram_wgt, srams["wgt"].write_port())
+        connect(m, compute.inp_read, srams["inp"].read_port(transparent_for=()))
+        connect(m, compute.wgt_read, srams["wgt"].read_port(transparent_for=()))
+        connect(m, compute.out_write, srams["out"].write_port())
+        connect(m, store.out_read, srams["out"].read_port(transparent_for=()))
+
+        # ---------------------------------------------------------- done
+        running = Signal()
+        done = Signal()
+        drained = (compute.finished & load.idle & (fetch.load_level == 0)
+                   & store.idle & (fetch.store_level == 0) & fetch.idle)
+        with m.If(self.start):
+            m.d.sync += [running.eq(0), done.eq(0)]
+        with m.Elif(go):
+            m.d.sync += running.eq(1)
+        with m.Elif(running & drained):
+            m.d.sync += [running.eq(0), done.eq(1)]
+        m.d.comb += self.done.eq(done)
+
+        # ---------------------------------------------------------- counters
+        events = {
+            "cycles": running,
+            "load_busy": load.busy, "load_wait_token": load.wait_token,
+            "load_wait_mem": load.wait_mem,
+            "compute_busy": compute.busy, "compute_wait_token": compute.wait_token,
+            "compute_wait_mem": compute.wait_mem,
+            "store_busy": store.busy, "store_wait_token": store.wait_token,
+            "store_wait_mem": store.wait_mem,
+            "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
+            "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
+        }
+        assert set(events) == set(RTL_COUNTERS), set(RTL_COUNTERS) ^ set(events)
+        for name in RTL_COUNTERS:
+            counter = getattr(self, f"counter_{name}")
+            count = Signal(32, name=f"count_{name}")
+            m.d.comb += counter.eq(count)
+            with m.If(self.start):
+                m.d.sync += count.eq(0)
+            with m.Elif(events[name]):
+                m.d.sync += count.eq(count + 1)
+
+        status = {
+            "tokens_load_to_compute": queues["load_to_compute"].count,
+            "tokens_compute_to_load": queues["compute_to_load"].count,
+            "tokens_compute_to_store": queues["compute_to_store"].count,
+            "tokens_store_to_compute": queues["store_to_compute"].count,
+            "cmds_load": fetch.load_level, "cmds_compute": fetch.compute_level,
+            "cmds_store": fetch.store_level,
+            "fetched": fetch.fetched,
+            "retired_load": load.retired, "retired_compute": compute.retired,
+            "retired_store": store.retired,
+        }
+        assert set(status) == set(RTL_STATUS), set(RTL_STATUS) ^ set(status)
+        for name in RTL_STATUS:
+            m.d.comb += getattr(self, f"status_{name}").eq(status[name])
+        return m

@@ -1,0 +1,193 @@
+"""DRAM element reader: rows of elements in, burst reads out, elements back.
+
+Dataflow: a row command ``{addr, count}`` (first DRAM element index, number of
+elements) enters on ``cmd``. The request side turns it into burst read
+requests on ``mem.req`` (at most `MAX_BURST_BEATS` beats each, bus-aligned byte
+addresses) and, without waiting for data, accepts the next row. The data side
+turns the beats arriving on ``mem.data`` back into whole elements on
+``elements``, in order:
+
+* an element at least as wide as a beat (element and bus widths are powers of
+  two) spans ``element_bytes / bus_bytes`` consecutive beats, gathered little
+  endian (first beat in the low bits);
+* a narrower element is one lane of a beat: a row may start in the middle of
+  a beat (the request starts at the aligned beat below) and the unused lanes
+  before its first and after its last element are dropped. A small FIFO
+  carries each row's first lane and count from the request side to the data
+  side.
+
+The data side always drains its beats as fast as ``elements`` takes them, and
+users take elements unconditionally (into an SRAM or a FIFO whose space they
+reserved), so a reader never holds the shared read port hostage.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.config import HwConfig
+from hw.layouts import MAX_BURST_BEATS, MemReadSignature, log2, row_command_layout
+
+__all__ = ["ElementReader"]
+
+
+class ElementReader(wiring.Component):
+    """Reads rows of ``element_bytes``-byte elements from DRAM.
+
+    Parameters
+    ----------
+    config : HwConfig
+    element_bytes : int
+        Bytes per element (a power of two).
+    count_bits : int
+        Width of a row's element count.
+    rows_ahead : int
+        Rows whose requests may be issued before their data has arrived
+        (only bounds the narrow-element row FIFO).
+
+    Ports
+    -----
+    cmd : In(stream of {addr, count})
+    mem : Out(MemReadSignature)
+    elements : Out(stream of element bits)
+    outstanding : Out(32)
+        Beats requested (or about to be) whose data has not arrived yet.
+    idle : Out(1)
+        No row being issued and no data outstanding.
+    """
+
+    def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = 16,
+                 rows_ahead: int = 4):
+        self.config = config
+        self.element_bytes = element_bytes
+        self.count_bits = count_bits
+        self.rows_ahead = rows_ahead
+        log2(element_bytes)
+        super().__init__({
+            "cmd": In(stream.Signature(row_command_layout(count_bits))),
+            "mem": Out(MemReadSignature(config.dram_bus_bits)),
+            "elements": Out(stream.Signature(element_bytes * 8)),
+            "outstanding": Out(32),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bus_bits = self.config.dram_bus_bits
+        bus_bytes = bus_bits // 8
+        element_bytes = self.element_bytes
+        wide = element_bytes >= bus_bytes
+        beats_per_element = element_bytes // bus_bytes if wide else 1
+        lanes = 1 if wide else bus_bytes // element_bytes
+        lane_bits = max(1, log2(lanes))
+
+        # ---------------------------------------------------------- requests
+        beats_left = Signal(self.count_bits + log2(beats_per_element) + 1)
+        address = Signal(32)
+        issuing = Signal()
+        burst = Signal(16)
+        m.d.comb += burst.eq(Mux(beats_left > MAX_BURST_BEATS, MAX_BURST_BEATS, beats_left))
+
+        if not wide:
+            m.submodules.rows = rows = fifo.SyncFIFO(
+                width=lane_bits + self.count_bits, depth=self.rows_ahead)
+        cmd = self.cmd.payload
+        byte_address = (cmd.addr << log2(element_bytes))[:32]
+        m.d.comb += [
+            self.mem.req.valid.eq(issuing),
+            self.mem.req.payload.addr.eq(address),
+            self.mem.req.payload.beats.eq(burst),
+        ]
+        if wide:
+            m.d.comb += self.cmd.ready.eq(~issuing)
+        else:
+            m.d.comb += self.cmd.ready.eq(~issuing & rows.w_rdy)
+        accepted = self.cmd.valid & self.cmd.ready
+        with m.If(accepted & (cmd.count != 0)):
+            m.d.sync += issuing.eq(1)
+            if wide:
+                m.d.sync += [
+                    address.eq(byte_address),
+                    beats_left.eq(cmd.count << log2(beats_per_element)),
+                ]
+            else:
+                first_lane = cmd.addr[:lane_bits]
+                m.d.sync += [
+                    address.eq(Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])),
+                    beats_left.eq((first_lane + cmd.count + (lanes - 1)) >> log2(lanes)),
+                ]
+                m.d.comb += [
+                    rows.w_en.eq(1),
+                    rows.w_data.eq(Cat(first_lane, cmd.count)),
+                ]
+        with m.If(self.mem.req.valid & self.mem.req.ready):
+            m.d.sync += [
+                address.eq(address + (burst << log2(bus_bytes))),
+                beats_left.eq(beats_left - burst),
+            ]
+            with m.If(beats_left == burst):
+                m.d.sync += issuing.eq(0)
+
+        # Outstanding beats: the rest of the current row plus requested, unreceived ones.
+        in_flight = Signal(32)
+        beat_taken = self.mem.data.valid & self.mem.data.ready
+        requested = self.mem.req.valid & self.mem.req.ready
+        m.d.sync += in_flight.eq(in_flight + Mux(requested, burst, 0) - beat_taken)
+        m.d.comb += [
+            self.outstanding.eq(in_flight + Mux(issuing, beats_left, 0)),
+            self.idle.eq(~issuing & (in_flight == 0) & ~self.cmd.valid),
+        ]
+
+        # ---------------------------------------------------------- data
+        if wide:
+            element = Signal(element_bytes * 8)
+            gathered = Signal(range(beats_per_element + 1))
+            full = Signal()
+            m.d.comb += [
+                self.elements.valid.eq(full),
+                self.elements.payload.eq(element),
+                self.mem.data.ready.eq(~full | self.elements.ready),
+            ]
+            with m.If(self.elements.valid & self.elements.ready):
+                m.d.sync += full.eq(0)
+            with m.If(beat_taken):
+                if beats_per_element == 1:
+                    m.d.sync += [element.eq(self.mem.data.payload), full.eq(1)]
+                else:
+                    m.d.sync += element.eq(Cat(element[bus_bits:], self.mem.data.payload))
+                    with m.If(gathered == beats_per_element - 1):
+                        m.d.sync += [gathered.eq(0), full.eq(1)]
+                    with m.Else():
+                        m.d.sync += gathered.eq(gathered + 1)
+        else:
+            row_active = Signal()
+            remaining = Signal(self.count_bits)
+            lane = Signal(lane_bits)
+            beat = Signal(bus_bits)
+            holding = Signal()
+            taken = self.elements.valid & self.elements.ready
+            last_of_row = remaining == 1
+            release = taken & ((lane == lanes - 1) | last_of_row)
+            m.d.comb += [
+                self.elements.valid.eq(holding & row_active),
+                self.elements.payload.eq(beat.word_select(lane, element_bytes * 8)),
+                self.mem.data.ready.eq(row_active & (~holding | release)),
+                rows.r_en.eq(~row_active),
+            ]
+            with m.If(~row_active & rows.r_rdy):
+                m.d.sync += [
+                    row_active.eq(1),
+                    lane.eq(rows.r_data[:lane_bits]),
+                    remaining.eq(rows.r_data[lane_bits:]),
+                ]
+            with m.If(taken):
+                m.d.sync += [lane.eq(lane + 1), remaining.eq(remaining - 1)]
+                with m.If(last_of_row):
+                    m.d.sync += row_active.eq(0)
+            with m.If(release):
+                m.d.sync += holding.eq(0)
+            with m.If(beat_taken):
+                m.d.sync += [beat.eq(self.mem.data.payload), holding.eq(1)]
+        return m

@@ -1,0 +1,121 @@
+"""The single DRAM port, shared by the fetch, load, compute and store modules.
+
+Reads: each client offers burst requests on its ``req`` stream. The arbiter
+grants one client at a time, round robin starting after the last granted one,
+forwards that request to ``mem_rd_req`` and records ``(client, beats)`` in an
+order FIFO (up to `READS_IN_FLIGHT` bursts outstanding, so request latency
+overlaps with data). Data beats arrive in request order on ``mem_rd_data``;
+the head of the order FIFO says which client they belong to, and the beat is
+passed to that client's ``data`` stream (its ready back-pressures the memory).
+Every client drains its data unconditionally (see `hw.dma`), so a burst
+waiting at the head never blocks forever.
+
+Writes: only the store module writes, so its request and data streams pass
+straight through to ``mem_wr_req`` / ``mem_wr_data``.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.config import HwConfig
+from hw.layouts import REQUEST_LAYOUT, MemReadSignature, MemWriteSignature, write_beat_layout
+
+__all__ = ["DramArbiter", "READS_IN_FLIGHT"]
+
+READS_IN_FLIGHT = 8
+
+
+class DramArbiter(wiring.Component):
+    """Round-robin read arbiter over ``readers`` clients plus a write pass-through.
+
+    Ports
+    -----
+    readers : array of In(MemReadSignature)
+    writer : In(MemWriteSignature)
+    mem_rd_req, mem_rd_data, mem_wr_req, mem_wr_data : the DRAM port
+    read_beats, write_beats : Out(1)
+        Pulses on each data beat transferred (for the counters).
+    """
+
+    def __init__(self, config: HwConfig, readers: int):
+        self.config = config
+        self.n_readers = readers
+        super().__init__({
+            "readers": In(MemReadSignature(config.dram_bus_bits)).array(readers),
+            "writer": In(MemWriteSignature(config)),
+            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
+            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_wr_data": Out(stream.Signature(write_beat_layout(self.config))),
+            "read_beats": Out(1),
+            "write_beats": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_readers
+        id_bits = max(1, (n - 1).bit_length())
+        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + 16, depth=READS_IN_FLIGHT)
+
+        # ---------------------------------------------------------- requests
+        granted = Signal()            # a client is connected to mem_rd_req
+        owner = Signal(range(n))
+        last = Signal(range(n))
+        pick = Signal(range(n))
+        any_valid = Signal()
+        # Round robin: the lowest requesting index above `last`, else the lowest overall.
+        for i in reversed(range(n)):
+            with m.If(self.readers[i].req.valid):
+                m.d.comb += [pick.eq(i), any_valid.eq(1)]
+        for i in reversed(range(n)):
+            with m.If(self.readers[i].req.valid & (last < i)):
+                m.d.comb += pick.eq(i)
+        with m.If(~granted & any_valid):
+            m.d.sync += [granted.eq(1), owner.eq(pick)]
+
+        for i in range(n):
+            with m.If(granted & (owner == i)):
+                m.d.comb += [
+                    self.mem_rd_req.valid.eq(self.readers[i].req.valid & order.w_rdy),
+                    self.mem_rd_req.payload.eq(self.readers[i].req.payload),
+                    self.readers[i].req.ready.eq(self.mem_rd_req.ready & order.w_rdy),
+                ]
+        with m.If(self.mem_rd_req.valid & self.mem_rd_req.ready):
+            m.d.comb += [
+                order.w_en.eq(1),
+                order.w_data.eq(owner | (self.mem_rd_req.payload.beats << id_bits)),
+            ]
+            m.d.sync += [granted.eq(0), last.eq(owner)]
+
+        # ---------------------------------------------------------- data
+        head_owner = order.r_data[:id_bits]
+        head_beats = order.r_data[id_bits:]
+        received = Signal(16)
+        for i in range(n):
+            m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
+            with m.If(order.r_rdy & (head_owner == i)):
+                m.d.comb += [
+                    self.readers[i].data.valid.eq(self.mem_rd_data.valid),
+                    self.mem_rd_data.ready.eq(self.readers[i].data.ready),
+                ]
+        beat = self.mem_rd_data.valid & self.mem_rd_data.ready
+        with m.If(beat):
+            with m.If(received == head_beats - 1):
+                m.d.sync += received.eq(0)
+                m.d.comb += order.r_en.eq(1)
+            with m.Else():
+                m.d.sync += received.eq(received + 1)
+
+        # ---------------------------------------------------------- writes
+        for port, client in ((self.mem_wr_req, self.writer.req),
+                             (self.mem_wr_data, self.writer.data)):
+            m.d.comb += [port.valid.eq(client.valid), port.payload.eq(client.payload),
+                         client.ready.eq(port.ready)]
+        m.d.comb += [
+            self.read_beats.eq(beat),
+            self.write_beats.eq(self.mem_wr_data.valid & self.mem_wr_data.ready),
+        ]
+        return m

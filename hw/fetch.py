@@ -1,0 +1,150 @@
+"""The fetch module: reads the instruction stream and dispatches it in order.
+
+On ``go`` it starts reading ``insn_count`` instructions (``INSN_BYTES`` each)
+from byte address ``insn_addr`` through an `ElementReader`, in chunks of at
+most `FETCH_CHUNK` instructions (one burst each). A chunk is only requested
+when the instruction buffer has room for it and for everything still in
+flight, so fetch always drains its read data and never blocks the shared read
+port. The dispatcher pops the buffer in order and pushes each instruction into
+one of three command queues (depth ``config.cmd_queue_depth``), stalling while
+the target queue is full:
+
+* LOAD of inp or wgt -> ``load_cmds``
+* STORE -> ``store_cmds``
+* everything else (LOAD of uop or acc, GEMM, ALU, FINISH) -> ``compute_cmds``
+
+After dispatching FINISH it dispatches nothing more and requests no more
+instructions; ``idle`` rises once no read is outstanding.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw import isa
+from hw.config import HwConfig
+from hw.dma import ElementReader
+from hw.layouts import MemReadSignature, instruction_layout, log2
+
+__all__ = ["Fetch", "FETCH_CHUNK", "FETCH_BUFFER"]
+
+FETCH_CHUNK = 8      # instructions per read burst
+FETCH_BUFFER = 16    # instructions buffered between the reader and the dispatcher
+
+
+class Fetch(wiring.Component):
+    """Instruction fetch and dispatch.
+
+    Ports
+    -----
+    go : In(1)
+        One-cycle pulse: start fetching from ``insn_addr`` (stable meanwhile).
+    insn_addr, insn_count : In(32)
+    mem : Out(MemReadSignature)
+    load_cmds, compute_cmds, store_cmds : Out(stream of instruction words)
+    complete : Out(1)
+        Every instruction dispatched, or FINISH dispatched.
+    idle : Out(1)
+        No instruction read outstanding.
+    fetched : Out(16)
+        Instructions read from DRAM so far.
+    load_level, compute_level, store_level : Out(16)
+        Command queue occupancies.
+    """
+
+    def __init__(self, config: HwConfig):
+        self.config = config
+        insn = stream.Signature(HwConfig.INSN_BITS)
+        super().__init__({
+            "go": In(1),
+            "insn_addr": In(32),
+            "insn_count": In(32),
+            "mem": Out(MemReadSignature(config.dram_bus_bits)),
+            "load_cmds": Out(insn),
+            "compute_cmds": Out(insn),
+            "store_cmds": Out(insn),
+            "complete": Out(1),
+            "idle": Out(1),
+            "fetched": Out(16),
+            "load_level": Out(16),
+            "compute_level": Out(16),
+            "store_level": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES)
+        wiring.connect(m, reader.mem, wiring.flipped(self.mem))
+        m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
+                                                     depth=FETCH_BUFFER)
+        queues = {}
+        for name in ("load", "compute", "store"):
+            queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
+                                                 depth=config.cmd_queue_depth)
+            m.submodules[f"{name}_queue"] = queue
+            wiring.connect(m, queue.r_stream, wiring.flipped(getattr(self, f"{name}_cmds")))
+            m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
+
+        # ---------------------------------------------------------- requests
+        remaining = Signal(32)        # instructions not yet requested
+        next_index = Signal(32)       # DRAM element index of the next one
+        in_flight = Signal(range(FETCH_BUFFER + 1))   # requested, not yet buffered
+        stopped = Signal()            # FINISH dispatched
+        fetched = Signal(32)
+        dispatched = Signal(32)
+        total = Signal(32)
+        chunk = Signal(16)
+        m.d.comb += chunk.eq(Mux(remaining > FETCH_CHUNK, FETCH_CHUNK, remaining))
+        with m.If(self.go):
+            m.d.sync += [
+                remaining.eq(self.insn_count),
+                total.eq(self.insn_count),
+                next_index.eq(self.insn_addr >> log2(isa.INSN_BYTES)),
+            ]
+        room = buffer.level + in_flight + chunk <= FETCH_BUFFER
+        m.d.comb += [
+            reader.cmd.valid.eq((remaining != 0) & ~stopped & room),
+            reader.cmd.payload.addr.eq(next_index),
+            reader.cmd.payload.count.eq(chunk),
+        ]
+        requested = reader.cmd.valid & reader.cmd.ready
+        arrived = reader.elements.valid & reader.elements.ready
+        with m.If(requested):
+            m.d.sync += [remaining.eq(remaining - chunk), next_index.eq(next_index + chunk)]
+        m.d.sync += in_flight.eq(in_flight + Mux(requested, chunk, 0) - arrived)
+        m.d.comb += [
+            buffer.w_data.eq(reader.elements.payload),
+            buffer.w_en.eq(reader.elements.valid),
+            reader.elements.ready.eq(buffer.w_rdy),
+        ]
+        with m.If(arrived):
+            m.d.sync += fetched.eq(fetched + 1)
+
+        # ---------------------------------------------------------- dispatch
+        layout = instruction_layout(config, isa.Opcode.LOAD)
+        head = data.View(layout, buffer.r_data[:layout.size])
+        to_load = (head.opcode == isa.Opcode.LOAD) & (
+            (head.memory_type == isa.MemType.INP) | (head.memory_type == isa.MemType.WGT))
+        to_store = head.opcode == isa.Opcode.STORE
+        to_compute = ~to_load & ~to_store
+        target_ready = Mux(to_load, queues["load"].w_rdy,
+                           Mux(to_store, queues["store"].w_rdy, queues["compute"].w_rdy))
+        dispatch = buffer.r_rdy & target_ready & ~stopped
+        for name, chosen in (("load", to_load), ("store", to_store), ("compute", to_compute)):
+            m.d.comb += [queues[name].w_data.eq(buffer.r_data),
+                         queues[name].w_en.eq(dispatch & chosen)]
+        m.d.comb += buffer.r_en.eq(dispatch)
+        with m.If(dispatch):
+            m.d.sync += dispatched.eq(dispatched + 1)
+            with m.If(head.opcode == isa.Opcode.FINISH):
+                m.d.sync += stopped.eq(1)
+
+        m.d.comb += [
+            self.complete.eq(stopped | (dispatched == total)),
+            self.idle.eq((in_flight == 0) & reader.idle),
+            self.fetched.eq(fetched),
+        ]
+        return m

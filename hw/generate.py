@@ -1,0 +1,105 @@
+"""Verilog generation for the accelerator top.
+
+Amaranth writes an explicit all-zero initial value for every memory (a
+``$meminit_v2`` cell in RTLIL), which Yosys turns into one ``initial``
+assignment per word: for the default config that is most of the Verilog and
+most of the conversion time. No memory in the design relies on its initial
+contents (SRAMs are written by loads before they are read; FIFO storage is
+only read after being written), and simulators start arrays at zero anyway
+(Verilator's default), so `verilog` drops the all-zero init cells from the
+RTLIL before handing it to Yosys. Pass ``keep_memory_init=True`` to get
+Amaranth's unmodified output.
+
+`cached_verilog` memoises the text per config hash on disk
+(``~/.cache/vdla/verilog`` or ``$VDLA_CACHE/verilog``), keyed also by the
+source of the ``hw`` package, so an edited design is never served stale.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from amaranth.back import rtlil
+from amaranth.back.verilog import _convert_rtlil_text
+
+from hw.accelerator import Accelerator
+from hw.config import HwConfig
+
+__all__ = ["verilog", "cached_verilog", "TOP_NAME"]
+
+TOP_NAME = "vdla_accelerator"
+
+# One `$meminit_v2` cell block of Amaranth's RTLIL output.
+_MEMINIT = re.compile(r"^(?:  attribute [^\n]*\n)*  cell \$meminit_v2 [^\n]*\n(?:    [^\n]*\n)*?  end\n",
+                      re.MULTILINE)
+_DATA = re.compile(r"^    connect \\DATA \d+'([01xz]*)$", re.MULTILINE)
+
+
+def _strip_zero_memory_init(text: str) -> str:
+    def drop_if_zero(match: re.Match) -> str:
+        data = _DATA.search(match.group(0))
+        if data is not None and set(data.group(1)) <= {"0"}:
+            return ""
+        return match.group(0)
+    return _MEMINIT.sub(drop_if_zero, text)
+
+
+def rtlil_text(config: HwConfig, *, name: str = TOP_NAME) -> str:
+    """The RTLIL of the top for ``config`` (Amaranth's, unmodified)."""
+    return rtlil.convert(Accelerator(config), name=name, emit_src=False)
+
+
+def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = False) -> str:
+    """Verilog of the accelerator top for ``config``.
+
+    Parameters
+    ----------
+    config : HwConfig
+    name : str
+        Name of the top Verilog module.
+    keep_memory_init : bool
+        Keep Amaranth's all-zero memory initialisation (slow, large).
+
+    Returns
+    -------
+    str
+        The Verilog source; ports as documented in `hw.accelerator`.
+    """
+    text = rtlil_text(config, name=name)
+    if not keep_memory_init:
+        text = _strip_zero_memory_init(text)
+    return _convert_rtlil_text(text, strip_internal_attrs=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _hw_source_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("VDLA_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "vdla"
+    return base / "verilog"
+
+
+def cached_verilog(config: HwConfig, *, name: str = TOP_NAME) -> Path:
+    """Path of the generated Verilog for ``config``, generating it once per design.
+
+    The file name holds the config hash and a digest of the ``hw`` sources.
+    """
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}-{config.hash}-{_hw_source_digest()}.v"
+    if not path.exists():
+        temporary = path.with_suffix(f".tmp{os.getpid()}")
+        temporary.write_text(verilog(config, name=name))
+        temporary.replace(path)
+    return path

@@ -1,0 +1,110 @@
+"""Amaranth layouts and signatures derived from `HwConfig` and `hw.isa`.
+
+The RTL never restates a field position or width: instruction and micro-op
+layouts are built here from `hw.isa.formats` / `hw.isa.uop_fields` (fields are
+packed from bit 0 upwards, exactly as `data.StructLayout` places members), and
+the memory-port and SRAM-port signatures shared by the blocks are defined once.
+
+Memory ports (`MemReadSignature`, `MemWriteSignature`) follow the top-level
+contract: a read is a burst request ``{addr, beats}`` (byte address aligned to
+the bus) answered by ``beats`` data beats in request order; a write is a burst
+request followed by ``beats`` beats of ``{data, strb}``. Both are
+`amaranth.lib.stream` handshakes (a transfer happens when valid and ready are
+both high; valid, once raised, stays up with a stable payload until taken).
+"""
+
+from __future__ import annotations
+
+from amaranth import signed, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from hw import isa
+from hw.config import HwConfig
+
+__all__ = [
+    "REQUEST_LAYOUT", "MAX_BURST_BEATS", "instruction_layout", "uop_layout",
+    "MemReadSignature", "MemWriteSignature", "write_beat_layout", "row_command_layout",
+    "sram_read_signature", "sram_write_signature", "TokenSignature", "log2",
+]
+
+# A burst request on the DRAM port: byte address and number of beats (>= 1).
+REQUEST_LAYOUT = data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "beats": 16})
+
+# Longest burst a block issues. Long enough to amortise the read latency, short
+# enough that one client cannot hold the shared port for long.
+MAX_BURST_BEATS = 256
+
+
+def log2(value: int) -> int:
+    """Exact base-2 logarithm of a power of two."""
+    assert value > 0 and value & (value - 1) == 0, value
+    return value.bit_length() - 1
+
+
+def _field_shape(field: isa.Field):
+    return signed(field.bits) if field.signed else unsigned(field.bits)
+
+
+def instruction_layout(config: HwConfig, opcode: isa.Opcode) -> data.StructLayout:
+    """The layout of one instruction format, built from `hw.isa.formats`."""
+    fields = isa.formats(config)[opcode]
+    layout = data.StructLayout({field.name: _field_shape(field) for field in fields})
+    # StructLayout packs members in order from bit 0: check it agrees with the ISA.
+    for name, (lsb, bits) in isa.field_offsets(fields).items():
+        assert layout[name].offset == lsb and layout[name].width == bits, name
+    return layout
+
+
+def uop_layout(config: HwConfig) -> data.StructLayout:
+    """The micro-op layout (``dst``, ``src``, ``wgt``), built from `hw.isa.uop_fields`."""
+    fields = isa.uop_fields(config)
+    layout = data.StructLayout({field.name: _field_shape(field) for field in fields})
+    for name, (lsb, bits) in isa.field_offsets(fields).items():
+        assert layout[name].offset == lsb and layout[name].width == bits, name
+    return layout
+
+
+def write_beat_layout(config: HwConfig) -> data.StructLayout:
+    return data.StructLayout({"data": config.dram_bus_bits, "strb": config.dram_bus_bytes})
+
+
+def row_command_layout(count_bits: int = 16) -> data.StructLayout:
+    """One row for an element reader: first DRAM element index and element count."""
+    return data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "count": count_bits})
+
+
+class MemReadSignature(wiring.Signature):
+    """A client's side of the read port: ``req`` out, ``data`` in."""
+
+    def __init__(self, bus_bits: int):
+        super().__init__({
+            "req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "data": In(stream.Signature(bus_bits)),
+        })
+
+
+class MemWriteSignature(wiring.Signature):
+    """A client's side of the write port: ``req`` then ``data`` beats, both out."""
+
+    def __init__(self, config: HwConfig):
+        super().__init__({
+            "req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "data": Out(stream.Signature(write_beat_layout(config))),
+        })
+
+
+def sram_read_signature(config: HwConfig, kind: str) -> wiring.Signature:
+    """A synchronous SRAM read port as its user sees it (use with ``In(...)``)."""
+    return memory.ReadPort.Signature(addr_width=config.index_bits(kind),
+                                     shape=config.element_bytes(kind) * 8)
+
+
+def sram_write_signature(config: HwConfig, kind: str) -> wiring.Signature:
+    """An SRAM write port as its user sees it (use with ``In(...)``)."""
+    return memory.WritePort.Signature(addr_width=config.index_bits(kind),
+                                      shape=config.element_bytes(kind) * 8)
+
+
+# A dependency token carries no data: a stream whose payload is empty.
+TokenSignature = stream.Signature(0)

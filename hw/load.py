@@ -1,0 +1,227 @@
+"""2D strided DRAM -> SRAM loads with zero padding, and the load module.
+
+`LoadEngine` executes one LOAD at a time for a fixed set of memory kinds (the
+load module uses it for inp and wgt, compute for uop and acc). When a command
+is accepted on ``cmd`` it raises ``busy`` and runs two independent walkers:
+
+* the row walker sends one row command ``{dram_base + y * x_stride, x_size}``
+  per data row to the element reader of the memory kind (`hw.dma`), which
+  issues full bursts for the row and streams its elements back;
+* the SRAM walker visits the padded ``(y_pad_top + y_size + y_pad_bottom) x
+  (x_pad_left + x_size + x_pad_right)`` rectangle in order, writing entry
+  ``sram_base + n`` for the n-th position: a zero for a pad position (no DRAM
+  traffic), otherwise the next element from the reader (waiting for it).
+
+``busy`` drops the cycle after the last SRAM write. One SRAM write per cycle.
+
+`LoadUnit` is the load module: it takes instructions from its command queue
+in order, pops the compute->load token first if the instruction asks
+(``pop_next``), runs inp/wgt LOADs on its engine, and pushes a load->compute
+token (``push_next``) once the last SRAM write is done. Load has no previous
+module, so ``pop_prev``/``push_prev`` are ignored, and a LOAD of another memory
+type only moves tokens.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from hw import isa
+from hw.config import HwConfig
+from hw.dma import ElementReader
+from hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
+                        sram_write_signature)
+
+__all__ = ["LoadEngine", "LoadUnit"]
+
+
+class LoadEngine(wiring.Component):
+    """Padded 2D loads into the SRAMs of ``kinds``.
+
+    Ports
+    -----
+    cmd : In(stream of the LOAD instruction layout)
+    mem_<kind> : Out(MemReadSignature) for each kind
+    sram_<kind> : In(SRAM write port signature) for each kind
+    busy : Out(1)
+    waiting : Out(1)
+        Busy and waiting for DRAM data.
+    """
+
+    def __init__(self, config: HwConfig, kinds: tuple[str, ...]):
+        self.config = config
+        self.kinds = tuple(kinds)
+        members = {
+            "cmd": In(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
+            "busy": Out(1),
+            "waiting": Out(1),
+        }
+        for kind in self.kinds:
+            members[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
+            members[f"sram_{kind}"] = In(sram_write_signature(config, kind))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        layout = instruction_layout(config, isa.Opcode.LOAD)
+        insn = Signal(layout)
+        busy = Signal()
+        readers = {}
+        for kind in self.kinds:
+            readers[kind] = reader = ElementReader(config, config.element_bytes(kind))
+            m.submodules[f"reader_{kind}"] = reader
+            connect(m, reader.mem, flipped(getattr(self, f"mem_{kind}")))
+
+        selected = {kind: Signal(name=f"is_{kind}") for kind in self.kinds}
+        for kind in self.kinds:
+            m.d.comb += selected[kind].eq(insn.memory_type == isa.MemType[kind.upper()])
+
+        # Padded rectangle bounds, computed once per instruction.
+        rows_total = Signal(18)
+        cols_total = Signal(18)
+        y_end = Signal(18)
+        x_end = Signal(18)
+        row = Signal(18)
+        col = Signal(18)
+        offset = Signal(16)
+        rows_left = Signal(16)       # data rows still to request
+        row_addr = Signal(32)
+
+        cmd = self.cmd.payload
+        m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
+        with m.If(self.cmd.valid & self.cmd.ready):
+            padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
+            padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
+            m.d.sync += [
+                insn.eq(cmd),
+                rows_total.eq(padded_rows),
+                cols_total.eq(padded_cols),
+                y_end.eq(cmd.y_pad_top + cmd.y_size),
+                x_end.eq(cmd.x_pad_left + cmd.x_size),
+                row.eq(0), col.eq(0), offset.eq(0),
+                rows_left.eq(cmd.y_size),
+                row_addr.eq(cmd.dram_base),
+                # Nothing to do for an empty rectangle.
+                busy.eq((padded_rows != 0) & (padded_cols != 0)),
+            ]
+            with m.If(cmd.x_size == 0):
+                m.d.sync += rows_left.eq(0)
+
+        # ---------------------------------------------------------- row walker
+        for kind, reader in readers.items():
+            m.d.comb += [
+                reader.cmd.valid.eq(busy & selected[kind] & (rows_left != 0)),
+                reader.cmd.payload.addr.eq(row_addr),
+                reader.cmd.payload.count.eq(insn.x_size),
+            ]
+            with m.If(reader.cmd.valid & reader.cmd.ready):
+                m.d.sync += [rows_left.eq(rows_left - 1), row_addr.eq(row_addr + insn.x_stride)]
+
+        # ---------------------------------------------------------- SRAM walker
+        is_data = (row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left) & (col < x_end)
+        element_valid = Signal()
+        for kind, reader in readers.items():
+            with m.If(selected[kind]):
+                m.d.comb += element_valid.eq(reader.elements.valid)
+        write = busy & (~is_data | element_valid)
+        for kind, reader in readers.items():
+            port = getattr(self, f"sram_{kind}")
+            m.d.comb += [
+                port.en.eq(write & selected[kind]),
+                port.addr.eq(insn.sram_base + offset),
+                port.data.eq(reader.elements.payload),
+                reader.elements.ready.eq(busy & selected[kind] & is_data),
+            ]
+            with m.If(~is_data):
+                m.d.comb += port.data.eq(0)
+        m.d.comb += self.waiting.eq(busy & is_data & ~element_valid)
+        with m.If(write):
+            m.d.sync += offset.eq(offset + 1)
+            with m.If(col == cols_total - 1):
+                m.d.sync += [col.eq(0), row.eq(row + 1)]
+                with m.If(row == rows_total - 1):
+                    m.d.sync += busy.eq(0)
+            with m.Else():
+                m.d.sync += col.eq(col + 1)
+        return m
+
+
+class LoadUnit(wiring.Component):
+    """The load module: inp and wgt LOADs from its command queue.
+
+    Ports
+    -----
+    cmds : In(stream of instruction words)
+    from_compute : In(token stream)    (compute->load queue)
+    to_compute : Out(token stream)     (load->compute queue)
+    mem_inp, mem_wgt : Out(MemReadSignature)
+    sram_inp, sram_wgt : In(SRAM write port signature)
+    busy, wait_token, wait_mem : Out(1)   (counter events)
+    idle : Out(1)                         (no instruction in progress)
+    retired : Out(16)
+    """
+
+    KINDS = ("inp", "wgt")
+
+    def __init__(self, config: HwConfig):
+        self.config = config
+        members = {
+            "cmds": In(stream.Signature(HwConfig.INSN_BITS)),
+            "from_compute": In(TokenSignature),
+            "to_compute": Out(TokenSignature),
+            "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
+            "retired": Out(16),
+        }
+        for kind in self.KINDS:
+            members[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
+            members[f"sram_{kind}"] = In(sram_write_signature(config, kind))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        layout = instruction_layout(config, isa.Opcode.LOAD)
+        m.submodules.engine = engine = LoadEngine(config, self.KINDS)
+        for kind in self.KINDS:
+            connect(m, getattr(engine, f"mem_{kind}"), flipped(getattr(self, f"mem_{kind}")))
+            connect(m, getattr(engine, f"sram_{kind}"), flipped(getattr(self, f"sram_{kind}")))
+
+        word = Signal(HwConfig.INSN_BITS)
+        insn = data.View(layout, word[:layout.size])
+        ours = (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
+        retired = Signal(16)
+        m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.cmds.ready.eq(1), self.idle.eq(1)]
+                with m.If(self.cmds.valid):
+                    m.d.sync += word.eq(self.cmds.payload)
+                    m.next = "POP"
+            with m.State("POP"):
+                with m.If(~insn.pop_next | self.from_compute.valid):
+                    m.d.comb += self.from_compute.ready.eq(insn.pop_next)
+                    m.next = "START"
+                with m.Else():
+                    m.d.comb += self.wait_token.eq(1)
+            with m.State("START"):
+                m.d.comb += [self.busy.eq(1), engine.cmd.valid.eq(ours)]
+                with m.If(~ours):
+                    m.next = "PUSH"
+                with m.Elif(engine.cmd.ready):
+                    m.next = "WAIT"
+            with m.State("WAIT"):
+                m.d.comb += [self.busy.eq(1), self.wait_mem.eq(engine.waiting)]
+                with m.If(~engine.busy):
+                    m.next = "PUSH"
+            with m.State("PUSH"):
+                with m.If(~insn.push_next | self.to_compute.ready):
+                    m.d.comb += self.to_compute.valid.eq(insn.push_next)
+                    m.d.sync += retired.eq(retired + 1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += self.wait_token.eq(1)
+        return m
