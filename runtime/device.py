@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-# hw.config first: importing hw.isa first trips their circular import.
-from hw.config import HwConfig
 from hw import isa
+from hw.config import HwConfig
 from runtime.layout import LayoutError, pack, packed_nbytes, unpack
 from runtime.program import Program
 from sim.backend import get_backend

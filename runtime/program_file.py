@@ -26,9 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-# hw.config first: importing hw.isa first trips their circular import.
-from hw.config import ConfigError, HwConfig
 from hw import isa
+from hw.config import ConfigError, HwConfig
 from runtime.program import FORMAT_VERSION, Program, TensorRegion
 
 __all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION"]

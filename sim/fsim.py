@@ -28,9 +28,8 @@ import collections
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-# hw.config first: importing hw.isa first trips their circular import.
-from hw.config import HwConfig
 from hw import isa
+from hw.config import HwConfig
 from hw.isa import AluOp, Alu, Finish, Gemm, Load, MemType, Opcode, Store
 from sim.backend import RunResult, register_backend
 from sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,

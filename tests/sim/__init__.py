@@ -1,2 +1,0 @@
-# hw.config must be imported before hw.isa (their import cycle fails the other way round).
-import hw.config  # noqa: F401
