@@ -101,6 +101,43 @@ def _harness_source() -> str:
     return resources.files("sim.rtl").joinpath("harness.cpp").read_text()
 
 
+def _package_file(name: str) -> str:
+    return resources.files("sim.rtl").joinpath(name).read_text()
+
+
+def _system_lz4() -> Path | None:
+    """The machine's liblz4 runtime, if any (Verilator's FST writer compresses with it)."""
+    import ctypes.util
+    name = ctypes.util.find_library("lz4")
+    if not name:
+        return None
+    for directory in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                      "/usr/lib", "/lib/x86_64-linux-gnu", "/usr/local/lib"):
+        candidate = Path(directory) / name
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _prepare_lz4(work: Path) -> list[str]:
+    """Make ``-llz4`` and ``<lz4.h>`` resolve for an FST build; returns extra sources.
+
+    The wheel's FST writer includes <lz4.h> and links ``-llz4``, but most
+    machines carry only the runtime ``liblz4.so.1``. With it, a local
+    ``liblz4.so`` symlink suffices; without it, ``lz4_literals.cpp`` provides
+    the two functions (stored blocks) and an empty ``liblz4.a`` satisfies the
+    linker.
+    """
+    (work / "lz4.h").write_text(_package_file("lz4.h"))
+    system = _system_lz4()
+    if system is not None:
+        (work / "liblz4.so").symlink_to(system)
+        return []
+    (work / "lz4_literals.cpp").write_text(_package_file("lz4_literals.cpp"))
+    (work / "liblz4.a").write_bytes(b"!<arch>\n")
+    return ["lz4_literals.cpp"]
+
+
 def _hw_source_digest() -> str:
     """Digest of the ``hw`` package's Python sources: what the Verilog depends on."""
     import amaranth
@@ -150,7 +187,8 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
 
 def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool) -> str:
     digest = hashlib.sha256()
-    for part in (f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}",
+    lz4 = f"lz4 {_system_lz4() or _package_file('lz4_literals.cpp')}" if trace else ""
+    for part in (f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}", lz4,
                  f"verilator {verilator_version()}", " ".join(VERILATOR_FLAGS + CXX_FLAGS + LD_FLAGS),
                  make_flags(), " ".join(RTL_COUNTERS), " ".join(RTL_STATUS)):
         digest.update(part.encode())
@@ -205,12 +243,13 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
         (work / VERILOG_NAME).write_text(verilog)
         (work / "harness.cpp").write_text(harness)
         (work / "vdla_config.h").write_text(_config_header(config, trace, key))
+        extra_sources = _prepare_lz4(work) if trace else []
         command = [str(verilator_bin()), *VERILATOR_FLAGS, "-j", str(jobs or os.cpu_count() or 2),
                    "-Mdir", "obj", "-o", f"../{LIBRARY_NAME}",
                    *[arg for flag in CXX_FLAGS + ("-I..",) for arg in ("-CFLAGS", flag)],
                    *[arg for flag in LD_FLAGS for arg in ("-LDFLAGS", flag)],
-                   *(["--trace-fst"] if trace else []),
-                   VERILOG_NAME, "harness.cpp"]
+                   *(["--trace-fst", "-LDFLAGS", "-L.."] if trace else []),
+                   VERILOG_NAME, "harness.cpp", *extra_sources]
         result = subprocess.run(command, cwd=work, env=verilator_env(), capture_output=True,
                                 text=True)
         log = f"$ {' '.join(command)}\n{result.stdout}\n{result.stderr}"
