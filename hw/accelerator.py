@@ -25,10 +25,11 @@ bit 0 (``addr`` in the low bits of a request).
 ``insn_count`` (in, 32)
     Number of 16-byte instructions.
 ``done`` (out, 1)
-    Level: high once FINISH has retired on compute, the load and store
-    command queues are empty with both modules idle, every store beat has
-    been accepted and no instruction read is outstanding; stays high until
-    the next ``start``. A program without FINISH never raises it.
+    Level: high once FINISH has retired on compute, all ``insn_count``
+    instructions have been dispatched, the load and store command queues are
+    empty with both modules idle and every store beat has been accepted;
+    stays high until the next ``start``. A program without FINISH never
+    raises it.
 ``mem_rd_req__valid`` (out), ``mem_rd_req__ready`` (in), ``mem_rd_req__payload`` (out, 48)
     Burst read request: ``addr`` = payload[31:0], a byte address aligned to
     the bus width; ``beats`` = payload[47:32], at least 1.
@@ -159,7 +160,7 @@ class Accelerator(wiring.Component):
         # ---------------------------------------------------------- done
         running = Signal()
         done = Signal()
-        drained = (compute.finished & load.idle & (fetch.load_level == 0)
+        drained = (compute.finished & fetch.complete & load.idle & (fetch.load_level == 0)
                    & store.idle & (fetch.store_level == 0) & fetch.idle)
         with m.If(self.start):
             m.d.sync += [running.eq(0), done.eq(0)]

@@ -18,7 +18,7 @@ and only after its last SRAM write pushes its tokens (``push_prev`` to load,
   S2    SRAM reads: acc[dst], acc[src] (ALU), inp[src], wgt[wgt] (GEMM)
   S3    read data; acc operands forwarded from S4 / S5; GEMM dot products;
         operands registered
-  S4    result = acc + product, ALU op, or 0 (GEMM reset); acc[dst] and
+  S4    result = acc + product, ALU op, or 0 (reset); acc[dst] and
         out[dst] written
   ====  =====================================================================
 
@@ -242,9 +242,12 @@ class Compute(wiring.Component):
         m.d.comb += [alu.op.eq(as_alu.alu_op), alu.a.eq(s4_a), alu.b.eq(s4_b)]
         accumulated = Cat(*((s4_a.word_select(e, scalar_bits) + s4_product.word_select(e, scalar_bits))
                             [:scalar_bits] for e in range(scalars)))
-        with m.If(is_alu):
+        # reset zeroes acc[dst] for GEMM and ALU alike (as the functional simulator).
+        with m.If(loops.reset):
+            m.d.comb += result.eq(0)
+        with m.Elif(is_alu):
             m.d.comb += result.eq(alu.result)
-        with m.Elif(~loops.reset):
+        with m.Else():
             m.d.comb += result.eq(accumulated)
         m.d.sync += [s5_valid.eq(s4_valid), s5_dst.eq(s4_dst), s5_result.eq(result)]
         m.d.comb += [self.gemm_uop.eq(s4_valid & ~is_alu), self.alu_uop.eq(s4_valid & is_alu)]

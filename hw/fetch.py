@@ -13,8 +13,10 @@ the target queue is full:
 * STORE -> ``store_cmds``
 * everything else (LOAD of uop or acc, GEMM, ALU, FINISH) -> ``compute_cmds``
 
-After dispatching FINISH it dispatches nothing more and requests no more
-instructions; ``idle`` rises once no read is outstanding.
+Every instruction is dispatched, FINISH included (loads and stores may follow
+FINISH in the stream; compute stops at FINISH). ``complete`` rises once all
+``insn_count`` instructions are dispatched, ``idle`` when no read is
+outstanding.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Fetch(wiring.Component):
     mem : Out(MemReadSignature)
     load_cmds, compute_cmds, store_cmds : Out(stream of instruction words)
     complete : Out(1)
-        Every instruction dispatched, or FINISH dispatched.
+        Every instruction dispatched.
     idle : Out(1)
         No instruction read outstanding.
     fetched : Out(16)
@@ -92,7 +94,6 @@ class Fetch(wiring.Component):
         remaining = Signal(32)        # instructions not yet requested
         next_index = Signal(32)       # DRAM element index of the next one
         in_flight = Signal(range(FETCH_BUFFER + 1))   # requested, not yet buffered
-        stopped = Signal()            # FINISH dispatched
         fetched = Signal(32)
         dispatched = Signal(32)
         total = Signal(32)
@@ -106,7 +107,7 @@ class Fetch(wiring.Component):
             ]
         room = buffer.level + in_flight + chunk <= FETCH_BUFFER
         m.d.comb += [
-            reader.cmd.valid.eq((remaining != 0) & ~stopped & room),
+            reader.cmd.valid.eq((remaining != 0) & room),
             reader.cmd.payload.addr.eq(next_index),
             reader.cmd.payload.count.eq(chunk),
         ]
@@ -132,18 +133,16 @@ class Fetch(wiring.Component):
         to_compute = ~to_load & ~to_store
         target_ready = Mux(to_load, queues["load"].w_rdy,
                            Mux(to_store, queues["store"].w_rdy, queues["compute"].w_rdy))
-        dispatch = buffer.r_rdy & target_ready & ~stopped
+        dispatch = buffer.r_rdy & target_ready
         for name, chosen in (("load", to_load), ("store", to_store), ("compute", to_compute)):
             m.d.comb += [queues[name].w_data.eq(buffer.r_data),
                          queues[name].w_en.eq(dispatch & chosen)]
         m.d.comb += buffer.r_en.eq(dispatch)
         with m.If(dispatch):
             m.d.sync += dispatched.eq(dispatched + 1)
-            with m.If(head.opcode == isa.Opcode.FINISH):
-                m.d.sync += stopped.eq(1)
 
         m.d.comb += [
-            self.complete.eq(stopped | (dispatched == total)),
+            self.complete.eq(dispatched == total),
             self.idle.eq((in_flight == 0) & reader.idle),
             self.fetched.eq(fetched),
         ]
