@@ -1,0 +1,81 @@
+"""Code generation: the DRAM plan and the final `runtime.program.Program`.
+
+DRAM image, every region aligned to ``config.dram_alignment``::
+
+    insn_offset   instructions (INSN_BYTES each)
+    uop_offset    micro-op kernels (UOP_BYTES each)
+    data, weight, [bias], out   packed tensors (runtime.layout)
+
+LOAD/STORE instructions were built with ``dram_base`` relative to their
+tensor; here the tensor's base in elements of the instruction's memory type
+(``dram_offset // element_bytes``) is added. Every instruction is encoded once
+to prove each field fits before the program is handed out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import ir
+from compiler.errors import CompileError
+from hw import isa
+from runtime.layout import packed_nbytes
+from runtime.program import Program, TensorRegion
+
+__all__ = ["generate", "plan_dram"]
+
+
+def _align(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def plan_dram(function: ir.Function) -> tuple[int, int, list[TensorRegion], int]:
+    """``(insn_offset, uop_offset, tensors, dram_bytes)`` for a lowered function."""
+    config = function.config
+    geometry = function.plan.geometry
+    alignment = config.dram_alignment
+    insn_offset = 0
+    uop_offset = _align(insn_offset + len(function.instructions) * isa.INSN_BYTES, alignment)
+    offset = _align(uop_offset + max(1, len(function.uop_words)) * isa.UOP_BYTES, alignment)
+    tensors = []
+    names = ["data", "weight"] + (["bias"] if geometry.epilogue.bias else []) + ["out"]
+    for name in names:
+        role = "output" if name == "out" else "input"
+        layout, shape = geometry.layouts[name], geometry.shapes[name]
+        tensors.append(TensorRegion(name, role, layout, tuple(shape), offset))
+        offset = _align(offset + packed_nbytes(layout, shape, config), alignment)
+    return insn_offset, uop_offset, tensors, offset
+
+
+def generate(function: ir.Function, metadata: dict | None = None) -> Program:
+    """Resolve DRAM addresses and build the `Program`.
+
+    Raises
+    ------
+    CompileError
+        If an address or field does not fit the ISA.
+    """
+    config = function.config
+    insn_offset, uop_offset, tensors, dram_bytes = plan_dram(function)
+    bases = {t.name: t.dram_offset for t in tensors}
+    bases["uops"] = uop_offset
+    instructions = []
+    for index, insn in enumerate(function.instructions):
+        instruction = insn.instruction
+        if insn.tensor is not None:
+            kind = instruction.memory_type.kind
+            element = config.element_bytes(kind)
+            assert bases[insn.tensor] % element == 0, "regions are aligned to every element size"
+            instruction = instruction.replace(
+                dram_base=instruction.dram_base + bases[insn.tensor] // element)
+        try:
+            isa.encode(instruction, config)
+        except isa.IsaError as error:
+            raise CompileError(f"instruction {index} ({insn.note or instruction.opcode.name}) "
+                               f"does not fit the ISA: {error}") from None
+        instructions.append(instruction)
+    dst, src, wgt = isa.decode_uops(function.uop_words, config)
+    uops = [isa.Uop(int(d), int(s), int(w)) for d, s, w in zip(dst, src, wgt)]
+    return Program(config=config, instructions=instructions, uops=uops, tensors=tensors,
+                   insn_offset=insn_offset, uop_offset=uop_offset, dram_bytes=dram_bytes,
+                   metadata=dict(metadata or {}))

@@ -1,0 +1,363 @@
+"""Operator definitions: what a layer computes, independent of any schedule.
+
+Two operators exist, `Conv2d` and `Dense`. Both carry the same fused
+epilogue, applied to the int32 accumulator::
+
+    out = clip((acc + bias) >> shift, -128, 127)      then max(out, 0) with relu
+
+Each operator validates itself on construction (clear `ShapeError` messages,
+including the limits the ISA's fields impose), describes itself as a dict, and
+has an independent numpy `reference`. The compiler lowers both through one
+normalised description, `ConvGeometry` (a dense layer is a 1x1 convolution on a
+1x1 image whose batch is the dense batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from compiler.errors import ShapeError
+from hw import isa
+
+__all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict"]
+
+# Largest zero padding one LOAD can add on one side (its 4-bit pad fields).
+MAX_PAD = (1 << isa.PAD_BITS) - 1
+# Largest DRAM row stride a LOAD/STORE can express (its 16-bit x_stride field).
+MAX_STRIDE = (1 << isa.SIZE_BITS) - 1
+
+
+def _pair(value, name: str) -> tuple[int, int]:
+    """Accept ``3``, ``(3, 3)`` or ``[3, 3]`` and return a pair of ints."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2:
+            raise ShapeError(f"{name}: expected an int or a pair, got {value!r}")
+        pair = tuple(value)
+    else:
+        pair = (value, value)
+    for item in pair:
+        if not isinstance(item, (int, np.integer)) or isinstance(item, bool):
+            raise ShapeError(f"{name}: expected integers, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _positive(name: str, value) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
+        raise ShapeError(f"{name}: expected a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """The fused epilogue applied on the ALU after accumulation.
+
+    Parameters
+    ----------
+    bias : bool
+        Add an int32 bias per output channel.
+    shift : int
+        Arithmetic right shift (>= 0) after the bias add.
+    relu : bool
+        Clamp negative results to zero.
+    """
+
+    bias: bool = False
+    shift: int = 0
+    relu: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.shift, (int, np.integer)) or isinstance(self.shift, bool) \
+                or self.shift < 0:
+            raise ShapeError(f"shift: expected an integer >= 0, got {self.shift!r}")
+
+    def apply(self, acc: np.ndarray, bias: np.ndarray | None, channel_axis: int) -> np.ndarray:
+        """Reference epilogue on an int64 accumulator array (wrapping as int32 hardware does)."""
+        value = acc.astype(np.int64)
+        if self.bias:
+            shape = [1] * value.ndim
+            shape[channel_axis] = -1
+            value = value + np.asarray(bias, dtype=np.int64).reshape(shape)
+        # The accelerator accumulates and adds in int32, wrapping.
+        value = value.astype(np.int32).astype(np.int64)
+        value = value >> min(self.shift, 63)
+        value = np.clip(value, -128, 127)
+        if self.relu:
+            value = np.maximum(value, 0)
+        return value.astype(np.int8)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvGeometry:
+    """A normalised convolution problem, the compiler's view of any operator.
+
+    Shapes are in elements (not blocks). ``layouts`` names the `runtime.layout`
+    layout of each DRAM tensor.
+    """
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    height: int
+    width: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    epilogue: Epilogue
+    layouts: dict[str, str]
+    shapes: dict[str, tuple[int, ...]]
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+
+
+class _Op:
+    """Shared behaviour of the operators."""
+
+    kind: str
+
+    @property
+    def epilogue(self) -> Epilogue:
+        return Epilogue(self.bias, self.shift, self.relu)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"op": self.kind}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            data[field.name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+    def input_names(self) -> list[str]:
+        """Names of the tensors a caller passes (``data``, ``weight`` and maybe ``bias``)."""
+        return ["data", "weight"] + (["bias"] if self.bias else [])
+
+    def random_inputs(self, rng: np.random.Generator, bias_range: int = 1 << 12) -> dict:
+        """Random int8 data/weights and int32 bias of the right shapes (for tests, demos)."""
+        shapes = self.geometry().shapes
+        inputs = {name: rng.integers(-128, 128, size=shapes[name], dtype=np.int8)
+                  for name in ("data", "weight")}
+        if self.bias:
+            inputs["bias"] = rng.integers(-bias_range, bias_range, size=shapes["bias"],
+                                          dtype=np.int32)
+        return inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class Conv2d(_Op):
+    """A 2D convolution (NCHW data, KCHW weights) with a fused epilogue.
+
+    Parameters
+    ----------
+    batch, in_channels, out_channels, height, width : int
+        Positive sizes; channel counts need not be multiples of the GEMM block.
+    kernel : int or (int, int)
+        Kernel height and width (any size up to the padded input).
+    stride : int or (int, int)
+    padding : int or (int, int)
+        Zero padding on each side, at most 15 (the ISA's pad fields) and smaller
+        than the kernel (an output that sees only padding is not supported).
+    bias : bool
+    shift : int
+    relu : bool
+
+    Raises
+    ------
+    ShapeError
+        For a non-positive size, a kernel larger than the padded input, or
+        padding the ISA cannot express.
+    """
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    height: int
+    width: int
+    kernel: tuple[int, int] = (3, 3)
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    bias: bool = False
+    shift: int = 0
+    relu: bool = False
+
+    kind = "conv2d"
+
+    def __post_init__(self):
+        for name in ("batch", "in_channels", "out_channels", "height", "width"):
+            _positive(name, getattr(self, name))
+        kernel, stride, padding = (_pair(self.kernel, "kernel"), _pair(self.stride, "stride"),
+                                   _pair(self.padding, "padding"))
+        object.__setattr__(self, "kernel", kernel)
+        object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "padding", padding)
+        for axis, name in enumerate(("height", "width")):
+            if kernel[axis] <= 0 or stride[axis] <= 0:
+                raise ShapeError(f"kernel and stride must be positive, got kernel {kernel}, "
+                                 f"stride {stride}")
+            if padding[axis] < 0:
+                raise ShapeError(f"padding must be >= 0, got {padding}")
+            if padding[axis] > MAX_PAD:
+                raise ShapeError(f"padding {padding[axis]} along {name} exceeds the ISA's "
+                                 f"{isa.PAD_BITS}-bit load pad fields (at most {MAX_PAD})")
+            if padding[axis] >= kernel[axis]:
+                raise ShapeError(f"padding {padding[axis]} along {name} must be smaller than "
+                                 f"the kernel ({kernel[axis]}): outputs would see only padding")
+            size = getattr(self, name)
+            if kernel[axis] > size + 2 * padding[axis]:
+                raise ShapeError(f"kernel {kernel[axis]} is larger than the padded input "
+                                 f"{name} {size} + 2*{padding[axis]}")
+            if size > MAX_STRIDE:
+                raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
+                                 f"({MAX_STRIDE} elements)")
+        Epilogue(self.bias, self.shift, self.relu)
+
+    @property
+    def out_height(self) -> int:
+        return (self.height + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
+
+    @property
+    def out_width(self) -> int:
+        return (self.width + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+
+    @property
+    def output_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.out_height, self.out_width)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates of the layer (unpadded channel counts)."""
+        return (self.batch * self.out_channels * self.out_height * self.out_width
+                * self.in_channels * self.kernel[0] * self.kernel[1])
+
+    def describe(self) -> str:
+        kh, kw = self.kernel
+        text = (f"conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
+                f"{self.out_channels} k{kh}x{kw} s{self.stride[0]}x{self.stride[1]} "
+                f"p{self.padding[0]}x{self.padding[1]}")
+        return text + _describe_epilogue(self.epilogue)
+
+    def geometry(self) -> ConvGeometry:
+        """The normalised convolution the compiler lowers."""
+        shapes = {"data": (self.batch, self.in_channels, self.height, self.width),
+                  "weight": (self.out_channels, self.in_channels, *self.kernel),
+                  "bias": (self.out_channels,),
+                  "out": self.output_shape}
+        layouts = {"data": "activation", "weight": "weight", "bias": "bias", "out": "output"}
+        return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
+                            self.width, self.kernel, self.stride, self.padding, self.epilogue,
+                            layouts, shapes)
+
+    def reference(self, data: np.ndarray, weight: np.ndarray,
+                  bias: np.ndarray | None = None) -> np.ndarray:
+        """Independent numpy result, int8 of shape (N, K, OH, OW)."""
+        data = np.asarray(data, dtype=np.int64)
+        weight = np.asarray(weight, dtype=np.int64)
+        _check_shape("data", data.shape, (self.batch, self.in_channels, self.height, self.width))
+        _check_shape("weight", weight.shape, (self.out_channels, self.in_channels, *self.kernel))
+        (ph, pw), (sh, sw), (kh, kw) = self.padding, self.stride, self.kernel
+        padded = np.pad(data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        oh, ow = self.out_height, self.out_width
+        acc = np.zeros((self.batch, self.out_channels, oh, ow), dtype=np.int64)
+        # Sum over kernel taps: each tap is one (N, C, OH, OW) x (K, C) contraction.
+        for dy in range(kh):
+            for dx in range(kw):
+                window = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
+                acc += np.einsum("nchw,kc->nkhw", window, weight[:, :, dy, dx])
+        if self.bias:
+            _check_shape("bias", np.shape(bias), (self.out_channels,))
+        return self.epilogue.apply(acc, bias, channel_axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dense(_Op):
+    """A fully connected layer ``out = data @ weight.T`` with a fused epilogue.
+
+    Parameters
+    ----------
+    batch : int
+        Rows of the data (M).
+    in_features : int
+        Reduction length (K).
+    out_features : int
+        Output columns (N).
+    bias : bool
+    shift : int
+    relu : bool
+    """
+
+    batch: int
+    in_features: int
+    out_features: int
+    bias: bool = False
+    shift: int = 0
+    relu: bool = False
+
+    kind = "dense"
+
+    def __post_init__(self):
+        for name in ("batch", "in_features", "out_features"):
+            _positive(name, getattr(self, name))
+        Epilogue(self.bias, self.shift, self.relu)
+
+    @property
+    def output_shape(self) -> tuple[int, int]:
+        return (self.batch, self.out_features)
+
+    @property
+    def macs(self) -> int:
+        return self.batch * self.in_features * self.out_features
+
+    def describe(self) -> str:
+        return (f"dense {self.batch}x{self.in_features} -> {self.out_features}"
+                + _describe_epilogue(self.epilogue))
+
+    def geometry(self) -> ConvGeometry:
+        shapes = {"data": (self.batch, self.in_features),
+                  "weight": (self.out_features, self.in_features),
+                  "bias": (self.out_features,),
+                  "out": self.output_shape}
+        layouts = {"data": "dense_data", "weight": "dense_weight", "bias": "bias",
+                   "out": "dense_output"}
+        return ConvGeometry(self.batch, self.in_features, self.out_features, 1, 1, (1, 1),
+                            (1, 1), (0, 0), self.epilogue, layouts, shapes)
+
+    def reference(self, data: np.ndarray, weight: np.ndarray,
+                  bias: np.ndarray | None = None) -> np.ndarray:
+        """Independent numpy result, int8 of shape (M, N)."""
+        data = np.asarray(data, dtype=np.int64)
+        weight = np.asarray(weight, dtype=np.int64)
+        _check_shape("data", data.shape, (self.batch, self.in_features))
+        _check_shape("weight", weight.shape, (self.out_features, self.in_features))
+        if self.bias:
+            _check_shape("bias", np.shape(bias), (self.out_features,))
+        return self.epilogue.apply(data @ weight.T, bias, channel_axis=1)
+
+
+def _describe_epilogue(epilogue: Epilogue) -> str:
+    parts = (["+bias"] if epilogue.bias else []) + ([f">>{epilogue.shift}"] if epilogue.shift
+                                                     else []) + (["relu"] if epilogue.relu else [])
+    return (" " + " ".join(parts)) if parts else ""
+
+
+def _check_shape(name: str, shape: tuple, expected: tuple) -> None:
+    if tuple(shape) != tuple(expected):
+        raise ShapeError(f"{name}: expected shape {tuple(expected)}, got {tuple(shape)}")
+
+
+def op_from_dict(data: dict) -> Conv2d | Dense:
+    """Rebuild an operator from `to_dict` output."""
+    data = dict(data)
+    kind = data.pop("op", None)
+    classes = {"conv2d": Conv2d, "dense": Dense}
+    if kind not in classes:
+        raise ShapeError(f"unknown operator {kind!r} (known: {', '.join(classes)})")
+    try:
+        return classes[kind](**data)
+    except TypeError as error:
+        raise ShapeError(f"{kind}: {error}") from None

@@ -1,0 +1,356 @@
+"""Schedules: the explicit knobs that decide how a layer is tiled onto the buffers.
+
+A `Schedule` says how the output is cut into tiles and the reduction into
+chunks, how many virtual threads share the SRAMs, and in which order tiles are
+visited. All sizes are in *blocks* for channels and batch (GEMM block sizes of
+the config) and in elements for output rows and columns:
+
+==================  ==========================================================
+knob                meaning
+==================  ==========================================================
+tile_b              batch blocks per tile (``config.batch`` images each)
+tile_h, tile_w      output rows / columns per tile
+tile_k              output-channel blocks per tile
+tile_c              input-channel blocks per reduction chunk (chunks accumulate)
+virtual_threads     SRAM slots used round-robin so loads overlap compute
+loop_order          order of the tile loops, outer to inner, a permutation of
+                    ``"bkhw"`` (the chunk loop is always innermost)
+latency_hiding      False serialises every module (ablation baseline)
+==================  ==========================================================
+
+Tiles at the edges are smaller when a size does not divide the extent.
+`Schedule.check` validates a schedule against an operator and a config and
+names the knob and buffer that overflow. `default_schedule` searches the knob
+space with a DRAM-traffic cost model and returns a legal schedule for any shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from compiler.errors import ScheduleError
+from compiler.ops import ConvGeometry
+from hw.config import HwConfig
+from hw.isa import INSN_BYTES
+
+__all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule"]
+
+AXES = "bkhw"
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """Tiling knobs of one layer (see the module docstring for their meaning)."""
+
+    tile_b: int = 1
+    tile_h: int = 1
+    tile_w: int = 1
+    tile_k: int = 1
+    tile_c: int = 1
+    virtual_threads: int = 1
+    loop_order: str = "bhwk"
+    latency_hiding: bool = True
+
+    def __post_init__(self):
+        for name in ("tile_b", "tile_h", "tile_w", "tile_k", "tile_c", "virtual_threads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ScheduleError(f"schedule.{name}: expected a positive integer, got {value!r}")
+        if not isinstance(self.loop_order, str) or sorted(self.loop_order) != sorted(AXES):
+            raise ScheduleError(f"schedule.loop_order: expected a permutation of {AXES!r}, "
+                                f"got {self.loop_order!r}")
+        if not isinstance(self.latency_hiding, bool):
+            raise ScheduleError(f"schedule.latency_hiding: expected a boolean, "
+                                f"got {self.latency_hiding!r}")
+
+    # ------------------------------------------------------------ I/O
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Schedule":
+        if not isinstance(data, dict):
+            raise ScheduleError(f"a schedule must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ScheduleError(f"unknown schedule field(s): {', '.join(unknown)} "
+                                f"(known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Schedule":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ScheduleError(f"schedule is not valid JSON: {error}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes) -> "Schedule":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------ checking
+    def check(self, geometry: ConvGeometry, config: HwConfig) -> "TilePlan":
+        """Validate against a layer and a config; return the resolved `TilePlan`.
+
+        Raises
+        ------
+        ScheduleError
+            Naming the knob and the buffer that overflows.
+        """
+        plan = plan_tiles(geometry, config, self)
+        usage = plan.usage()
+        for kind, knobs in (("inp", "tile_b*tile_c*input rows*input columns"),
+                            ("wgt", "tile_k*tile_c*kernel"),
+                            ("acc", "tile_b*tile_k*tile_h*tile_w (+bias)")):
+            need, depth = usage[kind], config.depth(kind)
+            if need > depth:
+                raise ScheduleError(
+                    f"schedule does not fit the {kind} buffer: {need} entries needed "
+                    f"({plan.threads} virtual thread(s) x {knobs}), {depth} available; "
+                    f"reduce {_culprit(kind, self)}")
+        return plan
+
+
+def _culprit(kind: str, schedule: Schedule) -> str:
+    knobs = {"inp": ["tile_h", "tile_w", "tile_c", "tile_b"], "wgt": ["tile_k", "tile_c"],
+             "acc": ["tile_h", "tile_w", "tile_k", "tile_b"]}[kind]
+    knobs = sorted(knobs, key=lambda name: -getattr(schedule, name))
+    parts = [f"{name}={getattr(schedule, name)}" for name in knobs]
+    return " or ".join(parts) + (f" or virtual_threads={schedule.virtual_threads}"
+                                 if schedule.virtual_threads > 1 else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class TilePlan:
+    """A schedule resolved against a layer: effective tile sizes and tile counts.
+
+    Tile sizes are clamped to the extents (a tile larger than the layer is the
+    whole layer), so a schedule tuned for one layer stays legal for smaller ones.
+    """
+
+    geometry: ConvGeometry
+    config: HwConfig
+    schedule: Schedule
+    blocks: dict[str, int]      # extent of each axis: b, k, c (blocks), h, w (rows/cols)
+    tile: dict[str, int]        # effective tile size per axis
+    threads: int                # effective virtual threads
+    bias_entries: int           # acc entries reserved for the bias
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {axis: _ceil_div(self.blocks[axis], self.tile[axis]) for axis in "bkhwc"}
+
+    @property
+    def input_rows(self) -> int:
+        return (self.tile["h"] - 1) * self.geometry.stride[0] + self.geometry.kernel[0]
+
+    @property
+    def input_cols(self) -> int:
+        return (self.tile["w"] - 1) * self.geometry.stride[1] + self.geometry.kernel[1]
+
+    def slot_entries(self) -> dict[str, int]:
+        """SRAM entries one virtual thread's slot needs, per buffer."""
+        kh, kw = self.geometry.kernel
+        t = self.tile
+        return {"inp": t["b"] * t["c"] * self.input_rows * self.input_cols,
+                "wgt": t["k"] * t["c"] * kh * kw,
+                "acc": t["b"] * t["k"] * t["h"] * t["w"]}
+
+    def usage(self) -> dict[str, int]:
+        """Total SRAM entries needed, per buffer."""
+        slot = self.slot_entries()
+        return {"inp": slot["inp"] * self.threads, "wgt": slot["wgt"] * self.threads,
+                "acc": slot["acc"] * self.threads + self.bias_entries}
+
+
+def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> TilePlan:
+    """Resolve a schedule against a layer (no capacity check; see `Schedule.check`)."""
+    blocks = {"b": _ceil_div(geometry.batch, config.batch),
+              "k": _ceil_div(geometry.out_channels, config.block_out),
+              "c": _ceil_div(geometry.in_channels, config.block_in),
+              "h": geometry.out_height, "w": geometry.out_width}
+    tile = {axis: min(getattr(schedule, f"tile_{axis}"), blocks[axis]) for axis in "bkchw"}
+    tiles = math.prod(_ceil_div(blocks[a], tile[a]) for a in "bkhw")
+    steps = tiles * _ceil_div(blocks["c"], tile["c"])
+    # More threads than reduction steps would only leave slots empty.
+    threads = max(1, min(schedule.virtual_threads, steps)) if schedule.latency_hiding else 1
+    bias_entries = 0
+    if geometry.epilogue.bias:
+        # Keep the whole bias resident when it is small next to the accumulator;
+        # otherwise each tile reloads the bias of its own output channels.
+        bias_entries = blocks["k"] if blocks["k"] <= config.depth("acc") // 8 else tile["k"]
+    return TilePlan(geometry, config, schedule, blocks, tile, threads, bias_entries)
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    """Read a schedule from a JSON file.
+
+    Raises
+    ------
+    ScheduleError
+        If the file is missing or malformed.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ScheduleError(f"cannot read schedule {path}: {error.strerror}") from None
+    return Schedule.from_json(text)
+
+
+# ---------------------------------------------------------------- the search
+def _balanced(extent: int) -> list[int]:
+    """Tile sizes that cut ``extent`` into equal-ish tiles: ceil(extent / n) for each n."""
+    return sorted({_ceil_div(extent, n) for n in range(1, extent + 1)}, reverse=True)
+
+
+def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
+                 chunks: int) -> int:
+    """How many times an operand tile is loaded under a loop order.
+
+    Tiles visited consecutively that do not differ along any axis the operand
+    depends on share it; the DMA pass elides such reloads per virtual thread
+    (each thread's slot holds its own copy), but only when the whole reduction
+    fits in one chunk.
+    """
+    tiles = math.prod(counts[a] for a in AXES)
+    if chunks > 1:
+        return tiles * chunks
+    run = 1
+    for axis in reversed(order):
+        if axis in depends and counts[axis] > 1:
+            break
+        run *= counts[axis]
+    return tiles // run * min(threads, run)
+
+
+def estimate_cost(plan: TilePlan) -> float:
+    """Estimated cycles of DMA and instruction overhead of a plan (lower is better).
+
+    Counts DRAM bytes moved (halo rows/columns and reloads included) in bus
+    beats, plus a fixed overhead per instruction that stands for DRAM latency
+    and issue. Compute is the same for every legal plan, so it is left out.
+    """
+    geometry, config = plan.geometry, plan.config
+    counts, tile, order = plan.counts, plan.tile, plan.schedule.loop_order
+    kh, kw = geometry.kernel
+    chunks = counts["c"]
+    tiles = math.prod(counts[a] for a in AXES)
+    padded_x = geometry.padding[1] > 0
+    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
+    wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
+    slot = plan.slot_entries()
+    bytes_moved = (inp_loads * slot["inp"] * config.element_bytes("inp")
+                   + wgt_loads * slot["wgt"] * config.element_bytes("wgt")
+                   + tiles * slot["acc"] * config.element_bytes("out"))
+    # Rough instruction count: per-plane input loads when rows are padded or
+    # partial, one weight load, a GEMM per uop kernel, the epilogue and stores.
+    planes = tile["b"] * tile["c"] if (padded_x or counts["h"] > 1 or counts["w"] > 1) else 1
+    gemm_uops = tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
+    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
+    kernel = max(1, gemm_uops // max(1, math.prod(folded)))
+    gemms = _ceil_div(kernel, max(1, config.depth("uop") // 4))
+    stores = tile["b"] * tile["k"] if counts["w"] > 1 or tile["h"] < plan.blocks["h"] else 1
+    instructions = (inp_loads * planes + wgt_loads + tiles * chunks * (gemms + 1)
+                    + tiles * (5 + stores))
+    per_instruction = config.dram_read_latency + INSN_BYTES / config.dram_bus_bytes + 4
+    return bytes_moved / config.dram_bus_bytes + instructions * per_instruction
+
+
+def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
+                     latency_hiding: bool = True) -> Schedule:
+    """Pick a good legal schedule for any layer and config.
+
+    The search prefers two virtual threads (loads of one thread overlap compute
+    of the other) whenever a legal two-thread schedule exists, then minimises
+    `estimate_cost` over balanced tile sizes and two loop orders (output
+    channels innermost, which reuses input tiles, or outermost, which reuses
+    weights). For each (tile_b, tile_k, tile_c, tile_w) the largest fitting
+    tile_h is taken, so tiles are as large as the buffers allow.
+
+    Parameters
+    ----------
+    op : Conv2d or Dense
+    config : HwConfig
+    virtual_threads : int, optional
+        Force a thread count instead of trying 2 then 1.
+    latency_hiding : bool
+        False gives the serialised ablation baseline (one thread).
+
+    Raises
+    ------
+    ScheduleError
+        If not even the smallest tile fits (buffers too small for one kernel).
+    """
+    geometry = op.geometry() if hasattr(op, "geometry") else op
+    base = plan_tiles(geometry, config, Schedule(latency_hiding=latency_hiding))
+    blocks = base.blocks
+    if not latency_hiding:
+        thread_options = [1]
+    elif virtual_threads is not None:
+        thread_options = [virtual_threads]
+    else:
+        thread_options = [2, 1]
+    sh, kh = geometry.stride[0], geometry.kernel[0]
+    sw, kw = geometry.stride[1], geometry.kernel[1]
+    depth = {kind: config.depth(kind) for kind in ("inp", "wgt", "acc")}
+    for threads in thread_options:
+        best, best_cost = None, math.inf
+        for order in ("bhwk", "kbhw"):
+            for tile_c in _balanced(blocks["c"]):
+                for tile_k in _balanced(blocks["k"]):
+                    if threads * tile_k * tile_c * kh * kw > depth["wgt"]:
+                        continue
+                    bias = 0
+                    if geometry.epilogue.bias:
+                        bias = blocks["k"] if blocks["k"] <= depth["acc"] // 8 else tile_k
+                    for tile_w in _balanced(blocks["w"]):
+                        cols = (tile_w - 1) * sw + kw
+                        # The largest batch tile that fits with one output row,
+                        # and a single batch block (which leaves room for rows).
+                        b_inp = depth["inp"] // (threads * tile_c * cols * kh)
+                        b_acc = (depth["acc"] - bias) // (threads * tile_k * tile_w)
+                        b_max = min(b_inp, b_acc, blocks["b"])
+                        if b_max <= 0:
+                            continue
+                        b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
+                        for tile_b in sorted({1, b_max}):
+                            # Largest tile_h such that inp and acc still fit.
+                            rows_fit = depth["inp"] // (threads * tile_b * tile_c * cols)
+                            h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
+                            h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
+                            tile_h = min(h_inp, h_acc, blocks["h"])
+                            if tile_h <= 0:
+                                continue
+                            # Equal-ish row tiles rather than a ragged last one.
+                            tile_h = _ceil_div(blocks["h"], _ceil_div(blocks["h"], tile_h))
+                            schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c, threads,
+                                                order, latency_hiding)
+                            plan = plan_tiles(geometry, config, schedule)
+                            if plan.threads != threads:
+                                continue
+                            cost = estimate_cost(plan)
+                            if cost < best_cost - 1e-9:
+                                best, best_cost = schedule, cost
+                        # Narrower tiles only add column halos once a full-width
+                        # (or the widest fitting) tile works.
+                        break
+        if best is not None:
+            return best
+    raise ScheduleError(
+        f"no schedule fits {getattr(op, 'describe', lambda: 'this layer')()} on config "
+        f"{config.name!r}: even a 1x1 tile with one channel block needs "
+        f"{kh * kw} wgt entries and {kh * kw} inp entries "
+        f"(buffers: inp {depth['inp']}, wgt {depth['wgt']}, acc {depth['acc']} entries)")
