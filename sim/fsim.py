@@ -35,7 +35,7 @@ from sim.backend import RunResult, register_backend
 from sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                         TokenError, describe_instruction)
 
-__all__ = ["FunctionalSimulator", "QUEUES", "MODULES"]
+__all__ = ["FunctionalSimulator", "QUEUES", "MODULES", "module_of"]
 
 MODULES = ("load", "compute", "store")
 LOAD, COMPUTE, STORE = range(3)
@@ -53,6 +53,19 @@ QUEUES = {
 _CHUNK = 1 << 16
 
 _TRACKED = ("inp", "wgt", "out")  # SRAMs shared between two modules
+
+
+def module_of(insn) -> str:
+    """The module that runs an instruction: ``"load"``, ``"compute"`` or ``"store"``.
+
+    LOADs of inp/wgt run on load, LOADs of uop/acc (and of out, which is
+    illegal) on compute; STOREs on store; GEMM, ALU and FINISH on compute.
+    """
+    if isinstance(insn, Load):
+        return "load" if insn.memory_type in (MemType.INP, MemType.WGT) else "compute"
+    if isinstance(insn, Store):
+        return "store"
+    return "compute"
 
 
 def _queue_label(name: str) -> str:

@@ -1,0 +1,161 @@
+"""``vdla inspect``: what a compiled ``.vdla`` program contains, without running it.
+
+Shows the config it was compiled for, every instruction grouped by the module
+that runs it (with its dependency flags and key fields), the token pushes and
+pops per queue (a static balance check), the micro-op table, the DRAM plan and
+the compiler's metadata. ``--json`` gives all of it, uop table in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import click
+
+from hw import isa
+from hw.isa import Alu, Finish, Gemm, Load, Store
+from runtime.layout import packed_nbytes
+from runtime.program_file import load
+from sim.fsim import MODULES, module_of
+
+UOP_ROWS_SHOWN = 16
+
+# (module, flag) -> token queue, in load -> compute -> store order
+_QUEUE_OF = {
+    ("load", "push_next"): "load->compute", ("compute", "pop_prev"): "load->compute",
+    ("compute", "push_prev"): "compute->load", ("load", "pop_next"): "compute->load",
+    ("compute", "push_next"): "compute->store", ("store", "pop_prev"): "compute->store",
+    ("store", "push_prev"): "store->compute", ("compute", "pop_next"): "store->compute",
+}
+QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
+
+
+def fields_of(insn) -> dict:
+    """An instruction's fields as plain JSON values (enums by name)."""
+    values = {"opcode": insn.opcode.name}
+    for field in dataclasses.fields(insn):
+        value = getattr(insn, field.name)
+        values[field.name] = value.name if hasattr(value, "name") else \
+            (bool(value) if isinstance(value, bool) else int(value))
+    return values
+
+
+def summary(insn) -> str:
+    """Key fields of an instruction on one line."""
+    if isinstance(insn, (Load, Store)):
+        text = (f"{insn.opcode.name:<6} {insn.memory_type.kind:<3} sram={insn.sram_base} "
+                f"dram={insn.dram_base} y={insn.y_size} x={insn.x_size} stride={insn.x_stride}")
+        pads = (insn.y_pad_top, insn.y_pad_bottom, insn.x_pad_left, insn.x_pad_right)
+        if any(pads):
+            text += " pad(top,bottom,left,right)=({},{},{},{})".format(*pads)
+        return text
+    if isinstance(insn, (Gemm, Alu)):
+        text = (f"{insn.opcode.name:<6} uops=[{insn.uop_begin},{insn.uop_end}) "
+                f"iter={insn.iter_out}x{insn.iter_in} "
+                f"dst=({insn.dst_factor_out},{insn.dst_factor_in}) "
+                f"src=({insn.src_factor_out},{insn.src_factor_in})")
+        if isinstance(insn, Gemm):
+            text += f" wgt=({insn.wgt_factor_out},{insn.wgt_factor_in})"
+        if insn.reset:
+            text += " reset"
+        elif isinstance(insn, Alu):
+            operand = f"imm={insn.imm}" if insn.use_imm else "acc[src]"
+            text += f" {insn.alu_op.name} {operand}"
+        return text
+    if isinstance(insn, Finish):
+        return "FINISH"
+    return insn.opcode.name
+
+
+def describe(program) -> dict:
+    """Everything ``inspect`` reports, as JSON-ready data."""
+    config = program.config
+    listing = {module: [] for module in MODULES}
+    tokens = {name: {"pushes": 0, "pops": 0} for name in QUEUE_NAMES}
+    for index, insn in enumerate(program.instructions):
+        module = module_of(insn)
+        listing[module].append({"index": index, "flags": insn.flags, "summary": summary(insn),
+                                "fields": fields_of(insn)})
+        for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
+            queue = _QUEUE_OF.get((module, flag))
+            if getattr(insn, flag) and queue:
+                tokens[queue]["pushes" if flag.startswith("push") else "pops"] += 1
+    regions = [
+        {"name": "instructions", "role": "code", "layout": "insn", "shape": [len(program.instructions)],
+         "dram_offset": program.insn_offset, "bytes": len(program.instructions) * isa.INSN_BYTES},
+        {"name": "uops", "role": "code", "layout": "uop", "shape": [len(program.uops)],
+         "dram_offset": program.uop_offset, "bytes": len(program.uops) * isa.UOP_BYTES},
+    ]
+    for region in program.tensors:
+        regions.append({"name": region.name, "role": region.role, "layout": region.layout,
+                        "shape": list(region.shape), "dram_offset": region.dram_offset,
+                        "bytes": packed_nbytes(region.layout, region.shape, config)})
+    regions.sort(key=lambda r: r["dram_offset"])
+    return {
+        "config": dict(config.to_dict(), hash=config.hash),
+        "instructions": len(program.instructions),
+        "instructions_per_module": {module: len(items) for module, items in listing.items()},
+        "listing": listing,
+        "tokens": tokens,
+        "uop_count": len(program.uops),
+        "micro_op_executions": {
+            "gemm": sum(i.micro_ops for i in program.instructions if isinstance(i, Gemm)),
+            "alu": sum(i.micro_ops for i in program.instructions if isinstance(i, Alu))},
+        "uops": [[u.dst, u.src, u.wgt] for u in program.uops],
+        "dram": {"bytes": program.dram_bytes, "regions": regions},
+        "metadata": program.metadata,
+    }
+
+
+@click.command("inspect")
+@click.argument("program_file", metavar="PROGRAM.vdla")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option("--all-uops", is_flag=True, help="List every micro-op, not only the first ones.")
+def command(program_file, as_json, all_uops):
+    """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
+    try:
+        program = load(program_file)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    report = describe(program)
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    echo = click.echo
+    config = report["config"]
+    echo(f"program: {program_file}")
+    echo(f"config: {config['name']} (hash {config['hash']}): GEMM {config['batch']}x"
+         f"{config['block_in']}x{config['block_out']}, buffers uop {config['uop_buffer_bytes']} "
+         f"inp {config['inp_buffer_bytes']} wgt {config['wgt_buffer_bytes']} acc "
+         f"{config['acc_buffer_bytes']} bytes, {config['dram_bus_bits']}-bit DRAM bus, "
+         f"token queues {config['token_queue_depth']}")
+    counts = ", ".join(f"{m} {n}" for m, n in report["instructions_per_module"].items())
+    echo(f"instructions: {report['instructions']} ({counts})")
+    executions = report["micro_op_executions"]
+    echo(f"micro-op executions: GEMM {executions['gemm']}, ALU {executions['alu']}")
+    for module, items in report["listing"].items():
+        echo(f"\n{module} ({len(items)} instructions):")
+        for item in items:
+            flags = item["flags"] or "-"
+            echo(f"  [{item['index']:>5}] {flags:<28} {item['summary']}")
+    echo("\ntoken queues (static count of flags):")
+    for name, count in report["tokens"].items():
+        note = "" if count["pushes"] == count["pops"] else "  UNBALANCED"
+        echo(f"  {name:<15} pushes {count['pushes']:>6}  pops {count['pops']:>6}{note}")
+    echo(f"\nmicro-ops: {report['uop_count']}")
+    shown = report["uops"] if all_uops else report["uops"][:UOP_ROWS_SHOWN]
+    if shown:
+        echo("  index    dst    src    wgt")
+    for index, (dst, src, wgt) in enumerate(shown):
+        echo(f"  {index:>5} {dst:>6} {src:>6} {wgt:>6}")
+    if len(shown) < report["uop_count"]:
+        echo(f"  ... {report['uop_count'] - len(shown)} more (--all-uops or --json for all)")
+    echo(f"\nDRAM plan ({report['dram']['bytes']} bytes):")
+    for region in report["dram"]["regions"]:
+        shape = "x".join(str(n) for n in region["shape"])
+        echo(f"  {region['dram_offset']:>10}  {region['bytes']:>10} B  {region['name']:<12} "
+             f"{region['role']:<7} {region['layout']:<13} {shape}")
+    echo("\nmetadata:")
+    for key, value in report["metadata"].items():
+        echo(f"  {key}: {json.dumps(value)}")

@@ -1,0 +1,155 @@
+"""``vdla run``: run a compiled ``.vdla`` program on a simulation backend.
+
+Inputs come from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy``
+files; the report (sim, cycles, instruction counts, counters) is human text or,
+with ``--json``, one JSON object on the last line of stdout. Every user error
+(bad file, bad ``NAME=FILE``, mistyped tensor, a program that deadlocks) is one
+line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from runtime.device import Device
+from runtime.program_file import load
+from sim.backend import backend_names
+
+
+def _fail(message: str):
+    raise click.ClickException(message)
+
+
+def _parse_pairs(values, option: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            _fail(f"{option} {value!r}: expected NAME=FILE")
+        if name in pairs:
+            _fail(f"{option} {name!r} given twice")
+        pairs[name] = path
+    return pairs
+
+
+def _read_inputs(pairs: dict[str, str]) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name, path in pairs.items():
+        try:
+            arrays[name] = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            _fail(f"input {name!r}: no such file {path}")
+        except (OSError, ValueError) as error:
+            _fail(f"input {name!r}: cannot read {path} as a .npy array ({error})")
+        if not isinstance(arrays[name], np.ndarray):
+            _fail(f"input {name!r}: {path} holds several arrays (.npz); give one .npy array")
+    return arrays
+
+
+def _output_paths(values, program) -> dict[str, Path]:
+    """``--output FILE`` for a single output, or ``--output NAME=FILE`` per output."""
+    names = [region.name for region in program.outputs]
+    paths = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep:
+            if len(names) != 1:
+                _fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
+                      "use --output NAME=FILE")
+            name, path = names[0], value
+        if name not in names:
+            _fail(f"--output {name!r}: the program has no such output "
+                  f"(outputs: {', '.join(names)})")
+        paths[name] = Path(path)
+    return paths
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return f"<array {value.dtype} {value.shape}>"
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+@click.command("run")
+@click.argument("program_file", metavar="PROGRAM.vdla")
+@click.option("--sim", default="fsim", show_default=True, metavar="NAME",
+              help="Simulation backend (any registered one, e.g. fsim, rtl).")
+@click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy",
+              help="An input tensor from a .npy file; repeat for each input.")
+@click.option("--output", "outputs", multiple=True, metavar="[NAME=]FILE.npy",
+              help="Where to write an output tensor (NAME= only needed with several).")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="Waveform/trace file, for backends that trace (passed as trace=).")
+@click.option("--cycle-limit", type=click.IntRange(min=1), default=None,
+              help="Stop a timed backend after N cycles (passed as cycle_limit=).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
+    """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
+    names = backend_names()
+    if sim not in names:
+        _fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")
+    input_paths = _parse_pairs(inputs, "--input")
+    try:
+        program = load(program_file)
+    except ValueError as error:
+        _fail(str(error))
+    output_paths = _output_paths(outputs, program)
+    arrays = _read_inputs(input_paths)
+    options = {}
+    if trace is not None:
+        options["trace"] = trace
+    if cycle_limit is not None:
+        options["cycle_limit"] = cycle_limit
+    try:
+        device = Device(program.config, sim=sim, **options)
+        result = device.run(program, arrays)
+    except (ValueError, TypeError) as error:
+        _fail(str(error))
+    written = {}
+    for name, path in output_paths.items():
+        try:
+            np.save(path, result.outputs[name], allow_pickle=False)
+        except OSError as error:
+            _fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
+        written[name] = str(path)
+    counters = {name: int(value) for name, value in result.counters.items()}
+    per_module = {module: counters.get(f"{module}_insns")
+                  for module in ("load", "compute", "store")}
+    if as_json:
+        report = {
+            "program": str(program_file), "sim": result.sim, "cycles": result.cycles,
+            "instructions": result.instructions, "instructions_per_module": per_module,
+            "counters": counters,
+            "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
+                               "file": written.get(name)}
+                        for name, array in result.outputs.items()},
+            "details": _jsonable(result.details),
+        }
+        click.echo(json.dumps(report))
+        return
+    click.echo(f"program: {program_file} ({program.config.name}, "
+               f"{program.metadata.get('layer', 'layer')})")
+    click.echo(f"sim: {result.sim}")
+    click.echo(f"cycles: {result.cycles if result.cycles is not None else 'n/a (untimed)'}")
+    modules = ", ".join(f"{module} {count}" for module, count in per_module.items()
+                        if count is not None)
+    click.echo(f"instructions: {result.instructions}" + (f" ({modules})" if modules else ""))
+    click.echo("counters:")
+    width = max((len(name) for name in counters), default=0)
+    for name, value in counters.items():
+        click.echo(f"  {name:<{width}}  {value}")
+    for name, array in result.outputs.items():
+        where = f" -> {written[name]}" if name in written else " (not saved; use --output)"
+        click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}{where}")
