@@ -47,6 +47,14 @@ def plan_dram(function: ir.Function) -> tuple[int, int, list[TensorRegion], int]
     return insn_offset, uop_offset, tensors, offset
 
 
+def _check_fields(instruction: isa.Instruction, fields: list[isa.Field]) -> None:
+    """Raise `isa.IsaError` unless every field value fits (what `isa.encode` checks)."""
+    context = type(instruction).__name__
+    for field in fields:
+        if field.name != "opcode":
+            field.check(int(getattr(instruction, field.name)), context)
+
+
 def generate(function: ir.Function, metadata: dict | None = None) -> Program:
     """Resolve DRAM addresses and build the `Program`.
 
@@ -60,6 +68,7 @@ def generate(function: ir.Function, metadata: dict | None = None) -> Program:
     bases = {t.name: t.dram_offset for t in tensors}
     bases["uops"] = uop_offset
     instructions = []
+    formats = isa.formats(config)
     for index, insn in enumerate(function.instructions):
         instruction = insn.instruction
         if insn.tensor is not None:
@@ -69,7 +78,7 @@ def generate(function: ir.Function, metadata: dict | None = None) -> Program:
             instruction = instruction.replace(
                 dram_base=instruction.dram_base + bases[insn.tensor] // element)
         try:
-            isa.encode(instruction, config)
+            _check_fields(instruction, formats[instruction.opcode])
         except isa.IsaError as error:
             raise CompileError(f"instruction {index} ({insn.note or instruction.opcode.name}) "
                                f"does not fit the ISA: {error}") from None

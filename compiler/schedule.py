@@ -183,9 +183,9 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
               "h": geometry.out_height, "w": geometry.out_width}
     tile = {axis: min(getattr(schedule, f"tile_{axis}"), blocks[axis]) for axis in "bkchw"}
     tiles = math.prod(_ceil_div(blocks[a], tile[a]) for a in "bkhw")
-    steps = tiles * _ceil_div(blocks["c"], tile["c"])
-    # More threads than reduction steps would only leave slots empty.
-    threads = max(1, min(schedule.virtual_threads, steps)) if schedule.latency_hiding else 1
+    # Threads take whole output tiles: more threads than tiles would only leave
+    # slots empty.
+    threads = max(1, min(schedule.virtual_threads, tiles)) if schedule.latency_hiding else 1
     bias_entries = 0
     if geometry.epilogue.bias:
         # Keep the whole bias resident when it is small next to the accumulator;

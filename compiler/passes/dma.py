@@ -143,7 +143,7 @@ def inject_dma(function: ir.Function, elide: bool = True) -> ir.Function:
                     stats["store_bytes"] += nbytes
                     body.append(insn)
                     continue
-                key = (insn.tensor, dataclasses.astuple(instruction))
+                key = (insn.tensor, instruction)
                 span = (instruction.sram_base, instruction.sram_base + entries)
                 ranges = resident[stmt.memory]
                 if elide and (span, key) in ranges:

@@ -27,6 +27,7 @@ GEMMs, so they need no dependency tokens.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -85,6 +86,7 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
     return place_uops(function, cache=cache)
 
 
+@functools.lru_cache(maxsize=64)
 def _factor_bits(config, opcode: Opcode) -> dict[str, int]:
     return {field.name: field.bits for field in isa.formats(config)[opcode]}
 

@@ -1,0 +1,118 @@
+"""``vdla compile``: compile a conv2d or dense layer to a ``.vdla`` program file.
+
+Prints a short summary (schedule, instructions per module, uops, DRAM bytes)
+as text or, with ``--json``, one JSON object. Every user error (a bad shape, a
+schedule that does not fit, an unreadable config or schedule file) is one line
+on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import click
+
+from compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
+from compiler.dump import dump_program, summarize
+from hw.config import ConfigError, load_config
+
+
+def _kernel(value: str) -> tuple[int, int]:
+    match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*", value)
+    if not match:
+        raise click.ClickException(f"--kernel {value!r}: expected KH or KHxKW (e.g. 3 or 3x1)")
+    height = int(match.group(1))
+    return height, int(match.group(2)) if match.group(2) else height
+
+
+def _common(function):
+    """Options every layer kind shares (applied bottom-up)."""
+    options = [
+        click.option("--bias/--no-bias", default=False, help="Add an int32 bias per output."),
+        click.option("--shift", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Arithmetic right shift after the bias."),
+        click.option("--relu", is_flag=True, help="Clamp negative outputs to zero."),
+        click.option("--config", "config_spec", default=None, metavar="PRESET|FILE.json",
+                     help="Accelerator config: preset (default, tiny) or JSON file."),
+        click.option("--schedule", "schedule_path", default=None, metavar="FILE.json",
+                     help="Schedule knobs (JSON); a searched default otherwise."),
+        click.option("--virtual-threads", type=click.IntRange(min=1), default=None,
+                     help="Override the number of virtual threads."),
+        click.option("--no-latency-hiding", is_flag=True,
+                     help="One virtual thread and fully serialising tokens (ablation)."),
+        click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+                     help="Program file to write (.vdla)."),
+        click.option("--dump", "dump_path", default=None, type=click.Path(dir_okay=False),
+                     help="Also write the instruction stream as text."),
+        click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@click.group("compile")
+def command():
+    """Compile a layer to an accelerator program."""
+
+
+@command.command("conv2d")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--in-channels", type=click.IntRange(min=1), required=True)
+@click.option("--out-channels", type=click.IntRange(min=1), required=True)
+@click.option("--height", type=click.IntRange(min=1), required=True)
+@click.option("--width", type=click.IntRange(min=1), required=True)
+@click.option("--kernel", default="3", show_default=True, help="KH or KHxKW.")
+@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True)
+@_common
+def conv2d(batch, in_channels, out_channels, height, width, kernel, stride, pad, **common):
+    """Compile a 2D convolution (NCHW data, KCHW weights)."""
+    _compile(lambda: Conv2d(batch, in_channels, out_channels, height, width, kernel=_kernel(kernel),
+                            stride=stride, padding=pad, bias=common["bias"],
+                            shift=common["shift"], relu=common["relu"]), **common)
+
+
+@command.command("dense")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--in-features", type=click.IntRange(min=1), required=True)
+@click.option("--out-features", type=click.IntRange(min=1), required=True)
+@_common
+def dense(batch, in_features, out_features, **common):
+    """Compile a fully connected layer (data @ weight.T)."""
+    _compile(lambda: Dense(batch, in_features, out_features, bias=common["bias"],
+                           shift=common["shift"], relu=common["relu"]), **common)
+
+
+def _compile(make_op, *, config_spec, schedule_path, virtual_threads, no_latency_hiding,
+             output, dump_path, as_json, **_):
+    from runtime.program_file import ProgramFileError, save
+    try:
+        config = load_config(config_spec)
+        op = make_op()
+        schedule = load_schedule(schedule_path) if schedule_path else None
+        program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
+                             latency_hiding=not no_latency_hiding)
+        save(program, output)
+        if dump_path:
+            Path(dump_path).write_text(dump_program(program))
+    except (CompileError, ConfigError, ProgramFileError) as error:
+        raise click.ClickException(str(error)) from None
+    except OSError as error:
+        raise click.ClickException(f"cannot write {error.filename}: {error.strerror}") from None
+    summary = summarize(program)
+    summary.update(op=op.describe(), config=config.name, output=str(output),
+                   schedule=program.metadata["schedule"],
+                   compile_seconds=program.metadata["compile_seconds"])
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    schedule = summary["schedule"]
+    modules = ", ".join(f"{name} {count}" for name, count in summary["per_module"].items())
+    click.echo(f"{summary['op']} on {config.name}: wrote {output}")
+    click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in schedule.items()))
+    click.echo(f"  instructions: {summary['instructions']} ({modules})")
+    click.echo(f"  uops: {summary['uops']}   DRAM: {summary['dram_bytes']} bytes   "
+               f"compiled in {summary['compile_seconds'] * 1000:.1f} ms")
