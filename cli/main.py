@@ -8,7 +8,7 @@ import sys
 import click
 
 # Each module defines a click command (or group) called ``command``.
-SUBCOMMANDS = ["isa", "hw", "run", "inspect"]
+SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
