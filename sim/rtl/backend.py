@@ -261,6 +261,61 @@ def default_cycle_limit(config: HwConfig, instructions: list | None) -> int:
     return 100_000 + 8 * estimate
 
 
+def _module_of(insn) -> str:
+    from hw import isa
+    if isinstance(insn, isa.Load):
+        return "load" if insn.memory_type in (isa.MemType.INP, isa.MemType.WGT) else "compute"
+    if isinstance(insn, isa.Store):
+        return "store"
+    return "compute"
+
+
+def _blocked_instructions(instructions: list | None, status: dict[str, int],
+                          tokens: dict[str, int], depth: int) -> tuple[list[str], int | None]:
+    """Where each module stopped, from its retired count: ``["compute blocked at ..."]``."""
+    from sim.errors import describe_instruction
+    if instructions is None:
+        return [], None
+    order = ("load", "compute", "store")
+    queues: dict[str, list[int]] = {module: [] for module in order}
+    for index, insn in enumerate(instructions):
+        queues[_module_of(insn)].append(index)
+    lines, first = [], None
+    for position, module in enumerate(order):
+        retired = status.get(f"retired_{module}")
+        queue = queues[module]
+        if retired is None or len(queue) >= 1 << 16:  # 16-bit status counters wrap
+            continue
+        if retired >= len(queue):
+            lines.append(f"{module} done ({len(queue)} instructions)")
+            continue
+        index = queue[retired]
+        insn = instructions[index]
+        first = index if first is None else min(first, index)
+        prev = order[position - 1] if position > 0 else None
+        nxt = order[position + 1] if position < 2 else None
+        waits = []
+        for flag, other in (("pop_prev", prev), ("pop_next", nxt)):
+            if getattr(insn, flag) and other is not None:
+                name = f"{other}_to_{module}"
+                if tokens.get(name, 0) == 0:
+                    waits.append(f"{other}->{module} (empty)")
+        fulls = []
+        for flag, other in (("push_prev", prev), ("push_next", nxt)):
+            if getattr(insn, flag) and other is not None:
+                name = f"{module}_to_{other}"
+                if tokens.get(name, 0) >= depth:
+                    fulls.append(f"{module}->{other} (full, {depth})")
+        where = describe_instruction(index, insn)
+        if waits:
+            lines.append(f"{module} blocked at {where} waiting to pop from {', '.join(waits)}")
+        elif fulls:
+            lines.append(f"{module} blocked after {where} pushing into {', '.join(fulls)}")
+        else:
+            lines.append(f"{module} stopped at {where} (not waiting for a token)")
+    return lines, first
+
+
 class RtlSimulator:
     """Backend ``"rtl"``: the generated Verilog under Verilator, cycle-accurate.
 
@@ -353,35 +408,43 @@ class RtlSimulator:
             model.store_dram(dram)
             raise AddressError(f"the chip made a bad DRAM access: {model.error}")
         if status != DONE:
-            raise DeadlockError(self._hang_message(insn_count, limit))
+            message, first = self._hang_message(insn_count, limit, instructions)
+            raise DeadlockError(message, first)
         model.store_dram(dram)
         return self._result(instructions)
 
-    def _hang_message(self, insn_count: int, limit: int) -> str:
+    def _hang_message(self, insn_count: int, limit: int,
+                      instructions: list | None) -> tuple[str, int | None]:
         status = self.model.status()
         queues = self.model.memory_queues()
-        tokens = ", ".join(f"{name.removeprefix('tokens_').replace('_to_', '->')} "
-                           f"{status[name]}" for name in status if name.startswith("tokens_"))
+        tokens = {name.removeprefix("tokens_"): value for name, value in status.items()
+                  if name.startswith("tokens_")}
+        token_text = ", ".join(f"{name.replace('_to_', '->')} {value}"
+                               for name, value in tokens.items())
         commands = ", ".join(f"{name.removeprefix('cmds_')} {status[name]}"
                              for name in status if name.startswith("cmds_"))
         retired = ", ".join(f"{name.removeprefix('retired_')} {status[name]}"
                             for name in status if name.startswith("retired_"))
         other = ", ".join(f"{name} {value}" for name, value in status.items()
                           if not name.startswith(("tokens_", "cmds_", "retired_", "fetched")))
+        blocked, first = _blocked_instructions(instructions, status, tokens,
+                                               self.config.token_queue_depth)
         lines = [
             f"the program did not finish within {limit} cycles (rtl, config {self.config.name!r}): "
             f"fetched {status.get('fetched', '?')} of {insn_count} instructions",
+            *[f"  {line}" for line in blocked],
             f"  retired: {retired}",
-            f"  token queues: {tokens}",
+            f"  token queues: {token_text}",
             f"  command queues waiting: {commands}",
             f"  DRAM: {queues['read_bursts_pending']} read bursts pending, "
             f"{queues['write_bursts_owed_data']} write bursts owed data",
         ]
         if other:
             lines.append(f"  other status: {other}")
-        lines.append("  (a module waits for a dependency token that is never pushed, or the "
-                     "program lacks FINISH)")
-        return "\n".join(lines)
+        if not blocked:
+            lines.append("  (a module waits for a dependency token that is never pushed, or the "
+                         "program lacks FINISH)")
+        return "\n".join(lines), first
 
     def _result(self, instructions: list | None) -> RunResult:
         from hw import isa
