@@ -1,0 +1,80 @@
+"""Independent interpreters used by the pass tests.
+
+`run_nest` executes an IR loop nest (scalar MACs lane by lane, or GEMM/ALU
+intrinsics) directly from its affine indices; `run_instructions` executes
+folded GEMM/ALU instructions from the ISA's loop semantics and their kernels.
+Comparing the two checks a pass without going through codegen or the fsim.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from compiler import ir
+from hw.isa import AluOp
+
+
+def new_sram(config, rng=None):
+    """Random int8 inp/wgt and zero acc SRAMs, shaped (entries, *element)."""
+    rng = rng or np.random.default_rng(0)
+    def shape(kind):
+        return (config.depth(kind), *config.element_shape(kind))
+    return {"inp": rng.integers(-128, 128, size=shape("inp")).astype(np.int64),
+            "wgt": rng.integers(-128, 128, size=shape("wgt")).astype(np.int64),
+            "acc": np.zeros(shape("acc"), dtype=np.int64)}
+
+
+def _alu(op, a, b):
+    return {AluOp.ADD: lambda: a + b, AluOp.MIN: lambda: np.minimum(a, b),
+            AluOp.MAX: lambda: np.maximum(a, b), AluOp.SHR: lambda: a >> (b & 31)}[op]()
+
+
+def run_nest(stmt, sram) -> None:
+    """Execute one perfect loop nest in place, iteration by iteration."""
+    loops, leaf = ir.loop_nest(stmt) if isinstance(stmt, ir.Loop) else ([], stmt)
+    names = [loop.var for loop in loops]
+    for values in itertools.product(*(range(loop.extent) for loop in loops)):
+        env = dict(zip(names, values))
+        def at(access):
+            return access.buffer.base + access.index.evaluate(env)
+        if isinstance(leaf, ir.Mac):
+            lanes = {**env}
+            acc = sram["acc"][at(leaf.acc)]
+            inp = sram["inp"][at(leaf.inp)]
+            wgt = sram["wgt"][at(leaf.wgt)]
+            acc[lanes[leaf.acc.lanes[0]], lanes[leaf.acc.lanes[1]]] += (
+                inp[lanes[leaf.inp.lanes[0]], lanes[leaf.inp.lanes[1]]]
+                * wgt[lanes[leaf.wgt.lanes[0]], lanes[leaf.wgt.lanes[1]]])
+        elif isinstance(leaf, ir.Gemm):
+            if leaf.reset:
+                sram["acc"][at(leaf.dst)] = 0
+            else:
+                sram["acc"][at(leaf.dst)] += sram["inp"][at(leaf.src)] @ sram["wgt"][at(leaf.wgt)].T
+        elif isinstance(leaf, ir.Alu):
+            operand = leaf.imm if leaf.imm is not None else sram["acc"][at(leaf.src)]
+            sram["acc"][at(leaf.dst)] = _alu(leaf.op, sram["acc"][at(leaf.dst)], operand)
+        else:
+            raise TypeError(leaf)
+
+
+def run_instructions(insns, sram) -> None:
+    """Execute GEMM/ALU `ir.Insn`s (with kernels) by the ISA's loop semantics."""
+    for insn in insns:
+        i = insn.instruction
+        dst, src, wgt = insn.kernel
+        for outer in range(i.iter_out):
+            for inner in range(i.iter_in):
+                for u in range(len(dst)):
+                    d = dst[u] + outer * i.dst_factor_out + inner * i.dst_factor_in
+                    s = src[u] + outer * i.src_factor_out + inner * i.src_factor_in
+                    if type(i).__name__ == "Gemm":
+                        if i.reset:
+                            sram["acc"][d] = 0
+                            continue
+                        w = wgt[u] + outer * i.wgt_factor_out + inner * i.wgt_factor_in
+                        sram["acc"][d] += sram["inp"][s] @ sram["wgt"][w].T
+                    else:
+                        operand = i.imm if i.use_imm else sram["acc"][s]
+                        sram["acc"][d] = _alu(i.alu_op, sram["acc"][d], operand)

@@ -1,0 +1,108 @@
+"""Schedules: JSON, validation against buffers, and the default search."""
+
+import json
+
+import numpy as np
+import pytest
+
+from compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
+from compiler.schedule import plan_tiles
+from hw.config import PRESETS
+
+
+def test_json_round_trip(tmp_path):
+    schedule = Schedule(tile_b=1, tile_h=4, tile_w=8, tile_k=2, tile_c=3, virtual_threads=2,
+                        loop_order="kbhw")
+    assert Schedule.from_json(schedule.to_json()) == schedule
+    path = tmp_path / "s.json"
+    path.write_text(schedule.to_json())
+    assert load_schedule(path) == schedule
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"tile_h": 0}, "tile_h"),
+    ({"tile_x": 1}, "unknown schedule field"),
+    ({"loop_order": "bkh"}, "loop_order"),
+    ({"virtual_threads": 1.5}, "virtual_threads"),
+    ({"latency_hiding": "yes"}, "latency_hiding"),
+])
+def test_malformed_schedules(data, message):
+    with pytest.raises(ScheduleError, match=message):
+        Schedule.from_dict(data)
+
+
+def test_unreadable_schedule_file(tmp_path):
+    with pytest.raises(ScheduleError, match="cannot read"):
+        load_schedule(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ScheduleError, match="not valid JSON"):
+        load_schedule(tmp_path / "bad.json")
+
+
+CONV = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
+
+
+@pytest.mark.parametrize("op, schedule, buffer, knob", [
+    (CONV, Schedule(tile_h=56, tile_w=56, tile_c=4, tile_k=1), "inp", "tile_h=56"),
+    (CONV, Schedule(tile_h=1, tile_w=1, tile_c=4, tile_k=4, virtual_threads=1), "wgt", "tile_k=4"),
+    (Dense(64, 4, 64), Schedule(tile_b=64, tile_k=16), "acc", "tile_b=64"),
+])
+def test_overflow_names_knob_and_buffer(op, schedule, buffer, knob):
+    config = PRESETS["tiny"] if buffer != "inp" else PRESETS["default"]
+    with pytest.raises(ScheduleError, match=f"{buffer} buffer.*{knob}"):
+        schedule.check(op.geometry(), config)
+
+
+def test_tiles_clamp_to_the_layer():
+    op = Conv2d(1, 8, 8, 5, 5, kernel=3, padding=1)
+    plan = plan_tiles(op.geometry(), PRESETS["default"], Schedule(tile_h=100, tile_w=100,
+                                                                   tile_k=100, tile_c=100))
+    assert plan.tile == {"b": 1, "k": 1, "c": 1, "h": 5, "w": 5}
+    assert plan.threads == 1   # one tile: a second thread would stay idle
+
+
+def _random_ops(rng, count):
+    for _ in range(count):
+        kernel = int(rng.integers(1, 8))
+        pad = int(rng.integers(0, kernel))
+        size = int(rng.integers(max(1, kernel - 2 * pad), 40))
+        yield Conv2d(int(rng.integers(1, 4)), int(rng.integers(1, 300)), int(rng.integers(1, 300)),
+                     size, int(rng.integers(max(1, kernel - 2 * pad), 40)), kernel=kernel,
+                     stride=int(rng.integers(1, 4)), padding=pad, bias=bool(rng.integers(2)))
+        yield Dense(int(rng.integers(1, 300)), int(rng.integers(1, 3000)),
+                    int(rng.integers(1, 3000)), bias=bool(rng.integers(2)))
+
+
+@pytest.mark.parametrize("config_name", ["default", "tiny"])
+def test_default_schedule_is_legal_for_any_shape(config_name):
+    config = PRESETS[config_name]
+    for op in _random_ops(np.random.default_rng(7), 40):
+        schedule = default_schedule(op, config)
+        plan = schedule.check(op.geometry(), config)
+        usage = plan.usage()
+        for kind in ("inp", "wgt", "acc"):
+            assert usage[kind] <= config.depth(kind), (op, schedule)
+
+
+def test_default_prefers_two_threads_and_big_tiles():
+    op = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
+    config = PRESETS["default"]
+    schedule = default_schedule(op, config)
+    assert schedule.virtual_threads == 2
+    plan = schedule.check(op.geometry(), config)
+    # A full reduction chunk and full-width rows fit at default: no partial sums.
+    assert plan.counts["c"] == 1 and plan.tile["w"] == 56
+    # Each buffer slot is well used (the search takes the largest tile that fits).
+    assert plan.usage()["inp"] > config.depth("inp") // 2
+
+
+def test_without_latency_hiding_one_thread():
+    op = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
+    schedule = default_schedule(op, PRESETS["default"], latency_hiding=False)
+    assert schedule.virtual_threads == 1 and not schedule.latency_hiding
+
+
+def test_impossible_config_errors_clearly():
+    config = PRESETS["tiny"].replace(wgt_buffer_bytes=16 * 16, name="cramped")
+    with pytest.raises(ScheduleError, match="no schedule fits"):
+        default_schedule(Conv2d(1, 4, 4, 9, 9, kernel=7), config)
