@@ -234,6 +234,12 @@ class _Machine:
         self.acc = self.sram["acc"].view("<i4").reshape(-1, b * bo)
         self.out = self.sram["out"].view(np.int8).reshape(-1, b * bo)
         self.uop = self.sram["uop"].view("<u4").reshape(-1)
+        self.depth = {kind: config.depth(kind) for kind in self.sram}
+        # Decoded micro-op fields, kept in step with the uop SRAM by every uop load.
+        self.uop_fields = {field: np.zeros(self.depth["uop"], dtype=np.int64)
+                           for field in ("dst", "src", "wgt")}
+        # GEMM partial sums, float64 (exact below 2^53); rows are zeroed after use.
+        self.sums = np.zeros((self.depth["acc"], config.batch * config.block_out), np.float64)
         self.clocks = {kind: _EntryClocks(kind, config.depth(kind)) for kind in _TRACKED}
         self.counters: dict[str, int] = collections.Counter()
         for name in ("load_insns", "compute_insns", "store_insns", "bytes_loaded_inp",
@@ -468,6 +474,10 @@ class _Machine:
             block[insn.y_pad_top:insn.y_pad_top + insn.y_size,
                   insn.x_pad_left:insn.x_pad_left + insn.x_size] = source
             self.counters[f"bytes_loaded_{kind}"] += source.size
+        if kind == "uop":
+            decoded = isa.decode_uops(self.uop[base:base + count], self.config)
+            for field, values in zip(("dst", "src", "wgt"), decoded):
+                self.uop_fields[field][base:base + count] = values
         if kind == "acc":
             # Every acc write also writes out (hw/isa.py), loads included.
             self._write_out(slice(base, base + count), module, clock, index)
@@ -512,13 +522,13 @@ class _Machine:
         if end > len(self.uop):
             raise AddressError(f"{self.describe(index)}: micro-ops [{begin}, {end}) go beyond "
                                f"the {len(self.uop)}-entry uop buffer", index)
-        fields = dict(zip(("dst", "src", "wgt"), isa.decode_uops(self.uop[begin:end], self.config)))
+        fields = {field: values[begin:end] for field, values in self.uop_fields.items()}
         factors = {}
         for field, (buffer, prefix) in buffers.items():
             outer = getattr(insn, f"{prefix}_factor_out")
             inner = getattr(insn, f"{prefix}_factor_in")
             factors[field] = (outer, inner)
-            depth = self.config.depth(buffer)
+            depth = self.depth[buffer]
             highest = int(fields[field].max()) + (insn.iter_out - 1) * outer \
                 + (insn.iter_in - 1) * inner
             if highest >= depth:
@@ -548,7 +558,7 @@ class _Machine:
         if not insn.reset:
             buffers.update(src=("inp", "src"), wgt=("wgt", "wgt"))
         config = self.config
-        depth = config.depth("acc")
+        depth = self.depth["acc"]
         written = np.zeros(depth, dtype=bool)
         if insn.reset:
             for chunk in self._loop_indices(index, insn, buffers):
@@ -558,12 +568,13 @@ class _Machine:
             self.acc[touched] = 0
             self._write_out(touched, module, clock, index)
             return
-        read_inp = np.zeros(config.depth("inp"), dtype=bool)
-        read_wgt = np.zeros(config.depth("wgt"), dtype=bool)
+        read_inp = np.zeros(self.depth["inp"], dtype=bool)
+        read_wgt = np.zeros(self.depth["wgt"], dtype=bool)
         columns = config.batch * config.block_out
         # float32 products are exact while one dot product stays below 2^24.
         dtype = np.float32 if config.block_in <= 1024 else np.float64
-        sums = np.zeros((depth, columns), dtype=np.float64)  # exact below 2^53
+        sums = self.sums
+        lane = np.arange(columns)
         executions = 0
         for chunk in self._loop_indices(index, insn, buffers):
             dst, src, wgt = chunk["dst"], chunk["src"], chunk["wgt"]
@@ -572,9 +583,12 @@ class _Machine:
             read_wgt[wgt] = True
             products = np.matmul(self.inp[src].astype(dtype),
                                  self.wgt[wgt].astype(dtype).transpose(0, 2, 1))
-            products = products.reshape(len(dst), columns)
-            for column in range(columns):
-                sums[:, column] += np.bincount(dst, weights=products[:, column], minlength=depth)
+            # One bincount over (row, lane) pairs of the touched span sums every
+            # contribution to the same accumulator lane, in any order (exact).
+            low, high = int(dst.min()), int(dst.max()) + 1
+            slots = ((dst - low)[:, None] * columns + lane).reshape(-1)
+            sums[low:high] += np.bincount(slots, weights=products.reshape(-1),
+                                          minlength=(high - low) * columns).reshape(-1, columns)
             executions += len(dst)
         if executions == 0:
             return
@@ -584,6 +598,7 @@ class _Machine:
         touched = np.flatnonzero(written)
         self.acc[touched] = _wrap32(self.acc[touched].astype(np.int64)
                                     + sums[touched].astype(np.int64))
+        sums[touched] = 0
         self._write_out(touched, module, clock, index)
         self.counters["gemm_uops"] += executions
         self.counters["gemm_macs"] += executions * config.macs_per_cycle
@@ -592,7 +607,7 @@ class _Machine:
         buffers = {"dst": ("acc", "dst")}
         if not insn.reset and not insn.use_imm:
             buffers["src"] = ("acc", "src")
-        depth = self.config.depth("acc")
+        depth = self.depth["acc"]
         written = np.zeros(depth, dtype=bool)
         for chunk in self._loop_indices(index, insn, buffers):
             dst = chunk["dst"]
