@@ -105,6 +105,7 @@ def fold_nest(stmt, config, max_folds: int = 2, max_kernel: int = 1 << 30):
     work = [_Loop(loop.var, loop.extent, tuple(e.coef(loop.var) for e in exprs))
             for loop in loops if loop.extent > 1]
     fusions = _fuse(work)
+    work = _split_long(work)
     opcode = Opcode.GEMM if isinstance(leaf, ir.Gemm) else Opcode.ALU
     bits = _factor_bits(config, opcode)
     folded = _choose_folds(work, bits, opcode, max_folds)
@@ -119,6 +120,8 @@ def fold_nest(stmt, config, max_folds: int = 2, max_kernel: int = 1 << 30):
             if opcode == Opcode.ALU and name == "wgt":
                 continue
             fields[f"{name}_factor_{prefix}"] = coef
+    # uop_begin/uop_end are placeholders until place_uops gives the kernel its place.
+    fields["uop_end"] = math.prod(loop.extent for loop in kernel_loops)
     if opcode == Opcode.GEMM:
         template = isa.Gemm(reset=leaf.reset, **fields)
     else:
@@ -176,6 +179,34 @@ def _fuse(loops: list[_Loop]) -> int:
     return fusions
 
 
+def _split_long(loops: list[_Loop]) -> list[_Loop]:
+    """Split loops longer than the iter fields so that both halves can still fold."""
+    result = []
+    for loop in loops:
+        if loop.extent <= MAX_ITER:
+            result.append(loop)
+            continue
+        inner = _largest_divisor(loop.extent, MAX_ITER)
+        if inner == 1:
+            result.append(loop)     # a prime trip count: left to the kernel
+            continue
+        result.append(_Loop(loop.name + ".o", loop.extent // inner,
+                            tuple(c * inner for c in loop.coefs)))
+        result.append(_Loop(loop.name + ".i", inner, loop.coefs))
+    return result
+
+
+def _largest_divisor(value: int, limit: int) -> int:
+    """Largest divisor of ``value`` that is at most ``limit``."""
+    best = 1
+    for candidate in range(1, math.isqrt(value) + 1):
+        if value % candidate == 0:
+            for divisor in (candidate, value // candidate):
+                if divisor <= limit:
+                    best = max(best, divisor)
+    return best
+
+
 def _choose_folds(loops: list[_Loop], bits: dict[str, int], opcode: Opcode,
                   max_folds: int) -> list[_Loop]:
     """The longest loops whose trip count and strides fit the instruction's fields."""
@@ -203,7 +234,7 @@ def _split_kernel(rest: list[_Loop], max_kernel: int) -> tuple[list[_Loop], list
             continue
         loop = kernel[0]
         # One loop too long for a kernel: strip-mine it by its largest fitting divisor.
-        inner = max(d for d in range(1, max_kernel + 1) if loop.extent % d == 0)
+        inner = _largest_divisor(loop.extent, max_kernel)
         outer.append(_Loop(loop.name + ".o", loop.extent // inner,
                            tuple(c * inner for c in loop.coefs)))
         kernel = [_Loop(loop.name + ".i", inner, loop.coefs)]
