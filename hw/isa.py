@@ -33,9 +33,14 @@ Semantics (the functional simulator is their executable form):
   wgt[wgt].T`` (int8 x int8 -> int32, wrapping), or ``acc[dst] = 0`` with
   ``reset``. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])`` elementwise on
   int32, wrapping; shifts are arithmetic and use the operand's low 5 bits.
-  Every acc write also writes ``out[dst]``, the low 8 bits of each element.
+  ``reset`` on either writes ``acc[dst] = 0``. An empty uop range or a zero
+  trip count does nothing. Computed indices must lie inside their buffer.
+* Every acc write -- GEMM, ALU and acc LOAD alike -- also writes ``out[dst]``,
+  the low 8 bits of each element.
 * FINISH ends the program once it retires on compute and load and store have
-  drained their queues.
+  drained their queues (loads and stores after it still run; compute
+  instructions after it are an error). Every token pushed must be popped by
+  the end, so that the next program starts with empty token queues.
 """
 
 from __future__ import annotations
