@@ -1,0 +1,120 @@
+"""Hundreds of random programs on fsim vs the Verilator RTL, per config.
+
+Usage::
+
+    python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
+    python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
+
+Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
+(a third of them with 30 % random DRAM backpressure, a quarter with the
+stress options: long bursts, deep loops, many tokens in flight); final DRAM
+images must be byte-equal. Prints pass counts per config and writes
+``benchmarks/results/differential.json`` with every failing seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hw.config import PRESETS, HwConfig  # noqa: E402
+from sim.backend import get_backend  # noqa: E402
+from sim.random_program import GeneratorOptions, generate  # noqa: E402
+
+ODD = HwConfig(batch=2, block_in=8, block_out=4, uop_buffer_bytes=1024, inp_buffer_bytes=1024,
+               wgt_buffer_bytes=1024, acc_buffer_bytes=2048, dram_bus_bits=128,
+               dram_read_latency=3, cmd_queue_depth=2, token_queue_depth=2, name="odd")
+STRESS = GeneratorOptions(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
+                          eager_token_probability=0.4, max_pending_tokens=12)
+RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
+
+
+def run_config(config: HwConfig, count: int, first_seed: int) -> dict:
+    started = time.perf_counter()
+    fsim = get_backend("fsim", config)
+    rtls = {}
+    build_seconds = None
+    passed, failures = 0, []
+    fsim_seconds = rtl_seconds = 0.0
+    cycles = instructions = 0
+    for seed in range(first_seed, first_seed + count):
+        stress = seed % 4 == 3
+        backpressure = 30 if seed % 3 == 2 else 0
+        program = generate(config, seed, STRESS if stress else None)
+        t0 = time.perf_counter()
+        expected, _ = program.run(fsim)
+        fsim_seconds += time.perf_counter() - t0
+        if backpressure not in rtls:
+            t0 = time.perf_counter()
+            rtls[backpressure] = get_backend("rtl", config, backpressure=backpressure)
+            build_seconds = (build_seconds or 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()
+        try:
+            actual, result = program.run(rtls[backpressure])
+        except Exception as error:  # a hang or model error is a failure, not a crash
+            failures.append({"seed": seed, "stress": stress, "backpressure": backpressure,
+                             "error": f"{type(error).__name__}: {error}"[:2000]})
+            continue
+        finally:
+            rtl_seconds += time.perf_counter() - t0
+        cycles += result.cycles or 0
+        instructions += program.insn_count
+        if np.array_equal(expected, actual):
+            passed += 1
+        else:
+            failures.append({"seed": seed, "stress": stress, "backpressure": backpressure,
+                             "difference": program.describe_difference(expected, actual)})
+    return {"config": config.name, "config_hash": config.hash, "programs": count,
+            "first_seed": first_seed, "passed": passed, "failed": len(failures),
+            "failures": failures, "instructions": instructions, "rtl_cycles": cycles,
+            "seconds": round(time.perf_counter() - started, 2),
+            "build_seconds": round(build_seconds or 0.0, 2),
+            "fsim_seconds": round(fsim_seconds, 2), "rtl_seconds": round(rtl_seconds, 2)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", type=int, default=300, help="programs at tiny")
+    parser.add_argument("--default", type=int, default=100, help="programs at default")
+    parser.add_argument("--odd", type=int, default=100,
+                        help="programs at an odd shape (128-bit bus, batch 2, depth-2 queues)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    reports = []
+    for config, count in ((PRESETS["tiny"], args.tiny), (PRESETS["default"], args.default),
+                          (ODD, args.odd)):
+        if count <= 0:
+            continue
+        report = run_config(config, count, args.first_seed)
+        reports.append(report)
+        print(f"{report['config']:8s} {report['passed']:4d}/{report['programs']} passed  "
+              f"({report['instructions']} instructions, {report['rtl_cycles']} RTL cycles, "
+              f"{report['seconds']} s of which build {report['build_seconds']} s)", flush=True)
+        for failure in report["failures"][:10]:
+            print(f"  FAIL seed {failure['seed']} (stress={failure['stress']}, "
+                  f"backpressure={failure['backpressure']}%): "
+                  f"{failure.get('error') or failure.get('difference')}", flush=True)
+    total = sum(r["programs"] for r in reports)
+    passed = sum(r["passed"] for r in reports)
+    print(f"total    {passed:4d}/{total} passed")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({
+        "benchmark": "differential fsim vs rtl on random programs",
+        "command": "python benchmarks/differential.py " + " ".join(argv or sys.argv[1:]),
+        "machine": platform.platform(), "python": platform.python_version(),
+        "total": total, "passed": passed, "configs": reports}, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    return 0 if passed == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
