@@ -48,4 +48,6 @@ def verilog_command(config_spec, output, top, as_json):
                    f"{config.dram_bus_bits}-bit bus) in {report['seconds']} s", err=True)
 
 
+hw.add_command(__import__("cli.hw_model", fromlist=["model"]).model)  # vdla hw model
+
 command = hw
