@@ -41,23 +41,35 @@ class Affine:
     __slots__ = ("terms", "const")
 
     def __init__(self, terms: dict[str, int] | None = None, const: int = 0):
-        self.terms = {var: int(c) for var, c in (terms or {}).items() if c}
+        self.terms = {var: int(c) for var, c in terms.items() if c} if terms else {}
         self.const = int(const)
+
+    @classmethod
+    def _make(cls, terms: dict[str, int], const: int) -> "Affine":
+        # Internal fast path: ``terms`` is fresh and already free of zeros.
+        expr = object.__new__(cls)
+        expr.terms, expr.const = terms, const
+        return expr
 
     @staticmethod
     def var(name: str) -> "Affine":
-        return Affine({name: 1})
+        return Affine._make({name: 1}, 0)
 
     @staticmethod
     def of(value: Union["Affine", int]) -> "Affine":
-        return value if isinstance(value, Affine) else Affine(const=value)
+        return value if isinstance(value, Affine) else Affine._make({}, int(value))
 
     def __add__(self, other: Union["Affine", int]) -> "Affine":
-        other = Affine.of(other)
+        if not isinstance(other, Affine):
+            return Affine._make(dict(self.terms), self.const + int(other))
         terms = dict(self.terms)
         for var, coef in other.terms.items():
-            terms[var] = terms.get(var, 0) + coef
-        return Affine(terms, self.const + other.const)
+            total = terms.get(var, 0) + coef
+            if total:
+                terms[var] = total
+            else:
+                terms.pop(var, None)
+        return Affine._make(terms, self.const + other.const)
 
     __radd__ = __add__
 
@@ -66,7 +78,10 @@ class Affine:
             if factor.terms:
                 raise TypeError("an affine expression can only be scaled by a constant")
             factor = factor.const
-        return Affine({v: c * factor for v, c in self.terms.items()}, self.const * factor)
+        factor = int(factor)
+        if not factor:
+            return Affine._make({}, 0)
+        return Affine._make({v: c * factor for v, c in self.terms.items()}, self.const * factor)
 
     __rmul__ = __mul__
 

@@ -55,6 +55,10 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
              "out": (blocks["b"], blocks["k"], blocks["h"], blocks["w"])}
     ranges = {axis: tile_ranges(blocks[axis], tile[axis]) for axis in "bkhwc"}
     order = plan.schedule.loop_order
+    # Tiles of equal shape share their (immutable) compute nests: passes
+    # rebuild statements rather than mutate them, so sharing is safe and keeps
+    # lowering fast for layers with thousands of tiles.
+    nests = {}
     tiles = []
     for index, choice in enumerate(itertools.product(*(ranges[a] for a in order))):
         bounds = dict(zip(order, choice))
@@ -70,9 +74,15 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
             ], chunk=chunk)
             body = []
             if chunk == 0:
-                body.append(_reset(acc, nb, nk, nh, nw))
-            body.append(_mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
-                                  geometry))
+                key = ("reset", nb, nk, nh, nw)
+                if key not in nests:
+                    nests[key] = _reset(acc, nb, nk, nh, nw)
+                body.append(nests[key])
+            key = ("mac", nb, nk, nh, nw, nc)
+            if key not in nests:
+                nests[key] = _mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
+                                       geometry)
+            body.append(nests[key])
             steps.append((load, Stage("compute", index, body, chunk=chunk)))
         epilogue = Stage("compute", index, [ir.Epilogue(acc, nb, nk, nh * nw, k0)])
         store = Stage("store", index, [

@@ -161,6 +161,8 @@ def inject_dma(function: ir.Function, elide: bool = True) -> ir.Function:
 
 def _invalidate_compute_writes(stmt, resident) -> None:
     """Compute writes acc entries: forget resident data in the buffer it writes."""
+    if not resident["acc"]:
+        return
     for node in ir.walk([stmt]):
         if isinstance(node, (ir.Gemm, ir.Alu)):
             buffer = node.dst.buffer

@@ -40,7 +40,6 @@ __all__ = ["insert_tokens", "module_of", "accesses", "LOAD", "COMPUTE", "STORE"]
 
 LOAD, COMPUTE, STORE = 0, 1, 2
 MODULE_NAMES = ("load", "compute", "store")
-_SCOPES = ("inp", "wgt", "acc", "out")
 
 
 def module_of(instruction: isa.Instruction) -> int:
@@ -105,23 +104,31 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
         if not isinstance(stmt, ir.Insn):
             raise CompileError(f"latency hiding: unlowered statement {type(stmt).__name__}")
     stream.append(ir.Insn(isa.Finish(), note="finish"))
-    depth = {scope: config.depth(scope) for scope in _SCOPES}
+    # Only SRAMs two modules touch can race: inp/wgt (load writes, compute
+    # reads) and out (compute writes, store reads). acc and uop belong to
+    # compute alone. Load and store share nothing, so only neighbours conflict.
+    shared = ("inp", "wgt", "out")
     # last_write[m][scope][entry] / last_read[...]: program index of the latest
     # access by module m (-1: none).
-    last_write = [{s: np.full(depth[s], -1, dtype=np.int64) for s in _SCOPES} for _ in range(3)]
-    last_read = [{s: np.full(depth[s], -1, dtype=np.int64) for s in _SCOPES} for _ in range(3)]
+    last_write = [{s: np.full(config.depth(s), -1, dtype=np.int64) for s in shared}
+                  for _ in range(3)]
+    last_read = [{s: np.full(config.depth(s), -1, dtype=np.int64) for s in shared}
+                 for _ in range(3)]
     last_any = [-1, -1, -1]
     covered = {}            # (producer module, consumer module) -> latest ordered index
     flags = [dict() for _ in stream]
-    modules = [module_of(insn.instruction) for insn in stream]
     tokens = {"load->compute": 0, "compute->load": 0, "compute->store": 0, "store->compute": 0}
+    neighbours = {LOAD: (COMPUTE,), COMPUTE: (LOAD, STORE), STORE: (COMPUTE,)}
     for index, insn in enumerate(stream):
-        module = modules[index]
+        module = module_of(insn.instruction)
         is_finish = isinstance(insn.instruction, isa.Finish)
         reads, writes = accesses(insn)
-        for other in range(3):
-            if other == module:
-                continue
+        reads = [r for r in reads if r[0] in shared]
+        writes = [w for w in writes if w[0] in shared]
+        for other in neighbours[module]:
+            already = covered.get((other, module), -1)
+            if last_any[other] <= already:
+                continue        # everything the other module did is already ordered
             if serialise or is_finish:
                 needed = last_any[other]
             else:
@@ -131,14 +138,8 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
                 for scope, low, high in writes:
                     needed = max(needed, int(last_write[other][scope][low:high].max(initial=-1)),
                                  int(last_read[other][scope][low:high].max(initial=-1)))
-            if needed < 0 or needed <= covered.get((other, module), -1):
+            if needed <= already:
                 continue
-            if abs(other - module) != 1:
-                if serialise or is_finish:
-                    continue    # ordered through compute, which sits between them
-                raise CompileError(f"instruction {index} ({MODULE_NAMES[module]}) conflicts with "
-                                   f"instruction {needed} ({MODULE_NAMES[other]}): no token "
-                                   "queue connects them")
             # The consumer pops from the producer's side; the producer pushes
             # towards the consumer.
             flags[index]["pop_prev" if other < module else "pop_next"] = True

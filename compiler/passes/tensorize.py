@@ -24,17 +24,24 @@ __all__ = ["tensorize", "tensorize_stmt"]
 def tensorize(function: ir.Function) -> ir.Function:
     """Tensorize every MAC nest of every compute stage (in place)."""
     count = 0
+    done = {}       # id(nest) -> (nest, tensorized): tiles share identical nests
     for stage in function.all_stages():
         for position, stmt in enumerate(stage.body):
             if _has_mac(stmt):
-                stage.body[position] = tensorize_stmt(stmt, function.config)
+                if id(stmt) not in done:
+                    done[id(stmt)] = (stmt, tensorize_stmt(stmt, function.config))
+                stage.body[position] = done[id(stmt)][1]
                 count += 1
     function.stats["tensorize"] = {"gemm_nests": count}
     return function
 
 
 def _has_mac(stmt) -> bool:
-    return any(isinstance(s, ir.Mac) for s in ir.walk([stmt]))
+    while isinstance(stmt, ir.Loop):
+        if len(stmt.body) != 1:
+            return any(_has_mac(s) for s in stmt.body)
+        stmt = stmt.body[0]
+    return isinstance(stmt, ir.Mac)
 
 
 def tensorize_stmt(stmt, config):

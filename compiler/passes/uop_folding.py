@@ -68,12 +68,20 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
     if max_kernel is None:
         max_kernel = max(1, config.depth("uop") // 4)
     stats = {"nests": 0, "instructions": 0, "uops_executed": 0, "fused_loops": 0}
+    # Tiles of the same shape on the same slot give identical nests: fold once.
+    folded_by_signature = {}
     for stage in function.all_stages():
         body = []
         for stmt in stage.body:
             leaf = ir.loop_nest(stmt)[1] if isinstance(stmt, ir.Loop) else stmt
             if isinstance(leaf, (ir.Gemm, ir.Alu)):
-                instructions, fused = fold_nest(stmt, config, max_folds, max_kernel)
+                signature = _signature(stmt)
+                if signature not in folded_by_signature:
+                    folded_by_signature[signature] = fold_nest(stmt, config, max_folds,
+                                                               max_kernel)
+                templates, fused = folded_by_signature[signature]
+                instructions = [ir.Insn(t.instruction, kernel=t.kernel, note=t.note)
+                                for t in templates]
                 stats["nests"] += 1
                 stats["instructions"] += len(instructions)
                 stats["fused_loops"] += fused
@@ -87,6 +95,17 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
 
 
 @functools.lru_cache(maxsize=64)
+def _signature(stmt) -> tuple:
+    """A hashable description of a nest that determines its folded instructions."""
+    loops, leaf = ir.loop_nest(stmt) if isinstance(stmt, ir.Loop) else ([], stmt)
+    accesses = [leaf.dst, leaf.src] + ([leaf.wgt] if isinstance(leaf, ir.Gemm) else [])
+    return (tuple((loop.var, loop.extent) for loop in loops), type(leaf).__name__,
+            getattr(leaf, "reset", None), getattr(leaf, "op", None), getattr(leaf, "imm", None),
+            tuple(None if a is None else
+                  (a.buffer.base, tuple(sorted(a.index.terms.items())), a.index.const)
+                  for a in accesses))
+
+
 def _factor_bits(config, opcode: Opcode) -> dict[str, int]:
     return {field.name: field.bits for field in isa.formats(config)[opcode]}
 
@@ -273,6 +292,7 @@ def place_uops(function: ir.Function, cache: bool = True) -> ir.Function:
     depth = config.depth("uop")
     dram_offsets, chunks, dram_size = {}, [], 0
     resident, next_free = {}, 0
+    encoded = {}        # id(kernel) -> (kernel, words); kernels are shared between copies
     stats = {"kernels": 0, "uop_loads": 0, "uops_loaded": 0, "cache_hits": 0, "flushes": 0}
     for stage in function.all_stages():
         body = []
@@ -280,7 +300,9 @@ def place_uops(function: ir.Function, cache: bool = True) -> ir.Function:
             if not (isinstance(stmt, ir.Insn) and stmt.kernel is not None):
                 body.append(stmt)
                 continue
-            words = encode_kernel(stmt.kernel, config)
+            if id(stmt.kernel) not in encoded:
+                encoded[id(stmt.kernel)] = (stmt.kernel, encode_kernel(stmt.kernel, config))
+            words = encoded[id(stmt.kernel)][1]
             size = len(words)
             if size > depth:
                 raise CompileError(f"a {size}-uop kernel exceeds the {depth}-entry uop buffer")

@@ -18,6 +18,8 @@ safe are inserted later by latency hiding, from the actual buffer accesses.
 
 from __future__ import annotations
 
+import dataclasses
+
 from compiler import ir
 
 __all__ = ["assign_virtual_threads"]
@@ -30,12 +32,13 @@ def assign_virtual_threads(function: ir.Function) -> ir.Function:
     threads = function.plan.threads
     slots = _replicate(function, threads)
     units = []          # (thread, load stage, compute stages following it)
+    memo = {}
     tiles = function.tiles
     for group_start in range(0, len(tiles), threads):
         group = tiles[group_start:group_start + threads]
         for thread, tile in enumerate(group):
             tile.thread = thread
-            _retarget(tile, slots[thread])
+            _retarget(tile, slots[thread], memo)
         chunks = max(len(tile.steps) for tile in group)
         for chunk in range(chunks):
             for tile in group:
@@ -77,25 +80,42 @@ def _replicate(function: ir.Function, threads: int) -> list[dict[str, ir.Buffer]
     return per_thread
 
 
-def _retarget(tile: ir.Tile, slot: dict[str, ir.Buffer]) -> None:
-    """Point every buffer reference of a tile at its thread's slot."""
+def _retarget(tile: ir.Tile, slot: dict[str, ir.Buffer], memo: dict) -> None:
+    """Point every buffer reference of a tile at its thread's slot.
+
+    Statements are rebuilt, never mutated: tiles share identical nests, and
+    one shared nest maps to one rebuilt nest per thread (``memo``).
+    """
     stages = [stage for step in tile.steps for stage in step] + [tile.epilogue, tile.store]
     for stage in stages:
         stage.thread = tile.thread
-        for stmt in ir.walk(stage.body):
-            if isinstance(stmt, ir.Copy):
-                stmt.buffer = slot.get(stmt.buffer.name, stmt.buffer)
-            elif isinstance(stmt, ir.Epilogue):
-                stmt.acc = slot.get(stmt.acc.name, stmt.acc)
-            elif isinstance(stmt, (ir.Mac, ir.Gemm, ir.Alu)):
-                for access in _accesses(stmt):
-                    access.buffer = slot.get(access.buffer.name, access.buffer)
+        stage.body = [_rebuild(stmt, slot, tile.thread, memo) for stmt in stage.body]
 
 
-def _accesses(stmt) -> list[ir.Access]:
-    if isinstance(stmt, ir.Mac):
-        return [stmt.acc, stmt.inp, stmt.wgt]
-    return [a for a in (stmt.dst, stmt.src, getattr(stmt, "wgt", None)) if a is not None]
+def _rebuild(stmt, slot: dict[str, ir.Buffer], thread: int, memo: dict):
+    key = (id(stmt), thread)
+    if key in memo:
+        return memo[key][1]
+    def move(access):
+        if access is None:
+            return None
+        return ir.Access(slot.get(access.buffer.name, access.buffer), access.index, access.lanes)
+    if isinstance(stmt, ir.Loop):
+        new = ir.Loop(stmt.var, stmt.extent, [_rebuild(s, slot, thread, memo) for s in stmt.body])
+    elif isinstance(stmt, ir.Copy):
+        new = dataclasses.replace(stmt, buffer=slot.get(stmt.buffer.name, stmt.buffer))
+    elif isinstance(stmt, ir.Epilogue):
+        new = dataclasses.replace(stmt, acc=slot.get(stmt.acc.name, stmt.acc))
+    elif isinstance(stmt, ir.Mac):
+        new = ir.Mac(move(stmt.acc), move(stmt.inp), move(stmt.wgt))
+    elif isinstance(stmt, ir.Gemm):
+        new = ir.Gemm(move(stmt.dst), move(stmt.src), move(stmt.wgt), stmt.reset)
+    elif isinstance(stmt, ir.Alu):
+        new = ir.Alu(stmt.op, move(stmt.dst), move(stmt.src), stmt.imm)
+    else:
+        new = stmt
+    memo[key] = (stmt, new)     # keeps stmt alive so its id stays unique
+    return new
 
 
 def _pipeline(units: list[tuple[int, ir.Stage, list[ir.Stage]]]) -> list[ir.Stage]:
