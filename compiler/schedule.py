@@ -332,6 +332,13 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                             h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
                             h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
                             tile_h = min(h_inp, h_acc, blocks["h"])
+                            # Every thread needs a tile of its own.
+                            others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
+                                      * _ceil_div(blocks["w"], tile_w))
+                            row_tiles = _ceil_div(threads, others)
+                            if row_tiles > blocks["h"]:
+                                continue
+                            tile_h = min(tile_h, _ceil_div(blocks["h"], row_tiles))
                             if tile_h <= 0:
                                 continue
                             # Equal-ish row tiles rather than a ragged last one.
@@ -349,6 +356,11 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                         break
         if best is not None:
             return best
+    if virtual_threads is not None and virtual_threads > 1:
+        raise ScheduleError(
+            f"no schedule with {virtual_threads} virtual threads fits "
+            f"{getattr(op, 'describe', lambda: 'this layer')()} on config {config.name!r} "
+            "(each thread needs its own output tile and buffer slots); use fewer threads")
     raise ScheduleError(
         f"no schedule fits {getattr(op, 'describe', lambda: 'this layer')()} on config "
         f"{config.name!r}: even a 1x1 tile with one channel block needs "

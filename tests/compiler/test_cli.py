@@ -1,0 +1,91 @@
+"""``vdla compile``: files, summaries and one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from cli.main import cli
+from compiler import Conv2d
+from runtime.device import Device
+from runtime.program_file import load
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["compile", *map(str, args)])
+
+
+def test_conv2d_writes_a_runnable_program(tmp_path):
+    out = tmp_path / "layer.vdla"
+    result = invoke("conv2d", "--batch", 2, "--in-channels", 5, "--out-channels", 7, "--height", 9,
+                    "--width", 8, "--kernel", "3x1", "--stride", 2, "--pad", 0, "--bias",
+                    "--shift", 3, "--relu", "--config", "tiny", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "instructions:" in result.output and "uops:" in result.output
+    program = load(out)
+    op = Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True)
+    inputs = op.random_inputs(np.random.default_rng(0))
+    outputs = Device(program.config).run(program, inputs).outputs
+    assert np.array_equal(outputs["out"], op.reference(**inputs))
+
+
+def test_dense_json_summary_and_dump(tmp_path):
+    result = invoke("dense", "--batch", 4, "--in-features", 30, "--out-features", 9, "--json",
+                    "--config", "tiny", "--dump", tmp_path / "d.txt", "-o", tmp_path / "d.vdla")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output.strip().splitlines()[-1])
+    assert summary["instructions"] == sum(summary["per_module"].values())
+    assert (tmp_path / "d.txt").read_text().count("FINISH") == 1
+
+
+def test_options_reach_the_compiler(tmp_path):
+    args = ["conv2d", "--in-channels", 16, "--out-channels", 16, "--height", 14, "--width", 14,
+            "--pad", 1, "--json", "-o", tmp_path / "x.vdla"]
+    three = json.loads(invoke(*args, "--virtual-threads", 3).output)
+    serial = json.loads(invoke(*args, "--no-latency-hiding").output)
+    assert three["schedule"]["virtual_threads"] == 3
+    assert serial["schedule"]["virtual_threads"] == 1
+    assert serial["schedule"]["latency_hiding"] is False
+
+
+def test_schedule_and_config_files(tmp_path):
+    schedule = tmp_path / "s.json"
+    schedule.write_text(json.dumps({"tile_h": 2, "tile_w": 4, "tile_k": 1, "tile_c": 1,
+                                    "virtual_threads": 2, "loop_order": "kbhw"}))
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"batch": 1, "block_in": 8, "block_out": 8,
+                                  "inp_buffer_bytes": 4096, "wgt_buffer_bytes": 8192,
+                                  "acc_buffer_bytes": 8192, "name": "mine"}))
+    result = invoke("conv2d", "--in-channels", 8, "--out-channels", 8, "--height", 6, "--width", 6,
+                    "--pad", 1, "--schedule", schedule, "--config", config, "--json",
+                    "-o", tmp_path / "x.vdla")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["config"] == "mine" and summary["schedule"]["loop_order"] == "kbhw"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--kernel", 7], "larger than the padded input"),
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 40, "--width", 40,
+      "--kernel", 33, "--pad", 16], "pad fields"),
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--kernel", "3y3"], "KHxKW"),
+    (["dense", "--in-features", 4, "--out-features", 4, "--config", "nope"], "no such preset"),
+    (["conv2d", "--in-channels", 64, "--out-channels", 64, "--height", 56, "--width", 56,
+      "--pad", 1, "--schedule", "SCHEDULE"], "does not fit the inp buffer"),
+    (["dense", "--in-features", 4, "--out-features", 4, "--schedule", "MISSING"],
+     "cannot read schedule"),
+])
+def test_errors_are_one_line(tmp_path, args, message):
+    schedule = tmp_path / "big.json"
+    schedule.write_text(json.dumps({"tile_h": 56, "tile_w": 56, "tile_c": 4}))
+    args = [str(schedule) if a == "SCHEDULE" else str(tmp_path / "no.json") if a == "MISSING"
+            else a for a in args]
+    result = invoke(*args, "-o", tmp_path / "x.vdla")
+    assert result.exit_code != 0
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "x.vdla").exists()
