@@ -110,6 +110,13 @@ class Schedule:
             Naming the knob and the buffer that overflows.
         """
         plan = plan_tiles(geometry, config, self)
+        # Each thread can keep a token in flight per queue (a loaded slot, a
+        # tile awaiting its store); stay well inside the token queues.
+        max_threads = max(1, config.token_queue_depth // 2)
+        if plan.threads > max_threads:
+            raise ScheduleError(f"schedule.virtual_threads={plan.threads} exceeds {max_threads}, "
+                                f"half the config's token_queue_depth "
+                                f"({config.token_queue_depth})")
         usage = plan.usage()
         for kind, knobs in (("inp", "tile_b*tile_c*input rows*input columns"),
                             ("wgt", "tile_k*tile_c*kernel"),

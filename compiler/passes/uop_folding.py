@@ -8,8 +8,9 @@ as few instructions and micro-ops as the fields allow:
 1. loops of extent 1 vanish and loops whose strides chain (``coef_outer ==
    coef_inner * extent_inner`` for every index, e.g. output rows and columns
    of a whole-width accumulator tile) fuse into one;
-2. the two longest loops whose strides fit the factor fields and whose trip
-   counts fit ``iter_*`` become the instruction's outer and inner loop;
+2. a loop longer than the 14-bit ``iter_*`` fields is split into two by a
+   divisor; then the two longest loops whose strides fit the factor fields
+   become the instruction's outer and inner loop;
 3. the remaining loops are enumerated into the micro-op kernel; if that kernel
    is larger than a quarter of the uop buffer, outer remaining loops become
    separate instructions (each with its own kernel).

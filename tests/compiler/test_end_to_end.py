@@ -60,7 +60,7 @@ def test_resnet18_default(name):
     assert program.metadata["schedule"]["virtual_threads"] == 2
 
 
-@pytest.mark.parametrize("name", ["C4", "C7", "C10", "C11"])
+@pytest.mark.parametrize("name", ["C2", "C4", "C7", "C10", "C11"])
 def test_resnet18_tiny(name):
     run_and_check(_resnet(name), TINY)
 
