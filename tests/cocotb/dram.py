@@ -150,10 +150,11 @@ class DramModel:
         stream = self.names[0]
         valid, ready, payload = (self._port(stream, m) for m in ("valid", "ready", "payload"))
         timing = self.timing
-        ready.value = int(self._chance(timing.request_ready))
+        ready_now = int(self._chance(timing.request_ready))
+        ready.value = ready_now
         while True:
             await RisingEdge(self.clk)
-            if read(valid) and read(ready):
+            if ready_now and read(valid):
                 word = read(payload)
                 addr, beats = word & 0xFFFFFFFF, (word >> 32) & 0xFFFF
                 self._check_request("read", addr, beats)
@@ -162,7 +163,9 @@ class DramModel:
                 self.pending.append([due, addr, beats])
                 self.read_bursts += 1
                 self.new_request.set()
-            ready.value = int(self._chance(timing.request_ready))
+            if timing.request_ready < 1.0:
+                ready_now = int(self._chance(timing.request_ready))
+                ready.value = ready_now
             if timing.request_ready >= 1.0 and not read(valid):
                 # nothing offered: sleep until the DUT raises valid
                 await RisingEdge(valid)
@@ -172,8 +175,10 @@ class DramModel:
         valid, ready, payload = (self._port(stream, m) for m in ("valid", "ready", "payload"))
         timing = self.timing
         driving = False
+        valid.value = 0
         while True:
             await RisingEdge(self.clk)
+            was_driving = driving
             if driving and read(ready):
                 burst = self.pending[0]
                 burst[1] += self.bus_bytes
@@ -192,11 +197,13 @@ class DramModel:
                         payload.value = int.from_bytes(
                             self.image[addr:addr + self.bus_bytes].tobytes(), "little")
                         driving = True
-                valid.value = int(driving)
+                if driving != was_driving:
+                    valid.value = int(driving)
                 if not driving and due > now + 3:
                     await Timer((due - now - 2) * PERIOD_NS - PERIOD_NS // 2, unit="ns")
             else:
-                valid.value = 0
+                if was_driving:
+                    valid.value = 0
                 self.new_request.clear()
                 await self.new_request.wait()
 
@@ -225,21 +232,37 @@ class DramModel:
             addr, beats = word & 0xFFFFFFFF, (word >> 32) & 0xFFFF
             self._check_request("write", addr, beats)
             self.write_bursts += 1
-            data_ready.value = int(self._chance(timing.write_ready))
+            ready_now = int(self._chance(timing.write_ready))
+            data_ready.value = ready_now
+            full = bytearray()      # consecutive full-strobe beats, written at once
+            start = addr
             while beats:
                 await RisingEdge(self.clk)
-                if read(data_valid) and read(data_ready):
+                if ready_now and read(data_valid):
                     word = read(data_payload)
-                    data, strobes = word & ((1 << bus_bits) - 1), (word >> bus_bits) & strobe_mask
-                    self._write_beat(addr, data, strobes)
+                    data, strobes = word & ((1 << bus_bits) - 1), word >> bus_bits
+                    if strobes == strobe_mask:
+                        full += data.to_bytes(self.bus_bytes, "little")
+                    else:
+                        self._flush(start, full)
+                        full = bytearray()
+                        self._write_beat(addr, data, strobes & strobe_mask)
+                        start = addr + self.bus_bytes
                     addr += self.bus_bytes
                     beats -= 1
                     self.write_beats += 1
                 if beats:
-                    data_ready.value = int(self._chance(timing.write_ready))
-                    if timing.write_ready >= 1.0 and not read(data_valid):
+                    if timing.write_ready < 1.0:
+                        ready_now = int(self._chance(timing.write_ready))
+                        data_ready.value = ready_now
+                    elif not read(data_valid):
                         await RisingEdge(data_valid)
+            self._flush(start, full)
             data_ready.value = 0
+
+    def _flush(self, start: int, data: bytearray):
+        if data:
+            self.image[start:start + len(data)] = np.frombuffer(bytes(data), dtype=np.uint8)
 
     def _write_beat(self, addr: int, data: int, strobes: int):
         raw = data.to_bytes(self.bus_bytes, "little")
