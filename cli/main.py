@@ -8,7 +8,7 @@ import sys
 import click
 
 # Each module defines a click command (or group) called ``command``.
-SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile"]
+SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "demo"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -128,8 +128,10 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
     if others:
         axes.scatter([], [], facecolors="none", edgecolors="#1565c0", s=36, label=compare_label)
         axes.legend(loc="lower right", fontsize=8)
-    for name, (x, y) in points.items():
-        axes.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    for number, (name, (x, y)) in enumerate(sorted(points.items(), key=lambda item: item[1])):
+        # Alternate above and below so that neighbours' labels do not overlap.
+        axes.annotate(name, (x, y), textcoords="offset points",
+                      xytext=(5, 4) if number % 2 == 0 else (5, -11), fontsize=8)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlim(low, high)

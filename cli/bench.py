@@ -1,0 +1,324 @@
+"""``vdla bench``: run a network's layers on the accelerator and report cycles.
+
+``vdla bench resnet18`` compiles ResNet-18's C2–C11 with the default schedule,
+runs each on a simulator (rtl by default: cycle-accurate) with seeded random
+inputs, checks each against numpy and prints a per-layer table and the
+network total next to VTA's. ``--json FILE`` writes the full report,
+``--ablation`` adds the same layers without latency hiding, ``--roofline``
+draws the layers on the accelerator's roofline, ``--check-baseline`` compares
+cycles with the committed baseline and ``--update-baseline`` rewrites it.
+
+The exit status is non-zero when a layer's output is wrong or a layer
+regressed against the baseline (after the whole report is printed). Bad input
+is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from hw.config import ConfigError, HwConfig, load_config
+from runtime import bench
+from runtime.bench import BenchError, BenchResult, LayerResult
+
+UNTIMED_SIMS = ("fsim",)
+
+
+def _fail(message: str):
+    raise click.ClickException(message)
+
+
+# --------------------------------------------------------------------------- text
+def _bytes(count: int | None) -> str:
+    if count is None:
+        return "-"
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.2f} {unit}"
+    return f"{count} B"
+
+
+def _int(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def describe_config(config: HwConfig) -> str:
+    """One line: the accelerator's shape."""
+    return (f"{config.name} ({config.batch}x{config.block_in}x{config.block_out} GEMM, "
+            f"{config.macs_per_cycle} MACs/cycle, {config.dram_bus_bits}-bit DRAM port, "
+            f"{config.dram_read_latency}-cycle read latency)")
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(str(row[i])) for row in [headers] + rows) for i in range(len(headers))]
+
+    def line(cells):
+        return "  ".join(str(cell).rjust(width) if i in right else str(cell).ljust(width)
+                         for i, (cell, width) in enumerate(zip(cells, widths))).rstrip()
+    return [line(headers), line(["-" * width for width in widths])] + [line(r) for r in rows]
+
+
+def _check(layer: LayerResult) -> str:
+    if layer.error:
+        return "ERROR"
+    return "ok" if layer.correct else "FAIL"
+
+
+def layer_table(result: BenchResult) -> list[str]:
+    """The per-layer table of a run."""
+    headers = ["layer", "uses", "cycles", "ideal", "GEMM util", "DRAM read", "DRAM written",
+               "insns", "compile s", "sim s", "numpy"]
+    rows = [[layer.name, layer.uses, _int(layer.cycles), _int(layer.ideal_cycles),
+             _percent(layer.gemm_utilization), _bytes(layer.dram_bytes_read),
+             _bytes(layer.dram_bytes_written), _int(layer.instructions),
+             _seconds(layer.compile_seconds), _seconds(layer.simulation_seconds), _check(layer)]
+            for layer in result.layers]
+    return _table(headers, rows, right=set(range(1, 10)))
+
+
+def module_table(result: BenchResult) -> list[str]:
+    """Each module's share of the layer's cycles: busy (waiting on memory) / token waits.
+
+    The RTL counts memory waits inside busy cycles (a module waits on DRAM
+    while it executes a load or store), so busy + token waits + idle = 100 %.
+    """
+    if not any(layer.modules for layer in result.layers):
+        return []
+    headers = ["layer"] + [f"{module} busy (mem) / token" for module in bench.MODULES]
+    rows = []
+    for layer in result.layers:
+        row = [layer.name]
+        for module in bench.MODULES:
+            figures = (layer.modules or {}).get(module)
+            if not figures or not layer.cycles:
+                row.append("-")
+                continue
+            busy, mem, token = (100 * figures[kind] / layer.cycles
+                                for kind in ("busy", "wait_mem", "wait_token"))
+            row.append(f"{busy:5.1f}% ({mem:4.1f}%) / {token:4.1f}%")
+        rows.append(row)
+    return ["", "module cycles as a share of each layer's: busy (of which waiting on memory) / "
+            "waiting on a token; the rest is idle"] + _table(headers, rows, right=set())
+
+
+def total_lines(result: BenchResult) -> list[str]:
+    """The network figures: total vs ideal vs VTA."""
+    names = ", ".join(layer.name for layer in result.layers)
+    scope = (f"{result.benchmark} C2–C11" if result.complete and result.benchmark == "resnet18"
+             else f"{names} only, not the whole network")
+    lines = [""]
+    total = result.total_cycles
+    if total is None:
+        lines.append(f"total ({scope}): no cycles"
+                     + (" (untimed simulator: correctness only)" if not any(
+                         layer.error for layer in result.layers) else " (a layer failed)"))
+    else:
+        lines.append(f"total ({scope}, each layer x its uses): {total:,} cycles; ideal "
+                     f"{result.ideal_cycles:,} ({_percent(result.gemm_utilization)} GEMM "
+                     f"utilization); geomean layer utilization "
+                     f"{_percent(result.geomean_utilization)}")
+        if result.complete and result.benchmark == "resnet18":
+            vta = bench.VTA_RESNET18_CYCLES
+            relation = "fewer" if total <= vta else "more"
+            lines.append(f"VTA: {vta / 1e6:.2f} M cycles; this design: {total / 1e6:.2f} M "
+                         f"({abs(1 - total / vta):.1%} {relation}, {vta / total:.2f}x VTA's "
+                         "speed)")
+    wrong = [layer for layer in result.layers if not layer.correct]
+    if not wrong:
+        lines.append(f"all {len(result.layers)} layer(s) match numpy "
+                     f"({result.sim}, latency hiding {'on' if result.latency_hiding else 'off'})")
+    for layer in wrong:
+        reason = layer.error or f"{layer.mismatches:,} output element(s) differ from numpy"
+        lines.append(f"FAIL {layer.name} (latency hiding "
+                     f"{'on' if layer.latency_hiding else 'off'}): {reason}")
+    return lines
+
+
+def ablation_lines(report: dict, benchmark: str) -> list[str]:
+    """With and without latency hiding, side by side."""
+    headers = ["layer", "uses", "cycles with", "cycles without", "speed-up", "util with",
+               "util without", "numpy"]
+    rows = [[row["name"], row["uses"], _int(row["cycles"]),
+             _int(row["cycles_without_latency_hiding"]),
+             "-" if row["speedup"] is None else f"{row['speedup']:.2f}x",
+             _percent(row["gemm_utilization"]),
+             _percent(row["gemm_utilization_without_latency_hiding"]),
+             "ok" if row["correct"] else "FAIL"] for row in report["layers"]]
+    total_on = report[f"{benchmark}_total_cycles"]
+    total_off = report[f"{benchmark}_total_cycles_without_latency_hiding"]
+    rows.append(["total", "", _int(total_on), _int(total_off),
+                 "-" if report["speedup"] is None else f"{report['speedup']:.2f}x", "", "", ""])
+    return ["", "latency hiding ablation (speed-up = cycles without / cycles with):"] + \
+        _table(headers, rows, right=set(range(1, 7)))
+
+
+# --------------------------------------------------------------------------- command
+def _progress_bar(total: int, description: str):
+    from tqdm import tqdm
+    tqdm.monitor_interval = 0  # no monitor thread: workers may be forked
+    return tqdm(total=total, desc=description, unit="layer", file=sys.stderr, leave=False,
+                dynamic_ncols=True)
+
+
+@click.command("bench")
+@click.argument("benchmark", metavar="NETWORK")
+@click.option("--sim", default="rtl", show_default=True, metavar="NAME",
+              help="Simulator: rtl (cycle-accurate) or fsim (functional: correctness only).")
+@click.option("--config", "config_spec", default=None, metavar="PRESET|FILE.json",
+              help="Accelerator config: a preset (default, tiny) or a JSON file.")
+@click.option("--layers", default=None, metavar="C2,C5",
+              help="Run only these layers (comma-separated).")
+@click.option("--json", "json_path", default=None, metavar="FILE",
+              help="Write the report as JSON to FILE ('-': stdout, instead of the text).")
+@click.option("--no-latency-hiding", is_flag=True,
+              help="Compile without latency hiding (one thread, serialising tokens).")
+@click.option("--ablation", is_flag=True,
+              help="Run with and without latency hiding and compare them.")
+@click.option("--roofline", "roofline_path", default=None, type=click.Path(dir_okay=False),
+              help="Draw the layers on the roofline into this PNG.")
+@click.option("--check-baseline", "check_path", is_flag=False, flag_value="", default=None,
+              metavar="[FILE]", help="Fail if a layer's cycles grew by more than 1% over the "
+              "baseline (default: benchmarks/baselines/<config name>.json).")
+@click.option("--update-baseline", "update_path", is_flag=False, flag_value="", default=None,
+              metavar="[FILE]", help="Record this run's cycles as the baseline (default file "
+              "as for --check-baseline).")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Layers simulated at once (worker processes).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run the layers on this Dask scheduler instead (needs 'distributed').")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the random inputs.")
+def command(benchmark, sim, config_spec, layers, json_path, no_latency_hiding, ablation,
+            roofline_path, check_path, update_path, jobs, scheduler, seed):
+    """Run NETWORK's layers (resnet18: C2–C11), check them and report cycles."""
+    try:
+        config = load_config(config_spec)
+        workloads = bench.select_workloads(layers, benchmark)
+    except (ConfigError, BenchError) as error:
+        _fail(str(error))
+    from sim.backend import backend_names
+    if sim not in backend_names():
+        _fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(backend_names())})")
+    timed_only = [flag for flag, value in (("--roofline", roofline_path),
+                                           ("--check-baseline", check_path),
+                                           ("--update-baseline", update_path)) if value is not None]
+    if sim in UNTIMED_SIMS and timed_only:
+        _fail(f"{timed_only[0]} needs cycles, but --sim {sim} is untimed; use --sim rtl")
+    if ablation and no_latency_hiding:
+        _fail("--ablation already runs without latency hiding; drop --no-latency-hiding")
+    if check_path is not None and update_path is not None:
+        _fail("--check-baseline and --update-baseline exclude each other")
+    if (check_path is not None or update_path is not None) and no_latency_hiding:
+        _fail("baselines record the default compile; drop --no-latency-hiding")
+    if scheduler is not None and jobs != 1:
+        _fail("--jobs sets local workers; a --scheduler cluster has its own")
+    baseline, baseline_file = None, None
+    if check_path is not None:
+        baseline_file = Path(check_path) if check_path else bench.baseline_path(config)
+        try:
+            baseline = bench.load_baseline(baseline_file)
+        except BenchError as error:
+            _fail(str(error))
+    if update_path is not None:
+        baseline_file = Path(update_path) if update_path else bench.baseline_path(config)
+
+    variants = (True, False) if ablation else (not no_latency_hiding,)
+    to_stdout = json_path == "-"
+    executor = None
+    try:
+        if scheduler is not None:
+            executor = bench.make_executor(scheduler=scheduler)
+        bar = _progress_bar(len(workloads) * len(variants), f"{benchmark} on {sim} ({config.name})")
+
+        def progress(layer: LayerResult):
+            suffix = "" if layer.latency_hiding else " (no latency hiding)"
+            state = f"{layer.cycles:,} cycles" if layer.cycles is not None else _check(layer)
+            bar.set_postfix_str(f"{layer.name}{suffix}: {state}")
+            bar.update(1)
+
+        def message(text: str):
+            bar.clear()
+            click.echo(f"{text} (first run for this hardware only, about a minute)", err=True)
+
+        try:
+            results = bench.run_benches(workloads, config, sim, variants=variants, seed=seed,
+                                        jobs=jobs, executor=executor, benchmark=benchmark,
+                                        progress=progress, message=message)
+        finally:
+            bar.close()
+    except KeyboardInterrupt:
+        raise click.Abort() from None
+    except (BenchError, ValueError) as error:
+        _fail(str(error))
+    except RuntimeError as error:  # a failed Verilator build, a broken cluster
+        _fail(str(error).strip().splitlines()[0] if str(error).strip() else repr(error))
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=False)
+
+    main = results[0]
+    report = main.to_dict()
+    report["jobs"] = jobs
+    lines = [f"{benchmark} on {sim}, config {describe_config(config)}, latency hiding "
+             f"{'on' if main.latency_hiding else 'off'}, seed {seed}, {main.seconds:.1f} s", ""]
+    lines += layer_table(main) + module_table(main) + total_lines(main)
+    if ablation:
+        report["ablation"] = bench.ablation(results[0], results[1])
+        lines += ablation_lines(report["ablation"], benchmark)
+        lines += [line for line in total_lines(results[1])[1:] if line.startswith("FAIL")]
+
+    failed = not all(result.all_correct for result in results)
+    if baseline is not None:
+        try:
+            check = bench.check_baseline(main, baseline, baseline_file)
+        except BenchError as error:
+            _fail(str(error))
+        report["baseline"] = {"path": str(baseline_file), "ok": check.ok,
+                              "tolerance": check.tolerance,
+                              "layers": [{"name": entry.name, "old": entry.old, "new": entry.new,
+                                          "status": entry.status} for entry in check.entries]}
+        lines += [""] + check.lines()
+        failed = failed or not check.ok
+
+    if not to_stdout:
+        click.echo("\n".join(lines))
+    if json_path is not None:
+        text = json.dumps(report, indent=2)
+        if to_stdout:
+            click.echo(text)
+        else:
+            try:
+                Path(json_path).write_text(text + "\n")
+            except OSError as error:
+                _fail(f"--json {json_path}: cannot write ({error.strerror or error})")
+            click.echo(f"report written to {json_path}")
+    if roofline_path is not None:
+        from runtime.plots import PlotError, roofline
+        try:
+            roofline(main, config, roofline_path,
+                     compare=results[1] if ablation else None)
+        except (PlotError, OSError) as error:
+            _fail(f"--roofline {roofline_path}: {error}")
+        if not to_stdout:
+            click.echo(f"roofline written to {roofline_path}")
+    if update_path is not None:
+        try:
+            written = bench.write_baseline(main, baseline_file)
+        except (BenchError, OSError) as error:
+            _fail(f"--update-baseline: {error}")
+        if not to_stdout:
+            click.echo(f"baseline written to {written} ({len(main.layers)} layer(s) recorded)")
+    if failed:
+        sys.exit(1)
