@@ -30,18 +30,21 @@ C_ABI = ("vdla_create", "vdla_destroy", "vdla_dram_resize", "vdla_dram_write", "
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write the model into (created if missing).")
 @click.option("--trace", is_flag=True, help="Build the variant that can write FST waveforms.")
+@click.option("--portable", is_flag=True,
+              help="Build without -march=native, so the library runs on other CPUs (~2x slower).")
 @click.option("--force", is_flag=True, help="Rebuild even if the cache has the model.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def model(config, output, trace, force, as_json):
+def model(config, output, trace, portable, force, as_json):
     """Build the Verilator model of the accelerator (shared library + Verilog + manifest)."""
-    from sim.rtl.build import MANIFEST_NAME, build_model
+    from sim.rtl.build import DEFAULT_OPT_FAST, MANIFEST_NAME, PORTABLE_OPT_FAST, build_model
 
     started = time.perf_counter()
 
     def progress(line: str) -> None:
         click.echo(f"{line} (about 20-60 s the first time)...", err=True)
 
-    build = build_model(config, trace=trace, force=force, progress=progress)
+    opt_fast = PORTABLE_OPT_FAST if portable else DEFAULT_OPT_FAST
+    build = build_model(config, trace=trace, force=force, progress=progress, opt_fast=opt_fast)
     output.mkdir(parents=True, exist_ok=True)
     library = output / build.library.name
     verilog = output / build.verilog.name
@@ -56,6 +59,8 @@ def model(config, output, trace, force, as_json):
         "library": library.name,
         "verilog": verilog.name,
         "verilator": built["verilator"],
+        "opt_fast": opt_fast,
+        "portable": "native" not in opt_fast,
         "dram_bus_bits": config.dram_bus_bits,
         "dram_read_latency": config.dram_read_latency,
         "counters": built["counters"],

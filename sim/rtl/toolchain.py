@@ -52,7 +52,8 @@ def verilator_bin() -> Path:
 
 def make_flags(opt_fast: str = "-O2") -> str:
     """``MAKEFLAGS`` content for Verilator's generated makefiles."""
-    flags = ["CFG_CXXFLAGS_PCH_I=-include", f"OPT_FAST={opt_fast}"]
+    # Inside MAKEFLAGS a space in a value must be escaped, or make splits it.
+    flags = ["CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=" + opt_fast.strip().replace(" ", "\\ ")]
     if shutil.which("ccache"):
         flags.append("OBJCACHE=ccache")
     return " ".join(flags)
