@@ -129,12 +129,15 @@ def total_lines(result: BenchResult) -> list[str]:
                      f"{result.ideal_cycles:,} ({_percent(result.gemm_utilization)} GEMM "
                      f"utilization); geomean layer utilization "
                      f"{_percent(result.geomean_utilization)}")
-        if result.complete and result.benchmark == "resnet18":
-            vta = bench.VTA_RESNET18_CYCLES
+        vta = result.vta_cycles
+        if vta is not None:
             relation = "fewer" if total <= vta else "more"
             lines.append(f"VTA: {vta / 1e6:.2f} M cycles; this design: {total / 1e6:.2f} M "
                          f"({abs(1 - total / vta):.1%} {relation}, {vta / total:.2f}x VTA's "
                          "speed)")
+        elif result.complete and result.benchmark == "resnet18":
+            lines.append(f"(VTA's {bench.VTA_RESNET18_CYCLES / 1e6:.2f} M cycles are for a "
+                         "1x16x16 GEMM; not compared with this shape)")
     wrong = [layer for layer in result.layers if not layer.correct]
     if not wrong:
         lines.append(f"all {len(result.layers)} layer(s) match numpy "

@@ -38,15 +38,17 @@ from hw.config import HwConfig
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
     "BENCHMARKS", "VTA_RESNET18_CYCLES", "BASELINE_TOLERANCE", "select_workloads",
-    "run_layer", "run_bench", "run_benches", "make_executor", "ablation",
+    "ideal_cycles", "run_layer", "run_bench", "run_benches", "make_executor", "ablation",
     "baseline_path", "make_baseline", "load_baseline", "write_baseline", "check_baseline",
 ]
 
 # Networks `vdla bench` knows, by name.
 BENCHMARKS: dict[str, tuple[Workload, ...]] = {"resnet18": RESNET18}
 # VTA's cycle count for ResNet-18's offloaded convolutions (C2–C11, each
-# weighted by its uses), the figure this accelerator is compared with.
+# weighted by its uses), the figure this accelerator is compared with; it is
+# for VTA's 1x16x16 GEMM shape, so only configs of that shape are compared.
 VTA_RESNET18_CYCLES = 7_730_000
+VTA_GEMM_SHAPE = (1, 16, 16)
 # A layer whose cycles grow by more than this fraction fails the baseline check.
 BASELINE_TOLERANCE = 0.01
 MODULES = ("load", "compute", "store")
@@ -160,6 +162,15 @@ class BenchResult:
     seconds: float = 0.0
 
     @property
+    def vta_cycles(self) -> int | None:
+        """VTA's figure for this run, when it is comparable (the whole
+        ResNet-18 on VTA's GEMM shape), else None."""
+        shape = (self.config.batch, self.config.block_in, self.config.block_out)
+        if self.benchmark == "resnet18" and self.complete and shape == VTA_GEMM_SHAPE:
+            return VTA_RESNET18_CYCLES
+        return None
+
+    @property
     def all_correct(self) -> bool:
         return all(layer.correct for layer in self.layers)
 
@@ -218,7 +229,7 @@ class BenchResult:
             f"{self.benchmark}_ideal_cycles": self.ideal_cycles,
             f"{self.benchmark}_gemm_utilization": self.gemm_utilization,
             "geomean_gemm_utilization": self.geomean_utilization,
-            "vta_total_cycles": VTA_RESNET18_CYCLES if self.benchmark == "resnet18" else None,
+            "vta_total_cycles": self.vta_cycles,
             "seconds": round(self.seconds, 3),
         }
 
@@ -253,6 +264,11 @@ def select_workloads(names: str | Sequence[str] | None,
                          f"(known: {', '.join(known)})")
     # The network's order, each layer once.
     return [workload for workload in workloads if workload.name in wanted]
+
+
+def ideal_cycles(op, config: HwConfig) -> int:
+    """Cycles of a GEMM core that does ``macs_per_cycle`` useful MACs every cycle (ceil)."""
+    return -(-op.macs // config.macs_per_cycle)
 
 
 def layer_seed(seed: int, name: str) -> list[int]:
@@ -290,7 +306,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
 
     op = workload.op
     result = LayerResult(name=workload.name, op=op.describe(), uses=workload.uses, macs=op.macs,
-                         ideal_cycles=-(-op.macs // config.macs_per_cycle),
+                         ideal_cycles=ideal_cycles(op, config),
                          latency_hiding=latency_hiding)
     stage = "compiling"
     try:
@@ -521,13 +537,13 @@ def make_baseline(result: BenchResult, previous: dict | None = None) -> dict[str
     BenchError
         For a result without cycles, with an incorrect layer, or without latency hiding.
     """
+    wrong = [layer.name for layer in result.layers if not layer.correct]
+    if wrong:
+        raise BenchError(f"not recording a baseline with incorrect layer(s): {', '.join(wrong)}")
     if not result.timed:
         raise BenchError("a baseline needs cycles: run on a timed simulator (--sim rtl)")
     if not result.latency_hiding:
         raise BenchError("baselines record the default compile: drop --no-latency-hiding")
-    wrong = [layer.name for layer in result.layers if not layer.correct]
-    if wrong:
-        raise BenchError(f"not recording a baseline with incorrect layer(s): {', '.join(wrong)}")
     layers = {}
     if previous and previous.get("config_hash") == result.config.hash:
         layers.update(previous.get("layers", {}))
