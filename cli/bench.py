@@ -167,6 +167,22 @@ def ablation_lines(report: dict, benchmark: str) -> list[str]:
         _table(headers, rows, right=set(range(1, 7)))
 
 
+def report_lines(result: BenchResult, report: dict) -> list[str]:
+    """The whole human report of a run (and its ablation, when ``report`` has one)."""
+    lines = [f"{result.benchmark} on {result.sim}, config {describe_config(result.config)}, "
+             f"latency hiding {'on' if result.latency_hiding else 'off'}, seed {result.seed}, "
+             f"{result.seconds:.1f} s", ""]
+    lines += layer_table(result) + module_table(result) + total_lines(result)
+    if "ablation" in report:
+        lines += ablation_lines(report["ablation"], result.benchmark)
+        without = [LayerResult.from_dict(layer)
+                   for layer in report["ablation"]["without_latency_hiding"]]
+        lines += [f"FAIL {layer.name} (latency hiding off): "
+                  f"{layer.error or f'{layer.mismatches:,} output element(s) differ from numpy'}"
+                  for layer in without if not layer.correct]
+    return lines
+
+
 # --------------------------------------------------------------------------- command
 def _progress_bar(total: int, description: str):
     from tqdm import tqdm
@@ -272,15 +288,8 @@ def command(benchmark, sim, config_spec, layers, json_path, no_latency_hiding, a
             executor.shutdown(wait=False)
 
     main = results[0]
-    report = main.to_dict()
-    report["jobs"] = jobs
-    lines = [f"{benchmark} on {sim}, config {describe_config(config)}, latency hiding "
-             f"{'on' if main.latency_hiding else 'off'}, seed {seed}, {main.seconds:.1f} s", ""]
-    lines += layer_table(main) + module_table(main) + total_lines(main)
-    if ablation:
-        report["ablation"] = bench.ablation(results[0], results[1])
-        lines += ablation_lines(report["ablation"], benchmark)
-        lines += [line for line in total_lines(results[1])[1:] if line.startswith("FAIL")]
+    report = bench.bench_report(main, results[1] if ablation else None, jobs=jobs)
+    lines = report_lines(main, report)
 
     failed = not all(result.all_correct for result in results)
     if baseline is not None:

@@ -38,7 +38,7 @@ from hw.config import HwConfig
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
     "BENCHMARKS", "VTA_RESNET18_CYCLES", "BASELINE_TOLERANCE", "select_workloads",
-    "ideal_cycles", "run_layer", "run_bench", "run_benches", "make_executor", "ablation",
+    "ideal_cycles", "run_layer", "run_bench", "run_benches", "make_executor", "ablation", "bench_report",
     "baseline_path", "make_baseline", "load_baseline", "write_baseline", "check_baseline",
 ]
 
@@ -520,6 +520,17 @@ def ablation(with_hiding: BenchResult, without_hiding: BenchResult) -> dict[str,
         "gemm_utilization_without_latency_hiding": without_hiding.gemm_utilization,
         "without_latency_hiding": [layer.to_dict() for layer in without_hiding.layers],
     }
+
+
+def bench_report(result: BenchResult, without_hiding: BenchResult | None = None,
+                 **extra) -> dict[str, Any]:
+    """The JSON report of a run (``vdla bench --json``), with the ablation when
+    ``without_hiding`` is given and any ``extra`` top-level fields."""
+    report = result.to_dict()
+    if without_hiding is not None:
+        report["ablation"] = ablation(result, without_hiding)
+    report.update(extra)
+    return report
 
 
 # --------------------------------------------------------------------------- baselines

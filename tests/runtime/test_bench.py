@@ -425,3 +425,21 @@ def test_default_c10_on_rtl_matches_the_baseline_exactly(tmp_path):
     (layer,) = json.loads(out.read_text())["layers"]
     assert layer["cycles"] == _committed("default")["layers"]["C10"]["cycles"]
     assert layer["correct"] and layer["ideal_cycles"] == conv_macs(256, 512, 14, 1, 2) // 256
+
+
+# --------------------------------------------------------------------------- benchmarks/README.md
+def test_resnet18_section_replaces_only_its_own(tmp_path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("resnet18_benchmark",
+                                                  REPO / "benchmarks" / "resnet18.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = tmp_path / "README.md"
+    module.update_readme("## ResNet-18\n\nfirst\n", readme)  # created when missing
+    assert readme.read_text().startswith("# Benchmarks")
+    readme.write_text(readme.read_text() + "\n## Compile time\n\nkept\n")
+    module.update_readme("## ResNet-18\n\nsecond\n", readme)
+    text = readme.read_text()
+    assert "second" in text and "first" not in text
+    assert text.index("## ResNet-18") < text.index("## Compile time") and "kept" in text
+    assert text.count("## ResNet-18") == 1
