@@ -279,10 +279,10 @@ def command(benchmark, sim, config_spec, layers, json_path, no_latency_hiding, a
             bar.close()
     except KeyboardInterrupt:
         raise click.Abort() from None
-    except (BenchError, ValueError) as error:
+    except (ValueError, OSError) as error:  # BenchError, an unreachable scheduler, ...
         _fail(str(error))
-    except RuntimeError as error:  # a failed Verilator build, a broken cluster
-        _fail(str(error).strip().splitlines()[0] if str(error).strip() else repr(error))
+    except RuntimeError as error:  # a failed Verilator build: its message ends with the log
+        _fail(str(error).strip() or repr(error))
     finally:
         if executor is not None:
             executor.shutdown(wait=False)

@@ -104,8 +104,8 @@ def command(layer, sim, config_spec, seed):
                                            "about a minute, later runs reuse it..."))
     except BenchError as error:
         _fail(f"--sim {sim!r}: {error}")
-    except RuntimeError as error:  # a failed Verilator build
-        _fail(str(error).strip().splitlines()[0])
+    except RuntimeError as error:  # a failed Verilator build: its message ends with the log
+        _fail(str(error).strip() or repr(error))
     _say(f"compiling {workload.name} and running it on {sim}...")
     result = bench.run_layer(workload, config, sim, seed=seed, backend_options=options)
     click.echo("\n".join(report_lines(result, sim)))

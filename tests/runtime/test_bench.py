@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,15 @@ def test_run_bench_uses_the_callers_executor_and_leaves_it_open():
 
 
 # --------------------------------------------------------------------------- bad input
+def test_a_scheduler_without_dask_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
+    result = invoke(["resnet18", "--sim", "fsim", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: scheduler 'tcp://127.0.0.1:8786': running on a Dask cluster needs the "
+        "'distributed' package (pip install distributed)")
+
+
 @pytest.mark.parametrize("args, message", [
     (["resnet50"], "unknown benchmark 'resnet50'"),
     (["resnet18", "--layers", "C1"], "unknown resnet18 layer(s) C1"),
