@@ -28,7 +28,7 @@ import math
 import time
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -38,7 +38,8 @@ from hw.config import HwConfig
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
     "BENCHMARKS", "VTA_RESNET18_CYCLES", "BASELINE_TOLERANCE", "select_workloads",
-    "ideal_cycles", "run_layer", "run_bench", "run_benches", "make_executor", "ablation", "bench_report",
+    "ideal_cycles", "run_layer", "run_bench", "run_benches", "make_executor", "ablation",
+    "bench_report", "prepare_backend",
     "baseline_path", "make_baseline", "load_baseline", "write_baseline", "check_baseline",
 ]
 
@@ -333,8 +334,9 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
         stage = "checking"
         expected = op.reference(**inputs)
         got = run.outputs["out"]
-        result.mismatches = int(np.count_nonzero(got != expected))
-        result.correct = got.shape == expected.shape and result.mismatches == 0
+        result.mismatches = (int(np.count_nonzero(got != expected))
+                             if got.shape == expected.shape else int(expected.size))
+        result.correct = result.mismatches == 0
     except Exception as error:  # one broken layer must not lose the others' results
         first_line = (str(error).strip().splitlines() or [""])[0]
         result.correct = False
@@ -728,7 +730,3 @@ def check_baseline(result: BenchResult, baseline: dict, path: str | Path = "base
         entries.append(BaselineEntry(layer.name, old, new, status))
     return BaselineCheck(str(path), tuple(entries), tolerance)
 
-
-def cycles_table(layers: Iterable[LayerResult]) -> dict[str, int | None]:
-    """``{name: cycles}``: what a baseline compares."""
-    return {layer.name: layer.cycles for layer in layers}
