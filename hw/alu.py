@@ -58,14 +58,16 @@ class VectorAlu(wiring.Component):
                     m.d.comb += out.eq(Mux(a < b, a, b))
                 with m.Case(AluOp.MAX):
                     m.d.comb += out.eq(Mux(a > b, a, b))
+                # ADD, SHL and MUL keep the low 32 bits: unsigned arithmetic gives
+                # the same bits as signed and simulates faster.
                 with m.Case(AluOp.ADD):
-                    m.d.comb += out.eq(a + b)
+                    m.d.comb += out.eq((a.as_unsigned() + b.as_unsigned())[:bits])
                 with m.Case(AluOp.SHR):
                     m.d.comb += out.eq(a >> shift)
                 with m.Case(AluOp.SHL):
-                    m.d.comb += out.eq(a << shift)
+                    m.d.comb += out.eq((a.as_unsigned() << shift)[:bits])
                 with m.Case(AluOp.MUL):
-                    m.d.comb += out.eq(a * b)
+                    m.d.comb += out.eq((a.as_unsigned() * b.as_unsigned())[:bits])
                 with m.Default():
                     m.d.comb += out.eq(a)
             m.d.comb += self.result.word_select(e, bits).eq(out)

@@ -185,7 +185,7 @@ class Compute(wiring.Component):
                     ]
             with m.Else():
                 m.d.sync += u.eq(u + 1)
-        m.d.comb += [uop_read.addr.eq(u), uop_read.en.eq(1)]
+        m.d.comb += [uop_read.addr.eq(u), uop_read.en.eq(issuing)]
 
         # ---------------------------------------------------------- S1: indices
         s1_valid = Signal()
@@ -204,10 +204,12 @@ class Compute(wiring.Component):
 
         # ---------------------------------------------------------- S2: reads
         m.d.comb += [
-            acc_read_dst.addr.eq(s2_dst), acc_read_dst.en.eq(1),
-            acc_read_src.addr.eq(s2_src), acc_read_src.en.eq(1),
-            self.inp_read.addr.eq(s2_src), self.inp_read.en.eq(1),
-            self.wgt_read.addr.eq(s2_wgt), self.wgt_read.en.eq(1),
+            # Reads only for a micro-op in S2 (S3 ignores the data otherwise):
+            # idle cycles copy no wide SRAM words in simulation.
+            acc_read_dst.addr.eq(s2_dst), acc_read_dst.en.eq(s2_valid),
+            acc_read_src.addr.eq(s2_src), acc_read_src.en.eq(s2_valid & is_alu & ~as_alu.use_imm),
+            self.inp_read.addr.eq(s2_src), self.inp_read.en.eq(s2_valid & ~is_alu),
+            self.wgt_read.addr.eq(s2_wgt), self.wgt_read.en.eq(s2_valid & ~is_alu),
         ]
         s3_valid = Signal()
         s3_dst, s3_src = Signal(acc_index_bits), Signal(acc_index_bits)
@@ -226,8 +228,11 @@ class Compute(wiring.Component):
             return Mux(s4_valid & (s4_dst == index), result,
                        Mux(s5_valid & (s5_dst == index), s5_result, sram_data))
 
-        imm = Signal(signed(scalar_bits))
-        m.d.comb += imm.eq(as_alu.imm)
+        # The immediate, sign extended, is latched when the loops begin (a register
+        # keeps Yosys from inlining the extension bit by bit into the operand mux).
+        imm = Signal(scalar_bits)
+        with m.If(begin_loops):
+            m.d.sync += imm.eq(as_alu.imm)
         imm_vector = Cat(*([imm] * scalars))
         m.d.comb += [gemm.inp.eq(self.inp_read.data), gemm.wgt.eq(self.wgt_read.data)]
         m.d.sync += [

@@ -23,11 +23,13 @@ from hw.config import HwConfig
 __all__ = ["GemmCore", "adder_tree"]
 
 
-def adder_tree(terms):
-    """Sum a list of values with a balanced tree (shallow logic, fast simulation)."""
+def adder_tree(terms, bits=None):
+    """Sum values with a balanced tree; with ``bits``, every partial sum wraps to ``bits``."""
     terms = list(terms)
     while len(terms) > 1:
         paired = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if bits is not None:
+            paired = [term[:bits] for term in paired]
         if len(terms) % 2:
             paired.append(terms[-1])
         terms = paired
@@ -58,18 +60,36 @@ class GemmCore(wiring.Component):
         in_bits, wgt_bits, acc_bits = (config.element_bits(k) for k in ("inp", "wgt", "acc"))
         block_in = config.block_in
 
+        def sign_extended(value, bits):
+            # (v ^ 2^(n-1)) - 2^(n-1), as an unsigned add modulo 2^32: Yosys would
+            # write a plain sign extension as a concatenation of copied sign bits,
+            # which Verilator evaluates bit by bit.
+            half = 1 << (bits - 1)
+            return ((value ^ half) + ((1 << acc_bits) - half))[:acc_bits]
+
         def inp(b, k):
-            return self.inp.word_select(b * block_in + k, in_bits).as_signed()
+            return sign_extended(self.inp.word_select(b * block_in + k, in_bits), in_bits)
 
         def wgt(o, k):
-            return self.wgt.word_select(o * block_in + k, wgt_bits).as_signed()
+            return sign_extended(self.wgt.word_select(o * block_in + k, wgt_bits), wgt_bits)
 
+        # All arithmetic is modulo 2^32 on unsigned words: each int8 is sign
+        # extended once, products and sums keep their low 32 bits. That is the
+        # wrapping int32 result, and it simulates much faster than letting
+        # widths grow (Verilator re-extends signed operands at every step).
+        def widen(name, value):
+            word = Signal(acc_bits, name=name)
+            m.d.comb += word.eq(value)
+            return word
+
+        inputs = {(b, k): widen(f"inp_{b}_{k}", inp(b, k))
+                  for b in range(config.batch) for k in range(block_in)}
+        weights = {(o, k): widen(f"wgt_{o}_{k}", wgt(o, k))
+                   for o in range(config.block_out) for k in range(block_in)}
         for b in range(config.batch):
             for o in range(config.block_out):
-                total = adder_tree(inp(b, k) * wgt(o, k) for k in range(block_in))
-                lane = Signal(acc_bits, name=f"dot_{b}_{o}")
-                m.d.comb += [
-                    lane.eq(total),
-                    self.product.word_select(b * config.block_out + o, acc_bits).eq(lane),
-                ]
+                products = [(inputs[b, k] * weights[o, k])[:acc_bits] for k in range(block_in)]
+                total = adder_tree(products, acc_bits)
+                self_lane = self.product.word_select(b * config.block_out + o, acc_bits)
+                m.d.comb += self_lane.eq(total)
         return m
