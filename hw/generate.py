@@ -2,13 +2,17 @@
 
 Amaranth writes an explicit all-zero initial value for every memory (a
 ``$meminit_v2`` cell in RTLIL), which Yosys turns into one ``initial``
-assignment per word: for the default config that is most of the Verilog and
-most of the conversion time. No memory in the design relies on its initial
-contents (SRAMs are written by loads before they are read; FIFO storage is
-only read after being written), and simulators start arrays at zero anyway
-(Verilator's default), so `verilog` drops the all-zero init cells from the
-RTLIL before handing it to Yosys. Pass ``keep_memory_init=True`` to get
-Amaranth's unmodified output.
+assignment per word: for the default config that was ~5 s of the ~7 s
+conversion and thousands of Verilog lines. No memory in the design relies on
+its initial contents (SRAMs are written by loads before they are read; FIFO
+storage is only read after being written), and simulators start arrays at
+zero anyway (Verilator's default), so `verilog` leaves the all-zero init out:
+while converting, Amaranth's RTLIL emitter skips a memory's init cell when
+every row is zero (a scoped patch of the private
+``amaranth.back.rtlil.ModuleEmitter.emit_memory`` of the pinned Amaranth
+0.5.10; should that method ever be missing, the cells are removed from the
+RTLIL text instead, slower but the same result). Pass
+``keep_memory_init=True`` to get Amaranth's unmodified output.
 
 `cached_verilog` memoises the text per config hash on disk
 (``~/.cache/vdla/verilog`` or ``$VDLA_CACHE/verilog``), keyed also by the
@@ -17,6 +21,7 @@ source of the ``hw`` package, so an edited design is never served stale.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -48,9 +53,32 @@ def _strip_zero_memory_init(text: str) -> str:
     return _MEMINIT.sub(drop_if_zero, text)
 
 
-def rtlil_text(config: HwConfig, *, name: str = TOP_NAME) -> str:
-    """The RTLIL of the top for ``config`` (Amaranth's, unmodified)."""
-    return rtlil.convert(Accelerator(config), name=name, emit_src=False)
+@contextlib.contextmanager
+def _without_zero_memory_init():
+    emitter = getattr(rtlil, "ModuleEmitter", None)
+    original = getattr(emitter, "emit_memory", None)
+    if original is None:
+        yield False
+        return
+
+    def emit_memory(self, cell_idx, cell):
+        if any(cell.init):
+            original(self, cell_idx, cell)
+
+    emitter.emit_memory = emit_memory
+    try:
+        yield True
+    finally:
+        emitter.emit_memory = original
+
+
+def rtlil_text(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = True) -> str:
+    """The RTLIL of the top for ``config`` (Amaranth's, unmodified by default)."""
+    if keep_memory_init:
+        return rtlil.convert(Accelerator(config), name=name, emit_src=False)
+    with _without_zero_memory_init() as skipped:
+        text = rtlil.convert(Accelerator(config), name=name, emit_src=False)
+    return text if skipped else _strip_zero_memory_init(text)
 
 
 def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = False) -> str:
@@ -69,9 +97,7 @@ def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = 
     str
         The Verilog source; ports as documented in `hw.accelerator`.
     """
-    text = rtlil_text(config, name=name)
-    if not keep_memory_init:
-        text = _strip_zero_memory_init(text)
+    text = rtlil_text(config, name=name, keep_memory_init=keep_memory_init)
     return _convert_rtlil_text(text, strip_internal_attrs=True)
 
 
