@@ -204,6 +204,46 @@ def test_load_engine_padding_and_addresses(config, kind):
     assert memory.read_beats == reads_expected
 
 
+def test_load_engine_splits_long_rows_into_bursts():
+    from hw.layouts import MAX_BURST_BEATS
+    config = TINY
+    element_bytes = config.element_bytes("wgt")
+    count = MAX_BURST_BEATS // config.beats("wgt") + 6          # one row, two bursts
+    dram = np.random.default_rng(9).integers(0, 256, (count + 4) * element_bytes, dtype=np.uint8)
+    memory = DramModel(dram, config.dram_bus_bits, latency=2)
+    dut = LoadEngine(config, ("inp", "wgt"))
+    insn = isa.Load(memory_type=isa.MemType.WGT, sram_base=0, dram_base=2, y_size=1,
+                    x_size=count, x_stride=count)
+    written = {}
+
+    async def testbench(ctx):
+        layout = dut.cmd.payload.shape()
+        ctx.set(dut.cmd.payload, layout.const({f.name: getattr(insn, f.name) if f.name != "opcode"
+                                               else insn.opcode
+                                               for f in isa.formats(config)[isa.Opcode.LOAD]}))
+        ctx.set(dut.cmd.valid, 1)
+        await ctx.tick().until(dut.cmd.ready)
+        ctx.set(dut.cmd.valid, 0)
+        while True:
+            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
+                                                      dut.sram_wgt.data))[2:]
+            if en:
+                written[addr] = data
+            if not ctx.get(dut.busy):
+                break
+
+    run(dut, testbench, processes=[memory.process(dut.mem_wgt.req, dut.mem_wgt.data)])
+    beats = count * config.beats("wgt")
+    start = 2 * element_bytes
+    assert memory.read_requests == [(start, MAX_BURST_BEATS),
+                                    (start + MAX_BURST_BEATS * config.dram_bus_bytes,
+                                     beats - MAX_BURST_BEATS)]
+    expected = padded_expectation(dram, insn, element_bytes)
+    assert sorted(written) == list(range(count))
+    for n, row in enumerate(expected):
+        assert int(written[n]).to_bytes(element_bytes, "little") == row.tobytes()
+
+
 # ------------------------------------------------------------------ arbiter
 def test_arbiter_routes_data_in_order_under_stalls():
     config = TINY
