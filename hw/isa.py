@@ -35,6 +35,18 @@ Semantics (the functional simulator is their executable form):
   int32, wrapping; shifts are arithmetic and use the operand's low 5 bits.
   ``reset`` on either writes ``acc[dst] = 0``. An empty uop range or a zero
   trip count does nothing. Computed indices must lie inside their buffer.
+* ALU REQUANT is the fused requantising epilogue in one pass:
+  ``acc[dst] = clip((acc[dst] + b) >> (imm & 31), lo, 127)`` where ``b`` is
+  ``acc[src]`` (the bias) or 0 with ``use_imm``, the add wraps in int32, the
+  shift is arithmetic, and ``lo`` is 0 when ``imm & 32`` (relu), else -128.
+* Compute runs GEMM and ALU instructions on two units. A GEMM or ALU
+  instruction with ``overlap`` set waits only for the earlier instructions of
+  its own unit, so it may run while the other unit is still busy; every other
+  compute instruction waits until all earlier ones have completed. Tokens are
+  still popped in program order before an instruction starts, and pushed in
+  program order once it and every earlier compute instruction have completed.
+  Instructions that run at the same time must not touch the same acc/out
+  entry where either writes it (the functional simulator reports a race).
 * Every acc write -- GEMM, ALU and acc LOAD alike -- also writes ``out[dst]``,
   the low 8 bits of each element.
 * FINISH ends the program once it retires on compute and load and store have
@@ -96,6 +108,7 @@ class AluOp(enum.IntEnum):
     SHR = 3
     SHL = 4
     MUL = 5
+    REQUANT = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,14 +176,17 @@ def formats(config: HwConfig) -> dict[Opcode, list[Field]]:
         Field("src_factor_out", src_bits, doc="source index step per outer iteration"),
         Field("src_factor_in", src_bits, doc="source index step per inner iteration"),
     ]
+    overlap = Field("overlap", 1, doc="may run beside the other compute unit's instructions")
     gemm = _HEADER + loops + [
         Field("wgt_factor_out", wgt_bits, doc="wgt index step per outer iteration"),
         Field("wgt_factor_in", wgt_bits, doc="wgt index step per inner iteration"),
+        overlap,
     ]
     alu = _HEADER + loops + [
         Field("alu_op", 3, doc="operation (AluOp)"),
         Field("use_imm", 1, doc="operand is imm instead of acc[src]"),
         Field("imm", IMM_BITS, signed=True, doc="immediate operand"),
+        overlap,
     ]
     return {Opcode.LOAD: memory, Opcode.STORE: memory, Opcode.GEMM: gemm,
             Opcode.ALU: alu, Opcode.FINISH: list(_HEADER)}
@@ -269,6 +285,7 @@ class _Loops(Instruction):
     dst_factor_in: int = 0
     src_factor_out: int = 0
     src_factor_in: int = 0
+    overlap: bool = False
 
     @property
     def micro_ops(self) -> int:

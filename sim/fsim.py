@@ -77,8 +77,20 @@ def _wrap32(values: np.ndarray) -> np.ndarray:
     return (values & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
 
-def _alu_apply(op: AluOp, a: np.ndarray, b) -> np.ndarray:
-    """One ALU operation on int64 operands (sign-extended int32); result unwrapped."""
+def _imm_operand(insn: Alu) -> int:
+    """The operand an ALU instruction with ``use_imm`` applies (REQUANT adds no bias)."""
+    return 0 if insn.alu_op == AluOp.REQUANT else insn.imm
+
+
+def _alu_apply(op: AluOp, a: np.ndarray, b, imm: int) -> np.ndarray:
+    """One ALU operation on int64 operands (sign-extended int32); result unwrapped.
+
+    ``b`` is the operand (``imm``, ``acc[src]``, or 0 for REQUANT with
+    ``use_imm``); REQUANT reads its shift and relu flag from ``imm``.
+    """
+    if op == AluOp.REQUANT:
+        low = 0 if imm & 32 else -128
+        return np.clip(_wrap32(a + b).astype(np.int64) >> (imm & 31), low, 127)
     if op == AluOp.MIN:
         return np.minimum(a, b)
     if op == AluOp.MAX:
@@ -624,7 +636,7 @@ class _Machine:
     def _alu_chunk(self, insn: Alu, dst: np.ndarray, src: np.ndarray | None, depth: int) -> None:
         """Apply one chunk of ALU micro-ops, vectorised whenever that keeps sequential order."""
         op = insn.alu_op
-        operand = np.int64(insn.imm) if insn.use_imm else None
+        operand = np.int64(_imm_operand(insn)) if insn.use_imm else None
         count = len(dst)
         writes = np.bincount(dst, minlength=depth)
         if writes.max() <= 1:
@@ -634,9 +646,10 @@ class _Machine:
                 written_at = np.full(depth, count, dtype=np.int64)
                 written_at[dst] = np.arange(count)
                 if (written_at[src] < np.arange(count)).any():
-                    return self._alu_sequential(op, dst, src, operand)
+                    return self._alu_sequential(insn, dst, src, operand)
                 operand = self.acc[src].astype(np.int64)
-            self.acc[dst] = _wrap32(_alu_apply(op, self.acc[dst].astype(np.int64), operand))
+            self.acc[dst] = _wrap32(_alu_apply(op, self.acc[dst].astype(np.int64), operand,
+                                               insn.imm))
             return
         # Repeated destinations (e.g. max pooling): MIN/MAX/ADD commute, so an
         # unordered reduction is exact when no operand depends on this chunk.
@@ -650,13 +663,14 @@ class _Machine:
             ufunc.at(work, dst, operand)
             self.acc[touched] = _wrap32(work[touched])
             return
-        self._alu_sequential(op, dst, src, operand)
+        self._alu_sequential(insn, dst, src, operand)
 
-    def _alu_sequential(self, op: AluOp, dst, src, operand) -> None:
+    def _alu_sequential(self, insn: Alu, dst, src, operand) -> None:
         acc = self.acc
         for k in range(len(dst)):
             value = operand if src is None else acc[src[k]].astype(np.int64)
-            acc[dst[k]] = _wrap32(_alu_apply(op, acc[dst[k]].astype(np.int64), value))
+            acc[dst[k]] = _wrap32(_alu_apply(insn.alu_op, acc[dst[k]].astype(np.int64), value,
+                                             insn.imm))
 
 
 register_backend("fsim", FunctionalSimulator)

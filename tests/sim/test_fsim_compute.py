@@ -123,8 +123,10 @@ def test_gemm_with_empty_loop_does_nothing():
 
 
 # ------------------------------------------------------------------ ALU
-def alu_scalar(op: AluOp, a: int, b: int) -> int:
+def alu_scalar(op: AluOp, a: int, b: int, imm: int = 0) -> int:
     """One ALU lane in Python ints: the semantics written out independently."""
+    if op == AluOp.REQUANT:
+        return min(max(wrap32(a + b) >> (imm % 32), 0 if (imm >> 5) & 1 else -128), 127)
     if op == AluOp.MIN:
         return min(a, b)
     if op == AluOp.MAX:
@@ -149,10 +151,11 @@ def alu_reference(acc: np.ndarray, insn: Alu, uops) -> np.ndarray:
             rows[dst] = [0] * len(rows[dst])
             continue
         if insn.use_imm:
-            operand = [insn.imm] * len(rows[dst])
+            # REQUANT takes its shift from imm and adds no bias with use_imm.
+            operand = [0 if insn.alu_op == AluOp.REQUANT else insn.imm] * len(rows[dst])
         else:
             operand = list(rows[uop.src + i * insn.src_factor_out + j * insn.src_factor_in])
-        rows[dst] = [alu_scalar(insn.alu_op, a, b) for a, b in zip(rows[dst], operand)]
+        rows[dst] = [alu_scalar(insn.alu_op, a, b, insn.imm) for a, b in zip(rows[dst], operand)]
     return np.array(rows, dtype=np.int64).astype(np.int32).reshape(acc.shape)
 
 
@@ -198,6 +201,9 @@ def test_alu_op_on_edge_values(op, use_imm, imm):
     (AluOp.SHL, 3, 32, 3),             # 32 & 31 = 0
     (AluOp.ADD, 2**31 - 1, 1, -2**31),
     (AluOp.MUL, 65536, 65536, 0),
+    (AluOp.REQUANT, 100, 24, 124),        # imm 0: no shift, no relu
+    (AluOp.REQUANT, 1000, 24, 127),
+    (AluOp.REQUANT, -1000, -24, -128),
     (AluOp.MUL, -2**31, -1, -2**31),
     (AluOp.MIN, -2**31, 2**31 - 1, -2**31),
     (AluOp.MAX, -1, -2, -1),
@@ -209,6 +215,25 @@ def test_alu_known_answers(op, a, b, expected):
     acc[0], acc[1] = a, b
     result = run_alu(config, acc, Alu(alu_op=op, uop_end=1), [Uop(dst=0, src=1)])
     assert (result.details["sram"]["acc"][0] == expected).all()
+
+
+@pytest.mark.parametrize("a, b, imm, expected", [
+    (-1000, 24, 5, -31),           # -976 >> 5 = -30.5 floors to -31
+    (-1000, 24, 5 | 32, 0),        # relu
+    (4000, 96, 5 | 32, 127),       # 4096 >> 5 = 128 saturates
+    (2**31 - 1, 1, 24, -128),      # the add wraps before the shift
+    (77, 3, 32 + 64, 80),          # imm bits above relu are ignored
+])
+def test_requant_known_answers(a, b, imm, expected):
+    config = TINY
+    acc = np.zeros((2, config.batch, config.block_out), np.int32)
+    acc[0], acc[1] = a, b
+    result = run_alu(config, acc, Alu(alu_op=AluOp.REQUANT, imm=imm, uop_end=1),
+                     [Uop(dst=0, src=1)])
+    assert (result.details["sram"]["acc"][0] == expected).all()
+    no_bias = run_alu(config, acc, Alu(alu_op=AluOp.REQUANT, use_imm=True, imm=imm, uop_end=1),
+                      [Uop(dst=0, src=1)])
+    assert (no_bias.details["sram"]["acc"][0] == alu_scalar(AluOp.REQUANT, a, 0, imm)).all()
 
 
 def test_alu_imm_is_sign_extended():
