@@ -49,17 +49,21 @@ bit 0 (``addr`` in the low bits of a request).
     Event counters, cleared by ``start``; ``cycles`` counts from start to done.
 ``status_<name>`` (out, 16) for each name of `hw.counters.RTL_STATUS`
     Token and command queue occupancies, instructions fetched and retired.
+``activity_<module>`` (out, 2) for each module of `hw.counters.RTL_ACTIVITY`
+    The module's state this cycle, an index into `hw.counters.ACTIVITY_STATES`
+    (0 idle, 1 busy, 2 waiting on a token, 3 waiting on memory); the module's
+    counters count these states.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, ResetInserter, Signal
+from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from hw.compute import Compute
 from hw.config import HwConfig
-from hw.counters import RTL_COUNTERS, RTL_STATUS
+from hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from hw.dram_arbiter import DramArbiter
 from hw.fetch import Fetch
 from hw.layouts import REQUEST_LAYOUT, write_beat_layout
@@ -90,6 +94,7 @@ class Accelerator(wiring.Component):
         }
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
         members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
+        members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -170,18 +175,26 @@ class Accelerator(wiring.Component):
             m.d.sync += [running.eq(0), done.eq(1)]
         m.d.comb += self.done.eq(done)
 
+        # ---------------------------------------------------------- activity
+        # One state per module per cycle; its counters count the same states.
+        code = {state: index for index, state in enumerate(ACTIVITY_STATES)}
+        assert code["busy"] & code["wait_mem"] & 1 and not code["wait_token"] & 1
+        events = {"cycles": running}
+        for name, unit in (("load", load), ("compute", compute), ("store", store)):
+            activity = getattr(self, f"activity_{name}")
+            m.d.comb += activity.eq(Mux(unit.wait_mem, code["wait_mem"],
+                                        Mux(unit.busy, code["busy"],
+                                            Mux(unit.wait_token, code["wait_token"],
+                                                code["idle"]))))
+            events[f"{name}_busy"] = activity[0]  # busy or wait_mem: executing
+            events[f"{name}_wait_token"] = activity == code["wait_token"]
+            events[f"{name}_wait_mem"] = activity == code["wait_mem"]
+
         # ---------------------------------------------------------- counters
-        events = {
-            "cycles": running,
-            "load_busy": load.busy, "load_wait_token": load.wait_token,
-            "load_wait_mem": load.wait_mem,
-            "compute_busy": compute.busy, "compute_wait_token": compute.wait_token,
-            "compute_wait_mem": compute.wait_mem,
-            "store_busy": store.busy, "store_wait_token": store.wait_token,
-            "store_wait_mem": store.wait_mem,
+        events.update({
             "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
             "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
-        }
+        })
         assert set(events) == set(RTL_COUNTERS), set(RTL_COUNTERS) ^ set(events)
         for name in RTL_COUNTERS:
             counter = getattr(self, f"counter_{name}")

@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from hw import isa
 from hw.accelerator import Accelerator
 from hw.config import PRESETS
-from hw.counters import RTL_COUNTERS, RTL_STATUS
+from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from sim.fsim import FunctionalSimulator
 from sim.random_program import GeneratorOptions, generate
 from tests.hw.dram_model import DramModel
@@ -144,6 +144,7 @@ def test_generated_verilog_lints_and_has_the_contract_ports(preset, tmp_path):
               "mem_wr_data__payload": bus + bus // 8}
     widths.update({f"counter_{name}": 32 for name in RTL_COUNTERS})
     widths.update({f"status_{name}": 16 for name in RTL_STATUS})
+    widths.update({f"activity_{name}": 2 for name in RTL_ACTIVITY})
     assert ports == set(widths)
     for name, width in widths.items():
         declared = re.search(rf"^  (?:input|output) (?:\[(\d+):0\] )?{name};", text, re.MULTILINE)
