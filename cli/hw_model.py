@@ -22,7 +22,9 @@ __all__ = ["model"]
 C_ABI = ("vdla_create", "vdla_destroy", "vdla_dram_resize", "vdla_dram_write", "vdla_dram_read",
          "vdla_start", "vdla_step", "vdla_run", "vdla_cycles", "vdla_done", "vdla_error",
          "vdla_read_counters", "vdla_read_status", "vdla_read_memory_stats",
-         "vdla_set_backpressure", "vdla_trace_open", "vdla_trace_close")
+         "vdla_set_backpressure", "vdla_trace_open", "vdla_trace_close",
+         "vdla_num_activity", "vdla_activity_name", "vdla_activity_enable", "vdla_activity_read",
+         "vdla_activity_bin_cycles")
 
 
 @click.command("model")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import HwConfig
-from hw.counters import RTL_COUNTERS, RTL_STATUS
+from hw.counters import ACTIVITY_STATES, RTL_COUNTERS, RTL_STATUS
 from sim.backend import RunResult, register_backend
 from sim.errors import AddressError, DeadlockError, SimulationError
 from sim.rtl.build import ModelBuild, build_model
@@ -32,6 +32,9 @@ DONE, TIMEOUT, MEMORY_ERROR, NOT_STARTED = 0, 1, 2, 3
 STEP_SLICE = 1 << 20
 # Cycle limit when the program cannot be decoded to estimate its length.
 FALLBACK_CYCLE_LIMIT = 50_000_000
+# Activity runs kept per module before the record turns into cycle bins (then
+# at most this many segments, ~24 bytes each, come out per module).
+ACTIVITY_MAX_SEGMENTS = 1 << 16
 
 _LIBRARIES: dict[Path, ctypes.CDLL] = {}
 _LIBRARIES_LOCK = threading.Lock()
@@ -74,6 +77,12 @@ def _load_library(path: Path) -> ctypes.CDLL:
             "vdla_read_status": ([handle, ctypes.POINTER(u32)], None),
             "vdla_read_memory_stats": ([handle, ctypes.POINTER(u64)], None),
             "vdla_memory_queues": ([handle, ctypes.POINTER(u64)], None),
+            "vdla_num_activity": ([], i32),
+            "vdla_activity_name": ([i32], ctypes.c_char_p),
+            "vdla_activity_enable": ([handle, i32, u64, u64, u64], None),
+            "vdla_activity_read": ([handle, i32, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                                    u8p, u64], ctypes.c_int64),
+            "vdla_activity_bin_cycles": ([handle, i32], u64),
         }
         for name, (arguments, result) in signatures.items():
             function = getattr(lib, name)
@@ -104,6 +113,8 @@ class RtlModel:
                                   for i in range(lib.vdla_num_status()))
         self.memory_stat_names = tuple(lib.vdla_memory_stat_name(i).decode()
                                        for i in range(lib.vdla_num_memory_stats()))
+        self.activity_names = tuple(lib.vdla_activity_name(i).decode()
+                                    for i in range(lib.vdla_num_activity()))
         self.bus_bytes = lib.vdla_bus_bits() // 8
         self.read_latency = lib.vdla_read_latency()
         self._handle = lib.vdla_create(dram_bytes)
@@ -173,6 +184,60 @@ class RtlModel:
     def close_trace(self) -> None:
         self._lib.vdla_trace_close(self._handle)
         self._trace_open = False
+
+    def record_activity(self, enabled: bool = True, *,
+                        max_segments: int = ACTIVITY_MAX_SEGMENTS,
+                        window: tuple[int, int | None] | None = None) -> None:
+        """Record each module's activity from the next ``start`` on (or stop).
+
+        Parameters
+        ----------
+        enabled : bool
+        max_segments : int
+            Runs kept per module exactly; beyond that the record turns into
+            power-of-two cycle bins (exact totals per state, order within a bin
+            lost) holding at most about this many segments.
+        window : (int, int or None), optional
+            Record only cycles ``start <= cycle < end`` since start (``None``:
+            no end), to see a part of a long run at full resolution.
+        """
+        if max_segments < 8:
+            raise ValueError(f"max_segments must be at least 8, got {max_segments}")
+        begin, end = window if window is not None else (0, None)
+        if begin < 0 or (end is not None and end <= begin):
+            raise ValueError(f"activity window must satisfy 0 <= start < end, got {window}")
+        self._lib.vdla_activity_enable(self._handle, int(bool(enabled)), int(max_segments),
+                                       int(begin), int(end or 0))
+
+    def activity(self, *, idle: bool = False) -> dict[str, list[tuple[int, int, str]]]:
+        """The recorded activity: ``{module: [(start_cycle, end_cycle, state), ...]}``.
+
+        Intervals are half-open, in cycles since start, ordered and disjoint;
+        ``state`` is a name of `hw.counters.ACTIVITY_STATES`; idle runs are
+        left out unless ``idle``.
+        """
+        out = {}
+        for index, module in enumerate(self.activity_names):
+            count = self._lib.vdla_activity_read(self._handle, index, None, None, None, 0)
+            starts = np.empty(count, dtype=np.uint64)
+            ends = np.empty(count, dtype=np.uint64)
+            states = np.empty(count, dtype=np.uint8)
+            if count:
+                u64p = ctypes.POINTER(ctypes.c_uint64)
+                self._lib.vdla_activity_read(self._handle, index, starts.ctypes.data_as(u64p),
+                                             ends.ctypes.data_as(u64p),
+                                             states.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)),
+                                             count)
+            keep = np.ones(count, dtype=bool) if idle else states != 0
+            out[module] = [(int(a), int(b), ACTIVITY_STATES[c])
+                           for a, b, c in zip(starts[keep].tolist(), ends[keep].tolist(),
+                                              states[keep].tolist())]
+        return out
+
+    def activity_bin_cycles(self) -> dict[str, int]:
+        """Cycles per bin of each module's record (1: exact)."""
+        return {module: int(self._lib.vdla_activity_bin_cycles(self._handle, index))
+                for index, module in enumerate(self.activity_names)}
 
     def start(self, insn_addr: int, insn_count: int) -> int:
         """Reset the design and memory queues and pulse ``start``; returns a status code."""
@@ -339,6 +404,18 @@ class RtlSimulator:
         An already built model to use.
     progress : callable, optional
         Told about a cold build before it starts (``print`` for a CLI).
+    activity : bool
+        Record what each module does over the run (in native code; nothing is
+        recorded, and nothing paid, when off) into ``details["activity"]``:
+        ``{"load": [(start_cycle, end_cycle, state), ...], "compute": ...,
+        "store": ...}`` with ``state`` one of ``"busy"``, ``"wait_token"``,
+        ``"wait_mem"`` (idle cycles are the gaps), the format of
+        `runtime.plots.timeline`. ``details["activity_bin_cycles"]`` says per
+        module whether the record is exact (1) or was coarsened into bins.
+    activity_window : (int, int or None), optional
+        Record only cycles ``start <= cycle < end`` since start.
+    activity_segments : int
+        Exact runs kept per module before coarsening into cycle bins.
     """
 
     name = "rtl"
@@ -346,10 +423,13 @@ class RtlSimulator:
     def __init__(self, config: HwConfig, trace: str | Path | None = None,
                  cycle_limit: int | None = None, *, backpressure: int = 0, seed: int = 1,
                  verilog: str | None = None, build: ModelBuild | None = None,
-                 progress=None, **options):
+                 progress=None, activity: bool = False,
+                 activity_window: tuple[int, int | None] | None = None,
+                 activity_segments: int = ACTIVITY_MAX_SEGMENTS, **options):
         if options:
             raise TypeError(f"unknown option(s) for the rtl simulator: {', '.join(sorted(options))}"
-                            " (known: trace, cycle_limit, backpressure, seed, verilog, build)")
+                            " (known: trace, cycle_limit, backpressure, seed, verilog, build, "
+                            "activity, activity_window, activity_segments)")
         if cycle_limit is not None and cycle_limit <= 0:
             raise ValueError(f"cycle_limit must be positive, got {cycle_limit}")
         if not 0 <= backpressure < 100:
@@ -364,6 +444,10 @@ class RtlSimulator:
         if self.trace is not None and not self.build.trace:
             raise ValueError("trace needs a model built with trace=True")
         self.model = RtlModel(self.build)
+        self.activity = bool(activity or activity_window is not None)
+        if self.activity:
+            self.model.record_activity(True, max_segments=activity_segments,
+                                       window=activity_window)
 
     def close(self) -> None:
         self.model.close()
@@ -482,6 +566,9 @@ class RtlSimulator:
                 details[f"{module}_{kind}"] = figures[kind]
         if self.trace is not None:
             details["trace"] = str(self.trace)
+        if self.activity:
+            details["activity"] = model.activity()
+            details["activity_bin_cycles"] = model.activity_bin_cycles()
         return RunResult(cycles=cycles, counters=counters, details=details)
 
 

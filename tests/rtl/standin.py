@@ -20,7 +20,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import HwConfig
-from hw.counters import RTL_COUNTERS, RTL_STATUS
+from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 
 INSN_BYTES = 16
 
@@ -43,6 +43,7 @@ class StandIn(wiring.Component):
         }
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
         members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
+        members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})  # idle
         super().__init__(members)
 
     def elaborate(self, platform):
