@@ -2,7 +2,11 @@
 
 Inputs come from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy``
 files; the report (sim, cycles, instruction counts, counters) is human text or,
-with ``--json``, one JSON object on the last line of stdout. Every user error
+with ``--json``, one JSON object on the last line of stdout. ``--timeline``
+(rtl only) draws what the load, compute and store modules did over the run
+(`runtime.plots.timeline`), optionally zoomed with ``--timeline-window``; the
+activity record itself is left out of the JSON report (its segment counts
+stay). Every user error
 (bad file, bad ``NAME=FILE``, mistyped tensor, a program that deadlocks) is one
 line on stderr and a non-zero exit, never a traceback.
 """
@@ -68,6 +72,43 @@ def _output_paths(values, program) -> dict[str, Path]:
     return paths
 
 
+def _parse_window(value: str | None) -> tuple[int, int] | None:
+    """``START:END`` (cycles since start, END exclusive) for ``--timeline-window``."""
+    if value is None:
+        return None
+    start, sep, end = value.partition(":")
+    try:
+        window = (int(start.replace("_", "")), int(end.replace("_", "")))
+    except ValueError:
+        window = None
+    if not sep or window is None or not 0 <= window[0] < window[1]:
+        _fail(f"--timeline-window {value!r}: expected START:END cycles with 0 <= START < END")
+    return window
+
+
+def _draw_timeline(path: str, result, program, window) -> str:
+    from runtime.plots import PlotError, timeline
+    activity = result.details.get("activity")
+    if activity is None:
+        _fail(f"--timeline: the {result.sim} simulator recorded no module activity")
+    layer = program.metadata.get("op_description") or program.metadata.get("layer", "program")
+    hiding = (program.metadata.get("schedule") or {}).get("latency_hiding")
+    how = {True: ", latency hiding", False: ", no latency hiding"}.get(hiding, "")
+    where = f", cycles {window[0]:,}-{window[1]:,}" if window else ""
+    title = f"{layer}\non {program.config.name}{how}: {result.cycles:,} cycles{where}"
+    bins = max(result.details.get("activity_bin_cycles", {}).values(), default=1)
+    if bins > 1:
+        title += f" (binned, {bins:,} cycles per bin)"
+    try:
+        timeline(activity, path, cycles=result.cycles, title=title,
+                 window=(window[0], min(window[1], result.cycles)) if window else None)
+    except PlotError as error:
+        _fail(f"--timeline: {error}")
+    except OSError as error:
+        _fail(f"--timeline: cannot write {path} ({error.strerror or error})")
+    return "exact" if bins == 1 else f"binned, {bins:,} cycles per bin"
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -94,12 +135,24 @@ def _jsonable(value):
               help="Waveform/trace file, for backends that trace (passed as trace=).")
 @click.option("--cycle-limit", type=click.IntRange(min=1), default=None,
               help="Stop a timed backend after N cycles (passed as cycle_limit=).")
+@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE.png",
+              help="Draw each module's activity over the cycles of the run (rtl only).")
+@click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
+              help="Record and draw only cycles START to END (exclusive) of the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
+def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
+            timeline_window, as_json):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     names = backend_names()
     if sim not in names:
         _fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")
+    if timeline_path is not None and sim != "rtl":
+        _fail(f"--timeline needs cycle-accurate module activity, which only --sim rtl records "
+              f"(got --sim {sim})")
+    if timeline_window is not None and timeline_path is None:
+        _fail("--timeline-window needs --timeline FILE.png")
+    window = _parse_window(timeline_window)
     input_paths = _parse_pairs(inputs, "--input")
     try:
         program = load(program_file)
@@ -112,6 +165,10 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
         options["trace"] = trace
     if cycle_limit is not None:
         options["cycle_limit"] = cycle_limit
+    if timeline_path is not None:
+        options["activity"] = True
+        if window is not None:
+            options["activity_window"] = window
     try:
         device = Device(program.config, sim=sim, **options)
         result = device.run(program, arrays)
@@ -124,6 +181,15 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
         except OSError as error:
             _fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
         written[name] = str(path)
+    drawn = None
+    if window is not None and window[0] >= result.cycles:
+        _fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")
+    if timeline_path is not None:
+        drawn = _draw_timeline(timeline_path, result, program, window)
+    details = dict(result.details)
+    if "activity" in details:
+        details["activity_segments"] = {module: len(rows)
+                                        for module, rows in details.pop("activity").items()}
     counters = {name: int(value) for name, value in result.counters.items()}
     per_module = {module: counters.get(f"{module}_insns")
                   for module in ("load", "compute", "store")}
@@ -135,8 +201,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
             "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
                                "file": written.get(name)}
                         for name, array in result.outputs.items()},
-            "details": _jsonable(result.details),
+            "details": _jsonable(details),
         }
+        if timeline_path is not None:
+            report["timeline"] = {"file": str(timeline_path), "window": list(window) if window
+                                  else None, "resolution": drawn}
         click.echo(json.dumps(report))
         return
     click.echo(f"program: {program_file} ({program.config.name}, "
@@ -153,3 +222,6 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, as_json):
     for name, array in result.outputs.items():
         where = f" -> {written[name]}" if name in written else " (not saved; use --output)"
         click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}{where}")
+    if timeline_path is not None:
+        span = f" (cycles {window[0]:,} to {window[1]:,})" if window else ""
+        click.echo(f"timeline{span}, {drawn}: {timeline_path}")

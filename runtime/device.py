@@ -75,7 +75,9 @@ class Device:
         A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
-        timed backends).
+        timed backends; ``activity=True`` makes ``rtl`` record each module's
+        activity into ``DeviceResult.details["activity"]``, the input of
+        `runtime.plots.timeline`).
     """
 
     def __init__(self, config: HwConfig, sim: str = "fsim", **backend_options):

@@ -176,7 +176,8 @@ def _check_activity(activity) -> dict[str, list[tuple[int, int, str]]]:
 
 
 def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
-             cycles: int | None = None, title: str | None = None) -> dict[str, dict[str, int]]:
+             cycles: int | None = None, title: str | None = None,
+             window: tuple[int, int] | None = None) -> dict[str, dict[str, int]]:
     """Draw per-module activity over cycles and write a PNG.
 
     Parameters
@@ -190,6 +191,9 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
     cycles : int, optional
         Length of the run (default: the last interval's end).
     title : str, optional
+    window : (int, int), optional
+        Draw only cycles ``start <= cycle < end`` (intervals are clipped to
+        it; the totals returned are the window's).
 
     Returns
     -------
@@ -199,11 +203,21 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
     Raises
     ------
     PlotError
-        For an unknown module or state, or an interval that is not ``0 <= start < end``.
+        For an unknown module or state, an interval that is not ``0 <= start < end``,
+        or a window that is not ``0 <= start < end``.
     """
     intervals = _check_activity(activity)
     last = max((end for rows in intervals.values() for _, end, _ in rows), default=0)
     length = cycles if cycles is not None else last
+    first = 0
+    if window is not None:
+        first, stop = window
+        if not 0 <= first < stop:
+            raise PlotError(f"timeline: window must satisfy 0 <= start < end, got {window!r}")
+        intervals = {module: [(max(start, first), min(end, stop), state)
+                              for start, end, state in rows if start < stop and end > first]
+                     for module, rows in intervals.items()}
+        length = stop
     if length <= 0:
         raise PlotError("timeline: no activity and no cycle count to draw")
 
@@ -211,7 +225,7 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
     totals: dict[str, dict[str, int]] = {}
     rows = list(reversed(ACTIVITY_MODULES))  # load on top
     for row, module in enumerate(rows):
-        axes.broken_barh([(0, length)], (row - 0.4, 0.8), facecolors=COLOURS["idle"])
+        axes.broken_barh([(first, length - first)], (row - 0.4, 0.8), facecolors=COLOURS["idle"])
         drawn = {state: 0 for state in ACTIVITY_STATES}
         for state in ACTIVITY_STATES:
             spans = [(start, end - start) for start, end, kind in intervals[module]
@@ -220,10 +234,10 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
                 axes.broken_barh(spans, (row - 0.4, 0.8), facecolors=COLOURS[state],
                                  edgecolor="none")
             drawn[state] = int(sum(width for _, width in spans))
-        drawn["idle"] = int(length - _covered(intervals[module]))
+        drawn["idle"] = int(length - first - _covered(intervals[module]))
         totals[module] = drawn
     axes.set_yticks(range(len(rows)), rows)
-    axes.set_xlim(0, length)
+    axes.set_xlim(first, length)
     axes.set_ylim(-0.6, len(rows) - 0.4)
     axes.set_xlabel("cycle")
     handles = [Patch(color=COLOURS[state], label=LABELS[state])
