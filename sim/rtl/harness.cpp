@@ -24,7 +24,8 @@
 // switches to fixed-width cycle bins (a power of two wide, doubling whenever
 // the bins would exceed max_segments / 4) holding the cycles spent in each
 // state, so totals per state stay exact while the order inside one bin is
-// lost. Recording can be limited to a window of cycles since start.
+// lost. Recording can be limited to a window of cycles since start; bins are
+// aligned to the window's start (cycle 0 without a window).
 
 #include "vdla_config.h"
 #include "Vtop.h"
@@ -113,15 +114,15 @@ struct ActivityTrack {
     std::vector<std::array<uint64_t, kNumStates>> bins;  // binned mode: cycles per state
     bool binned = false;
     unsigned shift = 0;                 // bin width is 1 << shift cycles
-    uint64_t origin = 0;                // first cycle of bin 0
+    uint64_t origin = 0;                // first cycle of bin 0: the window's start
     uint64_t max_segments = 0;
 
-    void clear(uint64_t limit) {
+    void clear(uint64_t limit, uint64_t first_cycle) {
         runs.clear();
         bins.clear();
         binned = false;
         shift = 0;
-        origin = 0;
+        origin = first_cycle;
         max_segments = limit < 8 ? 8 : limit;
     }
     uint64_t max_bins() const { return max_segments / 4; }
@@ -170,7 +171,6 @@ struct ActivityTrack {
     }
     void to_bins(uint64_t cycle) {
         binned = true;
-        origin = runs.front().start;
         // Wide enough for twice the cycles seen so far, so bins are not merged at once.
         uint64_t span = 2 * (cycle + 1 - origin);
         shift = 0;
@@ -403,7 +403,7 @@ struct Harness {
         top->rst = 0;
         run_cycles = 0;
         for (auto& s : stats) s = 0;
-        for (auto& track : activity) track.clear(activity_max_segments);
+        for (auto& track : activity) track.clear(activity_max_segments, window_start);
         error.clear();
         started = false;
     }
@@ -508,7 +508,7 @@ void vdla_activity_enable(void* handle, int enabled, uint64_t max_segments, uint
     h->activity_max_segments = max_segments;
     h->window_start = window_start;
     h->window_end = window_end ? window_end : UINT64_MAX;
-    for (auto& track : h->activity) track.clear(max_segments);
+    for (auto& track : h->activity) track.clear(max_segments, window_start);
 }
 
 // Copy up to `capacity` runs of module `module` (start, end, state; idle runs
