@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
 from hw.config import HwConfig
 
@@ -221,7 +222,7 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
     if length <= 0:
         raise PlotError("timeline: no activity and no cycle count to draw")
 
-    figure, axes = _figure((10, 2.8))
+    figure, axes = _figure((10, 2.9))
     totals: dict[str, dict[str, int]] = {}
     rows = list(reversed(ACTIVITY_MODULES))  # load on top
     for row, module in enumerate(rows):
@@ -238,14 +239,15 @@ def timeline(activity: Mapping[str, Iterable], path: str | Path, *,
         totals[module] = drawn
     axes.set_yticks(range(len(rows)), rows)
     axes.set_xlim(first, length)
+    axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     axes.set_ylim(-0.6, len(rows) - 0.4)
     axes.set_xlabel("cycle")
     handles = [Patch(color=COLOURS[state], label=LABELS[state])
                for state in (*ACTIVITY_STATES, "idle")]
-    axes.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=4,
+    axes.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.36), ncol=4,
                 fontsize=8, frameon=False)
     axes.set_title(title or "Module activity")
-    _save(figure, path)
+    _save(figure, path, crop=True)  # tight_layout leaves a band below the legend
     return {module: totals[module] for module in ACTIVITY_MODULES}
 
 
@@ -266,8 +268,9 @@ def _figure(size: tuple[float, float]):
     return figure, figure.subplots()
 
 
-def _save(figure: Figure, path: str | Path) -> None:
+def _save(figure: Figure, path: str | Path, crop: bool = False) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, format="png")
+    figure.savefig(path, format="png", **({"bbox_inches": "tight", "pad_inches": 0.1} if crop
+                                          else {}))
