@@ -4,17 +4,36 @@
 each instruction to the module that runs it (load, compute or store) and runs
 the three in-order queues, synchronised only by the four dependency-token
 queues, exactly as ``hw/isa.py`` describes. Each instruction executes
-atomically; the modules advance round-robin. It is untimed (``cycles`` is
-None) but counts events.
+atomically, compute's in program order; the modules advance round-robin. It is
+untimed (``cycles`` is None) but counts events.
 
-Because execution is atomic, a program missing a dependency token would still
-compute the right answer here while failing on the hardware. So the simulator
-also tracks happens-before with vector clocks carried by the tokens, and checks
-every SRAM entry that crosses modules (inp and wgt: written by load, read by
-compute; out: written by compute, read by store). Any access not ordered after
-the conflicting access of another module is a `RaceError`. Whatever the
-program, the simulator terminates: a state where no module can advance raises
-`DeadlockError`.
+Because execution is atomic, a program missing a dependency token (or setting
+``overlap`` where two compute instructions conflict) would still compute the
+right answer here while failing on the hardware. So the simulator also tracks
+happens-before with vector clocks over four components -- load, compute's GEMM
+unit, compute's ALU unit, store -- and checks every SRAM entry two of them
+share. The rules (see `_Machine.execute`):
+
+* load and store are in order: each instruction is ordered after the previous
+  one of its module and after the tokens it pops.
+* compute issues in program order: an instruction starts after the tokens it
+  and every earlier compute instruction popped, and after the start of every
+  earlier compute instruction. A GEMM or ALU with ``overlap`` set also starts
+  after the completion of its own unit's previous instruction -- not the other
+  unit's; any other compute instruction (GEMM/ALU without ``overlap``, LOAD
+  of uop/acc, FINISH) starts after the completion of all earlier ones. uop/acc
+  LOADs and FINISH occupy both units, so later instructions of either unit
+  are ordered after them.
+* compute's pushes carry the completion of the pushing instruction and of
+  every earlier compute instruction.
+
+Tracked entries: inp and wgt (written by load, read by GEMM), acc together
+with out (every acc write also writes out; GEMM and ALU write, ALU reads its
+source, store reads out), uop (written by uop LOADs, read by GEMM and ALU).
+Any write not ordered after another component's access of the entry, or read
+not ordered after its write, is a `RaceError` naming both instructions and
+the entry. Whatever the program, the simulator terminates: a state where no
+module can advance raises `DeadlockError`.
 
 GEMM and ALU instructions are vectorised over their whole loop nest (in chunks
 that bound memory); see `_Machine._gemm` and `_Machine._alu` for when the ALU
@@ -52,7 +71,16 @@ QUEUES = {
 # (iter_out x iter_in x uops can reach 2^41) while keeping numpy calls large.
 _CHUNK = 1 << 16
 
-_TRACKED = ("inp", "wgt", "out")  # SRAMs shared between two modules
+# Vector-clock components: load and store, and compute's two units.
+COMPONENTS = ("load", "GEMM unit", "ALU unit", "store")
+LOAD_CLOCK, GEMM_CLOCK, ALU_CLOCK, STORE_CLOCK = range(4)
+_MODULE_OF_COMPONENT = (LOAD, COMPUTE, COMPUTE, STORE)
+_CLOCK_OF_MODULE = (LOAD_CLOCK, None, STORE_CLOCK)
+
+# Tracked SRAMs. acc stands for out as well: every acc write also writes out
+# (same entries), compute reads acc and store reads out, so one set of clocks
+# sees every conflict of both.
+_TRACKED = ("inp", "wgt", "acc", "uop")
 
 
 def module_of(insn) -> str:
@@ -107,64 +135,101 @@ def _alu_apply(op: AluOp, a: np.ndarray, b, imm: int) -> np.ndarray:
 
 
 class _EntryClocks:
-    """Per-entry last writer and last reader (per module) of one shared SRAM.
+    """Per-entry last writer and last reader (per clock component) of one SRAM.
 
-    Times are the accessing module's own vector-clock component when it ran the
-    instruction; an access by module ``m`` at vector clock ``vc`` is ordered
-    after an access by module ``a`` at time ``t`` iff ``vc[a] >= t``. Keeping
-    only the latest access per module suffices: earlier ones of the same module
-    are ordered before it by program order.
+    Times are the accessing component's own vector-clock entry when it ran the
+    instruction; an access at vector clock ``vc`` is ordered after an access by
+    component ``a`` at time ``t`` iff ``vc[a] >= t``. Keeping only the latest
+    access per component suffices: a component's instructions are ordered
+    among themselves (program order on load and store, and on each compute
+    unit, whose instructions wait for its previous one).
     """
 
     def __init__(self, name: str, depth: int):
         self.name = name
+        self.depth = depth
         self.writer = np.zeros(depth, dtype=np.int64)
         self.write_time = np.zeros(depth, dtype=np.int64)  # 0: initial contents
         self.write_insn = np.full(depth, -1, dtype=np.int64)
-        self.read_time = np.zeros((len(MODULES), depth), dtype=np.int64)
-        self.read_insn = np.full((len(MODULES), depth), -1, dtype=np.int64)
+        self.read_time = np.zeros((len(COMPONENTS), depth), dtype=np.int64)
+        self.read_insn = np.full((len(COMPONENTS), depth), -1, dtype=np.int64)
 
-    def read(self, entries, module: int, clock: list[int], index: int, machine) -> None:
-        vc = np.asarray(clock, dtype=np.int64)
-        writer = self.writer[entries]
-        bad = (writer != module) & (self.write_time[entries] > vc[writer])
-        if bad.any():
-            entry = int(np.arange(len(self.writer))[entries][np.argmax(bad)])
-            other = int(self.write_insn[entry])
-            raise RaceError(
-                f"{machine.describe(index)} on {MODULES[module]} reads {self.name}[{entry}] "
-                f"written by {machine.describe(other)} on {MODULES[self.writer[entry]]} with no "
-                f"dependency token ordering the write before the read "
-                f"(missing {MODULES[self.writer[entry]]}->{MODULES[module]} token?)", index)
-        self.read_time[module, entries] = clock[module]
-        self.read_insn[module, entries] = index
+    def _entry(self, entries, bad) -> int:
+        return int(np.arange(self.depth)[entries][np.argmax(bad)])
 
-    def write(self, entries, module: int, clock: list[int], index: int, machine) -> None:
-        vc = np.asarray(clock, dtype=np.int64)
+    def _buffer(self, *components) -> str:
+        # acc's clocks also stand for out: a race involving store is on out.
+        if self.name == "acc" and STORE_CLOCK in components:
+            return "out"
+        return self.name
+
+    def read(self, entries, component: int, vc: np.ndarray, index: int, machine) -> None:
         writer = self.writer[entries]
-        bad = (writer != module) & (self.write_time[entries] > vc[writer])
+        bad = (writer != component) & (self.write_time[entries] > vc[writer])
         if bad.any():
-            entry = int(np.arange(len(self.writer))[entries][np.argmax(bad)])
-            other = int(self.write_insn[entry])
+            entry = self._entry(entries, bad)
+            other, other_component = int(self.write_insn[entry]), int(self.writer[entry])
+            buffer = self._buffer(component, other_component)
             raise RaceError(
-                f"{machine.describe(index)} on {MODULES[module]} overwrites {self.name}[{entry}] "
-                f"written by {machine.describe(other)} on {MODULES[self.writer[entry]]} with no "
-                "dependency token ordering the two writes", index)
-        for reader in range(len(MODULES)):
-            if reader == module:
+                f"{machine.describe(index)} on {_place(component, other_component)} reads "
+                f"{buffer}[{entry}] written by {machine.describe(other)} on "
+                f"{_place(other_component, component)} "
+                + _why(component, other_component, "the write before the read", index,
+                       machine), index)
+        self.read_time[component, entries] = vc[component]
+        self.read_insn[component, entries] = index
+
+    def write(self, entries, component: int, vc: np.ndarray, index: int, machine) -> None:
+        writer = self.writer[entries]
+        bad = (writer != component) & (self.write_time[entries] > vc[writer])
+        if bad.any():
+            entry = self._entry(entries, bad)
+            other, other_component = int(self.write_insn[entry]), int(self.writer[entry])
+            buffer = self._buffer(component, other_component)
+            raise RaceError(
+                f"{machine.describe(index)} on {_place(component, other_component)} "
+                f"overwrites {buffer}[{entry}] written by {machine.describe(other)} on "
+                f"{_place(other_component, component)} "
+                + _why(component, other_component, "the two writes", index, machine,
+                       hint=False), index)
+        for reader in range(len(COMPONENTS)):
+            if reader == component:
                 continue
             bad = self.read_time[reader, entries] > vc[reader]
             if bad.any():
-                entry = int(np.arange(len(self.writer))[entries][np.argmax(bad)])
+                entry = self._entry(entries, bad)
                 other = int(self.read_insn[reader, entry])
+                buffer = self._buffer(component, reader)
                 raise RaceError(
-                    f"{machine.describe(index)} on {MODULES[module]} overwrites "
-                    f"{self.name}[{entry}] read by {machine.describe(other)} on "
-                    f"{MODULES[reader]} with no dependency token ordering the read before "
-                    f"the write (missing {MODULES[reader]}->{MODULES[module]} token?)", index)
-        self.writer[entries] = module
-        self.write_time[entries] = clock[module]
+                    f"{machine.describe(index)} on {_place(component, reader)} overwrites "
+                    f"{buffer}[{entry}] read by {machine.describe(other)} on "
+                    f"{_place(reader, component)} "
+                    + _why(component, reader, "the read before the write", index, machine),
+                    index)
+        self.writer[entries] = component
+        self.write_time[entries] = vc[component]
         self.write_insn[entries] = index
+
+
+def _place(component: int, other: int) -> str:
+    """Where an access ran, as precise as telling it from the other access needs."""
+    module = _MODULE_OF_COMPONENT[component]
+    if module == COMPUTE and _MODULE_OF_COMPONENT[other] == COMPUTE:
+        return f"compute's {COMPONENTS[component]}"
+    return MODULES[module]
+
+
+def _why(component: int, other: int, what: str, index: int, machine, hint: bool = True) -> str:
+    """The end of a race message: what is missing between the two accesses."""
+    module, other_module = _MODULE_OF_COMPONENT[component], _MODULE_OF_COMPONENT[other]
+    if module == other_module == COMPUTE:
+        return (f"with nothing ordering {what}: both compute units may run them at the same "
+                f"time ({machine.describe(index)} has overlap set, so it waits only for its "
+                f"own unit; clear overlap or touch other entries)")
+    text = f"with no dependency token ordering {what}"
+    if hint:
+        text += f" (missing {MODULES[other_module]}->{MODULES[module]} token?)"
+    return text
 
 
 class FunctionalSimulator:
@@ -358,10 +423,19 @@ class _Machine:
         return pops, pushes
 
     def execute(self) -> None:
-        """Run the module queues round-robin until drained; never hangs."""
+        """Run the module queues round-robin until drained; never hangs.
+
+        Alongside, the vector clocks of happens-before (module docstring): load
+        and store keep one clock each; compute keeps the clock of its issue
+        (the start of its latest instruction) and of each unit's latest
+        completion.
+        """
         depth = self.config.token_queue_depth
         tokens = {name: collections.deque() for name in QUEUES.values()}
-        clocks = [[0] * len(MODULES) for _ in MODULES]
+        width = len(COMPONENTS)
+        clocks = [np.zeros(width, np.int64) for _ in MODULES]   # what each module pushes
+        issue = np.zeros(width, np.int64)                       # compute's issue
+        unit_done = [np.zeros(width, np.int64), np.zeros(width, np.int64)]  # GEMM, ALU
         position = [0] * len(MODULES)
         pending: list[list[str] | None] = [None] * len(MODULES)  # pushes still to do
         executors = {Opcode.LOAD: self._load, Opcode.STORE: self._store,
@@ -373,7 +447,7 @@ class _Machine:
             remaining = []
             for name in pending[module]:
                 if len(tokens[name]) < depth:
-                    tokens[name].append(tuple(clocks[module]))
+                    tokens[name].append(clocks[module])
                     self.counters[f"token_pushes_{name}"] += 1
                     moved = True
                 else:
@@ -399,15 +473,41 @@ class _Machine:
                 pops, pushes = self._token_queues(module, insn)
                 if any(not tokens[name] for name in pops):
                     continue
-                clock = clocks[module]
-                for name in pops:
-                    received = tokens[name].popleft()
-                    self.counters[f"token_pops_{name}"] += 1
-                    for other in range(len(MODULES)):
-                        if received[other] > clock[other]:
-                            clock[other] = received[other]
-                clock[module] += 1
-                executors[insn.opcode](index, insn, module, clock)
+                if module == COMPUTE:
+                    for name in pops:
+                        np.maximum(issue, tokens[name].popleft(), out=issue)
+                        self.counters[f"token_pops_{name}"] += 1
+                    opcode = insn.opcode
+                    if opcode == Opcode.GEMM or opcode == Opcode.ALU:
+                        unit = 0 if opcode == Opcode.GEMM else 1
+                        component = GEMM_CLOCK + unit
+                        if insn.overlap:   # waits for its own unit only
+                            np.maximum(issue, unit_done[unit], out=issue)
+                        else:
+                            np.maximum(issue, unit_done[0], out=issue)
+                            np.maximum(issue, unit_done[1], out=issue)
+                        units = (unit,)
+                    else:                  # uop/acc LOAD, FINISH: both units
+                        component = GEMM_CLOCK
+                        np.maximum(issue, unit_done[0], out=issue)
+                        np.maximum(issue, unit_done[1], out=issue)
+                        units = (0, 1)
+                    vc = issue.copy()      # the issue clock stays at the start
+                    vc[component] += 1
+                    executors[opcode](index, insn, component, vc)
+                    for unit in units:
+                        unit_done[unit] = vc
+                    if pushes:             # completion of this and every earlier one
+                        clocks[COMPUTE] = np.maximum(unit_done[0], unit_done[1])
+                else:
+                    clock = clocks[module].copy()
+                    for name in pops:
+                        np.maximum(clock, tokens[name].popleft(), out=clock)
+                        self.counters[f"token_pops_{name}"] += 1
+                    component = _CLOCK_OF_MODULE[module]
+                    clock[component] += 1
+                    clocks[module] = clock
+                    executors[insn.opcode](index, insn, component, clock)
                 self.counters[f"{MODULES[module]}_insns"] += 1
                 pending[module] = pushes
                 push_what_fits(module)
@@ -465,7 +565,7 @@ class _Machine:
         return as_strided(self.dram[first:], shape=(y_size, x_size, element_bytes),
                           strides=(stride * element_bytes, element_bytes, 1))
 
-    def _load(self, index: int, insn: Load, module: int, clock: list[int]) -> None:
+    def _load(self, index: int, insn: Load, component: int, vc: np.ndarray) -> None:
         kind = insn.memory_type.kind
         sram = self.sram[kind]
         element_bytes = sram.shape[1]
@@ -477,8 +577,8 @@ class _Machine:
                 f"{kind}[{base}..{base + count - 1}], beyond the {sram.shape[0]}-entry "
                 f"{kind} buffer", index)
         source = self._dram_region(index, insn, element_bytes)
-        if self.check_races and kind in self.clocks:
-            self.clocks[kind].write(slice(base, base + count), module, clock, index, self)
+        if self.check_races:   # acc's clocks stand for out too: every acc write writes out
+            self.clocks[kind].write(slice(base, base + count), component, vc, index, self)
         block = sram[base:base + count].reshape(rows, cols, element_bytes)
         if count != insn.y_size * insn.x_size:
             block[...] = 0
@@ -492,9 +592,9 @@ class _Machine:
                 self.uop_fields[field][base:base + count] = values
         if kind == "acc":
             # Every acc write also writes out (hw/isa.py), loads included.
-            self._write_out(slice(base, base + count), module, clock, index)
+            self.out[base:base + count] = self.acc[base:base + count].astype(np.int8)
 
-    def _store(self, index: int, insn: Store, module: int, clock: list[int]) -> None:
+    def _store(self, index: int, insn: Store, component: int, vc: np.ndarray) -> None:
         sram = self.sram["out"]
         base, count = insn.sram_base, insn.y_size * insn.x_size
         if base + count > sram.shape[0]:
@@ -505,7 +605,7 @@ class _Machine:
         if target is None:
             return
         if self.check_races:
-            self.clocks["out"].read(slice(base, base + count), module, clock, index, self)
+            self.clocks["acc"].read(slice(base, base + count), component, vc, index, self)
         data = sram[base:base + count].reshape(insn.y_size, insn.x_size, -1)
         if insn.x_stride < insn.x_size and insn.y_size > 1:
             for row in range(insn.y_size):  # overlapping rows: later rows win, in order
@@ -514,9 +614,7 @@ class _Machine:
             target[...] = data
         self.counters["bytes_stored_out"] += data.size
 
-    def _write_out(self, entries, module: int, clock: list[int], index: int) -> None:
-        if self.check_races:
-            self.clocks["out"].write(entries, module, clock, index, self)
+    def _write_out(self, entries) -> None:
         self.out[entries] = self.acc[entries].astype(np.int8)  # low 8 bits
 
     # ------------------------------------------------------------ loops
@@ -565,7 +663,15 @@ class _Machine:
                         f"(out {i}, in {j}) computes {field} index {int(values[u])}, beyond "
                         f"the {depth}-entry {buffer} buffer", index)
 
-    def _gemm(self, index: int, insn: Gemm, module: int, clock: list[int]) -> None:
+    def _check_loop_access(self, index: int, insn, component: int, vc: np.ndarray,
+                           read_acc=None, written=None) -> None:
+        """Race checks of a GEMM/ALU that ran: micro-ops read, acc read, acc (and out) written."""
+        self.clocks["uop"].read(slice(insn.uop_begin, insn.uop_end), component, vc, index, self)
+        if read_acc is not None:
+            self.clocks["acc"].read(np.flatnonzero(read_acc), component, vc, index, self)
+        self.clocks["acc"].write(written, component, vc, index, self)
+
+    def _gemm(self, index: int, insn: Gemm, component: int, vc: np.ndarray) -> None:
         buffers = {"dst": ("acc", "dst")}
         if not insn.reset:
             buffers.update(src=("inp", "src"), wgt=("wgt", "wgt"))
@@ -577,8 +683,10 @@ class _Machine:
                 written[chunk["dst"]] = True
                 self.counters["gemm_uops"] += len(chunk["dst"])
             touched = np.flatnonzero(written)
+            if len(touched) and self.check_races:
+                self._check_loop_access(index, insn, component, vc, written=touched)
             self.acc[touched] = 0
-            self._write_out(touched, module, clock, index)
+            self._write_out(touched)
             return
         read_inp = np.zeros(self.depth["inp"], dtype=bool)
         read_wgt = np.zeros(self.depth["wgt"], dtype=bool)
@@ -604,23 +712,26 @@ class _Machine:
             executions += len(dst)
         if executions == 0:
             return
-        if self.check_races:
-            self.clocks["inp"].read(np.flatnonzero(read_inp), module, clock, index, self)
-            self.clocks["wgt"].read(np.flatnonzero(read_wgt), module, clock, index, self)
         touched = np.flatnonzero(written)
+        if self.check_races:
+            self.clocks["inp"].read(np.flatnonzero(read_inp), component, vc, index, self)
+            self.clocks["wgt"].read(np.flatnonzero(read_wgt), component, vc, index, self)
+            self._check_loop_access(index, insn, component, vc, written=touched)
         self.acc[touched] = _wrap32(self.acc[touched].astype(np.int64)
                                     + sums[touched].astype(np.int64))
         sums[touched] = 0
-        self._write_out(touched, module, clock, index)
+        self._write_out(touched)
         self.counters["gemm_uops"] += executions
         self.counters["gemm_macs"] += executions * config.macs_per_cycle
 
-    def _alu(self, index: int, insn: Alu, module: int, clock: list[int]) -> None:
+    def _alu(self, index: int, insn: Alu, component: int, vc: np.ndarray) -> None:
         buffers = {"dst": ("acc", "dst")}
-        if not insn.reset and not insn.use_imm:
+        reads = not insn.reset and not insn.use_imm
+        if reads:
             buffers["src"] = ("acc", "src")
         depth = self.depth["acc"]
         written = np.zeros(depth, dtype=bool)
+        read_acc = np.zeros(depth, dtype=bool) if reads and self.check_races else None
         for chunk in self._loop_indices(index, insn, buffers):
             dst = chunk["dst"]
             self.counters["alu_uops"] += len(dst)
@@ -629,9 +740,13 @@ class _Machine:
             else:
                 self._alu_chunk(insn, dst, chunk.get("src"), depth)
             written[dst] = True
+            if read_acc is not None:
+                read_acc[chunk["src"]] = True
         touched = np.flatnonzero(written)
         if len(touched):
-            self._write_out(touched, module, clock, index)
+            if self.check_races:
+                self._check_loop_access(index, insn, component, vc, read_acc, touched)
+            self._write_out(touched)
 
     def _alu_chunk(self, insn: Alu, dst: np.ndarray, src: np.ndarray | None, depth: int) -> None:
         """Apply one chunk of ALU micro-ops, vectorised whenever that keeps sequential order."""

@@ -117,8 +117,13 @@ class Reference:
         if insn.reset:
             return np.zeros_like(self.acc[dst])
         a = self.acc[dst]
-        b = np.full_like(a, insn.imm) if insn.use_imm else self.acc[src].copy()
         op = insn.alu_op
+        if op == AluOp.REQUANT:
+            # (a + bias) wrapping, arithmetic shift by imm[4:0], clip to [lo, 127]
+            bias = np.zeros_like(a) if insn.use_imm else self.acc[src].copy()
+            low = 0 if (insn.imm >> 5) & 1 else -128
+            return np.clip(_wrap(a + bias) >> (insn.imm & 31), low, 127)
+        b = np.full_like(a, insn.imm) if insn.use_imm else self.acc[src].copy()
         if op == AluOp.MIN:
             return np.minimum(a, b)
         if op == AluOp.MAX:
