@@ -11,8 +11,9 @@ from compiler.ops import Conv2d, Dense
 from compiler.passes.dma import inject_dma
 from compiler.passes.epilogue import lower_epilogues
 from compiler.passes.latency_hiding import insert_tokens
+from compiler.passes.overlap import hoist_resets, mark_overlap
 from compiler.passes.tensorize import tensorize
-from compiler.passes.uop_folding import fold_uops
+from compiler.passes.uop_folding import fold_uops, place_uops
 from compiler.passes.virtual_threads import assign_virtual_threads
 from compiler.schedule import Schedule, default_schedule
 from hw.config import HwConfig
@@ -40,11 +41,12 @@ def _resolve_schedule(op, config: HwConfig, schedule: Schedule | dict | None,
 
 def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict | None = None,
                      *, virtual_threads: int | None = None, latency_hiding: bool = True,
-                     fold: bool = True) -> ir.Function:
+                     fold: bool = True, fused_epilogue: bool = True) -> ir.Function:
     """Run every pass and return the final IR (instructions, uops, statistics).
 
     Parameters are those of `compile_op`; ``fold=False`` keeps one instruction
-    per micro-op (for measuring what folding buys, on small layers only).
+    per micro-op (for measuring what folding buys, on small layers only);
+    ``fused_epilogue=False`` uses four ALU passes instead of REQUANT.
     """
     if not isinstance(op, (Conv2d, Dense)):
         raise CompileError(f"cannot compile {type(op).__name__}: expected Conv2d or Dense")
@@ -54,11 +56,21 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     plan = schedule.check(op.geometry(), config)
     timings["schedule"] = time.perf_counter() - start
     function = lower(plan, name=op.describe())
-    steps = [("tensorize", tensorize), ("epilogue", lower_epilogues),
+    serialise = not schedule.latency_hiding
+
+    def tokens_and_overlap(function):
+        function = insert_tokens(function, serialise=serialise)
+        if not serialise:
+            function.stats["overlap"]["instructions"] = mark_overlap(function.instructions,
+                                                                     config)
+        return function
+    steps = [("tensorize", tensorize),
+             ("epilogue", lambda f: lower_epilogues(f, fused=fused_epilogue)),
              ("virtual_threads", assign_virtual_threads), ("dma", inject_dma),
              ("uop_folding", lambda f: fold_uops(f, max_folds=2 if fold else 0,
-                                                 max_kernel=None if fold else 1)),
-             ("latency_hiding", lambda f: insert_tokens(f, serialise=not schedule.latency_hiding))]
+                                                 max_kernel=None if fold else 1, place=False)),
+             ("overlap", hoist_resets), ("uop_placement", place_uops),
+             ("latency_hiding", tokens_and_overlap)]
     timings["lower"] = time.perf_counter() - start - timings["schedule"]
     for name, run in steps:
         began = time.perf_counter()

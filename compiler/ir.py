@@ -163,6 +163,11 @@ class Copy:
         SRAM buffer the box lands in (row-major over ``extent``) or comes from.
     offset : int
         Entry offset within the buffer.
+    strides : tuple of int, optional
+        DRAM elements between neighbours along each axis; row-major over
+        ``grid`` when omitted. Explicit strides describe a strided view of a
+        tensor (e.g. only the columns a strided 1x1 convolution reads); such a
+        view's ``grid`` bounds each axis and may not be padded.
     """
 
     direction: str
@@ -173,6 +178,7 @@ class Copy:
     memory: str
     buffer: Buffer
     offset: int = 0
+    strides: tuple[int, ...] | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -205,12 +211,17 @@ class Gemm:
 
 @dataclasses.dataclass(eq=False)
 class Alu:
-    """``acc[dst] = op(acc[dst], imm or acc[src])`` on whole entries."""
+    """``acc[dst] = op(acc[dst], imm or acc[src])`` on whole entries, or ``acc[dst] = 0``.
+
+    The operand is ``acc[src]`` when ``src`` is given, else ``imm``; REQUANT
+    also takes its shift and relu flag from ``imm`` alongside ``src``.
+    """
 
     op: isa.AluOp
     dst: Access
     src: Access | None = None
     imm: int | None = None
+    reset: bool = False
 
 
 @dataclasses.dataclass(eq=False)
@@ -253,18 +264,20 @@ class Stage:
     body: list
     thread: int = 0
     chunk: int | None = None
+    role: str = ""          # compute stages: "reset", "gemm" or "epilogue"
 
 
 @dataclasses.dataclass(eq=False)
 class Tile:
-    """One output tile: per reduction chunk a load and a compute stage, then the
-    epilogue (compute) and the store."""
+    """One output tile: the reset of its accumulators (compute), per reduction
+    chunk a load and a compute stage, then the epilogue (compute) and the store."""
 
     index: int
     steps: list[tuple[Stage, Stage]]
     epilogue: Stage
     store: Stage
     thread: int = 0
+    reset: Stage | None = None
 
 
 @dataclasses.dataclass(eq=False)
@@ -293,8 +306,10 @@ class Function:
             yield from self.stages
             return
         for tile in self.tiles:
-            for load, compute in tile.steps:
+            for chunk, (load, compute) in enumerate(tile.steps):
                 yield load
+                if chunk == 0 and tile.reset is not None:
+                    yield tile.reset
                 yield compute
             yield tile.epilogue
             yield tile.store

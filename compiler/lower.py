@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 
 from compiler import ir
-from compiler.ir import Access, Affine, Buffer, Copy, Gemm, Mac, Stage, Tile, nest
+from compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nest
 from compiler.schedule import TilePlan
+from hw import isa
 
 __all__ = ["lower", "tile_ranges"]
 
@@ -63,43 +64,78 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     for index, choice in enumerate(itertools.product(*(ranges[a] for a in order))):
         bounds = dict(zip(order, choice))
         (b0, nb), (k0, nk), (h0, nh), (w0, nw) = (bounds[a] for a in "bkhw")
-        rows, cols = (nh - 1) * sh + kh, (nw - 1) * sw + kw
+        rows, cols = plan.window(nh, 0), plan.window(nw, 1)
         steps = []
         for chunk, (c0, nc) in enumerate(ranges["c"]):
             load = Stage("load", index, [
-                Copy("load", "data", grids["data"], (b0, c0, h0 * sh - ph, w0 * sw - pw),
-                     (nb, nc, rows, cols), "inp", inp),
+                _input_copy(plan, grids["data"], inp, (b0, c0, h0, w0), (nb, nc, nh, nw)),
                 Copy("load", "weight", grids["weight"], (k0, c0, 0, 0), (nk, nc, kh, kw),
                      "wgt", wgt),
             ], chunk=chunk)
-            body = []
-            if chunk == 0:
-                key = ("reset", nb, nk, nh, nw)
-                if key not in nests:
-                    nests[key] = _reset(acc, nb, nk, nh, nw)
-                body.append(nests[key])
             key = ("mac", nb, nk, nh, nw, nc)
             if key not in nests:
                 nests[key] = _mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
-                                       geometry)
-            body.append(nests[key])
-            steps.append((load, Stage("compute", index, body, chunk=chunk)))
-        epilogue = Stage("compute", index, [ir.Epilogue(acc, nb, nk, nh * nw, k0)])
+                                       plan)
+            steps.append((load, Stage("compute", index, [nests[key]], chunk=chunk, role="gemm")))
+        key = ("reset", nb, nk, nh, nw)
+        if key not in nests:
+            nests[key] = _reset(acc, nb, nk, nh, nw)
+        reset = Stage("compute", index, [nests[key]], role="reset")
+        epilogue = Stage("compute", index, [ir.Epilogue(acc, nb, nk, nh * nw, k0)],
+                         role="epilogue")
         store = Stage("store", index, [
             Copy("store", "out", grids["out"], (b0, k0, h0, w0), (nb, nk, nh, nw), "out", acc)])
-        tiles.append(Tile(index, steps, epilogue, store))
+        tiles.append(Tile(index, steps, epilogue, store, reset=reset))
     return ir.Function(name, config, plan, buffers, tiles)
 
 
+def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts) -> Copy:
+    """The copy of one tile's input window: ``first``/``counts`` are (b, c, out row, out col).
+
+    A compacted axis (see `schedule.compact_axes`) becomes two: one step per
+    output (DRAM stride ``stride``) and the ``kernel`` neighbours it reads.
+    """
+    geometry = plan.geometry
+    (b0, c0, h0, w0), (nb, nc, nh, nw) = first, counts
+    kh, kw = geometry.kernel
+    sh, sw = geometry.stride
+    ph, pw = geometry.padding
+    compact_rows, compact_cols = plan.compact
+    if not (compact_rows or compact_cols):
+        return Copy("load", "data", grid, (b0, c0, h0 * sh - ph, w0 * sw - pw),
+                    (nb, nc, plan.window(nh, 0), plan.window(nw, 1)), "inp", inp)
+    height, width = grid[2], grid[3]
+    view_grid, strides, start, extent = [grid[0], grid[1]], [grid[1] * height * width,
+                                                              height * width], [b0, c0], [nb, nc]
+    for axis, (compact, first_out, outs, kernel, stride, size, step) in enumerate((
+            (compact_rows, h0, nh, kh, sh, height, width), (compact_cols, w0, nw, kw, sw, width, 1))):
+        if compact:
+            # Unpadded: every output's window lies inside the tensor.
+            view_grid += [(size - kernel) // stride + 1, kernel]
+            strides += [stride * step, step]
+            start += [first_out, 0]
+            extent += [outs, kernel]
+        else:
+            view_grid.append(size)
+            strides.append(step)
+            start.append(first_out * stride)
+            extent.append(plan.window(outs, axis))
+    return Copy("load", "data", tuple(view_grid), tuple(start), tuple(extent), "inp", inp,
+                strides=tuple(strides))
+
+
 def _reset(acc: Buffer, nb: int, nk: int, nh: int, nw: int):
-    """Zero the tile's accumulators before the first reduction chunk."""
+    """Zero the tile's accumulators before the first reduction chunk.
+
+    An ALU reset, so that it can run on the ALU beside another tile's GEMMs.
+    """
     b, k, oh, ow = (Affine.var(v) for v in ("b", "k", "oh", "ow"))
     dst = ((b * nk + k) * nh + oh) * nw + ow
     return nest([("b", nb), ("k", nk), ("oh", nh), ("ow", nw)],
-                Gemm(Access(acc, dst), reset=True))
+                ir.Alu(isa.AluOp.ADD, Access(acc, dst), imm=0, reset=True))
 
 
-def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, geometry):
+def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, plan: TilePlan):
     """The convolution of one tile and chunk as scalar MACs over element lanes.
 
     The three innermost loops walk the lanes of one GEMM block (batch,
@@ -107,11 +143,15 @@ def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, ge
     """
     nb, nk, nh, nw, nc = extents
     rows, cols = window
+    geometry = plan.geometry
     kh, kw = geometry.kernel
     sh, sw = geometry.stride
+    # A compacted axis holds each output's kernel window back to back.
+    step_h, step_w = (kernel if compact else stride for compact, kernel, stride
+                      in zip(plan.compact, geometry.kernel, geometry.stride))
     b, k, oh, ow, c, y, x = (Affine.var(v) for v in ("b", "k", "oh", "ow", "c", "kh", "kw"))
     dst = ((b * nk + k) * nh + oh) * nw + ow
-    src = ((b * nc + c) * rows + oh * sh + y) * cols + ow * sw + x
+    src = ((b * nc + c) * rows + oh * step_h + y) * cols + ow * step_w + x
     weight = ((k * nc + c) * kh + y) * kw + x
     mac = Mac(Access(acc, dst, ("eb", "eo")), Access(inp, src, ("eb", "ei")),
               Access(wgt, weight, ("eo", "ei")))

@@ -37,7 +37,8 @@ from compiler.ops import ConvGeometry
 from hw.config import HwConfig
 from hw.isa import INSN_BYTES
 
-__all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule"]
+__all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule",
+           "compact_axes"]
 
 AXES = "bkhw"
 
@@ -160,12 +161,27 @@ class TilePlan:
         return {axis: _ceil_div(self.blocks[axis], self.tile[axis]) for axis in "bkhwc"}
 
     @property
+    def compact(self) -> tuple[bool, bool]:
+        """Per axis (rows, columns): whether input tiles hold only the rows/columns used.
+
+        See `compact_axes`.
+        """
+        return compact_axes(self.geometry)
+
+    def window(self, outputs: int, axis: int) -> int:
+        """Input rows (axis 0) or columns (axis 1) a tile of ``outputs`` outputs holds."""
+        kernel, stride = self.geometry.kernel[axis], self.geometry.stride[axis]
+        if self.compact[axis]:
+            return outputs * kernel
+        return (outputs - 1) * stride + kernel
+
+    @property
     def input_rows(self) -> int:
-        return (self.tile["h"] - 1) * self.geometry.stride[0] + self.geometry.kernel[0]
+        return self.window(self.tile["h"], 0)
 
     @property
     def input_cols(self) -> int:
-        return (self.tile["w"] - 1) * self.geometry.stride[1] + self.geometry.kernel[1]
+        return self.window(self.tile["w"], 1)
 
     def slot_entries(self) -> dict[str, int]:
         """SRAM entries one virtual thread's slot needs, per buffer."""
@@ -180,6 +196,18 @@ class TilePlan:
         slot = self.slot_entries()
         return {"inp": slot["inp"] * self.threads, "wgt": slot["wgt"] * self.threads,
                 "acc": slot["acc"] * self.threads + self.bias_entries}
+
+
+def compact_axes(geometry: ConvGeometry) -> tuple[bool, bool]:
+    """Per axis (rows, columns): does a kernel narrower than the stride skip inputs?
+
+    Then an input tile holds only the ``kernel`` rows/columns each output reads
+    (``outputs * kernel`` instead of ``(outputs - 1) * stride + kernel``), loaded
+    as strided DRAM rows: a 1x1 stride-2 convolution loads a quarter of its
+    input. Only unpadded layers are compacted (the pad fields cannot skip data).
+    """
+    unpadded = geometry.padding == (0, 0)
+    return tuple(unpadded and geometry.kernel[axis] < geometry.stride[axis] for axis in (0, 1))
 
 
 def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> TilePlan:
@@ -313,6 +341,7 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     sh, kh = geometry.stride[0], geometry.kernel[0]
     sw, kw = geometry.stride[1], geometry.kernel[1]
     depth = {kind: config.depth(kind) for kind in ("inp", "wgt", "acc")}
+    compact_rows, compact_cols = compact_axes(geometry)
     for threads in thread_options:
         best, best_cost = None, math.inf
         for order in ("bhwk", "kbhw"):
@@ -324,7 +353,7 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                     if geometry.epilogue.bias:
                         bias = blocks["k"] if blocks["k"] <= depth["acc"] // 8 else tile_k
                     for tile_w in _balanced(blocks["w"]):
-                        cols = (tile_w - 1) * sw + kw
+                        cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
                         # The largest batch tile that fits with one output row,
                         # and a single batch block (which leaves room for rows).
                         b_inp = depth["inp"] // (threads * tile_c * cols * kh)
@@ -336,7 +365,10 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                         for tile_b in sorted({1, b_max}):
                             # Largest tile_h such that inp and acc still fit.
                             rows_fit = depth["inp"] // (threads * tile_b * tile_c * cols)
-                            h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
+                            if compact_rows:
+                                h_inp = rows_fit // kh
+                            else:
+                                h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
                             h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
                             tile_h = min(h_inp, h_acc, blocks["h"])
                             # Every thread needs a tile of its own.

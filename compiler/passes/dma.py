@@ -64,7 +64,7 @@ def lower_copy(copy: ir.Copy) -> list[ir.Insn]:
         does not fit its 16-bit field.
     """
     grid, start, extent = copy.grid, copy.start, copy.extent
-    strides = [math.prod(grid[i + 1:]) for i in range(len(grid))]
+    strides = copy.strides or [math.prod(grid[i + 1:]) for i in range(len(grid))]
     axes, base = [], 0
     for axis, (size, first, count, stride) in enumerate(zip(grid, start, extent, strides)):
         low, high = max(first, 0), min(first + count, size)
@@ -72,8 +72,10 @@ def lower_copy(copy: ir.Copy) -> list[ir.Insn]:
             raise CompileError(f"copy of {copy.tensor}: axis {axis} holds no data "
                                f"(box {first}..{first + count} of {size})")
         before, after = low - first, first + count - high
-        if (before or after) and axis < len(grid) - 2:
-            raise CompileError(f"copy of {copy.tensor}: padding on outer axis {axis}")
+        if (before or after) and (axis < len(grid) - 2 or copy.strides is not None):
+            raise CompileError(f"copy of {copy.tensor}: padding on outer axis {axis}"
+                               if copy.strides is None else
+                               f"copy of {copy.tensor}: padding in a strided view")
         if before > MAX_PAD or after > MAX_PAD:
             raise CompileError(f"copy of {copy.tensor}: padding {max(before, after)} exceeds the "
                                f"{isa.PAD_BITS}-bit pad fields")
@@ -81,6 +83,13 @@ def lower_copy(copy: ir.Copy) -> list[ir.Insn]:
             raise CompileError(f"store to {copy.tensor}: stores take no padding")
         base += low * stride
         axes.append(_Axis(high - low, stride, before, after))
+    # Single-element unpadded axes cost nothing; dropping them lets their
+    # neighbours merge (the innermost axis stays: it must be contiguous).
+    axes = [a for a in axes[:-1] if a.size > 1 or not a.unpadded] + axes[-1:]
+    if axes[-1].stride != 1:
+        if not axes[-1].unpadded:
+            raise CompileError(f"copy of {copy.tensor}: innermost axis is not contiguous")
+        axes.append(_Axis(1, 1))    # strided elements: rows of one element each
     x = axes.pop()
     while axes and _mergeable(axes[-1], x):
         outer = axes.pop()

@@ -1,6 +1,13 @@
 """Epilogue lowering: bias add, shift and clip as ALU loop nests.
 
-Per accumulator tile::
+Per accumulator tile, by default one fused pass::
+
+    LOAD acc  bias[k0 : k0 + nk] -> reserved bias region     (compute module)
+    ALU REQUANT acc[tile] = clip((acc + bias[k]) >> shift, lo, 127)
+                (src = the bias entry of the channel block, or use_imm without
+                 bias; imm = shift | 32 * relu, lo = 0 with relu else -128)
+
+or, with ``fused=False`` (hardware without REQUANT), four passes::
 
     LOAD acc  bias[k0 : k0 + nk] -> reserved bias region     (compute module)
     ALU ADD   acc[tile] += bias[k]       (src = the bias entry of the channel block)
@@ -25,10 +32,15 @@ __all__ = ["lower_epilogues"]
 
 # The ALU's shift uses the operand's low 5 bits.
 MAX_SHIFT = 31
+# REQUANT's immediate: the shift in bits 0-4, relu (clip at 0 instead of -128) in bit 5.
+RELU_FLAG = 32
 
 
-def lower_epilogues(function: ir.Function) -> ir.Function:
-    """Replace every `ir.Epilogue` by its bias copy and ALU nests (in place)."""
+def lower_epilogues(function: ir.Function, fused: bool = True) -> ir.Function:
+    """Replace every `ir.Epilogue` by its bias copy and ALU nests (in place).
+
+    ``fused`` uses the one-pass ALU REQUANT; False the four-pass ADD/SHR/MIN/MAX.
+    """
     spec = function.plan.geometry.epilogue
     blocks = function.plan.blocks
     bias = function.buffer("bias") if spec.bias else None
@@ -39,16 +51,17 @@ def lower_epilogues(function: ir.Function) -> ir.Function:
             if not isinstance(stmt, ir.Epilogue):
                 body.append(stmt)
                 continue
-            new = _expand(stmt, spec, bias, blocks["k"])
+            new = _expand(stmt, spec, bias, blocks["k"], fused)
             alu_nests += sum(isinstance(leaf, ir.Alu) for leaf in
                              (ir.loop_nest(s)[1] for s in new if not isinstance(s, ir.Copy)))
             body.extend(new)
         stage.body = body
-    function.stats["epilogue"] = {"alu_nests": alu_nests}
+    function.stats["epilogue"] = {"alu_nests": alu_nests, "fused": fused}
     return function
 
 
-def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks: int) -> list:
+def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks: int,
+            fused: bool) -> list:
     loops = [("b", epilogue.batch_blocks), ("k", epilogue.channel_blocks),
              ("p", epilogue.positions)]
     b, k, p = (Affine.var(v) for v in ("b", "k", "p"))
@@ -60,6 +73,15 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
         statements.append(ir.Copy("load", "bias", (channel_blocks,),
                                   (epilogue.first_channel_block,), (epilogue.channel_blocks,),
                                   "acc", bias, offset))
+    if fused:
+        imm = min(spec.shift, MAX_SHIFT) | (RELU_FLAG if spec.relu else 0)
+        if spec.bias:
+            statements.append(ir.nest(loops, ir.Alu(AluOp.REQUANT, dst, Access(bias, k + offset),
+                                                    imm=imm)))
+        else:
+            statements.append(ir.nest(loops, ir.Alu(AluOp.REQUANT, dst, imm=imm)))
+        return statements
+    if spec.bias:
         statements.append(ir.nest(loops, ir.Alu(AluOp.ADD, dst, Access(bias, k + offset))))
     if spec.shift:
         statements.append(ir.nest(loops, ir.Alu(AluOp.SHR, dst, imm=min(spec.shift, MAX_SHIFT))))

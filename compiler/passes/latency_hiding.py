@@ -88,7 +88,7 @@ def accesses(insn: ir.Insn) -> tuple[list, list]:
             if not instruction.reset:
                 reads = [("acc", *dst), ("inp", *_span(src_values, instruction, "src")),
                          ("wgt", *_span(wgt_values, instruction, "wgt"))]
-        else:
+        elif not instruction.reset:
             reads = [("acc", *dst)]
             if not instruction.use_imm:
                 reads.append(("acc", *_span(src_values, instruction, "src")))

@@ -52,7 +52,7 @@ class _Loop:
 
 
 def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None = None,
-              cache: bool = True) -> ir.Function:
+              cache: bool = True, place: bool = True) -> ir.Function:
     """Fold every compute nest into GEMM/ALU instructions, then place their kernels.
 
     Parameters
@@ -64,6 +64,9 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
         Largest kernel per instruction; default a quarter of the uop buffer.
     cache : bool
         Reuse resident kernels (False reloads the kernel before every instruction).
+    place : bool
+        Run `place_uops` at the end (False leaves it to the caller, for passes
+        that move instructions between folding and placement).
     """
     config = function.config
     if max_kernel is None:
@@ -92,7 +95,7 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
                 body.append(stmt)
         stage.body = body
     function.stats["uop_folding"] = stats
-    return place_uops(function, cache=cache)
+    return place_uops(function, cache=cache) if place else function
 
 
 @functools.lru_cache(maxsize=64)
@@ -145,7 +148,7 @@ def fold_nest(stmt, config, max_folds: int = 2, max_kernel: int = 1 << 30):
     if opcode == Opcode.GEMM:
         template = isa.Gemm(reset=leaf.reset, **fields)
     else:
-        template = isa.Alu(alu_op=leaf.op, use_imm=leaf.imm is not None,
+        template = isa.Alu(reset=leaf.reset, alu_op=leaf.op, use_imm=leaf.src is None,
                            imm=leaf.imm if leaf.imm is not None else 0, **fields)
     # Enumerate every (instruction, micro-op) index at once.
     loop_list = outer + kernel_loops
@@ -262,8 +265,10 @@ def _split_kernel(rest: list[_Loop], max_kernel: int) -> tuple[list[_Loop], list
 
 
 def _describe(leaf) -> str:
+    if leaf.reset:
+        return "reset"
     if isinstance(leaf, ir.Gemm):
-        return "reset" if leaf.reset else "gemm"
+        return "gemm"
     return f"alu {leaf.op.name.lower()}"
 
 
@@ -288,13 +293,42 @@ def encode_kernel(kernel, config) -> np.ndarray:
 
 
 def place_uops(function: ir.Function, cache: bool = True) -> ir.Function:
-    """Give every GEMM/ALU its uop range, inserting LOAD uop instructions as needed."""
+    """Give every GEMM/ALU its uop range, inserting LOAD uop instructions as needed.
+
+    When every distinct kernel fits the uop buffer at once (the usual case),
+    one LOAD before the first GEMM/ALU brings them all in: a uop LOAD waits for
+    every earlier compute instruction, so one in the steady state would stop
+    the ALU from running beside the GEMM core.
+    """
     config = function.config
     depth = config.depth("uop")
     dram_offsets, chunks, dram_size = {}, [], 0
     resident, next_free = {}, 0
     encoded = {}        # id(kernel) -> (kernel, words); kernels are shared between copies
-    stats = {"kernels": 0, "uop_loads": 0, "uops_loaded": 0, "cache_hits": 0, "flushes": 0}
+    stats = {"kernels": 0, "uop_loads": 0, "uops_loaded": 0, "cache_hits": 0, "flushes": 0,
+             "preloaded": False}
+    if cache:
+        for stage in function.all_stages():
+            for stmt in stage.body:
+                if isinstance(stmt, ir.Insn) and stmt.kernel is not None:
+                    if id(stmt.kernel) not in encoded:
+                        encoded[id(stmt.kernel)] = (stmt.kernel,
+                                                    encode_kernel(stmt.kernel, config))
+                    key = encoded[id(stmt.kernel)][1].tobytes()
+                    if key not in dram_offsets:
+                        dram_offsets[key] = dram_size
+                        chunks.append(encoded[id(stmt.kernel)][1])
+                        dram_size += len(chunks[-1])
+        if 0 < dram_size <= depth:
+            # Kernels sit in the uop buffer where they sit in DRAM.
+            resident, next_free = dict(dram_offsets), dram_size
+            stats.update(kernels=len(chunks), uop_loads=1, uops_loaded=dram_size,
+                         preloaded=True)
+            preload = ir.Insn(isa.Load(memory_type=MemType.UOP, sram_base=0, dram_base=0,
+                                       y_size=1, x_size=dram_size, x_stride=dram_size),
+                              tensor="uops", note="uop")
+        else:
+            dram_offsets, chunks, dram_size = {}, [], 0
     for stage in function.all_stages():
         body = []
         for stmt in stage.body:
@@ -313,6 +347,9 @@ def place_uops(function: ir.Function, cache: bool = True) -> ir.Function:
                 chunks.append(words)
                 dram_size += size
                 stats["kernels"] += 1
+            if stats["preloaded"] and preload is not None:
+                body.append(preload)
+                preload = None
             if cache and key in resident:
                 begin = resident[key]
                 stats["cache_hits"] += 1

@@ -46,6 +46,8 @@ def assign_virtual_threads(function: ir.Function) -> ir.Function:
                     continue
                 load, compute = tile.steps[chunk]
                 after = [compute]
+                if chunk == 0 and tile.reset is not None:
+                    after.insert(0, tile.reset)
                 if chunk == len(tile.steps) - 1:
                     after += [tile.epilogue, tile.store]
                 units.append((tile.thread, load, after))
@@ -86,7 +88,8 @@ def _retarget(tile: ir.Tile, slot: dict[str, ir.Buffer], memo: dict) -> None:
     Statements are rebuilt, never mutated: tiles share identical nests, and
     one shared nest maps to one rebuilt nest per thread (``memo``).
     """
-    stages = [stage for step in tile.steps for stage in step] + [tile.epilogue, tile.store]
+    stages = ([stage for step in tile.steps for stage in step] + [tile.epilogue, tile.store]
+              + ([tile.reset] if tile.reset is not None else []))
     for stage in stages:
         stage.thread = tile.thread
         stage.body = [_rebuild(stmt, slot, tile.thread, memo) for stmt in stage.body]
@@ -111,7 +114,7 @@ def _rebuild(stmt, slot: dict[str, ir.Buffer], thread: int, memo: dict):
     elif isinstance(stmt, ir.Gemm):
         new = ir.Gemm(move(stmt.dst), move(stmt.src), move(stmt.wgt), stmt.reset)
     elif isinstance(stmt, ir.Alu):
-        new = ir.Alu(stmt.op, move(stmt.dst), move(stmt.src), stmt.imm)
+        new = ir.Alu(stmt.op, move(stmt.dst), move(stmt.src), stmt.imm, stmt.reset)
     else:
         new = stmt
     memo[key] = (stmt, new)     # keeps stmt alive so its id stays unique

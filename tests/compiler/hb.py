@@ -124,3 +124,66 @@ def unordered_conflicts(instructions, uops):
             if conflict and clocks[later][modules[earlier]] < position[earlier]:
                 problems.append((earlier, later))
     return problems
+
+
+# ------------------------------------------------------------------ overlap
+GEMM_UNIT, ALU_UNIT, BOTH_UNITS = "gemm", "alu", "both"
+
+
+def compute_unit(instruction):
+    """GEMM or ALU unit of a compute instruction; uop/acc LOADs and FINISH belong to both."""
+    if isinstance(instruction, isa.Gemm):
+        return GEMM_UNIT
+    if isinstance(instruction, isa.Alu):
+        return ALU_UNIT
+    if module(instruction) == COMPUTE:
+        return BOTH_UNITS
+    return None
+
+
+def waits_for(later, earlier) -> bool:
+    """Does compute instruction ``later`` wait for the completion of the earlier ``earlier``?
+
+    ISA: an instruction with ``overlap`` waits only for earlier instructions of
+    its own unit (uop/acc LOADs belong to both); every other one waits for all.
+    """
+    if not getattr(later, "overlap", False):
+        return True
+    unit_later, unit_earlier = compute_unit(later), compute_unit(earlier)
+    return BOTH_UNITS in (unit_later, unit_earlier) or unit_later == unit_earlier
+
+
+def compute_done_before(instructions):
+    """For each compute instruction ``i``: the earlier compute instructions complete when it starts.
+
+    Instructions start in program order, so ``j`` is complete when ``i``
+    starts iff some ``k`` with ``j < k <= i`` waits for ``j``. Returned as a
+    dict ``i -> set of j``.
+    """
+    compute = [i for i, insn in enumerate(instructions) if module(insn) == COMPUTE]
+    done = {}
+    for position, i in enumerate(compute):
+        finished = set()
+        for j in compute[:position]:
+            if any(waits_for(instructions[k], instructions[j])
+                   for k in compute[compute.index(j) + 1:position + 1]):
+                finished.add(j)
+        done[i] = finished
+    return done
+
+
+def unordered_compute_conflicts(instructions, uops):
+    """Pairs of compute instructions that may run at once and touch a common acc/out
+    entry where either writes (the races the ISA forbids)."""
+    done = compute_done_before(instructions)
+    access = {i: exact_accesses(instructions[i], uops) for i in done}
+    problems = []
+    for i in done:
+        reads, writes = access[i]
+        for j in done:
+            if j >= i or j in done[i]:
+                continue
+            e_reads, e_writes = access[j]
+            if (reads & e_writes) or (writes & e_writes) or (writes & e_reads):
+                problems.append((j, i))
+    return problems

@@ -26,7 +26,10 @@ def new_sram(config, rng=None):
             "acc": np.zeros(shape("acc"), dtype=np.int64)}
 
 
-def _alu(op, a, b):
+def _alu(op, a, b, imm=0):
+    if op == AluOp.REQUANT:
+        total = (a + b + (1 << 31)) % (1 << 32) - (1 << 31)     # int32 wrap
+        return np.clip(total >> (imm & 31), 0 if imm & 32 else -128, 127)
     return {AluOp.ADD: lambda: a + b, AluOp.MIN: lambda: np.minimum(a, b),
             AluOp.MAX: lambda: np.maximum(a, b), AluOp.SHR: lambda: a >> (b & 31)}[op]()
 
@@ -52,9 +55,15 @@ def run_nest(stmt, sram) -> None:
                 sram["acc"][at(leaf.dst)] = 0
             else:
                 sram["acc"][at(leaf.dst)] += sram["inp"][at(leaf.src)] @ sram["wgt"][at(leaf.wgt)].T
+        elif isinstance(leaf, ir.Alu) and leaf.reset:
+            sram["acc"][at(leaf.dst)] = 0
         elif isinstance(leaf, ir.Alu):
-            operand = leaf.imm if leaf.imm is not None else sram["acc"][at(leaf.src)]
-            sram["acc"][at(leaf.dst)] = _alu(leaf.op, sram["acc"][at(leaf.dst)], operand)
+            if leaf.src is not None:
+                operand = sram["acc"][at(leaf.src)]
+            else:
+                operand = 0 if leaf.op == AluOp.REQUANT else leaf.imm
+            sram["acc"][at(leaf.dst)] = _alu(leaf.op, sram["acc"][at(leaf.dst)], operand,
+                                             leaf.imm or 0)
         else:
             raise TypeError(leaf)
 
@@ -75,6 +84,11 @@ def run_instructions(insns, sram) -> None:
                             continue
                         w = wgt[u] + outer * i.wgt_factor_out + inner * i.wgt_factor_in
                         sram["acc"][d] += sram["inp"][s] @ sram["wgt"][w].T
+                    elif i.reset:
+                        sram["acc"][d] = 0
                     else:
-                        operand = i.imm if i.use_imm else sram["acc"][s]
-                        sram["acc"][d] = _alu(i.alu_op, sram["acc"][d], operand)
+                        if i.use_imm:
+                            operand = 0 if i.alu_op == AluOp.REQUANT else i.imm
+                        else:
+                            operand = sram["acc"][s]
+                        sram["acc"][d] = _alu(i.alu_op, sram["acc"][d], operand, i.imm)

@@ -14,13 +14,14 @@ from tests.compiler.interp import run_nest
 TINY = PRESETS["tiny"]
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("bias, shift, relu", [(True, 3, True), (True, 0, False), (False, 7, False),
-                                               (True, 45, True)])
-def test_alu_sequence_matches_reference(bias, shift, relu, rng):
+                                               (True, 45, True), (False, 0, True)])
+def test_alu_sequence_matches_reference(bias, shift, relu, fused, rng):
     op = Conv2d(1, 4, 10, 4, 4, kernel=1, bias=bias, shift=shift, relu=relu)
     schedule = Schedule(tile_h=2, tile_w=4, tile_k=2, tile_c=1)
     function = lower(schedule.check(op.geometry(), TINY))
-    lower_epilogues(function)
+    lower_epilogues(function, fused=fused)
     tile = function.tiles[0]       # channel blocks 0..1 of rows 0..1
     if bias:
         function.buffer("bias").base = 100     # away from the tile (thread pass not run)
@@ -40,8 +41,11 @@ def test_alu_sequence_matches_reference(bias, shift, relu, rng):
             continue
         ops.append(ir.loop_nest(stmt)[1].op)
         run_nest(stmt, sram)
-    assert ops == ([isa.AluOp.ADD] if bias else []) + ([isa.AluOp.SHR] if shift else []) + \
-        [isa.AluOp.MIN, isa.AluOp.MAX]
+    if fused:
+        assert ops == [isa.AluOp.REQUANT]      # the whole epilogue in one pass
+    else:
+        assert ops == ([isa.AluOp.ADD] if bias else []) + ([isa.AluOp.SHR] if shift else []) \
+            + [isa.AluOp.MIN, isa.AluOp.MAX]
     # acc rows are (k block, position): channels 0..7 of the layer.
     got = sram["acc"][:16].reshape(2, 8, 4).transpose(0, 2, 1).reshape(8, 8)
     expected = Epilogue(bias, shift, relu).apply(

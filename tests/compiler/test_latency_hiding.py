@@ -5,7 +5,8 @@ import pytest
 from compiler import Conv2d, Dense, Schedule, compile_op
 from hw import isa
 from hw.config import PRESETS
-from tests.compiler.hb import LOAD, COMPUTE, module, run_tokens, unordered_conflicts
+from tests.compiler.hb import (LOAD, COMPUTE, compute_done_before, module, run_tokens,
+                               unordered_compute_conflicts, unordered_conflicts)
 
 TINY = PRESETS["tiny"]
 CONV = Conv2d(1, 6, 6, 8, 8, kernel=3, padding=1, bias=True, shift=2, relu=True)
@@ -24,6 +25,7 @@ def test_tokens_balance_and_every_conflict_is_ordered(threads, latency_hiding):
     clocks, pushes, pops, _ = run_tokens(program.instructions)   # fails on deadlock
     assert pushes == pops
     assert unordered_conflicts(program.instructions, program.uops) == []
+    assert unordered_compute_conflicts(program.instructions, program.uops) == []
     assert isinstance(program.instructions[-1], isa.Finish)
 
 
@@ -70,3 +72,57 @@ def test_dense_with_partial_sums_across_chunks():
     op = Dense(7, 40, 9, bias=True, shift=1)
     program = compile_op(op, TINY, Schedule(tile_b=4, tile_k=2, tile_c=3, virtual_threads=2))
     assert unordered_conflicts(program.instructions, program.uops) == []
+
+
+def _alus(program, op=None, reset=None):
+    return [(i, insn) for i, insn in enumerate(program.instructions) if isinstance(insn, isa.Alu)
+            and (op is None or insn.alu_op == op) and (reset is None or insn.reset == reset)]
+
+
+@pytest.mark.parametrize("op", [CONV, Conv2d(1, 8, 8, 8, 8, kernel=1, stride=2, bias=True,
+                                            shift=3, relu=True)], ids=["3x3", "1x1s2"])
+def test_two_threads_run_resets_and_epilogues_beside_gemms(op):
+    """The ALU work of one thread overlaps the other thread's GEMMs, race-free."""
+    program = _program(2, op=op, tile_h=2, tile_w=8 if op is CONV else 4)
+    instructions = program.instructions
+    requants = _alus(program, isa.AluOp.REQUANT)
+    resets = _alus(program, reset=True)
+    counts = program.metadata["tiling"]["counts"]
+    assert len(requants) == len(resets) == counts["b"] * counts["k"] * counts["h"] * counts["w"]
+    # One fused pass per tile, and no four-pass epilogue left.
+    assert not [i for i, insn in _alus(program, reset=False) if insn.alu_op != isa.AluOp.REQUANT]
+    done = compute_done_before(instructions)
+    # Every reset but the first runs beside GEMMs: it overlaps and is issued
+    # between GEMMs of another tile.
+    assert all(insn.overlap for _, insn in resets[1:])
+    # The next GEMM after a REQUANT (the other thread's) runs beside it.
+    gemms = [i for i, insn in enumerate(instructions) if isinstance(insn, isa.Gemm)]
+    beside = [i for i, _ in requants if any(g > i for g in gemms)
+              and i not in done[next(g for g in gemms if g > i)]]
+    assert len(beside) >= len(requants) // 2
+    assert unordered_compute_conflicts(instructions, program.uops) == []
+    assert unordered_conflicts(instructions, program.uops) == []
+
+
+def test_race_checker_catches_a_requant_beside_its_own_gemms():
+    """The independent checker fails when overlap is set where it is unsafe."""
+    program = _program(2)
+    instructions = list(program.instructions)
+    index, requant = next((i, insn) for i, insn in _alus(program, isa.AluOp.REQUANT)
+                          if not insn.overlap)
+    instructions[index] = requant.replace(overlap=True)
+    assert unordered_compute_conflicts(instructions, program.uops)
+
+
+@pytest.mark.parametrize("threads, latency_hiding", [(1, True), (2, False)])
+def test_one_thread_or_serialised_never_overlaps_a_conflict(threads, latency_hiding):
+    program = _program(threads, latency_hiding)
+    if not latency_hiding:
+        assert not any(getattr(i, "overlap", False) for i in program.instructions)
+    assert unordered_compute_conflicts(program.instructions, program.uops) == []
+    # One thread: every GEMM waits for the reset and REQUANT before it.
+    done = compute_done_before(program.instructions)
+    for i, insn in enumerate(program.instructions):
+        if isinstance(insn, isa.Gemm):
+            earlier_alus = [j for j, _ in _alus(program) if j < i]
+            assert set(earlier_alus) <= done[i]

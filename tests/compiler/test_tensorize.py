@@ -37,13 +37,17 @@ def test_gemm_uops_match_scalar_and_numpy(stride, kernel):
 
     # Direct numpy formulation on the tile's SRAM contents.
     kh, kw = op.kernel
-    rows, cols = (2 - 1) * stride + kh, (3 - 1) * stride + kw
+    # A kernel narrower than the stride (unpadded) keeps only the used rows/columns.
+    step_h, step_w = (k if compact else stride for k, compact in zip((kh, kw),
+                                                                   function.plan.compact))
+    assert function.plan.compact == ((kh < stride, kw < stride))
+    rows, cols = (2 - 1) * step_h + kh, (3 - 1) * step_w + kw
     inp = tensor["inp"][:2 * rows * cols].reshape(2, rows, cols, 1, 4)
     wgt = tensor["wgt"][:2 * 2 * kh * kw].reshape(2, 2, kh, kw, 4, 4)
     expected = np.zeros((2, 2, 3, 1, 4), dtype=np.int64)
     for dy in range(kh):
         for dx in range(kw):
-            window = inp[:, dy:dy + stride * 1 + 1:stride, dx:dx + stride * 2 + 1:stride]
+            window = inp[:, dy:dy + step_h * 1 + 1:step_h, dx:dx + step_w * 2 + 1:step_w]
             expected += np.einsum("cyxbi,kcoi->kyxbo", window, wgt[:, :, dy, dx])
     assert np.array_equal(tensor["acc"][:12].reshape(2, 2, 3, 1, 4), expected)
 

@@ -1,0 +1,176 @@
+"""Overlap: the ALU runs resets and epilogues beside the other thread's GEMMs.
+
+The compute module has two units, the GEMM core and the ALU. A GEMM or ALU
+instruction with ``overlap`` set waits only for the earlier instructions of its
+own unit; every other compute instruction (and uop/acc LOADs and FINISH, which
+belong to both units) waits for everything earlier. Instructions issue in
+program order, so a later instruction never starts before an earlier one.
+
+Two steps make the ALU work of one virtual thread hide behind the GEMMs of the
+other:
+
+`hoist_resets` (before the uop kernels are placed) moves each tile's ALU reset
+from just before its first GEMMs into the GEMM stage that precedes it in
+program order -- the other thread's -- after the GEMM instruction at which the
+previous store of the slot (which reads the out rows a reset overwrites, so the
+reset pops its token) has most likely finished. The move is only made when no
+instruction it jumps over touches the reset rows, so the program's sequential
+meaning is unchanged.
+
+`mark_overlap` (on the flat stream) then sets ``overlap`` greedily, in program
+order, on every GEMM/ALU instruction for which it is safe: instruction ``i`` of
+unit ``U`` may overlap when every earlier instruction ``j`` of the other unit
+that conflicts with it on acc/out entries (either writes) has completed before
+``i`` starts, i.e. some instruction ``k`` with ``j < k < i`` waits for ``j``
+(``k`` does not overlap, or is of ``j``'s unit, or belongs to both units).
+The result, for two threads and a tile per slot::
+
+    GEMM  t      (overlap)      GEMMs of tile t, slot A
+    ALU   reset  t+1 (overlap)  slot B, beside tile t's GEMMs (pops store of t-1)
+    ...
+    ALU   REQUANT t             waits for tile t's GEMMs (and everything earlier)
+    GEMM  t+1    (overlap)      slot B, beside the REQUANT of slot A
+
+A REQUANT reads what its tile's GEMMs wrote, so it never overlaps: it is the
+barrier that also orders the resets before the next tile's GEMMs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler import ir
+from compiler.passes.latency_hiding import accesses
+from hw import isa
+from hw.isa import MemType
+
+__all__ = ["hoist_resets", "mark_overlap", "compute_unit", "GEMM_UNIT", "ALU_UNIT", "BOTH_UNITS"]
+
+GEMM_UNIT, ALU_UNIT, BOTH_UNITS = "gemm", "alu", "both"
+
+
+def compute_unit(instruction: isa.Instruction) -> str | None:
+    """The compute unit of an instruction (``None`` for load/store module instructions)."""
+    if isinstance(instruction, isa.Gemm):
+        return GEMM_UNIT
+    if isinstance(instruction, isa.Alu):
+        return ALU_UNIT
+    if isinstance(instruction, isa.Finish):
+        return BOTH_UNITS
+    if isinstance(instruction, isa.Load) and instruction.memory_type in (MemType.UOP,
+                                                                         MemType.ACC):
+        return BOTH_UNITS
+    return None
+
+
+def _cycles(insn: ir.Insn) -> int:
+    instruction = insn.instruction
+    return instruction.micro_ops if isinstance(instruction, (isa.Gemm, isa.Alu)) else 0
+
+
+def _touches(insn: ir.Insn, rows: list[tuple[str, int, int]]) -> bool:
+    reads, writes = accesses(insn)
+    for scope, low, high in reads + writes:
+        for other_scope, other_low, other_high in rows:
+            if scope == other_scope and low < other_high and other_low < high:
+                return True
+    return False
+
+
+def hoist_resets(function: ir.Function) -> ir.Function:
+    """Move each reset into the preceding GEMM stage of another thread (see module doc)."""
+    stats = {"hoisted": 0, "kept": 0}
+    if function.plan.threads < 2 or not function.plan.schedule.latency_hiding:
+        function.stats["overlap"] = stats
+        return function
+    config = function.config
+    stages = function.stages
+    store_bytes = config.element_bytes("out")
+    for position, stage in enumerate(stages):
+        if stage.role != "reset" or not stage.body:
+            continue
+        target = next((p for p in range(position - 1, -1, -1)
+                       if stages[p].role == "gemm" and stages[p].thread != stage.thread), None)
+        gemms = [i for i, s in enumerate(stages[target].body)
+                 if isinstance(s, ir.Insn) and isinstance(s.instruction, isa.Gemm)] \
+            if target is not None else []
+        if not gemms:
+            stats["kept"] += 1
+            continue
+        rows = [w for insn in stage.body for w in accesses(insn)[1]]
+        # The store the reset waits for: the slot's latest one before it.
+        store = next((stages[p] for p in range(position - 1, -1, -1)
+                      if stages[p].kind == "store" and stages[p].thread == stage.thread), None)
+        store_cycles = 0
+        if store is not None:
+            for insn in store.body:
+                i = insn.instruction
+                store_cycles += 8 + i.y_size * i.x_size * store_bytes // config.dram_bus_bytes
+        reset_cycles = sum(_cycles(insn) for insn in stage.body)
+        body = stages[target].body
+        done, total = [], sum(_cycles(body[g]) for g in gemms)
+        running = 0
+        for g in gemms:
+            running += _cycles(body[g])
+            done.append(running)
+
+        def cost(choice):
+            # Front end blocked on the store token while the GEMM core runs out
+            # of issued work, plus the reset outlasting the remaining GEMMs.
+            finished = done[choice]
+            return (max(0, store_cycles - finished)
+                    + max(0, max(finished, store_cycles) + reset_cycles - total))
+        choice = min(range(len(gemms)), key=lambda c: (cost(c), c))
+        insert_at = gemms[choice] + 1
+        jumped = body[insert_at:] + [s for p in range(target + 1, position) for s in stages[p].body]
+        if any(isinstance(s, ir.Insn) and _touches(s, rows) for s in jumped):
+            stats["kept"] += 1
+            continue
+        body[insert_at:insert_at] = stage.body
+        stage.body = []
+        stats["hoisted"] += 1
+    function.stats["overlap"] = stats
+    return function
+
+
+def mark_overlap(stream: list[ir.Insn], config) -> dict:
+    """Set ``overlap`` on every GEMM/ALU instruction where it is safe (in place).
+
+    Returns counts of overlapping GEMM and ALU instructions.
+    """
+    depth = config.depth("acc")
+    units = (GEMM_UNIT, ALU_UNIT)
+    last_write = {u: np.full(depth, -1, dtype=np.int64) for u in units}
+    last_read = {u: np.full(depth, -1, dtype=np.int64) for u in units}
+    # barrier[u]: latest instruction that waited for every earlier one of unit u.
+    barrier = {u: -1 for u in units}
+    counts = {GEMM_UNIT: 0, ALU_UNIT: 0}
+    for index, insn in enumerate(stream):
+        unit = compute_unit(insn.instruction)
+        if unit is None:
+            continue
+        if unit == BOTH_UNITS:
+            barrier = {u: index for u in units}
+            continue
+        other = ALU_UNIT if unit == GEMM_UNIT else GEMM_UNIT
+        reads, writes = accesses(insn)
+        reads = [r for r in reads if r[0] == "acc"]
+        writes = [w for w in writes if w[0] == "acc"]     # out mirrors acc row for row
+        needed = -1
+        for _, low, high in reads:
+            needed = max(needed, int(last_write[other][low:high].max(initial=-1)))
+        for _, low, high in writes:
+            needed = max(needed, int(last_write[other][low:high].max(initial=-1)),
+                         int(last_read[other][low:high].max(initial=-1)))
+        overlap = needed < 0 or needed < barrier[other]
+        insn.instruction = insn.instruction.replace(overlap=overlap)
+        if overlap:
+            counts[unit] += 1
+            barrier[unit] = index
+        else:
+            barrier = {u: index for u in units}
+        for _, low, high in reads:
+            last_read[unit][low:high] = index
+        for _, low, high in writes:
+            last_write[unit][low:high] = index
+    return counts
