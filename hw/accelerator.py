@@ -160,6 +160,7 @@ class Accelerator(wiring.Component):
         connect(m, compute.inp_read, srams["inp"].read_port(transparent_for=()))
         connect(m, compute.wgt_read, srams["wgt"].read_port(transparent_for=()))
         connect(m, compute.out_write, srams["out"].write_port())
+        connect(m, compute.out_write_alu, srams["out"].write_port())
         connect(m, store.out_read, srams["out"].read_port(transparent_for=()))
 
         # ---------------------------------------------------------- done
@@ -193,6 +194,7 @@ class Accelerator(wiring.Component):
         # ---------------------------------------------------------- counters
         events.update({
             "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
+            "gemm_busy": compute.gemm_busy, "alu_busy": compute.alu_busy,
             "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
         })
         assert set(events) == set(RTL_COUNTERS), set(RTL_COUNTERS) ^ set(events)

@@ -30,6 +30,8 @@ RTL_COUNTERS = (
     "alu_uops",           # ALU micro-ops executed
     "dram_read_beats",    # beats of data read from DRAM (instructions included)
     "dram_write_beats",   # beats of data written to DRAM
+    "gemm_busy",          # cycles the GEMM unit holds an instruction not yet completed
+    "alu_busy",           # cycles the ALU unit holds an instruction not yet completed
 )
 
 # Status outputs ``status_<name>`` (16 bits each) that say where a hung program
