@@ -4,9 +4,13 @@
 micro-op pool and an instruction stream that exercises every instruction kind
 the ISA has: inp/wgt loads with random padding, strides (also strides shorter
 than a row) and sizes; uop and acc loads on compute; GEMM (accumulating and
-reset) and every ALU op with immediate or register operands over random
+reset) and every ALU op -- REQUANT included, with every shift, with and without
+relu and bias register -- with immediate or register operands over random
 micro-op ranges, loop counts and factors; stores of random out regions to a
-result area of DRAM. The same seed always gives the same program.
+result area of DRAM. GEMM and ALU instructions get ``overlap`` wherever it is
+legal, and "bursts" of several GEMM/ALU instructions behind one uop load give
+the two compute units something to run side by side. The same seed always
+gives the same program.
 
 Every program is legal by construction:
 
@@ -20,6 +24,13 @@ Every program is legal by construction:
   instruction pushes (or a token already in flight is popped) and the new
   instruction pops. Random extra ("eager") tokens make queues hold several
   tokens at once; filler instructions pop tokens that are in the way.
+* Overlap only where legal: compute runs GEMM and ALU on two units, and an
+  instruction with ``overlap`` waits only for its own unit. The generator
+  keeps, per unit, the acc entries its latest instruction reads and writes
+  while it may still be running for the other unit's later instructions
+  (until an instruction without overlap, or a uop/acc LOAD, waits for both);
+  ``overlap`` is set only when the new instruction's accesses and the other
+  unit's kept ones are disjoint wherever either writes.
 * Deadlock-free: every pop takes a token pushed by an instruction earlier in
   the stream, and no queue ever needs to hold more than ``token_queue_depth``
   tokens, whatever the command-queue depths and timing (see
@@ -85,6 +96,16 @@ class GeneratorOptions:
     feedback_stores : bool
         Let loads read back DRAM written by earlier stores (ordered through
         compute with a store -> compute -> load token chain).
+    requant : bool
+        Emit the fused ALU REQUANT (off for hardware without it).
+    overlap : bool
+        Set ``overlap`` on GEMM/ALU instructions where it is legal (hardware
+        that runs compute in order may ignore the flag: results are the same).
+    overlap_probability : float
+        Chance that a GEMM/ALU where overlap is legal gets it.
+    burst_probability : float
+        Chance that a compute action is a burst of 2-4 GEMM/ALU instructions
+        whose micro-ops come in one uop load (so the units can run together).
     """
 
     actions: tuple[int, int] = (20, 60)
@@ -97,6 +118,10 @@ class GeneratorOptions:
     pad_uop_acc: bool = True
     dump_acc: bool = True
     feedback_stores: bool = True
+    requant: bool = True
+    overlap: bool = True
+    overlap_probability: float = 0.7
+    burst_probability: float = 0.35
 
     def replace(self, **changes) -> "GeneratorOptions":
         return dataclasses.replace(self, **changes)
@@ -177,7 +202,8 @@ class _Generator:
         self.max_pending = max(0, min(options.max_pending_tokens, self.token_depth - 1))
         self.eager = options.eager_token_probability if self.max_pending > 0 else 0.0
         self.counts = {"fillers": 0, "eager_pushes": 0, "retro_pushes": 0,
-                       "feedback_loads": 0, "dram_relays": 0}
+                       "feedback_loads": 0, "dram_relays": 0, "overlaps": 0,
+                       "concurrent_overlaps": 0, "overlaps_refused": 0, "bursts": 0}
         self.stores_done = 0
 
         depth = {kind: config.depth(kind) for kind in ("uop", "inp", "wgt", "acc")}
@@ -198,6 +224,10 @@ class _Generator:
         self.last_compute_read = {k: np.full(depth[k], -1, np.int64) for k in ("inp", "wgt")}
         self.last_compute_write_out = np.full(depth["acc"], -1, np.int64)
         self.last_store_read_out = np.full(depth["acc"], -1, np.int64)
+        # Per compute unit (GEMM, ALU): acc entries (read, written) of its latest
+        # instruction while later instructions of the other unit may run beside
+        # it; None once an instruction waiting for both units came after it.
+        self.unit_busy: list[tuple[np.ndarray, np.ndarray] | None] = [None, None]
         self._plan_dram()
 
     # ------------------------------------------------------------------ DRAM plan
@@ -297,11 +327,12 @@ class _Generator:
         self.stream[position][1] = insn.replace(**{flag: True})
 
     def _append(self, module: int, insn: Instruction, needs: dict[int, int],
-                allow_eager: bool = True) -> int:
+                allow_eager: bool = True, access=None) -> int:
         """Append an instruction of ``module`` that must follow, for each adjacent
         module ``N`` in ``needs``, N's instruction of local index ``needs[N]``.
 
-        Returns the new instruction's local index.
+        ``access`` is ``(acc entries read, acc entries written)`` of a GEMM/ALU,
+        which then may get ``overlap``. Returns the new instruction's local index.
         """
         rng = self.rng
         pops = []
@@ -338,12 +369,14 @@ class _Generator:
                         and rng.random() < self.eager:
                     pushes.append(queue)
                     self.counts["eager_pushes"] += 1
-        return self._emit(module, insn, pops, pushes)
+        return self._emit(module, insn, pops, pushes, access)
 
-    def _emit(self, module: int, insn: Instruction, pops, pushes) -> int:
+    def _emit(self, module: int, insn: Instruction, pops, pushes, access=None) -> int:
         position = len(self.stream)
         local = len(self.module_positions[module])
         flags = {}
+        if module == COMPUTE:
+            flags.update(self._units(insn, access))
         for queue in pops:
             flags[QUEUE_FLAGS[queue][1]] = True
             self.covered[queue] = max(self.covered[queue],
@@ -356,6 +389,39 @@ class _Generator:
         self.stream.append([module, insn.replace(**flags)])
         self.module_positions[module].append(position)
         return local
+
+    def _units(self, insn: Instruction, access) -> dict:
+        """Decide ``overlap`` for a compute instruction and update what each unit may
+        still be running (see the module docstring); returns the flag to set."""
+        if not isinstance(insn, (Gemm, Alu)):   # uop/acc LOAD, FINISH: wait for both units
+            self.unit_busy = [None, None]
+            return {}
+        unit = 0 if isinstance(insn, Gemm) else 1
+        depth = self.depth["acc"]
+        if access is None:   # accesses unknown: take every entry, never overlap
+            everything = np.ones(depth, dtype=bool)
+            self.unit_busy = [None, None]
+            self.unit_busy[unit] = (everything, everything)
+            return {"overlap": False}
+        reads, writes = np.zeros(depth, dtype=bool), np.zeros(depth, dtype=bool)
+        reads[access[0]] = True
+        writes[access[1]] = True
+        other = self.unit_busy[1 - unit]
+        legal = other is None or not (
+            (writes & (other[0] | other[1])).any() or (reads & other[1]).any())
+        overlap = False
+        if self.options.overlap:
+            wanted = self.rng.random() < self.options.overlap_probability
+            overlap = legal and wanted
+            if wanted and not legal:
+                self.counts["overlaps_refused"] += 1
+        if overlap:
+            self.counts["overlaps"] += 1
+            self.counts["concurrent_overlaps"] += other is not None
+        else:   # waits for both units: nothing earlier runs beside later ones
+            self.unit_busy[1 - unit] = None
+        self.unit_busy[unit] = (reads, writes)
+        return {"overlap": overlap}
 
     def _filler(self, module: int, pop_from=None, push_to=None):
         """A harmless instruction of ``module`` that only carries a token."""
@@ -636,12 +702,21 @@ class _Generator:
         self.init["uop"][insn.sram_base:insn.sram_base + n] = True
         return True
 
+    def _compute_choice(self, kind: str):
+        """Random (reset, alu_op, use_imm) of a GEMM or ALU instruction."""
+        rng = self.rng
+        reset = rng.random() < (0.2 if kind == "gemm" else 0.08)
+        if self.options.requant and rng.random() < 0.25:
+            alu_op = AluOp.REQUANT
+        else:
+            alu_op = AluOp(int(rng.integers(0, AluOp.REQUANT)))
+        use_imm = kind == "alu" and rng.random() < 0.5
+        return reset, alu_op, use_imm
+
     def _compute_loops(self, kind: str) -> bool:
         """One GEMM or ALU instruction over fresh or already loaded micro-ops."""
         rng = self.rng
-        reset = rng.random() < (0.2 if kind == "gemm" else 0.08)
-        alu_op = AluOp(int(rng.integers(0, len(AluOp))))
-        use_imm = kind == "alu" and rng.random() < 0.5
+        reset, alu_op, use_imm = self._compute_choice(kind)
         plan = None
         if rng.random() < 0.3:
             plan = self._reuse_uops(kind, reset, use_imm)
@@ -652,28 +727,81 @@ class _Generator:
             plan = self._fresh_uops(kind, reset, use_imm)
         if plan is None:
             return False
+        self._emit_compute(kind, reset, alu_op, use_imm, plan)
+        return True
+
+    def _compute_burst(self) -> bool:
+        """2-4 GEMM/ALU instructions, mostly alternating units, whose micro-ops one
+        uop load brings in first: nothing but their own conflicts keeps the two
+        compute units from running them side by side."""
+        rng = self.rng
+        kind = "gemm" if rng.random() < 0.5 else "alu"
+        collected: list[Uop] = []
+        members = []
+        for _ in range(int(rng.integers(2, 5))):
+            reset, alu_op, use_imm = self._compute_choice(kind)
+            plan = self._fresh_uops(kind, reset, use_imm, collect=collected)
+            if plan is None and not reset:
+                reset = True
+                plan = self._fresh_uops(kind, reset, use_imm, collect=collected)
+            if plan is not None:
+                members.append((kind, reset, alu_op, use_imm, plan))
+                # later members may read what this one writes
+                self.init["acc"][plan[1]] = True
+                self.out_init[plan[1]] = True
+            if rng.random() < 0.75:
+                kind = "alu" if kind == "gemm" else "gemm"
+        if not members:
+            return False
+        begin = self._load_fresh_uops(collected)
+        assert begin is not None, "a burst's micro-ops always fit the uop buffer"
+        for kind, reset, alu_op, use_imm, (fields, dst, src, wgt) in members:
+            fields = dict(fields, uop_begin=fields["uop_begin"] + begin,
+                          uop_end=fields["uop_end"] + begin)
+            self._emit_compute(kind, reset, alu_op, use_imm, (fields, dst, src, wgt))
+        self.counts["bursts"] += 1
+        return True
+
+    def _emit_compute(self, kind, reset, alu_op, use_imm, plan) -> None:
         fields, dst_idx, src_idx, wgt_idx = plan
         needs = {STORE: int(self.last_store_read_out[dst_idx].max())}
         if kind == "gemm" and not reset:
             needs[LOAD] = max(int(self.last_load_write["inp"][src_idx].max()),
                               int(self.last_load_write["wgt"][wgt_idx].max()))
+        reads_acc = kind == "alu" and not reset and not use_imm
+        access = (src_idx if reads_acc else np.zeros(0, np.int64), dst_idx)
         if kind == "gemm":
             insn = Gemm(reset=reset, **fields)
         else:
             imm = self._random_imm(alu_op)
             insn = Alu(reset=reset, alu_op=alu_op, use_imm=use_imm, imm=imm, **fields)
-        local = self._append(COMPUTE, insn, needs)
+        local = self._append(COMPUTE, insn, needs, access=access)
         if kind == "gemm" and not reset:
             self.last_compute_read["inp"][src_idx] = local
             self.last_compute_read["wgt"][wgt_idx] = local
         self.last_compute_write_out[dst_idx] = local
         self.init["acc"][dst_idx] = True
         self.out_init[dst_idx] = True
-        return True
 
     def _random_imm(self, op: AluOp) -> int:
         rng = self.rng
         r = rng.random()
+        if op == AluOp.REQUANT:
+            # shift in bits 4:0 (the ends often), relu in bit 5, sometimes junk above
+            if r < 0.15:
+                shift = 0
+            elif r < 0.25:
+                shift = 31
+            elif r < 0.7:
+                shift = int(rng.integers(0, 13))
+            else:
+                shift = int(rng.integers(0, 32))
+            imm = shift | (32 if rng.random() < 0.5 else 0)
+            if rng.random() < 0.2:
+                imm |= int(rng.integers(1, 1 << 10)) << 6
+                if imm >= 1 << 15:
+                    imm -= 1 << 16
+            return imm
         if op in (AluOp.SHR, AluOp.SHL) and r < 0.7:
             return int(rng.integers(-40, 40))
         if r < 0.4:
@@ -688,7 +816,10 @@ class _Generator:
         wgt_used = kind == "gemm" and not reset
         return dst_init, src_kind, src_used, wgt_used
 
-    def _fresh_uops(self, kind, reset, use_imm):
+    def _fresh_uops(self, kind, reset, use_imm, collect: list | None = None):
+        """Plan an instruction over new micro-ops: loaded by a uop load right away,
+        or (``collect``) appended to a list a later load brings in, the returned
+        ``uop_begin`` then counting from the list's start."""
         rng, config = self.rng, self.config
         iter_out, iter_in, count = self._loop_shape(self.options.max_uops_per_insn)
         dst_init, src_kind, src_used, wgt_used = self._needs_of(kind, reset, use_imm)
@@ -708,7 +839,11 @@ class _Generator:
             return None
         uops = [Uop(dst=int(d), src=int(s), wgt=int(w))
                 for d, s, w in zip(dst[0], src[0], wgt[0])]
-        begin = self._load_fresh_uops(uops)
+        if collect is not None:
+            begin = len(collect)
+            collect.extend(uops)
+        else:
+            begin = self._load_fresh_uops(uops)
         if begin is None:
             return None
         fields = dict(uop_begin=begin, uop_end=begin + count, iter_out=iter_out, iter_in=iter_in,
@@ -897,7 +1032,10 @@ class _Generator:
             elif kind == "uop":
                 ok = self._load_uop_random()
             elif kind in ("gemm", "alu"):
-                ok = self._compute_loops(kind)
+                if rng.random() < self.options.burst_probability:
+                    ok = self._compute_burst()
+                else:
+                    ok = self._compute_loops(kind)
             else:
                 ok = self._store()
             done += bool(ok)

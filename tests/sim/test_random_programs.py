@@ -2,11 +2,15 @@
 
 The reference here is independent of fsim: a plain loop-by-loop interpreter of
 the ISA semantics (hw/isa.py docstring) that runs the three module queues in a
-random legal interleaving (tokens and queue depths honoured, each instruction
-atomic). A race-free program gives the same DRAM image under every
+random legal interleaving (tokens and queue depths honoured). Load and store
+instructions run atomically; compute issues in program order onto its two
+units, a GEMM or ALU with ``overlap`` as soon as its own unit is free (others
+once both are), and the two units advance micro-op by micro-op in random
+order, pushing tokens in program order once an instruction and all earlier
+ones are done. A race-free program gives the same DRAM image under every
 interleaving, so several schedules per program check the generator's
-dependency tokens (also for DRAM: stores read back by later loads), and the
-image checks fsim bit for bit.
+dependency tokens and overlap flags (also for DRAM: stores read back by later
+loads), and the image checks fsim bit for bit.
 """
 
 from __future__ import annotations
@@ -94,24 +98,30 @@ class Reference:
                     self.dram[start:start + size] = (self.out[entry] & 0xFF).astype(np.uint8)
                     entry += 1
         elif isinstance(insn, (Gemm, Alu)):
-            for i in range(insn.iter_out):
-                for j in range(insn.iter_in):
-                    for u in range(insn.uop_begin, insn.uop_end):
-                        dst, src, wgt = self._uop(int(self.uop[u]))
-                        dst += i * insn.dst_factor_out + j * insn.dst_factor_in
-                        src += i * insn.src_factor_out + j * insn.src_factor_in
-                        if isinstance(insn, Gemm):
-                            wgt += i * insn.wgt_factor_out + j * insn.wgt_factor_in
-                            if insn.reset:
-                                self.acc[dst] = 0
-                            else:
-                                product = self.inp[src] @ self.wgt[wgt].T
-                                self.acc[dst] = _wrap(self.acc[dst] + product.reshape(-1))
-                        else:
-                            self.acc[dst] = self._alu(insn, dst, src)
-                        self.out[dst] = self.acc[dst]
+            for _ in self.micro_ops(insn):
+                pass
         else:
             assert isinstance(insn, Finish)
+
+    def micro_ops(self, insn):
+        """Run a GEMM or ALU one micro-op at a time (a generator yielding after each)."""
+        for i in range(insn.iter_out):
+            for j in range(insn.iter_in):
+                for u in range(insn.uop_begin, insn.uop_end):
+                    dst, src, wgt = self._uop(int(self.uop[u]))
+                    dst += i * insn.dst_factor_out + j * insn.dst_factor_in
+                    src += i * insn.src_factor_out + j * insn.src_factor_in
+                    if isinstance(insn, Gemm):
+                        wgt += i * insn.wgt_factor_out + j * insn.wgt_factor_in
+                        if insn.reset:
+                            self.acc[dst] = 0
+                        else:
+                            product = self.inp[src] @ self.wgt[wgt].T
+                            self.acc[dst] = _wrap(self.acc[dst] + product.reshape(-1))
+                    else:
+                        self.acc[dst] = self._alu(insn, dst, src)
+                    self.out[dst] = self.acc[dst]
+                    yield
 
     def _alu(self, insn: Alu, dst: int, src: int) -> np.ndarray:
         if insn.reset:
@@ -150,35 +160,81 @@ class Reference:
             else:
                 queues[COMPUTE].append(insn)
         tokens = {q: 0 for q in QUEUE_FLAGS}
-        pushing: list[list] = [[], [], []]
-        while any(queues) or any(pushing):
+        pushing: list[list] = [[], [], []]        # load and store: pushes still to do
+        units: list = [None, None]                # compute's GEMM and ALU: running insn
+        issued: collections.deque = collections.deque()  # compute, in order: [insn, done, pushes]
+
+        def pops_of(m, insn):
+            return [q for q, (_, pop) in QUEUE_FLAGS.items() if q[1] == m and getattr(insn, pop)]
+
+        def pushes_of(m, insn):
+            return [q for q, (push, _) in QUEUE_FLAGS.items() if q[0] == m and getattr(insn, push)]
+
+        def awaited_units(insn):
+            """Units that must be idle before ``insn`` issues."""
+            if isinstance(insn, (Gemm, Alu)) and insn.overlap:
+                return [0 if isinstance(insn, Gemm) else 1]
+            return [0, 1]
+
+        while any(queues) or any(pushing) or issued:
             movable = []
-            for m in range(3):
+            for m in (LOAD, STORE):
                 if pushing[m]:
                     if any(tokens[q] < token_depth for q in pushing[m]):
-                        movable.append(m)
-                elif queues[m]:
-                    head = queues[m][0]
-                    pops = [q for q, (_, pop) in QUEUE_FLAGS.items()
-                            if q[1] == m and getattr(head, pop)]
-                    if all(tokens[q] for q in pops):
-                        movable.append(m)
+                        movable.append(("push", m))
+                elif queues[m] and all(tokens[q] for q in pops_of(m, queues[m][0])):
+                    movable.append(("run", m))
+            queue = queues[COMPUTE]
+            blocked = bool(issued) and issued[0][1] and issued[0][2]
+            if queue and not blocked and all(tokens[q] for q in pops_of(COMPUTE, queue[0])) \
+                    and all(units[u] is None for u in awaited_units(queue[0])):
+                movable.append(("issue", COMPUTE))
+            for u in (0, 1):
+                if units[u] is not None:
+                    movable.append(("step", u))
+            if issued and issued[0][1] and (not issued[0][2] or
+                                            any(tokens[q] < token_depth for q in issued[0][2])):
+                movable.append(("retire", COMPUTE))
             if not movable:
                 raise DeadlockError(f"reference: deadlock with tokens {tokens}")
-            m = int(rng.choice(movable))
-            if pushing[m]:
+            action, m = movable[int(rng.integers(len(movable)))]
+            if action == "push":
                 for q in list(pushing[m]):
                     if tokens[q] < token_depth:
                         tokens[q] += 1
                         pushing[m].remove(q)
-                continue
-            insn = queues[m].popleft()
-            for q, (push, pop) in QUEUE_FLAGS.items():
-                if q[1] == m and getattr(insn, pop):
+            elif action == "run":
+                insn = queues[m].popleft()
+                for q in pops_of(m, insn):
                     tokens[q] -= 1
-            self.execute(insn)
-            pushing[m] = [q for q, (push, _) in QUEUE_FLAGS.items()
-                          if q[0] == m and getattr(insn, push)]
+                self.execute(insn)
+                pushing[m] = pushes_of(m, insn)
+            elif action == "issue":
+                insn = queue.popleft()
+                for q in pops_of(COMPUTE, insn):
+                    tokens[q] -= 1
+                record = [insn, False, pushes_of(COMPUTE, insn)]
+                issued.append(record)
+                if isinstance(insn, (Gemm, Alu)):   # runs on its own unit only
+                    units[0 if isinstance(insn, Gemm) else 1] = (self.micro_ops(insn), record)
+                else:                              # uop/acc LOAD, FINISH: both units idle
+                    self.execute(insn)
+                    record[1] = True
+            elif action == "step":
+                steps, record = units[m]
+                for _ in range(int(rng.integers(1, 4))):
+                    if next(steps, StopIteration) is StopIteration:
+                        record[1] = True
+                        units[m] = None
+                        break
+            else:   # retire: push in program order once this and all earlier are done
+                record = issued[0]
+                for q in list(record[2]):
+                    if tokens[q] < token_depth:
+                        tokens[q] += 1
+                        record[2].remove(q)
+                if not record[2]:
+                    issued.popleft()
         assert not any(tokens.values()), f"reference: tokens left {tokens}"
 
 
@@ -274,6 +330,54 @@ def test_tokens_matter(seed):
     assert pairs and detected >= 1, f"no token of {len(pairs)} mattered"
 
 
+def _with_instructions(program, instructions):
+    """A copy of ``program`` whose image holds ``instructions`` instead (same count)."""
+    import dataclasses
+    dram = program.dram.copy()
+    dram[program.insn_offset:program.insn_offset + len(instructions) * isa.INSN_BYTES] = \
+        isa.encode_program(instructions, program.config)
+    return dataclasses.replace(program, dram=dram, instructions=list(instructions))
+
+
+def test_overlap_everywhere_races_or_stays_deterministic():
+    """Setting overlap on every GEMM/ALU: fsim must call some programs racy, and
+    those it accepts must give the same image under every overlapping schedule of
+    the reference; among the racy ones, the reference's schedules must disagree
+    for some (so the reference really runs the units side by side)."""
+    config = TINY
+    racy = accepted = diverged = 0
+    for seed in range(16):
+        program = generate(config, seed, GeneratorOptions(actions=(15, 30)))
+        mutated = _with_instructions(program, [
+            insn.replace(overlap=True) if isinstance(insn, (Gemm, Alu)) else insn
+            for insn in program.instructions])
+        try:
+            expected, _ = mutated.run(get_backend("fsim", config))
+        except RaceError:
+            racy += 1
+            images = [reference_image(mutated, schedule_seed=k) for k in range(6)]
+            diverged += any(not np.array_equal(images[0], image) for image in images[1:])
+            continue
+        accepted += 1
+        for schedule in range(3):
+            image = reference_image(mutated, schedule_seed=seed * 11 + schedule)
+            assert np.array_equal(image, expected), \
+                f"seed {seed} schedule {schedule}: " + mutated.describe_difference(expected, image)
+    assert racy >= 3 and diverged >= 1, (racy, accepted, diverged)
+
+
+@pytest.mark.parametrize("requant, overlap", [(False, False), (False, True), (True, False)])
+def test_features_can_be_switched_off(requant, overlap):
+    seen_requant = seen_overlap = False
+    for seed in range(10):
+        program = generate(TINY, seed, GeneratorOptions(requant=requant, overlap=overlap))
+        for insn in program.instructions:
+            seen_requant |= isinstance(insn, Alu) and insn.alu_op == AluOp.REQUANT
+            seen_overlap |= isinstance(insn, (Gemm, Alu)) and insn.overlap
+        program.run(get_backend("fsim", TINY))
+    assert (seen_requant, seen_overlap) == (requant, overlap)
+
+
 def test_programs_cover_the_isa():
     """Across a few dozen seeds every instruction variant the generator promises appears."""
     seen = collections.Counter()
@@ -282,6 +386,9 @@ def test_programs_cover_the_isa():
         seen["feedback"] += program.summary["feedback_loads"]
         seen["eager"] += program.summary["eager_pushes"]
         seen["filler"] += program.summary["fillers"]
+        seen["burst"] += program.summary["bursts"]
+        seen["concurrent overlap"] += program.summary["concurrent_overlaps"]
+        seen["overlap refused"] += program.summary["overlaps_refused"]
         for insn in program.instructions:
             if isinstance(insn, Load):
                 seen[f"load {insn.memory_type.kind}"] += 1
@@ -299,19 +406,29 @@ def test_programs_cover_the_isa():
                 seen["gemm reset" if insn.reset else "gemm"] += 1
                 if insn.iter_out > 1 and insn.iter_in > 1:
                     seen["gemm two loops"] += 1
+                seen[f"gemm overlap {insn.overlap}"] += 1
             elif isinstance(insn, Alu):
                 seen["alu reset" if insn.reset else
                      f"alu {insn.alu_op.name} {'imm' if insn.use_imm else 'reg'}"] += 1
                 if insn.use_imm and insn.imm < 0:
                     seen["alu negative imm"] += 1
+                seen[f"alu overlap {insn.overlap}"] += 1
+                if insn.alu_op == AluOp.REQUANT and not insn.reset:
+                    seen[f"requant relu {bool(insn.imm & 32)}"] += 1
+                    seen[f"requant shift {insn.imm & 31}"] += 1
+                    if insn.imm >> 6:
+                        seen["requant high imm bits"] += 1
             for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
                 if getattr(insn, flag):
                     seen[f"{type(insn).__name__} {flag}"] += 1
     wanted = ["load inp", "load wgt", "load acc", "load uop", "pad inp", "pad wgt", "pad acc",
               "pad uop", "short stride", "long stride", "store", "store stride", "gemm",
               "gemm reset", "gemm two loops", "alu reset", "alu negative imm", "feedback",
-              "eager", "filler"]
+              "eager", "filler", "burst", "concurrent overlap", "overlap refused",
+              "requant relu True", "requant relu False", "requant shift 0",
+              "requant shift 31", "requant high imm bits"]
     wanted += [f"alu {op.name} {mode}" for op in AluOp for mode in ("imm", "reg")]
+    wanted += [f"{kind} overlap {flag}" for kind in ("gemm", "alu") for flag in (True, False)]
     wanted += ["Load push_next", "Load pop_next", "Store pop_prev", "Store push_prev",
                "Gemm pop_prev", "Gemm push_next", "Alu pop_next"]
     missing = [name for name in wanted if not seen[name]]
