@@ -5,7 +5,8 @@ Every check compares against an independent numpy/Python model written here:
 * token queues (depth 4 and 1): random push/pop traffic, ready/valid/count
   checked against a counter model every cycle;
 * vector ALU: every op on random and edge int32 values, immediate-like and
-  per-element operands, shifts beyond 31 and negative;
+  per-element operands, shifts beyond 31 and negative, REQUANT with random
+  16-bit immediates (shift, relu, higher bits ignored) and wrapping adds;
 * GEMM core: random and extreme int8 blocks against ``inp @ wgt.T`` in int32;
 * load module: every padding combination, strides shorter than, equal to and
   longer than a row (and 0), rows starting mid-beat, multi-beat elements and
@@ -105,9 +106,11 @@ def _unpack(word: int, count: int, bits: int) -> np.ndarray:
     return np.array([v - (1 << bits) if v >> (bits - 1) else v for v in values], dtype=np.int64)
 
 
-def _alu_reference(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _alu_reference(op: AluOp, a: np.ndarray, b: np.ndarray, imm: int = 0) -> np.ndarray:
     wrap = lambda v: ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # noqa: E731
     shift = b & 31
+    if op == AluOp.REQUANT:   # clip((a + b) >> (imm & 31), relu ? 0 : -128, 127), add wrapping
+        return np.clip(wrap(a + b) >> (imm & 31), 0 if imm & 32 else -128, 127)
     return {AluOp.MIN: np.minimum(a, b), AluOp.MAX: np.maximum(a, b), AluOp.ADD: wrap(a + b),
             AluOp.SHR: a >> shift, AluOp.SHL: wrap(a << shift), AluOp.MUL: wrap(a * b)}[op]
 
@@ -134,15 +137,19 @@ async def alu_ops(dut):
             else:
                 a = rng.integers(-300, 300, ACC_SCALARS)
                 b = rng.integers(-40, 40, ACC_SCALARS)
-            cases.append((a.astype(np.int64), b.astype(np.int64)))
+            # The 16-bit immediate: REQUANT reads its low 6 bits, every op must ignore the rest.
+            imm = int(rng.integers(-(1 << 15), 1 << 15))
+            cases.append((a.astype(np.int64), b.astype(np.int64), imm))
         dut.alu__op.value = int(op)
-        for a, b in cases:
+        for a, b, imm in cases:
             dut.alu__a.value = _pack(a, 32)
             dut.alu__b.value = _pack(b, 32)
+            dut.alu__imm.value = imm & 0xFFFF
             await RisingEdge(dut.clk)   # combinational: sampled at this edge
             got = _unpack(read(dut.alu__result), ACC_SCALARS, 32)
-            want = _alu_reference(op, a, b)
-            assert np.array_equal(got, want), f"{op.name}: a={a} b={b} got {got} want {want}"
+            want = _alu_reference(op, a, b, imm)
+            assert np.array_equal(got, want), \
+                f"{op.name}: a={a} b={b} imm={imm} got {got} want {want}"
             checked += 1
     dut._log.info(f"ALU: {checked} vectors over {len(AluOp)} ops")
 
