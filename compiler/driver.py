@@ -119,6 +119,7 @@ def compile_op(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict |
         "op_description": op.describe(),
         "schedule": plan.schedule.to_dict(),
         "tiling": {"tile": plan.tile, "counts": plan.counts, "threads": plan.threads,
+                   "compact": list(plan.compact),
                    "bias_entries": plan.bias_entries, "usage": plan.usage()},
         "stats": function.stats,
     }

@@ -41,6 +41,9 @@ __all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_sched
            "compact_axes"]
 
 AXES = "bkhw"
+# Read bursts the DRAM arbiter keeps in flight (hw.dram_arbiter.READS_IN_FLIGHT;
+# restated for the cost model only, which must not import the Amaranth design).
+DRAM_READS_IN_FLIGHT = 8
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -166,7 +169,7 @@ class TilePlan:
 
         See `compact_axes`.
         """
-        return compact_axes(self.geometry)
+        return compact_axes(self.geometry, self.config)
 
     def window(self, outputs: int, axis: int) -> int:
         """Input rows (axis 0) or columns (axis 1) a tile of ``outputs`` outputs holds."""
@@ -198,16 +201,32 @@ class TilePlan:
                 "acc": slot["acc"] * self.threads + self.bias_entries}
 
 
-def compact_axes(geometry: ConvGeometry) -> tuple[bool, bool]:
-    """Per axis (rows, columns): does a kernel narrower than the stride skip inputs?
+def compact_axes(geometry: ConvGeometry, config: HwConfig) -> tuple[bool, bool]:
+    """Per axis (rows, columns): does an input tile skip the inputs no output reads?
 
-    Then an input tile holds only the ``kernel`` rows/columns each output reads
-    (``outputs * kernel`` instead of ``(outputs - 1) * stride + kernel``), loaded
-    as strided DRAM rows: a 1x1 stride-2 convolution loads a quarter of its
-    input. Only unpadded layers are compacted (the pad fields cannot skip data).
+    With a kernel narrower than the stride, a compacted axis holds only the
+    ``kernel`` rows/columns each output reads (``outputs * kernel`` instead of
+    ``(outputs - 1) * stride + kernel``). Rows are always compacted: a LOAD's
+    row stride skips the unused rows for free. Compacted columns cost a DRAM
+    burst per output and a LOAD per input row, which only pays when an element
+    is several bus beats wide (the skipped elements cost more than the extra
+    burst latency); a 1x1 stride-2 layer at 64-bit then loads a quarter of its
+    input instead of half. Only unpadded layers are compacted (the pad fields
+    cannot skip data).
     """
     unpadded = geometry.padding == (0, 0)
-    return tuple(unpadded and geometry.kernel[axis] < geometry.stride[axis] for axis in (0, 1))
+    rows = unpadded and geometry.kernel[0] < geometry.stride[0]
+    cols = unpadded and geometry.kernel[1] < geometry.stride[1]
+    if cols:
+        outputs = geometry.out_width
+        kernel, stride = geometry.kernel[1], geometry.stride[1]
+        beats = config.beats("inp")
+        latency = config.dram_read_latency
+        strided = latency + outputs * kernel * max(beats, (latency + beats) / DRAM_READS_IN_FLIGHT)
+        contiguous = ((outputs - 1) * stride + kernel) * config.element_bytes("inp") \
+            / config.dram_bus_bytes
+        cols = strided < contiguous
+    return rows, cols
 
 
 def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> TilePlan:
@@ -271,45 +290,90 @@ def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
     return tiles // run * min(threads, run)
 
 
-def estimate_cost(plan: TilePlan) -> float:
-    """Estimated cycles of DMA and instruction overhead of a plan (lower is better).
+def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: int,
+                 kind: str) -> float:
+    """Cycles of ``instructions`` LOADs of ``rows`` rows of ``row_elements`` elements each.
 
-    Counts DRAM bytes moved (halo rows/columns and reloads included) in bus
-    beats, plus a fixed overhead per instruction that stands for DRAM latency
-    and issue. Compute is the same for every legal plan, so it is left out.
+    A LOAD waits for its first beat (the read latency) before the next one
+    starts; within a LOAD the rows' bursts pipeline, up to
+    `DRAM_READS_IN_FLIGHT` at once, at one beat per cycle.
+    """
+    latency = config.dram_read_latency
+    beats = -(-row_elements * config.element_bytes(kind) // config.dram_bus_bytes)
+    per_row = max(beats, (latency + beats) / DRAM_READS_IN_FLIGHT)
+    return instructions * (latency + 4 + rows * per_row)
+
+
+def estimate_cost(plan: TilePlan) -> float:
+    """Estimated cycles of a plan (lower is better).
+
+    A software pipeline over the output tiles: with two or more virtual
+    threads, the loads of one tile, the GEMMs of another, the ALU reset and
+    REQUANT beside them and the store of a third all overlap, so a tile costs
+    the slowest of the four, plus the first tile's loads and the last tile's
+    epilogue and store that nothing hides; with one thread (or no latency
+    hiding) they add up. DRAM time counts the read latency per LOAD, burst
+    pipelining and halo and reload traffic (`_reuse_loads`), so tilings whose
+    DMA per tile stays below their compute per tile win.
     """
     geometry, config = plan.geometry, plan.config
     counts, tile, order = plan.counts, plan.tile, plan.schedule.loop_order
     kh, kw = geometry.kernel
     chunks = counts["c"]
     tiles = math.prod(counts[a] for a in AXES)
-    padded_x = geometry.padding[1] > 0
+    slot = plan.slot_entries()
     inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
     wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
-    slot = plan.slot_entries()
-    bytes_moved = (inp_loads * slot["inp"] * config.element_bytes("inp")
-                   + wgt_loads * slot["wgt"] * config.element_bytes("wgt")
-                   + tiles * slot["acc"] * config.element_bytes("out"))
-    # Rough instruction count: per-plane input loads when rows are padded or
-    # partial, one weight load, a GEMM per uop kernel, the epilogue and stores.
-    planes = tile["b"] * tile["c"] if (padded_x or counts["h"] > 1 or counts["w"] > 1) else 1
-    gemm_uops = tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
+    # Input: one LOAD per (batch, channel) plane of the tile, rows merged when
+    # whole; per input row when columns are compacted.
+    rows, cols = plan.input_rows, plan.input_cols
+    planes = tile["b"] * tile["c"]
+    if plan.compact[1]:
+        inp = _load_cycles(config, planes * rows, tile["w"], kw, "inp")
+    else:
+        inp = _load_cycles(config, planes, rows, cols, "inp")
+    wgt = _load_cycles(config, 1, 1, slot["wgt"], "wgt")
+    load = (inp_loads * inp + wgt_loads * wgt) / tiles
+    # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
+    gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
     folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
-    kernel = max(1, gemm_uops // max(1, math.prod(folded)))
-    gemms = _ceil_div(kernel, max(1, config.depth("uop") // 4))
-    stores = tile["b"] * tile["k"] if counts["w"] > 1 or tile["h"] < plan.blocks["h"] else 1
-    instructions = (inp_loads * planes + wgt_loads + tiles * chunks * (gemms + 1)
-                    + tiles * (5 + stores))
-    per_instruction = config.dram_read_latency + INSN_BYTES / config.dram_bus_bytes + 4
-    return bytes_moved / config.dram_bus_bytes + instructions * per_instruction
+    kernel = max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
+                 // max(1, math.prod(folded)))
+    gemm_instructions = chunks * _ceil_div(kernel, max(1, config.depth("uop") // 4))
+    gemm = gemm_uops + 8 * gemm_instructions
+    alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
+    whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
+    store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
+    store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
+             + 8 * store_instructions)
+    first_load = inp + wgt
+    if plan.threads > 1:
+        # A slot's REQUANT, its store (which reads the out rows) and the reset
+        # of the slot's next tile (which overwrites them) run one after the
+        # other while the GEMM core works on the other threads' chunks: the
+        # chain must fit in those (threads - 1) chunk steps or the GEMMs wait.
+        chain = alu + store
+        window = (plan.threads - 1) * gemm / chunks
+        period = max(gemm + max(0.0, chain - window), load, store)
+    else:
+        period = load + gemm + alu + store
+    # Edge tiles are smaller: scale the full tile's period by the real work.
+    work = (plan.blocks["b"] * plan.blocks["k"] * plan.blocks["h"] * plan.blocks["w"]
+            * plan.blocks["c"] * kh * kw)
+    total = work * period / gemm_uops
+    if plan.threads > 1:
+        return first_load + total + alu / 2 + store
+    return total
 
 
 def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                      latency_hiding: bool = True) -> Schedule:
     """Pick a good legal schedule for any layer and config.
 
-    The search prefers two virtual threads (loads of one thread overlap compute
-    of the other) whenever a legal two-thread schedule exists, then minimises
+    The search prefers two or three virtual threads (loads of one thread
+    overlap compute of the other; a third gives the ALU and the store of a
+    finished tile a longer window) whenever such a legal schedule exists, then
+    minimises
     `estimate_cost` over balanced tile sizes and two loop orders (output
     channels innermost, which reuses input tiles, or outermost, which reuses
     weights). For each (tile_b, tile_k, tile_c, tile_w) the largest fitting
@@ -337,62 +401,64 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     elif virtual_threads is not None:
         thread_options = [virtual_threads]
     else:
-        thread_options = [2, 1]
+        thread_options = [(2, 3), 1]
     sh, kh = geometry.stride[0], geometry.kernel[0]
     sw, kw = geometry.stride[1], geometry.kernel[1]
     depth = {kind: config.depth(kind) for kind in ("inp", "wgt", "acc")}
-    compact_rows, compact_cols = compact_axes(geometry)
-    for threads in thread_options:
+    compact_rows, compact_cols = compact_axes(geometry, config)
+    for group in thread_options:
         best, best_cost = None, math.inf
-        for order in ("bhwk", "kbhw"):
-            for tile_c in _balanced(blocks["c"]):
-                for tile_k in _balanced(blocks["k"]):
-                    if threads * tile_k * tile_c * kh * kw > depth["wgt"]:
-                        continue
-                    bias = 0
-                    if geometry.epilogue.bias:
-                        bias = blocks["k"] if blocks["k"] <= depth["acc"] // 8 else tile_k
-                    for tile_w in _balanced(blocks["w"]):
-                        cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
-                        # The largest batch tile that fits with one output row,
-                        # and a single batch block (which leaves room for rows).
-                        b_inp = depth["inp"] // (threads * tile_c * cols * kh)
-                        b_acc = (depth["acc"] - bias) // (threads * tile_k * tile_w)
-                        b_max = min(b_inp, b_acc, blocks["b"])
-                        if b_max <= 0:
+        for threads in (group if isinstance(group, tuple) else (group,)):
+            for order in ("bhwk", "kbhw"):
+                for tile_c in _balanced(blocks["c"]):
+                    for tile_k in _balanced(blocks["k"]):
+                        if threads * tile_k * tile_c * kh * kw > depth["wgt"]:
                             continue
-                        b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
-                        for tile_b in sorted({1, b_max}):
-                            # Largest tile_h such that inp and acc still fit.
-                            rows_fit = depth["inp"] // (threads * tile_b * tile_c * cols)
-                            if compact_rows:
-                                h_inp = rows_fit // kh
-                            else:
-                                h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
-                            h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
-                            tile_h = min(h_inp, h_acc, blocks["h"])
-                            # Every thread needs a tile of its own.
-                            others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
-                                      * _ceil_div(blocks["w"], tile_w))
-                            row_tiles = _ceil_div(threads, others)
-                            if row_tiles > blocks["h"]:
+                        bias = 0
+                        if geometry.epilogue.bias:
+                            bias = blocks["k"] if blocks["k"] <= depth["acc"] // 8 else tile_k
+                        for tile_w in _balanced(blocks["w"]):
+                            cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
+                            # The largest batch tile that fits with one output row,
+                            # and a single batch block (which leaves room for rows).
+                            b_inp = depth["inp"] // (threads * tile_c * cols * kh)
+                            b_acc = (depth["acc"] - bias) // (threads * tile_k * tile_w)
+                            b_max = min(b_inp, b_acc, blocks["b"])
+                            if b_max <= 0:
                                 continue
-                            tile_h = min(tile_h, _ceil_div(blocks["h"], row_tiles))
-                            if tile_h <= 0:
-                                continue
-                            # Equal-ish row tiles rather than a ragged last one.
-                            tile_h = _ceil_div(blocks["h"], _ceil_div(blocks["h"], tile_h))
-                            schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c, threads,
-                                                order, latency_hiding)
-                            plan = plan_tiles(geometry, config, schedule)
-                            if plan.threads != threads:
-                                continue
-                            cost = estimate_cost(plan)
-                            if cost < best_cost - 1e-9:
-                                best, best_cost = schedule, cost
-                        # Narrower tiles only add column halos once a full-width
-                        # (or the widest fitting) tile works.
-                        break
+                            b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
+                            for tile_b in sorted({1, b_max}):
+                                # Largest tile_h such that inp and acc still fit.
+                                rows_fit = depth["inp"] // (threads * tile_b * tile_c * cols)
+                                if compact_rows:
+                                    h_inp = rows_fit // kh
+                                else:
+                                    h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
+                                h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
+                                tile_h = min(h_inp, h_acc, blocks["h"])
+                                # Every thread needs a tile of its own.
+                                others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
+                                          * _ceil_div(blocks["w"], tile_w))
+                                row_tiles = _ceil_div(threads, others)
+                                if row_tiles > blocks["h"]:
+                                    continue
+                                tile_h = min(tile_h, _ceil_div(blocks["h"], row_tiles))
+                                if tile_h <= 0:
+                                    continue
+                                # Equal-ish row tiles rather than a ragged last one;
+                                # smaller ones shorten the pipeline's fill and drain.
+                                for tile_h in [h for h in _balanced(blocks["h"]) if h <= tile_h]:
+                                    schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c,
+                                                        threads, order, latency_hiding)
+                                    plan = plan_tiles(geometry, config, schedule)
+                                    if plan.threads != threads:
+                                        continue
+                                    cost = estimate_cost(plan)
+                                    if cost < best_cost - 1e-9:
+                                        best, best_cost = schedule, cost
+                            # Narrower tiles only add column halos once a full-width
+                            # (or the widest fitting) tile works.
+                            break
         if best is not None:
             return best
     if virtual_threads is not None and virtual_threads > 1:

@@ -58,7 +58,7 @@ def test_resnet18_default(name):
     program, result, expected = run_and_check(op, DEFAULT)
     # The test must be able to fail: a good share of outputs is neither 0 nor 127.
     assert np.mean((expected > 0) & (expected < 127)) > 0.2
-    assert program.metadata["schedule"]["virtual_threads"] == 2
+    assert program.metadata["schedule"]["virtual_threads"] in (2, 3)
 
 
 @pytest.mark.parametrize("name", ["C2", "C4", "C7", "C10", "C11"])

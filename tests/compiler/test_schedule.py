@@ -84,16 +84,21 @@ def test_default_schedule_is_legal_for_any_shape(config_name):
             assert usage[kind] <= config.depth(kind), (op, schedule)
 
 
-def test_default_prefers_two_threads_and_big_tiles():
+def test_default_prefers_latency_hiding_and_hides_dma():
+    from compiler.schedule import estimate_cost
     op = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
     config = PRESETS["default"]
     schedule = default_schedule(op, config)
-    assert schedule.virtual_threads == 2
+    assert schedule.virtual_threads in (2, 3)
     plan = schedule.check(op.geometry(), config)
-    # A full reduction chunk and full-width rows fit at default: no partial sums.
-    assert plan.counts["c"] == 1 and plan.tile["w"] == 56
-    # Each buffer slot is well used (the search takes the largest tile that fits).
-    assert plan.usage()["inp"] > config.depth("inp") // 2
+    # Full-width rows (no column halos), and the pipelined estimate within 2% of
+    # the GEMM cycles: DMA and the epilogue hide behind compute.
+    assert plan.tile["w"] == 56
+    ideal = 56 * 56 * 4 * 4 * 9
+    assert ideal < estimate_cost(plan) < 1.02 * ideal
+    # A serial plan of the same tiles costs more than the pipelined one.
+    serial = plan_tiles(op.geometry(), config, schedule.replace(virtual_threads=1))
+    assert estimate_cost(serial) > estimate_cost(plan)
 
 
 def test_without_latency_hiding_one_thread():

@@ -40,7 +40,8 @@ def test_gemm_uops_match_scalar_and_numpy(stride, kernel):
     # A kernel narrower than the stride (unpadded) keeps only the used rows/columns.
     step_h, step_w = (k if compact else stride for k, compact in zip((kh, kw),
                                                                    function.plan.compact))
-    assert function.plan.compact == ((kh < stride, kw < stride))
+    # Rows are always compacted when the kernel is narrower (columns only when cheaper).
+    assert function.plan.compact[0] == (kh < stride)
     rows, cols = (2 - 1) * step_h + kh, (3 - 1) * step_w + kw
     inp = tensor["inp"][:2 * rows * cols].reshape(2, rows, cols, 1, 4)
     wgt = tensor["wgt"][:2 * 2 * kh * kw].reshape(2, 2, kh, kw, 4, 4)
