@@ -51,7 +51,12 @@ class DeadlockError(SimulationError):
 
 
 class RaceError(SimulationError):
-    """Two modules touch the same SRAM entry without a dependency token ordering them."""
+    """Two accesses to the same SRAM entry, at least one a write, that nothing orders.
+
+    Either two modules without a dependency token between them, or compute's
+    GEMM and ALU units running side by side (``overlap``) on the same acc/out
+    entry. The message names both instructions and the entry.
+    """
 
 
 class AddressError(SimulationError):

@@ -240,8 +240,9 @@ class FunctionalSimulator:
     config : HwConfig
         The accelerator to simulate.
     check_races : bool, optional
-        Track happens-before between modules and raise `RaceError` on a
-        missing dependency token (default True). Turning it off saves a little
+        Track happens-before between modules and compute's two units and raise
+        `RaceError` on a missing dependency token or a conflicting ``overlap``
+        (default True). Turning it off saves a little
         time on programs already known to be correct.
     **options
         Options of timed backends (``trace``, ``cycle_limit``) are rejected
