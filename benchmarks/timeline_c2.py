@@ -2,9 +2,10 @@
 
 Compiles C2 for a config twice (the default schedule, and ``latency_hiding=False``
 as ``vdla compile --no-latency-hiding`` does), runs both on the Verilator model
-with activity recording on, and draws each run whole and in a common window of
-cycles (the start-up and two tile boundaries at the default config), so the
-two pictures share a scale. The same figures come from
+with activity recording on, and draws each run whole (a bounded record, binned
+when the run has too many state changes) and in a common window of cycles
+recorded exactly (the start-up and a few tile boundaries at the default
+config), so the two zoomed pictures share a scale. The same figures come from
 ``vdla run c2.vdla --sim rtl --timeline FILE.png [--timeline-window START:END]``.
 
 Usage: ``python benchmarks/timeline_c2.py [--config default] [--window 0:130000]
@@ -41,24 +42,37 @@ def main(argv=None) -> int:
     reference = op.reference(**inputs)
     for hiding, suffix in ((True, ""), (False, "_no_latency_hiding")):
         program = compile_op(op, config, latency_hiding=hiding)
-        result = Device(config, sim="rtl", activity=True, progress=print).run(program, inputs)
-        if not np.array_equal(result.outputs["out"], reference):
-            raise SystemExit(f"C2 ({'with' if hiding else 'without'} latency hiding): wrong output")
-        if max(result.details["activity_bin_cycles"].values()) > 1:
-            raise SystemExit("the activity record was coarsened; raise activity_segments")
         how = "latency hiding" if hiding else "no latency hiding"
-        title = f"ResNet-18 C2 ({op.describe()})\non {config.name}, {how}: {result.cycles:,} cycles"
-        whole = args.out / f"timeline_c2{suffix}_full.png"
-        zoom = args.out / f"timeline_c2{suffix}.png"
-        timeline(result.details["activity"], whole, cycles=result.cycles, title=title)
-        drawn = timeline(result.details["activity"], zoom, cycles=result.cycles,
-                         title=f"{title}, cycles {window[0]:,}-{window[1]:,}", window=window)
-        modules = result.details["modules"]
-        print(f"{how}: {result.cycles:,} cycles; busy (memory stalls included): "
-              + ", ".join(f"{m} {modules[m]['busy']:,}" for m in modules)
-              + f"; in the window, compute idle or waiting "
-              f"{drawn['compute']['wait_token'] + drawn['compute']['idle']:,} cycles"
-              f" -> {zoom}, {whole}")
+        # The whole run with the default bounded record (binned if long), and the
+        # window recorded on its own, exactly.
+        for window_or_none in (None, window):
+            device = Device(config, sim="rtl", activity=True, activity_window=window_or_none,
+                            progress=print)
+            result = device.run(program, inputs)
+            if not np.array_equal(result.outputs["out"], reference):
+                raise SystemExit(f"C2 ({how}): wrong output")
+            bins = max(result.details["activity_bin_cycles"].values())
+            title = (f"ResNet-18 C2 ({op.describe()})\non {config.name}, {how}: "
+                     f"{result.cycles:,} cycles")
+            if window_or_none is None:
+                path = args.out / f"timeline_c2{suffix}_full.png"
+                if bins > 1:
+                    title += f" (binned, {bins:,} cycles per bin)"
+                timeline(result.details["activity"], path, cycles=result.cycles, title=title)
+                modules = result.details["modules"]
+                print(f"{how}: {result.cycles:,} cycles; busy (memory stalls included): "
+                      + ", ".join(f"{m} {modules[m]['busy']:,}" for m in modules)
+                      + f" -> {path}")
+            else:
+                if bins > 1:
+                    raise SystemExit("the window's record was coarsened; narrow the window")
+                path = args.out / f"timeline_c2{suffix}.png"
+                drawn = timeline(result.details["activity"], path, cycles=result.cycles,
+                                 title=f"{title}, cycles {window[0]:,}-{window[1]:,}",
+                                 window=(window[0], min(window[1], result.cycles)))
+                print(f"{how}, cycles {window[0]:,}-{window[1]:,}: compute idle or waiting "
+                      f"{drawn['compute']['wait_token'] + drawn['compute']['idle']:,} cycles"
+                      f" -> {path}")
     return 0
 
 
