@@ -34,9 +34,7 @@ from hw.isa import Alu, AluOp, Gemm  # noqa: E402
 from sim.backend import get_backend  # noqa: E402
 from sim.random_program import GeneratorOptions, generate  # noqa: E402
 
-ODD = HwConfig(batch=2, block_in=8, block_out=4, uop_buffer_bytes=1024, inp_buffer_bytes=1024,
-               wgt_buffer_bytes=1024, acc_buffer_bytes=2048, dram_bus_bits=128,
-               dram_read_latency=3, cmd_queue_depth=2, token_queue_depth=2, name="odd")
+ODD = PRESETS["odd"]
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
               eager_token_probability=0.4, max_pending_tokens=12)
 CONCURRENT = dict(actions=(30, 50), max_uops_per_insn=256, overlap_probability=1.0,

@@ -27,23 +27,19 @@ space with a DRAM-traffic cost model and returns a legal schedule for any shape.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from compiler.errors import ScheduleError
 from compiler.ops import ConvGeometry
 from hw.config import HwConfig
-from hw.isa import INSN_BYTES
+from hw.records import JsonRecord
 
 __all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule",
            "compact_axes"]
 
 AXES = "bkhw"
-# Read bursts the DRAM arbiter keeps in flight (hw.dram_arbiter.READS_IN_FLIGHT;
-# restated for the cost model only, which must not import the Amaranth design).
-DRAM_READS_IN_FLIGHT = 8
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -51,8 +47,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Schedule:
+class Schedule(JsonRecord):
     """Tiling knobs of one layer (see the module docstring for their meaning)."""
+
+    record_kind: ClassVar[str] = "schedule"
+    record_error: ClassVar[type[Exception]] = ScheduleError
 
     tile_b: int = 1
     tile_h: int = 1
@@ -74,35 +73,6 @@ class Schedule:
         if not isinstance(self.latency_hiding, bool):
             raise ScheduleError(f"schedule.latency_hiding: expected a boolean, "
                                 f"got {self.latency_hiding!r}")
-
-    # ------------------------------------------------------------ I/O
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Schedule":
-        if not isinstance(data, dict):
-            raise ScheduleError(f"a schedule must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ScheduleError(f"unknown schedule field(s): {', '.join(unknown)} "
-                                f"(known: {', '.join(sorted(known))})")
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "Schedule":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ScheduleError(f"schedule is not valid JSON: {error}") from None
-        return cls.from_dict(data)
-
-    def replace(self, **changes) -> "Schedule":
-        return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------ checking
     def check(self, geometry: ConvGeometry, config: HwConfig) -> "TilePlan":
@@ -222,7 +192,8 @@ def compact_axes(geometry: ConvGeometry, config: HwConfig) -> tuple[bool, bool]:
         kernel, stride = geometry.kernel[1], geometry.stride[1]
         beats = config.beats("inp")
         latency = config.dram_read_latency
-        strided = latency + outputs * kernel * max(beats, (latency + beats) / DRAM_READS_IN_FLIGHT)
+        per_output = max(beats, (latency + beats) / config.dram_reads_in_flight)
+        strided = latency + outputs * kernel * per_output
         contiguous = ((outputs - 1) * stride + kernel) * config.element_bytes("inp") \
             / config.dram_bus_bytes
         cols = strided < contiguous
@@ -296,11 +267,11 @@ def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: i
 
     A LOAD waits for its first beat (the read latency) before the next one
     starts; within a LOAD the rows' bursts pipeline, up to
-    `DRAM_READS_IN_FLIGHT` at once, at one beat per cycle.
+    ``config.dram_reads_in_flight`` at once, at one beat per cycle.
     """
     latency = config.dram_read_latency
     beats = -(-row_elements * config.element_bytes(kind) // config.dram_bus_bytes)
-    per_row = max(beats, (latency + beats) / DRAM_READS_IN_FLIGHT)
+    per_row = max(beats, (latency + beats) / config.dram_reads_in_flight)
     return instructions * (latency + 4 + rows * per_row)
 
 

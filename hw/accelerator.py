@@ -58,7 +58,7 @@ bit 0 (``addr`` in the low bits of a request).
 from __future__ import annotations
 
 from amaranth import Module, Mux, ResetInserter, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from hw.compute import Compute

@@ -12,6 +12,9 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import ClassVar
+
+from hw.records import JsonRecord
 
 __all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
 
@@ -25,7 +28,7 @@ def _is_power_of_two(value: int) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class HwConfig:
+class HwConfig(JsonRecord):
     """Shape of one accelerator instance.
 
     Parameters
@@ -42,6 +45,9 @@ class HwConfig:
         Width of the single DRAM port; one beat per cycle.
     dram_read_latency : int
         Cycles from a read request being accepted to its first data beat.
+    dram_reads_in_flight : int
+        Read bursts the DRAM arbiter keeps outstanding; with the latency this
+        bounds read bandwidth for short bursts.
     cmd_queue_depth : int
         Depth of the command queues from fetch to load, compute and store.
     token_queue_depth : int
@@ -63,9 +69,13 @@ class HwConfig:
     acc_buffer_bytes: int = 128 * 1024
     dram_bus_bits: int = 64
     dram_read_latency: int = 32
+    dram_reads_in_flight: int = 8
     cmd_queue_depth: int = 16
     token_queue_depth: int = 256
     name: str = "custom"
+
+    record_kind: ClassVar[str] = "config"
+    record_error: ClassVar[type[Exception]] = ConfigError
 
     # Fixed by the ISA: the instruction and micro-op words.
     INSN_BITS = 128
@@ -110,6 +120,8 @@ class HwConfig:
                 "acc/inp/wgt_buffer_bytes: a micro-op needs "
                 f"{self.acc_index_bits}+{self.uop_src_bits}+{self.wgt_index_bits} = "
                 f"{self.uop_index_bits} index bits, more than the {self.UOP_BITS}-bit micro-op")
+        if self.dram_reads_in_flight > 256:
+            raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
             raise ConfigError(f"dram_read_latency: at most 4096 cycles, got {self.dram_read_latency}")
         # Importing here keeps isa.py free to import this module at load time.
@@ -193,35 +205,7 @@ class HwConfig:
         return max([self.dram_bus_bytes, 16] + [self.element_bytes(k)
                                                 for k in ("inp", "wgt", "acc", "out", "uop")])
 
-    # ---------------------------------------------------------------- I/O
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "HwConfig":
-        if not isinstance(data, dict):
-            raise ConfigError(f"a config must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown config field(s): {', '.join(unknown)} "
-                              f"(known: {', '.join(sorted(known))})")
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> "HwConfig":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ConfigError(f"config is not valid JSON: {error}") from None
-        return cls.from_dict(data)
-
-    def replace(self, **changes) -> "HwConfig":
-        return dataclasses.replace(self, **changes)
-
+    # ---------------------------------------------------------------- identity
     @property
     def hash(self) -> str:
         """Stable digest of everything that shapes the hardware (not the name)."""
@@ -241,6 +225,12 @@ PRESETS: dict[str, HwConfig] = {
                      uop_buffer_bytes=2048, inp_buffer_bytes=1024, wgt_buffer_bytes=2048,
                      acc_buffer_bytes=4096, dram_bus_bits=32, dram_read_latency=8,
                      cmd_queue_depth=4, token_queue_depth=16, name="tiny"),
+    # Deliberately lopsided, for verification: batch 2, a non-square block, a
+    # bus wider than most elements, a short latency and queues of depth 2.
+    "odd": HwConfig(batch=2, block_in=8, block_out=4, uop_buffer_bytes=1024,
+                    inp_buffer_bytes=1024, wgt_buffer_bytes=1024, acc_buffer_bytes=2048,
+                    dram_bus_bits=128, dram_read_latency=3, cmd_queue_depth=2,
+                    token_queue_depth=2, name="odd"),
 }
 
 

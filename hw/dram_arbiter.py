@@ -3,7 +3,7 @@
 Reads: each client offers burst requests on its ``req`` stream. The arbiter
 grants one client at a time, round robin starting after the last granted one,
 forwards that request to ``mem_rd_req`` and records ``(client, beats)`` in an
-order FIFO (up to `READS_IN_FLIGHT` bursts outstanding, so request latency
+order FIFO (up to ``config.dram_reads_in_flight`` bursts outstanding, so request latency
 overlaps with data). Data beats arrive in request order on ``mem_rd_data``;
 the head of the order FIFO says which client they belong to, and the beat is
 passed to that client's ``data`` stream (its ready back-pressures the memory).
@@ -23,9 +23,7 @@ from amaranth.lib.wiring import In, Out
 from hw.config import HwConfig
 from hw.layouts import REQUEST_LAYOUT, MemReadSignature, MemWriteSignature, write_beat_layout
 
-__all__ = ["DramArbiter", "READS_IN_FLIGHT"]
-
-READS_IN_FLIGHT = 8
+__all__ = ["DramArbiter"]
 
 
 class DramArbiter(wiring.Component):
@@ -58,7 +56,7 @@ class DramArbiter(wiring.Component):
         m = Module()
         n = self.n_readers
         id_bits = max(1, (n - 1).bit_length())
-        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + 16, depth=READS_IN_FLIGHT)
+        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + 16, depth=self.config.dram_reads_in_flight)
 
         # ---------------------------------------------------------- requests
         granted = Signal()            # a client is connected to mem_rd_req

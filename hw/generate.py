@@ -14,9 +14,8 @@ every row is zero (a scoped patch of the private
 RTLIL text instead, slower but the same result). Pass
 ``keep_memory_init=True`` to get Amaranth's unmodified output.
 
-`cached_verilog` memoises the text per config hash on disk
-(``~/.cache/vdla/verilog`` or ``$VDLA_CACHE/verilog``), keyed also by the
-source of the ``hw`` package, so an edited design is never served stale.
+`cached_verilog` memoises the text on disk under `cache_root`, the one cache
+root every vdla build (Verilator models, cocotb benches) lives under.
 """
 
 from __future__ import annotations
@@ -26,15 +25,17 @@ import functools
 import hashlib
 import os
 import re
+import tempfile
 from pathlib import Path
 
 from amaranth.back import rtlil
 from amaranth.back.verilog import _convert_rtlil_text
 
 from hw.accelerator import Accelerator
+from hw.cache import cache_root
 from hw.config import HwConfig
 
-__all__ = ["verilog", "cached_verilog", "TOP_NAME"]
+__all__ = ["verilog", "cached_verilog", "hw_source_digest", "TOP_NAME"]
 
 TOP_NAME = "vdla_accelerator"
 
@@ -102,30 +103,31 @@ def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = 
 
 
 @functools.lru_cache(maxsize=1)
-def _hw_source_digest() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
+def hw_source_digest() -> str:
+    """Digest of the ``hw`` package's sources and Amaranth's version: what the Verilog depends on."""
+    import amaranth
+    digest = hashlib.sha256(f"amaranth {amaranth.__version__}".encode())
+    root = Path(__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def cache_dir() -> Path:
-    root = os.environ.get("VDLA_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "vdla"
-    return base / "verilog"
+def cached_verilog(config: HwConfig) -> str:
+    """`verilog` of ``config``, generated once per design and config.
 
-
-def cached_verilog(config: HwConfig, *, name: str = TOP_NAME) -> Path:
-    """Path of the generated Verilog for ``config``, generating it once per design.
-
-    The file name holds the config hash and a digest of the ``hw`` sources.
+    Cached under ``cache_root()/verilog``, keyed by the config hash and
+    `hw_source_digest`, so an edited design is never served stale.
     """
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{config.hash}-{_hw_source_digest()}.v"
-    if not path.exists():
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        temporary.write_text(verilog(config, name=name))
-        temporary.replace(path)
-    return path
+    path = cache_root() / "verilog" / f"{config.hash}-{hw_source_digest()}.v"
+    if path.exists():
+        return path.read_text()
+    text = verilog(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Write aside and rename: a concurrent reader never sees half a file.
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as stream:
+        stream.write(text)
+    os.replace(temporary, path)
+    return text

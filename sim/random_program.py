@@ -820,7 +820,7 @@ class _Generator:
         """Plan an instruction over new micro-ops: loaded by a uop load right away,
         or (``collect``) appended to a list a later load brings in, the returned
         ``uop_begin`` then counting from the list's start."""
-        rng, config = self.rng, self.config
+        config = self.config
         iter_out, iter_in, count = self._loop_shape(self.options.max_uops_per_insn)
         dst_init, src_kind, src_used, wgt_used = self._needs_of(kind, reset, use_imm)
         acc_bits = (1 << config.acc_index_bits) - 1

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import HwConfig
-from hw.counters import ACTIVITY_STATES, RTL_COUNTERS, RTL_STATUS
+from hw.counters import ACTIVITY_STATES
 from sim.backend import RunResult, register_backend
-from sim.errors import AddressError, DeadlockError, SimulationError
+from sim.errors import AddressError, DeadlockError
 from sim.rtl.build import ModelBuild, build_model
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit"]

@@ -28,12 +28,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from hw.cache import cache_root
 from hw.config import HwConfig
 from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir", "generate_verilog"]
+__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir"]
 
 LIBRARY_NAME = "libvdla_rtl.so"
 VERILOG_NAME = "accelerator.v"
@@ -97,8 +98,7 @@ class ModelBuild:
 
 def cache_dir() -> Path:
     """Root of the RTL build cache (``$VDLA_CACHE_DIR/rtl`` or ``~/.cache/vdla/rtl``)."""
-    base = os.environ.get("VDLA_CACHE_DIR")
-    root = Path(base) / "rtl" if base else Path.home() / ".cache" / "vdla" / "rtl"
+    root = cache_root() / "rtl"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -142,37 +142,6 @@ def _prepare_lz4(work: Path) -> list[str]:
     (work / "lz4_literals.cpp").write_text(_package_file("lz4_literals.cpp"))
     (work / "liblz4.a").write_bytes(b"!<arch>\n")
     return ["lz4_literals.cpp"]
-
-
-def _hw_source_digest() -> str:
-    """Digest of the ``hw`` package's Python sources: what the Verilog depends on."""
-    import amaranth
-    import hw
-    digest = hashlib.sha256(f"amaranth {amaranth.__version__}".encode())
-    root = Path(hw.__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def generate_verilog(config: HwConfig, use_cache: bool = True) -> str:
-    """The accelerator's Verilog for ``config`` (cached by config and ``hw`` sources)."""
-    path = cache_dir() / "verilog" / f"{config.hash}-{_hw_source_digest()}.v"
-    if use_cache and path.exists():
-        return path.read_text()
-    from hw.generate import verilog
-    text = verilog(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, text)
-    return text
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as stream:
-        stream.write(text)
-    os.replace(temporary, path)
 
 
 def _config_header(config: HwConfig, trace: bool, key: str) -> str:
@@ -257,7 +226,8 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
     """
     began = time.monotonic()
     if verilog is None:
-        verilog = generate_verilog(config)
+        from hw.generate import cached_verilog  # Amaranth loads only when a build needs it
+        verilog = cached_verilog(config)
     harness = _harness_source()
     key = _cache_key(config, verilog, harness, trace, opt_fast)
     final = cache_dir() / key

@@ -362,6 +362,6 @@ async def wait_level(dut, handle, limit_cycles: int) -> bool:
     """Wait until ``handle`` reads 1 after a rising edge; False on timeout."""
     if read(handle):
         return True
-    result = await First(RisingEdge(handle), Timer(limit_cycles * PERIOD_NS, unit="ns"))
+    await First(RisingEdge(handle), Timer(limit_cycles * PERIOD_NS, unit="ns"))
     await RisingEdge(dut.clk)
     return bool(read(handle))

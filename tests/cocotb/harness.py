@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from hw.cache import cache_root as vdla_cache_root
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH_PACKAGE = "tests.cocotb"
 LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",
@@ -34,9 +36,7 @@ LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno
 
 
 def cache_root() -> Path:
-    root = os.environ.get("VDLA_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "vdla"
-    return base / "cocotb"
+    return vdla_cache_root() / "cocotb"
 
 
 @dataclass(frozen=True)

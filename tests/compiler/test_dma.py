@@ -1,6 +1,5 @@
 """DMA injection: copies become 2D loads/stores with padding in the pad fields."""
 
-import itertools
 import math
 
 import numpy as np

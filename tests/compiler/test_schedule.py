@@ -1,6 +1,5 @@
 """Schedules: JSON, validation against buffers, and the default search."""
 
-import json
 
 import numpy as np
 import pytest

@@ -27,9 +27,7 @@ from sim.random_program import GeneratorOptions, generate
 
 pytestmark = pytest.mark.rtl
 
-ODD = HwConfig(batch=2, block_in=8, block_out=4, uop_buffer_bytes=1024, inp_buffer_bytes=1024,
-               wgt_buffer_bytes=1024, acc_buffer_bytes=2048, dram_bus_bits=128,
-               dram_read_latency=3, cmd_queue_depth=2, token_queue_depth=2, name="odd")
+ODD = PRESETS["odd"]
 CONFIGS = {"tiny": PRESETS["tiny"], "default": PRESETS["default"], "odd": ODD}
 
 # What the RTL supports of what the generator can emit; a feature the RTL

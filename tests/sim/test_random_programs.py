@@ -30,9 +30,7 @@ from sim.random_program import (QUEUE_FLAGS, GeneratorOptions, check_token_disci
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 # A third shape: wide bus (sub-beat elements), batch 2, shallow queues.
-ODD = HwConfig(batch=2, block_in=8, block_out=4, uop_buffer_bytes=1024, inp_buffer_bytes=1024,
-               wgt_buffer_bytes=1024, acc_buffer_bytes=2048, dram_bus_bits=128,
-               dram_read_latency=3, cmd_queue_depth=2, token_queue_depth=2, name="odd")
+ODD = PRESETS["odd"]
 
 LOAD, COMPUTE, STORE = range(3)
 
