@@ -21,7 +21,8 @@ from pathlib import Path
 
 import click
 
-from hw.config import ConfigError, HwConfig, load_config
+from cli.options import config_option
+from hw.config import HwConfig
 from runtime import bench
 from runtime.bench import BenchError, BenchResult, LayerResult
 
@@ -195,8 +196,7 @@ def _progress_bar(total: int, description: str):
 @click.argument("benchmark", metavar="NETWORK")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
               help="Simulator: rtl (cycle-accurate) or fsim (functional: correctness only).")
-@click.option("--config", "config_spec", default=None, metavar="PRESET|FILE.json",
-              help="Accelerator config: a preset (default, tiny) or a JSON file.")
+@config_option
 @click.option("--layers", default=None, metavar="C2,C5",
               help="Run only these layers (comma-separated).")
 @click.option("--json", "json_path", default=None, metavar="FILE",
@@ -219,13 +219,12 @@ def _progress_bar(total: int, description: str):
               help="Run the layers on this Dask scheduler instead (needs 'distributed').")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs.")
-def command(benchmark, sim, config_spec, layers, json_path, no_latency_hiding, ablation,
+def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
             roofline_path, check_path, update_path, jobs, scheduler, seed):
     """Run NETWORK's layers (resnet18: C2–C11), check them and report cycles."""
     try:
-        config = load_config(config_spec)
         workloads = bench.select_workloads(layers, benchmark)
-    except (ConfigError, BenchError) as error:
+    except BenchError as error:
         _fail(str(error))
     from sim.backend import backend_names
     if sim not in backend_names():

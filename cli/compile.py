@@ -16,7 +16,7 @@ import click
 
 from compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
 from compiler.dump import dump_program, summarize
-from hw.config import ConfigError, load_config
+from cli.options import config_option
 
 
 def _kernel(value: str) -> tuple[int, int]:
@@ -34,8 +34,7 @@ def _common(function):
         click.option("--shift", type=click.IntRange(min=0), default=0, show_default=True,
                      help="Arithmetic right shift after the bias."),
         click.option("--relu", is_flag=True, help="Clamp negative outputs to zero."),
-        click.option("--config", "config_spec", default=None, metavar="PRESET|FILE.json",
-                     help="Accelerator config: preset (default, tiny) or JSON file."),
+        config_option,
         click.option("--schedule", "schedule_path", default=None, metavar="FILE.json",
                      help="Schedule knobs (JSON); a searched default otherwise."),
         click.option("--virtual-threads", type=click.IntRange(min=1), default=None,
@@ -86,11 +85,10 @@ def dense(batch, in_features, out_features, **common):
                            shift=common["shift"], relu=common["relu"]), **common)
 
 
-def _compile(make_op, *, config_spec, schedule_path, virtual_threads, no_latency_hiding,
+def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hiding,
              output, dump_path, as_json, **_):
     from runtime.program_file import ProgramFileError, save
     try:
-        config = load_config(config_spec)
         op = make_op()
         schedule = load_schedule(schedule_path) if schedule_path else None
         program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
@@ -98,7 +96,7 @@ def _compile(make_op, *, config_spec, schedule_path, virtual_threads, no_latency
         save(program, output)
         if dump_path:
             Path(dump_path).write_text(dump_program(program))
-    except (CompileError, ConfigError, ProgramFileError) as error:
+    except (CompileError, ProgramFileError) as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:
         raise click.ClickException(f"cannot write {error.filename}: {error.strerror}") from None

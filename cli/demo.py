@@ -16,7 +16,7 @@ import click
 
 from cli.bench import describe_config
 from compiler.workloads import RESNET18
-from hw.config import ConfigError, load_config
+from cli.options import config_option
 from runtime import bench
 from runtime.bench import BenchError
 
@@ -86,15 +86,13 @@ def report_lines(layer: bench.LayerResult, sim: str) -> list[str]:
               help=f"ResNet-18 layer ({', '.join(w.name for w in RESNET18)}).")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
               help="Simulator: rtl (cycle-accurate) or fsim (functional, untimed).")
-@click.option("--config", "config_spec", default=None, metavar="PRESET|FILE.json",
-              help="Accelerator config: a preset (default, tiny) or a JSON file.")
+@config_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
-def command(layer, sim, config_spec, seed):
+def command(layer, sim, config, seed):
     """Compile a ResNet-18 layer, run it, check it against numpy, report cycles."""
     try:
-        config = load_config(config_spec)
         (workload,) = bench.select_workloads([layer])
-    except (ConfigError, BenchError) as error:
+    except BenchError as error:
         _fail(str(error))
     click.echo(f"vdla demo: ResNet-18 {workload.name}: {workload.op.describe()}")
     click.echo(f"config:       {describe_config(config)}")

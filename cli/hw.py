@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hw.config import ConfigError, load_config
+from cli.options import config_option
 
 
 @click.group()
@@ -18,19 +18,14 @@ def hw():
 
 
 @hw.command("verilog")
-@click.option("--config", "config_spec", default="default", show_default=True,
-              help="A preset name (default, tiny) or a JSON config file.")
+@config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the Verilog here (default: standard output).")
 @click.option("--top", default=None, help="Name of the top Verilog module.")
 @click.option("--json", "as_json", is_flag=True, help="Report as JSON (with -o).")
-def verilog_command(config_spec, output, top, as_json):
+def verilog_command(config, output, top, as_json):
     """Generate the accelerator's Verilog for a config."""
     from hw.generate import TOP_NAME, verilog
-    try:
-        config = load_config(config_spec)
-    except ConfigError as error:
-        raise click.BadParameter(str(error), param_hint="--config") from None
     started = time.perf_counter()
     if output is None or str(output) == "-":
         sys.stdout.write(verilog(config, name=top or TOP_NAME))
