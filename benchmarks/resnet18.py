@@ -159,6 +159,7 @@ def main(argv=None) -> int:
                 f"{platform.python_version()}, {args.jobs} worker process(es)")
     print("\n".join(report_lines(with_hiding, report)))
 
+    report["command"] = " ".join(["python", "benchmarks/resnet18.py", *sys.argv[1:]])
     RESULTS.mkdir(exist_ok=True)
     json_path = RESULTS / f"{stem}.json"
     json_path.write_text(json.dumps(report, indent=2) + "\n")
