@@ -163,7 +163,9 @@ class _EntryClocks:
             return "out"
         return self.name
 
-    def read(self, entries, component: int, vc: np.ndarray, index: int, machine) -> None:
+    def _check_last_write(self, entries, component: int, vc: np.ndarray, index: int, machine,
+                          verb: str, order: str, hint: bool) -> None:
+        """Raise RaceError if another component's last write to an entry is not ordered before."""
         writer = self.writer[entries]
         bad = (writer != component) & (self.write_time[entries] > vc[writer])
         if bad.any():
@@ -171,27 +173,20 @@ class _EntryClocks:
             other, other_component = int(self.write_insn[entry]), int(self.writer[entry])
             buffer = self._buffer(component, other_component)
             raise RaceError(
-                f"{machine.describe(index)} on {_place(component, other_component)} reads "
+                f"{machine.describe(index)} on {_place(component, other_component)} {verb} "
                 f"{buffer}[{entry}] written by {machine.describe(other)} on "
                 f"{_place(other_component, component)} "
-                + _why(component, other_component, "the write before the read", index,
-                       machine), index)
+                + _why(component, other_component, order, index, machine, hint=hint), index)
+
+    def read(self, entries, component: int, vc: np.ndarray, index: int, machine) -> None:
+        self._check_last_write(entries, component, vc, index, machine, "reads",
+                               "the write before the read", hint=True)
         self.read_time[component, entries] = vc[component]
         self.read_insn[component, entries] = index
 
     def write(self, entries, component: int, vc: np.ndarray, index: int, machine) -> None:
-        writer = self.writer[entries]
-        bad = (writer != component) & (self.write_time[entries] > vc[writer])
-        if bad.any():
-            entry = self._entry(entries, bad)
-            other, other_component = int(self.write_insn[entry]), int(self.writer[entry])
-            buffer = self._buffer(component, other_component)
-            raise RaceError(
-                f"{machine.describe(index)} on {_place(component, other_component)} "
-                f"overwrites {buffer}[{entry}] written by {machine.describe(other)} on "
-                f"{_place(other_component, component)} "
-                + _why(component, other_component, "the two writes", index, machine,
-                       hint=False), index)
+        self._check_last_write(entries, component, vc, index, machine, "overwrites",
+                               "the two writes", hint=False)
         for reader in range(len(COMPONENTS)):
             if reader == component:
                 continue
