@@ -44,6 +44,11 @@ def _pair(value, name: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
+def _out_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Outputs along one axis of a convolution."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
 def _positive(name: str, value) -> int:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
         raise ShapeError(f"{name}: expected a positive integer, got {value!r}")
@@ -111,11 +116,11 @@ class ConvGeometry:
 
     @property
     def out_height(self) -> int:
-        return (self.height + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
+        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
 
     @property
     def out_width(self) -> int:
-        return (self.width + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
 
 
 class _Op:
@@ -219,11 +224,11 @@ class Conv2d(_Op):
 
     @property
     def out_height(self) -> int:
-        return (self.height + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
+        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
 
     @property
     def out_width(self) -> int:
-        return (self.width + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
+        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
