@@ -131,6 +131,7 @@ class TilePlan:
 
     @property
     def counts(self) -> dict[str, int]:
+        """Number of tiles (chunks for ``c``) along each axis."""
         return {axis: _ceil_div(self.blocks[axis], self.tile[axis]) for axis in "bkhwc"}
 
     @property
@@ -150,10 +151,12 @@ class TilePlan:
 
     @property
     def input_rows(self) -> int:
+        """Input rows a full tile holds."""
         return self.window(self.tile["h"], 0)
 
     @property
     def input_cols(self) -> int:
+        """Input columns a full tile holds."""
         return self.window(self.tile["w"], 1)
 
     def slot_entries(self) -> dict[str, int]:
@@ -211,12 +214,19 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
     # Threads take whole output tiles: more threads than tiles would only leave
     # slots empty.
     threads = max(1, min(schedule.virtual_threads, tiles)) if schedule.latency_hiding else 1
-    bias_entries = 0
-    if geometry.epilogue.bias:
-        # Keep the whole bias resident when it is small next to the accumulator;
-        # otherwise each tile reloads the bias of its own output channels.
-        bias_entries = blocks["k"] if blocks["k"] <= config.depth("acc") // 8 else tile["k"]
+    bias_entries = _bias_entries(geometry, config, blocks["k"], tile["k"])
     return TilePlan(geometry, config, schedule, blocks, tile, threads, bias_entries)
+
+
+def _bias_entries(geometry: ConvGeometry, config: HwConfig, k_blocks: int, tile_k: int) -> int:
+    """acc entries reserved for the bias (0 without one).
+
+    The whole bias stays resident when it is small next to the accumulator;
+    otherwise each tile reloads the bias of its own output channels.
+    """
+    if not geometry.epilogue.bias:
+        return 0
+    return k_blocks if k_blocks <= config.depth("acc") // 8 else tile_k
 
 
 def load_schedule(path: str | Path) -> Schedule:
@@ -344,8 +354,7 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     The search prefers two or three virtual threads (loads of one thread
     overlap compute of the other; a third gives the ALU and the store of a
     finished tile a longer window) whenever such a legal schedule exists, then
-    minimises
-    `estimate_cost` over balanced tile sizes and two loop orders (output
+    minimises `estimate_cost` over balanced tile sizes and two loop orders (output
     channels innermost, which reuses input tiles, or outermost, which reuses
     weights). For each (tile_b, tile_k, tile_c, tile_w) the largest fitting
     tile_h is taken, so tiles are as large as the buffers allow.
@@ -355,7 +364,7 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     op : Conv2d or Dense
     config : HwConfig
     virtual_threads : int, optional
-        Force a thread count instead of trying 2 then 1.
+        Force a thread count instead of trying 2 or 3, then 1.
     latency_hiding : bool
         False gives the serialised ablation baseline (one thread).
 
@@ -385,9 +394,7 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                     for tile_k in _balanced(blocks["k"]):
                         if threads * tile_k * tile_c * kh * kw > depth["wgt"]:
                             continue
-                        bias = 0
-                        if geometry.epilogue.bias:
-                            bias = blocks["k"] if blocks["k"] <= depth["acc"] // 8 else tile_k
+                        bias = _bias_entries(geometry, config, blocks["k"], tile_k)
                         for tile_w in _balanced(blocks["w"]):
                             cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
                             # The largest batch tile that fits with one output row,
