@@ -14,7 +14,6 @@ to prove each field fits before the program is handed out.
 
 from __future__ import annotations
 
-
 from compiler import ir
 from compiler.errors import CompileError
 from hw import isa

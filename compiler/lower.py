@@ -42,8 +42,6 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     geometry, config = plan.geometry, plan.config
     blocks, tile = plan.blocks, plan.tile
     kh, kw = geometry.kernel
-    sh, sw = geometry.stride
-    ph, pw = geometry.padding
     slot = plan.slot_entries()
     inp = Buffer("inp_tile", "inp", slot["inp"])
     wgt = Buffer("wgt_tile", "wgt", slot["wgt"])
@@ -145,7 +143,6 @@ def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, pl
     rows, cols = window
     geometry = plan.geometry
     kh, kw = geometry.kernel
-    sh, sw = geometry.stride
     # A compacted axis holds each output's kernel window back to back.
     step_h, step_w = (kernel if compact else stride for compact, kernel, stride
                       in zip(plan.compact, geometry.kernel, geometry.stride))
