@@ -10,6 +10,11 @@ row-major over the tile's own extents:
 * inp: ``[batch block][channel block][input row][input column]`` (halo included)
 * wgt: ``[out-channel block][channel block][kernel row][kernel column]``
 * acc (and out): ``[batch block][out-channel block][output row][output column]``
+
+A resident operand (``Schedule.resident_input`` / ``resident_weights``) is one
+buffer shared by every tile and thread, holding each chunk's (each
+output-channel tile's and chunk's) block at its own offset in that layout; the
+DMA pass then elides every reload.
 """
 
 from __future__ import annotations
@@ -43,8 +48,12 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     blocks, tile = plan.blocks, plan.tile
     kh, kw = geometry.kernel
     slot = plan.slot_entries()
-    inp = Buffer("inp_tile", "inp", slot["inp"])
-    wgt = Buffer("wgt_tile", "wgt", slot["wgt"])
+    resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
+    usage = plan.usage()
+    inp = (Buffer("inp_resident", "inp", usage["inp"]) if resident_inp
+           else Buffer("inp_tile", "inp", slot["inp"]))
+    wgt = (Buffer("wgt_resident", "wgt", usage["wgt"]) if resident_wgt
+           else Buffer("wgt_tile", "wgt", slot["wgt"]))
     acc = Buffer("acc_tile", "acc", slot["acc"])
     buffers = [inp, wgt, acc]
     if plan.bias_entries:
@@ -65,15 +74,19 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
         rows, cols = plan.window(nh, 0), plan.window(nw, 1)
         steps = []
         for chunk, (c0, nc) in enumerate(ranges["c"]):
+            offsets = (chunk * slot["inp"] if resident_inp else 0,
+                       (k0 // tile["k"] * len(ranges["c"]) + chunk) * slot["wgt"]
+                       if resident_wgt else 0)
             load = Stage("load", index, [
-                _input_copy(plan, grids["data"], inp, (b0, c0, h0, w0), (nb, nc, nh, nw)),
+                _input_copy(plan, grids["data"], inp, (b0, c0, h0, w0), (nb, nc, nh, nw),
+                            offsets[0]),
                 Copy("load", "weight", grids["weight"], (k0, c0, 0, 0), (nk, nc, kh, kw),
-                     "wgt", wgt),
+                     "wgt", wgt, offsets[1]),
             ], chunk=chunk)
-            key = ("mac", nb, nk, nh, nw, nc)
+            key = ("mac", nb, nk, nh, nw, nc, offsets)
             if key not in nests:
                 nests[key] = _mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
-                                       plan)
+                                       plan, offsets)
             steps.append((load, Stage("compute", index, [nests[key]], chunk=chunk, role="gemm")))
         key = ("reset", nb, nk, nh, nw)
         if key not in nests:
@@ -87,8 +100,10 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     return ir.Function(name, config, plan, buffers, tiles)
 
 
-def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts) -> Copy:
+def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts, offset: int = 0) -> Copy:
     """The copy of one tile's input window: ``first``/``counts`` are (b, c, out row, out col).
+
+    It lands ``offset`` entries into ``inp``.
 
     A compacted axis (see `schedule.compact_axes`) becomes two: one step per
     output (DRAM stride ``stride``) and the ``kernel`` neighbours it reads.
@@ -101,7 +116,7 @@ def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts) -> Copy:
     compact_rows, compact_cols = plan.compact
     if not (compact_rows or compact_cols):
         return Copy("load", "data", grid, (b0, c0, h0 * sh - ph, w0 * sw - pw),
-                    (nb, nc, plan.window(nh, 0), plan.window(nw, 1)), "inp", inp)
+                    (nb, nc, plan.window(nh, 0), plan.window(nw, 1)), "inp", inp, offset)
     height, width = grid[2], grid[3]
     view_grid, strides, start, extent = [grid[0], grid[1]], [grid[1] * height * width,
                                                               height * width], [b0, c0], [nb, nc]
@@ -119,7 +134,7 @@ def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts) -> Copy:
             start.append(first_out * stride)
             extent.append(plan.window(outs, axis))
     return Copy("load", "data", tuple(view_grid), tuple(start), tuple(extent), "inp", inp,
-                strides=tuple(strides))
+                offset, strides=tuple(strides))
 
 
 def _reset(acc: Buffer, nb: int, nk: int, nh: int, nw: int):
@@ -133,8 +148,11 @@ def _reset(acc: Buffer, nb: int, nk: int, nh: int, nw: int):
                 ir.Alu(isa.AluOp.ADD, Access(acc, dst), imm=0, reset=True))
 
 
-def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, plan: TilePlan):
+def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, plan: TilePlan,
+              offsets: tuple[int, int] = (0, 0)):
     """The convolution of one tile and chunk as scalar MACs over element lanes.
+
+    ``offsets`` are where the chunk's input and weights start in their buffers.
 
     The three innermost loops walk the lanes of one GEMM block (batch,
     out-channel, in-channel); tensorize turns them into one GEMM micro-op.
@@ -148,8 +166,8 @@ def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, pl
                       in zip(plan.compact, geometry.kernel, geometry.stride))
     b, k, oh, ow, c, y, x = (Affine.var(v) for v in ("b", "k", "oh", "ow", "c", "kh", "kw"))
     dst = ((b * nk + k) * nh + oh) * nw + ow
-    src = ((b * nc + c) * rows + oh * step_h + y) * cols + ow * step_w + x
-    weight = ((k * nc + c) * kh + y) * kw + x
+    src = ((b * nc + c) * rows + oh * step_h + y) * cols + ow * step_w + x + offsets[0]
+    weight = ((k * nc + c) * kh + y) * kw + x + offsets[1]
     mac = Mac(Access(acc, dst, ("eb", "eo")), Access(inp, src, ("eb", "ei")),
               Access(wgt, weight, ("eo", "ei")))
     loops = [("b", nb), ("k", nk), ("oh", nh), ("ow", nw), ("c", nc), ("kh", kh), ("kw", kw),

@@ -16,6 +16,11 @@ virtual_threads     SRAM slots used round-robin so loads overlap compute
 loop_order          order of the tile loops, outer to inner, a permutation of
                     ``"bkhw"`` (the chunk loop is always innermost)
 latency_hiding      False serialises every module (ablation baseline)
+resident_weights    keep every weight block resident (one shared SRAM region,
+                    each (tile_k, tile_c) block at its own place, loaded once)
+resident_input      keep the whole input resident, each chunk at its own place
+                    (only when one tile covers all batch, rows and columns:
+                    every tile then reads the same input, loaded once)
 ==================  ==========================================================
 
 Tiles at the edges are smaller when a size does not divide the extent.
@@ -27,6 +32,7 @@ space with a DRAM-traffic cost model and returns a legal schedule for any shape.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from pathlib import Path
 from typing import ClassVar
@@ -61,6 +67,8 @@ class Schedule(JsonRecord):
     virtual_threads: int = 1
     loop_order: str = "bhwk"
     latency_hiding: bool = True
+    resident_weights: bool = False
+    resident_input: bool = False
 
     def __post_init__(self):
         for name in ("tile_b", "tile_h", "tile_w", "tile_k", "tile_c", "virtual_threads"):
@@ -70,9 +78,10 @@ class Schedule(JsonRecord):
         if not isinstance(self.loop_order, str) or sorted(self.loop_order) != sorted(AXES):
             raise ScheduleError(f"schedule.loop_order: expected a permutation of {AXES!r}, "
                                 f"got {self.loop_order!r}")
-        if not isinstance(self.latency_hiding, bool):
-            raise ScheduleError(f"schedule.latency_hiding: expected a boolean, "
-                                f"got {self.latency_hiding!r}")
+        for name in ("latency_hiding", "resident_weights", "resident_input"):
+            if not isinstance(getattr(self, name), bool):
+                raise ScheduleError(f"schedule.{name}: expected a boolean, "
+                                    f"got {getattr(self, name)!r}")
 
     # ------------------------------------------------------------ checking
     def check(self, geometry: ConvGeometry, config: HwConfig) -> "TilePlan":
@@ -84,6 +93,9 @@ class Schedule(JsonRecord):
             Naming the knob and the buffer that overflows.
         """
         plan = plan_tiles(geometry, config, self)
+        if self.resident_input and any(plan.counts[axis] > 1 for axis in "bhw"):
+            raise ScheduleError("schedule.resident_input needs one tile over all batch, rows "
+                                f"and columns (tile counts {plan.counts})")
         # Each thread can keep a token in flight per queue (a loaded slot, a
         # tile awaiting its store); stay well inside the token queues.
         max_threads = max(1, config.token_queue_depth // 2)
@@ -99,9 +111,18 @@ class Schedule(JsonRecord):
             if need > depth:
                 raise ScheduleError(
                     f"schedule does not fit the {kind} buffer: {need} entries needed "
-                    f"({plan.threads} virtual thread(s) x {knobs}), {depth} available; "
+                    f"({_copies(self, kind, plan)} x {knobs}), {depth} available; "
                     f"reduce {_culprit(kind, self)}")
         return plan
+
+
+def _copies(schedule: Schedule, kind: str, plan: "TilePlan") -> str:
+    """What multiplies a slot in the capacity message: threads or resident blocks."""
+    if kind == "inp" and schedule.resident_input:
+        return f"{plan.copies()['inp']} resident chunk(s)"
+    if kind == "wgt" and schedule.resident_weights:
+        return f"{plan.copies()['wgt']} resident block(s)"
+    return f"{plan.threads} virtual thread(s)"
 
 
 def _culprit(kind: str, schedule: Schedule) -> str:
@@ -167,11 +188,22 @@ class TilePlan:
                 "wgt": t["k"] * t["c"] * kh * kw,
                 "acc": t["b"] * t["k"] * t["h"] * t["w"]}
 
+    def copies(self) -> dict[str, int]:
+        """How many slot-sized regions each buffer holds.
+
+        One per virtual thread, or for a resident operand one per block it
+        keeps (chunks for the input; output-channel tiles x chunks for weights).
+        """
+        counts, schedule = self.counts, self.schedule
+        return {"inp": counts["c"] if schedule.resident_input else self.threads,
+                "wgt": counts["k"] * counts["c"] if schedule.resident_weights else self.threads,
+                "acc": self.threads}
+
     def usage(self) -> dict[str, int]:
         """Total SRAM entries needed, per buffer."""
-        slot = self.slot_entries()
-        return {"inp": slot["inp"] * self.threads, "wgt": slot["wgt"] * self.threads,
-                "acc": slot["acc"] * self.threads + self.bias_entries}
+        slot, copies = self.slot_entries(), self.copies()
+        return {"inp": slot["inp"] * copies["inp"], "wgt": slot["wgt"] * copies["wgt"],
+                "acc": slot["acc"] * copies["acc"] + self.bias_entries}
 
 
 def compact_axes(geometry: ConvGeometry, config: HwConfig) -> tuple[bool, bool]:
@@ -305,6 +337,11 @@ def estimate_cost(plan: TilePlan) -> float:
     slot = plan.slot_entries()
     inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
     wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
+    # A resident operand loads each of its blocks once.
+    if plan.schedule.resident_input:
+        inp_loads = chunks
+    if plan.schedule.resident_weights:
+        wgt_loads = counts["k"] * chunks
     # Input: one LOAD per (batch, channel) plane of the tile, rows merged when
     # whole; per input row when columns are compacted.
     rows, cols = plan.input_rows, plan.input_cols
@@ -342,9 +379,38 @@ def estimate_cost(plan: TilePlan) -> float:
     work = (plan.blocks["b"] * plan.blocks["k"] * plan.blocks["h"] * plan.blocks["w"]
             * plan.blocks["c"] * kh * kw)
     total = work * period / gemm_uops
+    resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
+    if resident_inp or resident_wgt:
+        # The first group of tiles (one per thread) streams in every block it
+        # reads, a resident operand's once: the GEMMs wait where that outlasts
+        # the group's own compute.
+        group = list(itertools.islice(itertools.product(*(range(counts[a]) for a in order)),
+                                      plan.threads))
+        k_tiles = len({position[order.index("k")] for position in group})
+        loads = chunks * (inp * (1 if resident_inp else len(group))
+                          + wgt * (k_tiles if resident_wgt else len(group)))
+        total += max(0.0, loads - len(group) * gemm)
     if plan.threads > 1:
         return first_load + total + alu / 2 + store
     return total
+
+
+def _resident_variants(plan: TilePlan) -> list[TilePlan]:
+    """The plan, and its variants with resident weights and/or input that fit."""
+    variants = [plan]
+    counts, config = plan.counts, plan.config
+    whole = all(counts[axis] == 1 for axis in "bhw")
+    for weights, inp in ((True, False), (False, True), (True, True)):
+        if inp and not whole:
+            continue
+        if weights and counts["k"] * counts["c"] == 1 and plan.threads == 1:
+            continue        # one block, one slot: nothing to keep
+        schedule = plan.schedule.replace(resident_weights=weights, resident_input=inp)
+        variant = dataclasses.replace(plan, schedule=schedule)
+        usage = variant.usage()
+        if all(usage[kind] <= config.depth(kind) for kind in ("inp", "wgt")):
+            variants.append(variant)
+    return variants
 
 
 def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
@@ -431,9 +497,10 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                                     plan = plan_tiles(geometry, config, schedule)
                                     if plan.threads != threads:
                                         continue
-                                    cost = estimate_cost(plan)
-                                    if cost < best_cost - 1e-9:
-                                        best, best_cost = schedule, cost
+                                    for variant in _resident_variants(plan):
+                                        cost = estimate_cost(variant)
+                                        if cost < best_cost - 1e-9:
+                                            best, best_cost = variant.schedule, cost
                             # Narrower tiles only add column halos once a full-width
                             # (or the widest fitting) tile works.
                             break

@@ -13,7 +13,9 @@ import pytest
 
 from compiler import Conv2d, Dense, Schedule, compile_op
 from compiler.workloads import RESNET18
+from hw import isa
 from hw.config import PRESETS, HwConfig
+from hw.isa import MemType
 from runtime.device import Device
 from tests.compiler.hb import (module, run_tokens, unordered_compute_conflicts,
                                unordered_conflicts)
@@ -155,6 +157,29 @@ def test_user_schedule_with_ragged_tiles(order):
                         loop_order=order)
     run_and_check(op, TINY, schedule)
 
+
+
+@pytest.mark.parametrize("order", ["kbhw", "bhwk"])
+@pytest.mark.parametrize("inp", [False, True])
+def test_resident_operands_with_ragged_tiles(order, inp):
+    """Resident weights (and input): right results, no races, every block loaded once."""
+    op = Conv2d(1, 13, 11, 6, 5, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True,
+                shift=6, relu=True)
+    tile_h = 100 if inp else 2
+    schedule = Schedule(tile_h=tile_h, tile_w=100, tile_k=2, tile_c=2, virtual_threads=2,
+                        loop_order=order, resident_weights=True, resident_input=inp)
+    program, *_ = run_and_check(op, TINY, schedule)
+    assert unordered_conflicts(program.instructions, program.uops) == []
+    assert unordered_compute_conflicts(program.instructions, program.uops) == []
+    loaded = {MemType.INP: 0, MemType.WGT: 0}
+    for instruction in program.instructions:
+        if isinstance(instruction, isa.Load) and instruction.memory_type in loaded:
+            loaded[instruction.memory_type] += instruction.y_size * instruction.x_size
+    # 3 output-channel blocks x 4 channel blocks x 3x2 taps, each loaded once.
+    assert loaded[MemType.WGT] == 3 * 4 * 3 * 2
+    if inp:
+        # Every (channel block, row, column) of the input once.
+        assert loaded[MemType.INP] == 4 * 6 * 5
 
 def test_program_file_round_trip(tmp_path):
     from runtime.program_file import load, save

@@ -24,6 +24,8 @@ def test_json_round_trip(tmp_path):
     ({"loop_order": "bkh"}, "loop_order"),
     ({"virtual_threads": 1.5}, "virtual_threads"),
     ({"latency_hiding": "yes"}, "latency_hiding"),
+    ({"resident_weights": 1}, "resident_weights"),
+    ({"resident_input": "no"}, "resident_input"),
 ])
 def test_malformed_schedules(data, message):
     with pytest.raises(ScheduleError, match=message):
@@ -110,3 +112,21 @@ def test_impossible_config_errors_clearly():
     config = PRESETS["tiny"].replace(wgt_buffer_bytes=16 * 16, name="cramped")
     with pytest.raises(ScheduleError, match="no schedule fits"):
         default_schedule(Conv2d(1, 4, 4, 9, 9, kernel=7), config)
+
+
+def test_resident_input_needs_one_spatial_tile():
+    schedule = Schedule(tile_h=2, tile_w=56, resident_input=True)
+    with pytest.raises(ScheduleError, match="resident_input needs one tile"):
+        schedule.check(CONV.geometry(), PRESETS["default"])
+
+
+def test_resident_weights_count_every_block():
+    op = Conv2d(1, 64, 64, 8, 8, kernel=3, padding=1)
+    schedule = Schedule(tile_h=8, tile_w=8, tile_k=2, tile_c=2, virtual_threads=2,
+                        resident_weights=True)
+    plan = schedule.check(op.geometry(), PRESETS["default"])
+    # 4 output-channel blocks x 4 channel blocks x 9 taps, whatever the threads.
+    assert plan.usage()["wgt"] == 4 * 4 * 9
+    small = Conv2d(1, 64, 64, 2, 2, kernel=3, padding=1)
+    with pytest.raises(ScheduleError, match=r"wgt buffer: 2304 entries needed \(64 resident"):
+        schedule.check(small.geometry(), PRESETS["tiny"])
