@@ -16,13 +16,13 @@ import click
 
 from compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
 from compiler.dump import dump_program, summarize
-from cli.options import config_option
+from cli.options import config_option, fail
 
 
 def _kernel(value: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*", value)
     if not match:
-        raise click.ClickException(f"--kernel {value!r}: expected KH or KHxKW (e.g. 3 or 3x1)")
+        fail(f"--kernel {value!r}: expected KH or KHxKW (e.g. 3 or 3x1)")
     height = int(match.group(1))
     return height, int(match.group(2)) if match.group(2) else height
 
@@ -97,9 +97,9 @@ def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hidi
         if dump_path:
             Path(dump_path).write_text(dump_program(program))
     except (CompileError, ProgramFileError) as error:
-        raise click.ClickException(str(error)) from None
+        fail(str(error))
     except OSError as error:
-        raise click.ClickException(f"cannot write {error.filename}: {error.strerror}") from None
+        fail(f"cannot write {error.filename}: {error.strerror}")
     summary = summarize(program)
     summary.update(op=op.describe(), config=config.name, output=str(output),
                    schedule=program.metadata["schedule"],

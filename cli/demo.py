@@ -16,13 +16,9 @@ import click
 
 from cli.bench import describe_config
 from compiler.workloads import RESNET18
-from cli.options import config_option
+from cli.options import check_sim, config_option, fail
 from runtime import bench
 from runtime.bench import BenchError
-
-
-def _fail(message: str):
-    raise click.ClickException(message)
 
 
 def _say(text: str) -> None:
@@ -93,17 +89,16 @@ def command(layer, sim, config, seed):
     try:
         (workload,) = bench.select_workloads([layer])
     except BenchError as error:
-        _fail(str(error))
+        fail(str(error))
+    check_sim(sim)
     click.echo(f"vdla demo: ResNet-18 {workload.name}: {workload.op.describe()}")
     click.echo(f"config:       {describe_config(config)}")
     try:
         options = bench.prepare_backend(
             config, sim, lambda text: _say(f"{text}: the first run for this hardware takes "
                                            "about a minute, later runs reuse it..."))
-    except BenchError as error:
-        _fail(f"--sim {sim!r}: {error}")
     except RuntimeError as error:  # a failed Verilator build: its message ends with the log
-        _fail(str(error).strip() or repr(error))
+        fail(str(error).strip() or repr(error))
     _say(f"compiling {workload.name} and running it on {sim}...")
     result = bench.run_layer(workload, config, sim, seed=seed, backend_options=options)
     click.echo("\n".join(report_lines(result, sim)))

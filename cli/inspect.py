@@ -13,6 +13,7 @@ import json
 
 import click
 
+from cli.options import fail
 from hw import isa
 from hw.isa import Alu, Finish, Gemm, Load, Store
 from runtime.layout import packed_nbytes
@@ -117,7 +118,7 @@ def command(program_file, as_json, all_uops):
     try:
         program = load(program_file)
     except ValueError as error:
-        raise click.ClickException(str(error)) from None
+        fail(str(error))
     report = describe(program)
     if as_json:
         click.echo(json.dumps(report))

@@ -20,6 +20,13 @@ for _module in SUBCOMMANDS:
     cli.add_command(importlib.import_module(f"cli.{_module}").command)
 
 
+def _one_line(error: Exception) -> str:
+    # "/x/y.v: No such file or directory" rather than "[Errno 2] No such file ...: '/x/y.v'"
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
+
+
 def main():
     # Errors of ours are ValueErrors with a message meant for the user: print
     # that one line instead of a traceback.
@@ -32,7 +39,7 @@ def main():
         error.show()
         sys.exit(error.exit_code)
     except (ValueError, OSError) as error:
-        click.echo(f"vdla: error: {error}", err=True)
+        click.echo(f"vdla: error: {_one_line(error)}", err=True)
         sys.exit(1)
 
 

@@ -1,4 +1,4 @@
-"""Options shared by several ``vdla`` subcommands."""
+"""Options and user-error helpers shared by several ``vdla`` subcommands."""
 
 from __future__ import annotations
 
@@ -7,12 +7,31 @@ import click
 from hw.config import PRESETS, ConfigError, load_config
 
 
+def fail(message: str):
+    """Stop the command with ``message`` as its one-line error (exit status 1).
+
+    Raises
+    ------
+    click.ClickException
+        Always.
+    """
+    raise click.ClickException(message)
+
+
+def check_sim(sim: str) -> None:
+    """Fail with one line unless ``sim`` is a registered simulation backend."""
+    from sim.backend import backend_names
+    names = backend_names()
+    if sim not in names:
+        fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")
+
+
 def _parse_config(ctx, param, value):
     try:
         return load_config(value)
     except ConfigError as error:
         # One line, like every other user error (BadParameter adds a usage block).
-        raise click.ClickException(f"--config: {error}") from None
+        fail(f"--config: {error}")
 
 
 config_option = click.option(

@@ -19,13 +19,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from cli.options import check_sim, fail
 from runtime.device import Device
 from runtime.program_file import load
-from sim.backend import backend_names
-
-
-def _fail(message: str):
-    raise click.ClickException(message)
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -33,9 +29,9 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path:
-            _fail(f"{option} {value!r}: expected NAME=FILE")
+            fail(f"{option} {value!r}: expected NAME=FILE")
         if name in pairs:
-            _fail(f"{option} {name!r} given twice")
+            fail(f"{option} {name!r} given twice")
         pairs[name] = path
     return pairs
 
@@ -46,11 +42,11 @@ def _read_inputs(pairs: dict[str, str]) -> dict[str, np.ndarray]:
         try:
             arrays[name] = np.load(path, allow_pickle=False)
         except FileNotFoundError:
-            _fail(f"input {name!r}: no such file {path}")
+            fail(f"input {name!r}: no such file {path}")
         except (OSError, ValueError) as error:
-            _fail(f"input {name!r}: cannot read {path} as a .npy array ({error})")
+            fail(f"input {name!r}: cannot read {path} as a .npy array ({error})")
         if not isinstance(arrays[name], np.ndarray):
-            _fail(f"input {name!r}: {path} holds several arrays (.npz); give one .npy array")
+            fail(f"input {name!r}: {path} holds several arrays (.npz); give one .npy array")
     return arrays
 
 
@@ -62,11 +58,11 @@ def _output_paths(values, program) -> dict[str, Path]:
         name, sep, path = value.partition("=")
         if not sep:
             if len(names) != 1:
-                _fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
+                fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
                       "use --output NAME=FILE")
             name, path = names[0], value
         if name not in names:
-            _fail(f"--output {name!r}: the program has no such output "
+            fail(f"--output {name!r}: the program has no such output "
                   f"(outputs: {', '.join(names)})")
         paths[name] = Path(path)
     return paths
@@ -82,7 +78,7 @@ def _parse_window(value: str | None) -> tuple[int, int] | None:
     except ValueError:
         window = None
     if not sep or window is None or not 0 <= window[0] < window[1]:
-        _fail(f"--timeline-window {value!r}: expected START:END cycles with 0 <= START < END")
+        fail(f"--timeline-window {value!r}: expected START:END cycles with 0 <= START < END")
     return window
 
 
@@ -90,7 +86,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
     from runtime.plots import PlotError, timeline
     activity = result.details.get("activity")
     if activity is None:
-        _fail(f"--timeline: the {result.sim} simulator recorded no module activity")
+        fail(f"--timeline: the {result.sim} simulator recorded no module activity")
     layer = program.metadata.get("op_description") or program.metadata.get("layer", "program")
     hiding = (program.metadata.get("schedule") or {}).get("latency_hiding")
     how = {True: ", latency hiding", False: ", no latency hiding"}.get(hiding, "")
@@ -103,9 +99,9 @@ def _draw_timeline(path: str, result, program, window) -> str:
         timeline(activity, path, cycles=result.cycles, title=title,
                  window=(window[0], min(window[1], result.cycles)) if window else None)
     except PlotError as error:
-        _fail(f"--timeline: {error}")
+        fail(f"--timeline: {error}")
     except OSError as error:
-        _fail(f"--timeline: cannot write {path} ({error.strerror or error})")
+        fail(f"--timeline: cannot write {path} ({error.strerror or error})")
     return "exact" if bins == 1 else f"binned, {bins:,} cycles per bin"
 
 
@@ -144,20 +140,18 @@ def _jsonable(value):
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
             timeline_window, as_json):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
-    names = backend_names()
-    if sim not in names:
-        _fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")
+    check_sim(sim)
     if timeline_path is not None and sim != "rtl":
-        _fail(f"--timeline needs cycle-accurate module activity, which only --sim rtl records "
+        fail(f"--timeline needs cycle-accurate module activity, which only --sim rtl records "
               f"(got --sim {sim})")
     if timeline_window is not None and timeline_path is None:
-        _fail("--timeline-window needs --timeline FILE.png")
+        fail("--timeline-window needs --timeline FILE.png")
     window = _parse_window(timeline_window)
     input_paths = _parse_pairs(inputs, "--input")
     try:
         program = load(program_file)
     except ValueError as error:
-        _fail(str(error))
+        fail(str(error))
     output_paths = _output_paths(outputs, program)
     arrays = _read_inputs(input_paths)
     options = {}
@@ -173,17 +167,17 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         device = Device(program.config, sim=sim, **options)
         result = device.run(program, arrays)
     except (ValueError, TypeError) as error:
-        _fail(str(error))
+        fail(str(error))
     written = {}
     for name, path in output_paths.items():
         try:
             np.save(path, result.outputs[name], allow_pickle=False)
         except OSError as error:
-            _fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
+            fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
         written[name] = str(path)
     drawn = None
     if window is not None and window[0] >= result.cycles:
-        _fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")
+        fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")
     if timeline_path is not None:
         drawn = _draw_timeline(timeline_path, result, program, window)
     details = dict(result.details)
