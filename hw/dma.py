@@ -28,7 +28,9 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import HwConfig
-from hw.layouts import MAX_BURST_BEATS, MemReadSignature, log2, row_command_layout
+from hw import isa
+from hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, log2,
+                        row_command_layout)
 
 __all__ = ["ElementReader"]
 
@@ -58,7 +60,7 @@ class ElementReader(wiring.Component):
         No row being issued and no data outstanding.
     """
 
-    def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = 16,
+    def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = isa.SIZE_BITS,
                  rows_ahead: int = 4):
         self.config = config
         self.element_bytes = element_bytes
@@ -85,16 +87,16 @@ class ElementReader(wiring.Component):
 
         # ---------------------------------------------------------- requests
         beats_left = Signal(self.count_bits + log2(beats_per_element) + 1)
-        address = Signal(32)
+        address = Signal(HwConfig.DRAM_ADDR_BITS)
         issuing = Signal()
-        burst = Signal(16)
+        burst = Signal(BURST_BEATS_BITS)
         m.d.comb += burst.eq(Mux(beats_left > MAX_BURST_BEATS, MAX_BURST_BEATS, beats_left))
 
         if not wide:
             m.submodules.rows = rows = fifo.SyncFIFO(
                 width=lane_bits + self.count_bits, depth=self.rows_ahead)
         cmd = self.cmd.payload
-        byte_address = (cmd.addr << log2(element_bytes))[:32]
+        byte_address = (cmd.addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
         m.d.comb += [
             self.mem.req.valid.eq(issuing),
             self.mem.req.payload.addr.eq(address),

@@ -21,7 +21,8 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import HwConfig
-from hw.layouts import REQUEST_LAYOUT, MemReadSignature, MemWriteSignature, write_beat_layout
+from hw.layouts import (BURST_BEATS_BITS, REQUEST_LAYOUT, MemReadSignature, MemWriteSignature,
+                        write_beat_layout)
 
 __all__ = ["DramArbiter"]
 
@@ -56,7 +57,8 @@ class DramArbiter(wiring.Component):
         m = Module()
         n = self.n_readers
         id_bits = max(1, (n - 1).bit_length())
-        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + 16, depth=self.config.dram_reads_in_flight)
+        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + BURST_BEATS_BITS,
+                                                depth=self.config.dram_reads_in_flight)
 
         # ---------------------------------------------------------- requests
         granted = Signal()            # a client is connected to mem_rd_req
@@ -91,7 +93,7 @@ class DramArbiter(wiring.Component):
         # ---------------------------------------------------------- data
         head_owner = order.r_data[:id_bits]
         head_beats = order.r_data[id_bits:]
-        received = Signal(16)
+        received = Signal(BURST_BEATS_BITS)
         for i in range(n):
             m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
             with m.If(order.r_rdy & (head_owner == i)):

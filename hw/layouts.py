@@ -23,13 +23,14 @@ from hw import isa
 from hw.config import HwConfig
 
 __all__ = [
-    "REQUEST_LAYOUT", "MAX_BURST_BEATS", "instruction_layout", "uop_layout",
+    "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "instruction_layout", "uop_layout",
     "MemReadSignature", "MemWriteSignature", "write_beat_layout", "row_command_layout",
     "sram_read_signature", "sram_write_signature", "TokenSignature", "log2",
 ]
 
 # A burst request on the DRAM port: byte address and number of beats (>= 1).
-REQUEST_LAYOUT = data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "beats": 16})
+BURST_BEATS_BITS = 16
+REQUEST_LAYOUT = data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "beats": BURST_BEATS_BITS})
 
 # Longest burst a block issues. Long enough to amortise the read latency, short
 # enough that one client cannot hold the shared port for long.
@@ -66,10 +67,11 @@ def uop_layout(config: HwConfig) -> data.StructLayout:
 
 
 def write_beat_layout(config: HwConfig) -> data.StructLayout:
+    """One write data beat: ``data`` (bus bits) then ``strb`` (one bit per byte)."""
     return data.StructLayout({"data": config.dram_bus_bits, "strb": config.dram_bus_bytes})
 
 
-def row_command_layout(count_bits: int = 16) -> data.StructLayout:
+def row_command_layout(count_bits: int = isa.SIZE_BITS) -> data.StructLayout:
     """One row for an element reader: first DRAM element index and element count."""
     return data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "count": count_bits})
 
