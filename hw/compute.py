@@ -459,14 +459,7 @@ class Compute(wiring.Component):
                             m.next = "PUSH"
                 with m.Elif(~retire_queue.r_rdy):
                     m.d.comb += self.idle.eq(1)
-            with m.State("LOAD"):
-                m.d.comb += [self.busy.eq(1), loader.cmd.valid.eq(1)]
-                with m.If(loader.cmd.ready):
-                    m.next = "LOAD_WAIT"
-            with m.State("LOAD_WAIT"):
-                m.d.comb += [self.busy.eq(1), self.wait_mem.eq(loader.waiting)]
-                with m.If(~loader.busy):
-                    m.next = "PUSH"
+            loader.run_states(m, self, "LOAD", "LOAD_WAIT", then="PUSH")
             with m.State("PUSH"):
                 with m.If(pushes_ready):
                     # Both token queues are counters whose ready does not depend on

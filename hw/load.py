@@ -33,6 +33,7 @@ from hw.config import HwConfig
 from hw.dma import ElementReader
 from hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_write_signature)
+from hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["LoadEngine", "LoadUnit"]
 
@@ -80,15 +81,16 @@ class LoadEngine(wiring.Component):
             m.d.comb += selected[kind].eq(insn.memory_type == isa.MemType[kind.upper()])
 
         # Padded rectangle bounds, computed once per instruction.
-        rows_total = Signal(18)
-        cols_total = Signal(18)
-        y_end = Signal(18)
-        x_end = Signal(18)
-        row = Signal(18)
-        col = Signal(18)
-        offset = Signal(16)
-        rows_left = Signal(16)       # data rows still to request
-        row_addr = Signal(32)
+        padded_bits = isa.SIZE_BITS + 2     # a size plus two pads
+        rows_total = Signal(padded_bits)
+        cols_total = Signal(padded_bits)
+        y_end = Signal(padded_bits)
+        x_end = Signal(padded_bits)
+        row = Signal(padded_bits)
+        col = Signal(padded_bits)
+        offset = Signal(isa.SRAM_ADDR_BITS)
+        rows_left = Signal(isa.SIZE_BITS)       # data rows still to request
+        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)
 
         cmd = self.cmd.payload
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
@@ -148,6 +150,42 @@ class LoadEngine(wiring.Component):
                 m.d.sync += col.eq(col + 1)
         return m
 
+    def run_states(self, m: Module, unit, start: str, wait: str, then: str, only_if=None):
+        """Emit, inside the caller's FSM, the states that run one LOAD on this engine.
+
+        In ``start`` the engine is offered the LOAD on ``cmd`` (whose payload the
+        caller drives); once it takes it, ``wait`` waits for its last SRAM
+        write, then goes to ``then``. ``unit.busy`` is high in both states and
+        ``unit.wait_mem`` while the engine waits for DRAM data.
+
+        Parameters
+        ----------
+        m : Module
+            The caller's module, inside its ``with m.FSM()``.
+        unit
+            The calling component (``busy`` and ``wait_mem`` outputs).
+        start, wait, then : str
+            State names.
+        only_if : Value, optional
+            When given and low in ``start``, the LOAD is not run: ``start`` goes
+            straight to ``then`` (after one busy cycle).
+        """
+        with m.State(start):
+            run = 1 if only_if is None else only_if
+            m.d.comb += [unit.busy.eq(1), self.cmd.valid.eq(run)]
+            if only_if is None:
+                with m.If(self.cmd.ready):
+                    m.next = wait
+            else:
+                with m.If(~only_if):
+                    m.next = then
+                with m.Elif(self.cmd.ready):
+                    m.next = wait
+        with m.State(wait):
+            m.d.comb += [unit.busy.eq(1), unit.wait_mem.eq(self.waiting)]
+            with m.If(~self.busy):
+                m.next = then
+
 
 class LoadUnit(wiring.Component):
     """The load module: inp and wgt LOADs from its command queue.
@@ -196,32 +234,9 @@ class LoadUnit(wiring.Component):
         m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
 
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += [self.cmds.ready.eq(1), self.idle.eq(1)]
-                with m.If(self.cmds.valid):
-                    m.d.sync += word.eq(self.cmds.payload)
-                    m.next = "POP"
-            with m.State("POP"):
-                with m.If(~insn.pop_next | self.from_compute.valid):
-                    m.d.comb += self.from_compute.ready.eq(insn.pop_next)
-                    m.next = "START"
-                with m.Else():
-                    m.d.comb += self.wait_token.eq(1)
-            with m.State("START"):
-                m.d.comb += [self.busy.eq(1), engine.cmd.valid.eq(ours)]
-                with m.If(~ours):
-                    m.next = "PUSH"
-                with m.Elif(engine.cmd.ready):
-                    m.next = "WAIT"
-            with m.State("WAIT"):
-                m.d.comb += [self.busy.eq(1), self.wait_mem.eq(engine.waiting)]
-                with m.If(~engine.busy):
-                    m.next = "PUSH"
-            with m.State("PUSH"):
-                with m.If(~insn.push_next | self.to_compute.ready):
-                    m.d.comb += self.to_compute.valid.eq(insn.push_next)
-                    m.d.sync += retired.eq(retired + 1)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.comb += self.wait_token.eq(1)
+            take_instruction(m, self, word)
+            with pop_token(m, self, insn.pop_next, self.from_compute):
+                m.next = "START"
+            engine.run_states(m, self, "START", "WAIT", then="PUSH", only_if=ours)
+            push_token(m, self, insn.push_next, self.to_compute, retired)
         return m

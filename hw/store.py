@@ -28,8 +28,9 @@ from amaranth.lib.wiring import In, Out
 
 from hw import isa
 from hw.config import HwConfig
-from hw.layouts import (MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
+from hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
                         instruction_layout, log2, sram_read_signature)
+from hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["StoreUnit"]
 
@@ -81,8 +82,8 @@ class StoreUnit(wiring.Component):
         # ---------------------------------------------------------- SRAM reader
         m.submodules.elements = elements = fifo.SyncFIFO(width=element_bits,
                                                          depth=ELEMENT_FIFO_DEPTH)
-        read_left = Signal(32)          # entries still to read
-        read_offset = Signal(16)
+        read_left = Signal(2 * isa.SIZE_BITS)   # entries still to read: y_size * x_size
+        read_offset = Signal(isa.SRAM_ADDR_BITS)
         read_pending = Signal()         # a read issued last cycle: its data arrives now
         start_reader = Signal()
         with m.If(start_reader):
@@ -100,15 +101,15 @@ class StoreUnit(wiring.Component):
             m.d.sync += [read_left.eq(read_left - 1), read_offset.eq(read_offset + 1)]
 
         # ---------------------------------------------------------- rows and beats
-        rows_left = Signal(16)
-        row_addr = Signal(32)           # DRAM element index of the row's first element
-        row_beats = Signal(16 + log2(beats_per_element) + 1)   # beats of the row not yet requested
-        req_addr = Signal(32)
-        burst = Signal(16)
-        beats_left = Signal(16)         # beats of the current burst still to send
+        rows_left = Signal(isa.SIZE_BITS)
+        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)   # DRAM element index of the row's first element
+        row_beats = Signal(isa.SIZE_BITS + log2(beats_per_element) + 1)   # beats of the row not yet requested
+        req_addr = Signal(HwConfig.DRAM_ADDR_BITS)
+        burst = Signal(BURST_BEATS_BITS)
+        beats_left = Signal(BURST_BEATS_BITS)   # beats of the current burst still to send
         part = Signal(range(beats_per_element))   # beat within a wide element
         lane = Signal(lane_bits)        # next lane of a narrow-element beat
-        row_elements = Signal(16)       # narrow: elements of the row not yet packed
+        row_elements = Signal(isa.SIZE_BITS)    # narrow: elements of the row not yet packed
         beat_data = Signal(bus_bits)
         beat_strb = Signal(bus_bytes)
         beat_full = Signal()            # narrow: the packed beat is ready to send
@@ -118,29 +119,21 @@ class StoreUnit(wiring.Component):
             self.mem.req.payload.addr.eq(req_addr),
             self.mem.req.payload.beats.eq(burst),
         ]
-        byte_addr = (row_addr << log2(element_bytes))[:32]
+        byte_addr = (row_addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
         first_lane = row_addr[:lane_bits]
 
         retired = Signal(16)
         m.d.comb += self.retired.eq(retired)
         with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += [self.cmds.ready.eq(1), self.idle.eq(1)]
-                with m.If(self.cmds.valid):
-                    m.d.sync += word.eq(self.cmds.payload)
-                    m.next = "POP"
-            with m.State("POP"):
-                with m.If(~insn.pop_prev | self.from_compute.valid):
-                    m.d.comb += self.from_compute.ready.eq(insn.pop_prev)
-                    with m.If(insn.opcode == isa.Opcode.STORE):
-                        m.d.comb += start_reader.eq(1)
-                        m.d.sync += [rows_left.eq(Mux(insn.x_size == 0, 0, insn.y_size)),
-                                     row_addr.eq(insn.dram_base)]
-                        m.next = "ROW"
-                    with m.Else():
-                        m.next = "PUSH"
+            take_instruction(m, self, word)
+            with pop_token(m, self, insn.pop_prev, self.from_compute):
+                with m.If(insn.opcode == isa.Opcode.STORE):
+                    m.d.comb += start_reader.eq(1)
+                    m.d.sync += [rows_left.eq(Mux(insn.x_size == 0, 0, insn.y_size)),
+                                 row_addr.eq(insn.dram_base)]
+                    m.next = "ROW"
                 with m.Else():
-                    m.d.comb += self.wait_token.eq(1)
+                    m.next = "PUSH"
             with m.State("ROW"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(rows_left == 0):
@@ -219,11 +212,5 @@ class StoreUnit(wiring.Component):
                             m.next = "ROW"
                         with m.Else():
                             m.next = "REQUEST"
-            with m.State("PUSH"):
-                with m.If(~insn.push_prev | self.to_compute.ready):
-                    m.d.comb += self.to_compute.valid.eq(insn.push_prev)
-                    m.d.sync += retired.eq(retired + 1)
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.comb += self.wait_token.eq(1)
+            push_token(m, self, insn.push_prev, self.to_compute, retired)
         return m

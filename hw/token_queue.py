@@ -5,9 +5,17 @@ on the ``push`` stream (accepted while fewer than ``depth`` tokens are held);
 the consumer takes one on the ``pop`` stream (valid while the count is
 non-zero). A push and a pop in the same cycle leave the count unchanged; a
 token pushed in one cycle can be popped from the next one on.
+
+The load and store modules run one instruction at a time through the same
+token handshake: ``IDLE`` (take a word from ``cmds``), ``POP`` (wait for the
+token the instruction asks for and take it), the module's own states, then
+``PUSH`` (offer the token it asks for, retire, back to ``IDLE``).
+`take_instruction`, `pop_token` and `push_token` emit those shared states.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from amaranth import Module, Signal
 from amaranth.lib import wiring
@@ -15,7 +23,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.layouts import TokenSignature
 
-__all__ = ["TokenQueue"]
+__all__ = ["TokenQueue", "take_instruction", "pop_token", "push_token"]
 
 
 class TokenQueue(wiring.Component):
@@ -56,3 +64,48 @@ class TokenQueue(wiring.Component):
         with m.Elif(popped & ~pushed):
             m.d.sync += count.eq(count - 1)
         return m
+
+
+# ---------------------------------------------------------------------- module states
+def take_instruction(m: Module, unit, word: Signal) -> None:
+    """State ``IDLE``: latch the next word of ``unit.cmds`` into ``word``, go to ``POP``.
+
+    ``unit`` has ``cmds`` (an instruction stream) and ``idle`` (high in this state).
+    """
+    with m.State("IDLE"):
+        m.d.comb += [unit.cmds.ready.eq(1), unit.idle.eq(1)]
+        with m.If(unit.cmds.valid):
+            m.d.sync += word.eq(unit.cmds.payload)
+            m.next = "POP"
+
+
+@contextmanager
+def pop_token(m: Module, unit, pop, queue):
+    """State ``POP``: take a token from ``queue`` if ``pop`` asks for one.
+
+    The body of the ``with`` runs (and picks the next state) in the cycle the
+    token is taken, or at once when ``pop`` is low; until then
+    ``unit.wait_token`` is high.
+    """
+    with m.State("POP"):
+        with m.If(~pop | queue.valid):
+            m.d.comb += queue.ready.eq(pop)
+            yield
+        with m.Else():
+            m.d.comb += unit.wait_token.eq(1)
+
+
+def push_token(m: Module, unit, push, queue, retired: Signal) -> None:
+    """State ``PUSH``: offer a token to ``queue`` if ``push`` asks, then retire.
+
+    Once the token is taken (at once when ``push`` is low) ``retired`` counts
+    the instruction and the next state is ``IDLE``; until then
+    ``unit.wait_token`` is high.
+    """
+    with m.State("PUSH"):
+        with m.If(~push | queue.ready):
+            m.d.comb += queue.valid.eq(push)
+            m.d.sync += retired.eq(retired + 1)
+            m.next = "IDLE"
+        with m.Else():
+            m.d.comb += unit.wait_token.eq(1)
