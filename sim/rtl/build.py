@@ -85,14 +85,17 @@ class ModelBuild:
 
     @property
     def library(self) -> Path:
+        """The shared library to load with ctypes."""
         return self.directory / LIBRARY_NAME
 
     @property
     def verilog(self) -> Path:
+        """The Verilog the model was built from."""
         return self.directory / VERILOG_NAME
 
     @property
     def manifest(self) -> dict:
+        """The build's manifest (key, config, toolchain, flags, timing)."""
         return json.loads((self.directory / MANIFEST_NAME).read_text())
 
 
@@ -145,6 +148,9 @@ def _prepare_lz4(work: Path) -> list[str]:
 
 
 def _config_header(config: HwConfig, trace: bool, key: str) -> str:
+    from hw.layouts import REQUEST_LAYOUT, write_beat_layout  # Amaranth: cold builds only
+    request = {name: REQUEST_LAYOUT[name] for name in ("addr", "beats")}
+    strobes = write_beat_layout(config)["strb"]
     counters = " ".join(f"X({name})" for name in RTL_COUNTERS)
     status = " ".join(f"X({name})" for name in RTL_STATUS)
     activity = " ".join(f"X({name})" for name in RTL_ACTIVITY)
@@ -153,6 +159,11 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
         "#pragma once",
         f"#define VDLA_BUS_BITS {config.dram_bus_bits}",
         f"#define VDLA_READ_LATENCY {config.dram_read_latency}",
+        *(f"#define VDLA_REQUEST_{name.upper()}_{part} {value}"
+          for name, field in request.items()
+          for part, value in (("LSB", field.offset), ("BITS", field.width))),
+        f"#define VDLA_WRITE_STRB_LSB {strobes.offset}",
+        f"#define VDLA_WRITE_BITS {write_beat_layout(config).size}",
         f"#define VDLA_TRACE {int(trace)}",
         f'#define VDLA_BUILD_ID "{key}"',
         f"#define VDLA_COUNTERS(X) {counters}",
