@@ -27,6 +27,8 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import Event, First, RisingEdge, Timer
 
+from hw.layouts import REQUEST_LAYOUT
+
 PERIOD_NS = 10
 
 
@@ -46,6 +48,12 @@ async def clock_and_reset(dut, cycles: int = 3):
         await RisingEdge(dut.clk)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
+
+
+def request_fields(word: int) -> tuple[int, int]:
+    """``(addr, beats)`` of a burst request payload, placed as `hw.layouts.REQUEST_LAYOUT` says."""
+    return tuple((word >> field.offset) & ((1 << field.width) - 1)
+                 for field in (REQUEST_LAYOUT["addr"], REQUEST_LAYOUT["beats"]))
 
 
 def cycle_now() -> int:
@@ -156,7 +164,7 @@ class DramModel:
             await RisingEdge(self.clk)
             if ready_now and read(valid):
                 word = read(payload)
-                addr, beats = word & 0xFFFFFFFF, (word >> 32) & 0xFFFF
+                addr, beats = request_fields(word)
                 self._check_request("read", addr, beats)
                 due = cycle_now() + self.latency + (self.rng.randint(0, timing.extra_latency)
                                                       if timing.extra_latency else 0)
@@ -229,7 +237,7 @@ class DramModel:
                 req_ready.value = int(self._chance(timing.write_ready))
             req_ready.value = 0
             word = read(req_payload)
-            addr, beats = word & 0xFFFFFFFF, (word >> 32) & 0xFFFF
+            addr, beats = request_fields(word)
             self._check_request("write", addr, beats)
             self.write_bursts += 1
             ready_now = int(self._chance(timing.write_ready))
@@ -288,16 +296,23 @@ class DramModel:
 
 
 # ---------------------------------------------------------------------- streams
-class StreamSource:
-    """Drive a stream (``<name>__valid/ready/payload``) from a list, with idle cycles."""
+class _StreamEnd:
+    """The handles of a stream ``<name>__valid/ready/payload`` and a seeded RNG."""
 
-    def __init__(self, dut, name: str, idle: float = 0.0, seed: int = 1, payload: bool = True):
+    def __init__(self, dut, name: str, seed: int, payload: bool):
         self.clk = dut.clk
         self.valid = getattr(dut, f"{name}__valid")
         self.ready = getattr(dut, f"{name}__ready")
         self.payload = getattr(dut, f"{name}__payload") if payload else None
-        self.idle = idle
         self.rng = random.Random(seed)
+
+
+class StreamSource(_StreamEnd):
+    """Drive a stream (``<name>__valid/ready/payload``) from a list, with idle cycles."""
+
+    def __init__(self, dut, name: str, idle: float = 0.0, seed: int = 1, payload: bool = True):
+        super().__init__(dut, name, seed, payload)
+        self.idle = idle
         self.valid.value = 0
         self.sent = 0
 
@@ -324,16 +339,12 @@ class StreamSource:
         self.valid.value = 0
 
 
-class StreamSink:
+class StreamSink(_StreamEnd):
     """Take a stream's transfers into `items` with random ``ready`` backpressure."""
 
     def __init__(self, dut, name: str, ready: float = 1.0, seed: int = 1, payload: bool = True):
-        self.clk = dut.clk
-        self.valid = getattr(dut, f"{name}__valid")
-        self.ready = getattr(dut, f"{name}__ready")
-        self.payload = getattr(dut, f"{name}__payload") if payload else None
+        super().__init__(dut, name, seed, payload)
         self.probability = ready
-        self.rng = random.Random(seed)
         self.items: list[int] = []
         self.edges: list[int] = []
         self.ready.value = 0

@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.cocotb, pytest.mark.rtl]
 BLOCK_TESTS = ["token_queues", "token_queue_reset_clears", "alu_ops", "gemm_core",
                "load_module", "load_module_backpressure", "load_waits_for_token",
                "store_module", "store_module_backpressure", "store_waits_for_token"]
+# bench_chip's `speed` case only measures (benchmarks/cocotb_speed.py) and
+# returns at once without VDLA_SPEED_JSON, so the tests leave it out.
 CHIP_TESTS = ["random_programs", "random_programs_backpressure", "restart_after_done",
-              "compiled_layer", "speed"]
+              "compiled_layer"]
 
 
 def _assert_passed(results: harness.BenchResults, expected_tests: int):
@@ -61,7 +63,8 @@ def test_chip_tiny(chip_tiny, tmp_path):
     conv2d on the whole chip at ``tiny``, against fsim."""
     env = harness.config_env(PRESETS["tiny"])
     env["VDLA_BENCH_SEEDS"] = ",".join(str(s) for s in range(8))
-    results = harness.run("bench_chip", chip_tiny, env=env, work_dir=tmp_path)
+    results = harness.run("bench_chip", chip_tiny, env=env, work_dir=tmp_path,
+                          testcases=CHIP_TESTS)
     _assert_passed(results, len(CHIP_TESTS))
 
 
