@@ -177,6 +177,16 @@ def padded_expectation(dram, insn, element_bytes):
     return out.reshape(rows * cols, element_bytes)
 
 
+async def _issue_load(ctx, dut, insn, config):
+    """Hand the LOAD ``insn`` to a `LoadEngine`'s ``cmd`` stream; return once it is taken."""
+    fields = isa.formats(config)[isa.Opcode.LOAD]
+    ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const(
+        {f.name: getattr(insn, f.name) for f in fields}))
+    ctx.set(dut.cmd.valid, 1)
+    await ctx.tick().until(dut.cmd.ready)
+    ctx.set(dut.cmd.valid, 0)
+
+
 @pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS], ids=lambda c: c.name)
 @pytest.mark.parametrize("kind", ["inp", "wgt"])
 def test_load_engine_padding_and_addresses(config, kind):
@@ -198,15 +208,9 @@ def test_load_engine_padding_and_addresses(config, kind):
     results = []
 
     async def testbench(ctx):
-        layout = dut.cmd.payload.shape()
         for insn in loads:
             written = {}
-            ctx.set(dut.cmd.payload, layout.const({f.name: getattr(insn, f.name) if f.name != "opcode"
-                                                   else insn.opcode
-                                                   for f in isa.formats(config)[isa.Opcode.LOAD]}))
-            ctx.set(dut.cmd.valid, 1)
-            await ctx.tick().until(dut.cmd.ready)
-            ctx.set(dut.cmd.valid, 0)
+            await _issue_load(ctx, dut, insn, config)
             for _ in range(2000):
                 en, addr, data, other_en, busy = (await ctx.tick().sample(
                     port.en, port.addr, port.data, other.en, dut.busy))[2:]
@@ -252,13 +256,7 @@ def test_load_engine_splits_long_rows_into_bursts():
     written = {}
 
     async def testbench(ctx):
-        layout = dut.cmd.payload.shape()
-        ctx.set(dut.cmd.payload, layout.const({f.name: getattr(insn, f.name) if f.name != "opcode"
-                                               else insn.opcode
-                                               for f in isa.formats(config)[isa.Opcode.LOAD]}))
-        ctx.set(dut.cmd.valid, 1)
-        await ctx.tick().until(dut.cmd.ready)
-        ctx.set(dut.cmd.valid, 0)
+        await _issue_load(ctx, dut, insn, config)
         while True:
             en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
                                                       dut.sram_wgt.data))[2:]

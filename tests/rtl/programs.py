@@ -79,6 +79,13 @@ def _random_int8(rng, shape) -> np.ndarray:
     return rng.integers(-128, 128, size=shape, dtype=np.int64).astype(np.int8)
 
 
+def _row_load(memory_type: MemType, dram_base: int, count: int, sram_base: int = 0,
+              **tokens) -> Load:
+    """A LOAD of ``count`` consecutive elements (one row, no padding)."""
+    return Load(memory_type=memory_type, sram_base=sram_base, dram_base=dram_base, y_size=1,
+                x_size=count, x_stride=count, **tokens)
+
+
 def gemm_program(config: HwConfig, m: int = 3, n: int = 2, k: int = 2, seed: int = 0) -> BuiltProgram:
     """``out[m, n] = sum_k inp[m, k] @ wgt[n, k].T`` with a zero-padded input load.
 
@@ -99,10 +106,8 @@ def gemm_program(config: HwConfig, m: int = 3, n: int = 2, k: int = 2, seed: int
     out_stride = n + 1
     out_offset, out_base = builder.place("out", None, elements=m * out_stride)
     program = [
-        Load(memory_type=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
-             x_size=len(uops), x_stride=len(uops)),
-        Load(memory_type=MemType.WGT, sram_base=0, dram_base=wgt_base, y_size=1,
-             x_size=n * k, x_stride=n * k),
+        _row_load(MemType.UOP, uop_base, len(uops)),
+        _row_load(MemType.WGT, wgt_base, n * k),
         Load(memory_type=MemType.INP, sram_base=0, dram_base=inp_base, y_size=m, x_size=k,
              x_stride=k, y_pad_top=1, x_pad_left=1, push_next=True),
         Gemm(reset=True, uop_begin=k, uop_end=k + 1, iter_out=m, iter_in=n,
@@ -140,13 +145,11 @@ def alu_program(config: HwConfig, seed: int = 1) -> BuiltProgram:
              (AluOp.MAX, True, -1000), (AluOp.MIN, True, 1000), (AluOp.ADD, True, -7),
              (AluOp.SHL, True, 1), (AluOp.MUL, False, 0), (AluOp.SHR, True, 33)]
     program = [
-        Load(memory_type=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1, x_size=1,
-             x_stride=1),
+        _row_load(MemType.UOP, uop_base, 1),
         # 2x2 data, one zero row/element on every side: a 4x4 tile in acc[0:16].
         Load(memory_type=MemType.ACC, sram_base=0, dram_base=tile_base, y_size=2, x_size=2,
              x_stride=2, y_pad_top=1, y_pad_bottom=1, x_pad_left=1, x_pad_right=1),
-        Load(memory_type=MemType.ACC, sram_base=16, dram_base=other_base, y_size=1, x_size=16,
-             x_stride=16),
+        _row_load(MemType.ACC, other_base, 16, sram_base=16),
     ]
     for index, (op, use_imm, imm) in enumerate(steps):
         last = index == len(steps) - 1
@@ -211,10 +214,8 @@ def double_buffer_program(config: HwConfig, tiles: int = 6, m: int = 2, n: int =
     uop_base = builder.uops(uops)
     out_offset, out_base = builder.place("out", None, elements=tiles * acc_tile)
     program = [
-        Load(memory_type=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
-             x_size=len(uops), x_stride=len(uops)),
-        Load(memory_type=MemType.WGT, sram_base=0, dram_base=wgt_base, y_size=1,
-             x_size=n * k, x_stride=n * k),
+        _row_load(MemType.UOP, uop_base, len(uops)),
+        _row_load(MemType.WGT, wgt_base, n * k),
     ]
     loops = dict(iter_out=m, iter_in=n, dst_factor_out=n, dst_factor_in=1)
     # In stream order, as a compiler would emit them: load t, compute t, store t.
@@ -222,9 +223,8 @@ def double_buffer_program(config: HwConfig, tiles: int = 6, m: int = 2, n: int =
         buffer = t % 2
         begin, end = ranges[buffer]
         program += [
-            Load(memory_type=MemType.INP, sram_base=buffer * inp_tile,
-                 dram_base=inp_base + t * inp_tile, y_size=1, x_size=inp_tile,
-                 x_stride=inp_tile, pop_next=t >= 2, push_next=True),
+            _row_load(MemType.INP, inp_base + t * inp_tile, inp_tile, sram_base=buffer * inp_tile,
+                      pop_next=t >= 2, push_next=True),
             Gemm(reset=True, uop_begin=end, uop_end=end + 1, pop_next=t >= 2, **loops),
             Gemm(pop_prev=True, push_prev=t < tiles - 2, push_next=True, uop_begin=begin,
                  uop_end=end, src_factor_out=k, src_factor_in=0, wgt_factor_out=0,
@@ -249,8 +249,7 @@ def deadlock_program(config: HwConfig) -> BuiltProgram:
     builder = ImageBuilder(config)
     uop_base = builder.uops([Uop(dst=0, src=0, wgt=0)])
     program = [
-        Load(memory_type=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1, x_size=1,
-             x_stride=1),
+        _row_load(MemType.UOP, uop_base, 1),
         Gemm(pop_prev=True, uop_begin=0, uop_end=1),
         Finish(),
     ]
