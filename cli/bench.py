@@ -21,16 +21,12 @@ from pathlib import Path
 
 import click
 
-from cli.options import config_option
+from cli.options import check_sim, config_option, fail
 from hw.config import HwConfig
 from runtime import bench
 from runtime.bench import BenchError, BenchResult, LayerResult
 
 UNTIMED_SIMS = ("fsim",)
-
-
-def _fail(message: str):
-    raise click.ClickException(message)
 
 
 # --------------------------------------------------------------------------- text
@@ -69,6 +65,16 @@ def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[s
         return "  ".join(str(cell).rjust(width) if i in right else str(cell).ljust(width)
                          for i, (cell, width) in enumerate(zip(cells, widths))).rstrip()
     return [line(headers), line(["-" * width for width in widths])] + [line(r) for r in rows]
+
+
+def _on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def _failure(layer: LayerResult) -> str:
+    """The report line of a layer that failed or computed a wrong output."""
+    reason = layer.error or f"{layer.mismatches:,} output element(s) differ from numpy"
+    return f"FAIL {layer.name} (latency hiding {_on_off(layer.latency_hiding)}): {reason}"
 
 
 def _check(layer: LayerResult) -> str:
@@ -142,12 +148,8 @@ def total_lines(result: BenchResult) -> list[str]:
     wrong = [layer for layer in result.layers if not layer.correct]
     if not wrong:
         lines.append(f"all {len(result.layers)} layer(s) match numpy "
-                     f"({result.sim}, latency hiding {'on' if result.latency_hiding else 'off'})")
-    for layer in wrong:
-        reason = layer.error or f"{layer.mismatches:,} output element(s) differ from numpy"
-        lines.append(f"FAIL {layer.name} (latency hiding "
-                     f"{'on' if layer.latency_hiding else 'off'}): {reason}")
-    return lines
+                     f"({result.sim}, latency hiding {_on_off(result.latency_hiding)})")
+    return lines + [_failure(layer) for layer in wrong]
 
 
 def ablation_lines(report: dict, benchmark: str) -> list[str]:
@@ -171,16 +173,14 @@ def ablation_lines(report: dict, benchmark: str) -> list[str]:
 def report_lines(result: BenchResult, report: dict) -> list[str]:
     """The whole human report of a run (and its ablation, when ``report`` has one)."""
     lines = [f"{result.benchmark} on {result.sim}, config {describe_config(result.config)}, "
-             f"latency hiding {'on' if result.latency_hiding else 'off'}, seed {result.seed}, "
+             f"latency hiding {_on_off(result.latency_hiding)}, seed {result.seed}, "
              f"{result.seconds:.1f} s", ""]
     lines += layer_table(result) + module_table(result) + total_lines(result)
     if "ablation" in report:
         lines += ablation_lines(report["ablation"], result.benchmark)
         without = [LayerResult.from_dict(layer)
                    for layer in report["ablation"]["without_latency_hiding"]]
-        lines += [f"FAIL {layer.name} (latency hiding off): "
-                  f"{layer.error or f'{layer.mismatches:,} output element(s) differ from numpy'}"
-                  for layer in without if not layer.correct]
+        lines += [_failure(layer) for layer in without if not layer.correct]
     return lines
 
 
@@ -225,30 +225,28 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
     try:
         workloads = bench.select_workloads(layers, benchmark)
     except BenchError as error:
-        _fail(str(error))
-    from sim.backend import backend_names
-    if sim not in backend_names():
-        _fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(backend_names())})")
+        fail(str(error))
+    check_sim(sim)
     timed_only = [flag for flag, value in (("--roofline", roofline_path),
                                            ("--check-baseline", check_path),
                                            ("--update-baseline", update_path)) if value is not None]
     if sim in UNTIMED_SIMS and timed_only:
-        _fail(f"{timed_only[0]} needs cycles, but --sim {sim} is untimed; use --sim rtl")
+        fail(f"{timed_only[0]} needs cycles, but --sim {sim} is untimed; use --sim rtl")
     if ablation and no_latency_hiding:
-        _fail("--ablation already runs without latency hiding; drop --no-latency-hiding")
+        fail("--ablation already runs without latency hiding; drop --no-latency-hiding")
     if check_path is not None and update_path is not None:
-        _fail("--check-baseline and --update-baseline exclude each other")
+        fail("--check-baseline and --update-baseline exclude each other")
     if (check_path is not None or update_path is not None) and no_latency_hiding:
-        _fail("baselines record the default compile; drop --no-latency-hiding")
+        fail("baselines record the default compile; drop --no-latency-hiding")
     if scheduler is not None and jobs != 1:
-        _fail("--jobs sets local workers; a --scheduler cluster has its own")
+        fail("--jobs sets local workers; a --scheduler cluster has its own")
     baseline, baseline_file = None, None
     if check_path is not None:
         baseline_file = Path(check_path) if check_path else bench.baseline_path(config)
         try:
             baseline = bench.load_baseline(baseline_file)
         except BenchError as error:
-            _fail(str(error))
+            fail(str(error))
     if update_path is not None:
         baseline_file = Path(update_path) if update_path else bench.baseline_path(config)
 
@@ -279,9 +277,9 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
     except KeyboardInterrupt:
         raise click.Abort() from None
     except (ValueError, OSError) as error:  # BenchError, an unreachable scheduler, ...
-        _fail(str(error))
+        fail(str(error))
     except RuntimeError as error:  # a failed Verilator build: its message ends with the log
-        _fail(str(error).strip() or repr(error))
+        fail(str(error).strip() or repr(error))
     finally:
         if executor is not None:
             executor.shutdown(wait=False)
@@ -295,11 +293,8 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
         try:
             check = bench.check_baseline(main, baseline, baseline_file)
         except BenchError as error:
-            _fail(str(error))
-        report["baseline"] = {"path": str(baseline_file), "ok": check.ok,
-                              "tolerance": check.tolerance,
-                              "layers": [{"name": entry.name, "old": entry.old, "new": entry.new,
-                                          "status": entry.status} for entry in check.entries]}
+            fail(str(error))
+        report["baseline"] = check.to_dict()
         lines += [""] + check.lines()
         failed = failed or not check.ok
 
@@ -313,7 +308,7 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
             try:
                 Path(json_path).write_text(text + "\n")
             except OSError as error:
-                _fail(f"--json {json_path}: cannot write ({error.strerror or error})")
+                fail(f"--json {json_path}: cannot write ({error.strerror or error})")
             click.echo(f"report written to {json_path}")
     if roofline_path is not None:
         from runtime.plots import PlotError, roofline
@@ -321,14 +316,14 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
             roofline(main, config, roofline_path,
                      compare=results[1] if ablation else None)
         except (PlotError, OSError) as error:
-            _fail(f"--roofline {roofline_path}: {error}")
+            fail(f"--roofline {roofline_path}: {error}")
         if not to_stdout:
             click.echo(f"roofline written to {roofline_path}")
     if update_path is not None:
         try:
             written = bench.write_baseline(main, baseline_file)
         except (BenchError, OSError) as error:
-            _fail(f"--update-baseline: {error}")
+            fail(f"--update-baseline: {error}")
         if not to_stdout:
             click.echo(f"baseline written to {written} ({len(main.layers)} layer(s) recorded)")
     if failed:

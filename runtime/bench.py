@@ -125,10 +125,12 @@ class LayerResult:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The layer's entry of the JSON report (every attribute, by name)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "LayerResult":
+        """Inverse of `to_dict`; keys that are no attribute are ignored."""
         known = {field.name for field in dataclasses.fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -173,10 +175,12 @@ class BenchResult:
 
     @property
     def all_correct(self) -> bool:
+        """Every layer's output equals its numpy reference."""
         return all(layer.correct for layer in self.layers)
 
     @property
     def timed(self) -> bool:
+        """Every layer has cycles (a timed simulator, no failed layer)."""
         return bool(self.layers) and all(layer.cycles is not None for layer in self.layers)
 
     @property
@@ -208,6 +212,13 @@ class BenchResult:
         return math.exp(sum(math.log(value) for value in values) / len(values))
 
     def layer(self, name: str) -> LayerResult:
+        """The result of the layer called ``name``.
+
+        Raises
+        ------
+        KeyError
+            When the run has no such layer.
+        """
         for layer in self.layers:
             if layer.name == name:
                 return layer
@@ -253,7 +264,7 @@ def select_workloads(names: str | Sequence[str] | None,
     if names is None:
         return list(workloads)
     if isinstance(names, str):
-        names = [name for name in names.split(",")]
+        names = names.split(",")
     wanted = [name.strip().upper() for name in names]
     if not wanted or any(not name for name in wanted):
         raise BenchError(f"layers: expected a comma-separated list such as C2,C5, got "
@@ -652,11 +663,19 @@ class BaselineCheck:
     tolerance: float
 
     def by_status(self, status: str) -> list[BaselineEntry]:
+        """The entries of one `BaselineEntry` status, in the run's layer order."""
         return [entry for entry in self.entries if entry.status == status]
 
     @property
     def ok(self) -> bool:
+        """No layer regressed and none lost its cycles."""
         return not self.by_status("regression") and not self.by_status("missing")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``baseline`` part of the ``vdla bench --json`` report."""
+        return {"path": self.path, "ok": self.ok, "tolerance": self.tolerance,
+                "layers": [{"name": entry.name, "old": entry.old, "new": entry.new,
+                            "status": entry.status} for entry in self.entries]}
 
     def lines(self) -> list[str]:
         """The human report: failures first, then improvements."""
@@ -665,8 +684,10 @@ class BaselineCheck:
             lines.append(f"REGRESSION {entry.name}: {entry.old:,} -> {entry.new:,} cycles "
                          f"({entry.change:+.2%}, more than {self.tolerance:.0%})")
         for entry in self.by_status("missing"):
-            lines.append(f"MISSING {entry.name}: baseline {entry.old:,} cycles, no cycles "
-                         "this run (the layer failed)")
+            recorded = "not in the baseline" if entry.old is None else \
+                f"baseline {entry.old:,} cycles"
+            lines.append(f"MISSING {entry.name}: {recorded}, no cycles this run (the layer "
+                         "failed)")
         for entry in self.by_status("slower"):
             lines.append(f"slower {entry.name}: {entry.old:,} -> {entry.new:,} cycles "
                          f"({entry.change:+.2%}, within {self.tolerance:.0%})")

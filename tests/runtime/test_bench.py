@@ -237,6 +237,13 @@ def test_a_layer_without_cycles_fails_and_new_layers_pass():
     assert bench.check_baseline(_result({"C5": 10}), _baseline({"C2": 100})).ok
 
 
+def test_a_failed_layer_the_baseline_lacks_is_reported_missing():
+    check = bench.check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C5": 10}))
+    assert not check.ok
+    assert check.entries[0].status == "missing"
+    assert "MISSING C2: not in the baseline, no cycles this run" in "\n".join(check.lines())
+
+
 def test_a_baseline_of_other_hardware_is_refused():
     with pytest.raises(BenchError, match="recorded on other hardware"):
         bench.check_baseline(_result({"C2": 100}), _baseline({"C2": 100}, TINY))
