@@ -9,7 +9,8 @@ callers can catch one family whichever backend ran.
 from __future__ import annotations
 
 __all__ = ["SimulationError", "DeadlockError", "RaceError", "AddressError",
-           "InstructionError", "TokenError", "describe_instruction"]
+           "InstructionError", "TokenError", "describe_instruction",
+           "instruction_label"]
 
 
 def describe_instruction(index: int | None, insn=None) -> str:
@@ -25,11 +26,21 @@ def describe_instruction(index: int | None, insn=None) -> str:
     where = "instruction" if index is None else f"instruction {index}"
     if insn is None:
         return where
+    return f"{where} ({instruction_label(insn)})"
+
+
+def instruction_label(insn) -> str:
+    """``"GEMM"``, ``"LOAD inp"``: an instruction's opcode, and memory type for loads/stores.
+
+    Parameters
+    ----------
+    insn : hw.isa.Instruction
+    """
     label = insn.opcode.name
     memory_type = getattr(insn, "memory_type", None)
     if memory_type is not None:
         label += f" {memory_type.kind}"
-    return f"{where} ({label})"
+    return label
 
 
 class SimulationError(ValueError):

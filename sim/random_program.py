@@ -53,12 +53,11 @@ import numpy as np
 from hw import isa
 from hw.config import HwConfig
 from hw.isa import Alu, AluOp, Finish, Gemm, Instruction, Load, MemType, Store, Uop
+from sim.errors import instruction_label
+from sim.fsim import COMPUTE, LOAD, MODULES, STORE, module_of
 
 __all__ = ["GeneratorOptions", "RandomProgram", "generate", "check_token_discipline",
            "QUEUE_FLAGS"]
-
-LOAD, COMPUTE, STORE = range(3)
-MODULE_NAMES = ("load", "compute", "store")
 
 # (producer, consumer) -> (producer's push flag, consumer's pop flag)
 QUEUE_FLAGS = {
@@ -124,6 +123,7 @@ class GeneratorOptions:
     burst_probability: float = 0.35
 
     def replace(self, **changes) -> "GeneratorOptions":
+        """A copy with ``changes`` applied (as `dataclasses.replace`)."""
         return dataclasses.replace(self, **changes)
 
 
@@ -217,7 +217,6 @@ class _Generator:
         self.reserved_acc = depth["acc"] - 1
         # SRAM models
         self.init = {kind: np.zeros(depth[kind], dtype=bool) for kind in depth}
-        self.out_init = np.zeros(depth["acc"], dtype=bool)
         self.uop_words = np.zeros(depth["uop"], dtype=np.uint32)
         # last local index of each module touching a shared entry
         self.last_load_write = {k: np.full(depth[k], -1, np.int64) for k in ("inp", "wgt")}
@@ -281,7 +280,7 @@ class _Generator:
         self.uop_mask = (1 << config.uop_index_bits) - 1
         junk = int(rng.integers(8, 64))
         self.uop_pool = [int(w) & self.uop_mask
-                         for w in rng.integers(0, 1 << 32, size=junk, dtype=np.uint64)]
+                         for w in rng.integers(0, 1 << HwConfig.UOP_BITS, size=junk, dtype=np.uint64)]
         self.chunks = chunks
 
     def _random_acc_values(self, count: int) -> np.ndarray:
@@ -432,8 +431,7 @@ class _Generator:
                         dram_base=self._element_base("inp", "inp")
                         + int(self.rng.integers(0, self.region_elements["inp"])))
         elif module == COMPUTE:
-            insn = Load(memory_type=MemType.UOP, sram_base=self.reserved_uop_filler,
-                        dram_base=self._uop_base + int(self.rng.integers(0, len(self.uop_pool))))
+            insn = self._uop_filler()
         else:
             sink = self.filler_sink // config.element_bytes("out")
             insn = Store(memory_type=MemType.OUT, sram_base=self.reserved_acc, dram_base=sink)
@@ -444,7 +442,7 @@ class _Generator:
     # ------------------------------------------------------------------ micro-ops
     @property
     def _uop_base(self) -> int:
-        return self.uop_offset // 4
+        return self.uop_offset // isa.UOP_BYTES
 
     def _pool_alloc(self, words: np.ndarray, rows: int = 1, gap: int = 0) -> tuple[int, int]:
         """Append micro-op words to the DRAM pool as ``rows`` rows with ``gap`` junk
@@ -457,7 +455,7 @@ class _Generator:
             self.uop_pool.extend(int(w) for w in words[r * cols:(r + 1) * cols])
             if r < rows - 1:
                 self.uop_pool.extend(int(w) & self.uop_mask for w in
-                                     self.rng.integers(0, 1 << 32, size=gap, dtype=np.uint64))
+                                     self.rng.integers(0, 1 << HwConfig.UOP_BITS, size=gap, dtype=np.uint64))
         return self._uop_base + base, stride
 
     def _load_fresh_uops(self, uops: list[Uop]) -> int | None:
@@ -595,10 +593,14 @@ class _Generator:
     def _compute_after(self, producer: int, needed: int) -> int:
         """Local index of a compute instruction ordered after ``producer``'s
         instruction ``needed``: the relay of a load <-> store dependency through DRAM."""
-        filler = Load(memory_type=MemType.UOP, sram_base=self.reserved_uop_filler,
-                      dram_base=self._uop_base + int(self.rng.integers(0, len(self.uop_pool))))
         self.counts["dram_relays"] += 1
-        return self._append(COMPUTE, filler, {producer: needed})
+        return self._append(COMPUTE, self._uop_filler(), {producer: needed})
+
+    def _uop_filler(self) -> Load:
+        """A compute instruction that changes nothing read: one pool word into the
+        reserved uop entry."""
+        return Load(memory_type=MemType.UOP, sram_base=self.reserved_uop_filler,
+                    dram_base=self._uop_base + int(self.rng.integers(0, len(self.uop_pool))))
 
     def _load_inp_wgt(self, kind: str) -> bool:
         options = self.options
@@ -673,7 +675,6 @@ class _Generator:
             self.result_compute_reader[touched] = local
         self.last_compute_write_out[entries] = local
         self.init["acc"][entries] = True
-        self.out_init[entries] = True
         return True
 
     def _load_uop_random(self) -> bool:
@@ -746,9 +747,8 @@ class _Generator:
                 plan = self._fresh_uops(kind, reset, use_imm, collect=collected)
             if plan is not None:
                 members.append((kind, reset, alu_op, use_imm, plan))
-                # later members may read what this one writes
+                # later members may read what this one writes (acc, and out with it)
                 self.init["acc"][plan[1]] = True
-                self.out_init[plan[1]] = True
             if rng.random() < 0.75:
                 kind = "alu" if kind == "gemm" else "gemm"
         if not members:
@@ -781,7 +781,6 @@ class _Generator:
             self.last_compute_read["wgt"][wgt_idx] = local
         self.last_compute_write_out[dst_idx] = local
         self.init["acc"][dst_idx] = True
-        self.out_init[dst_idx] = True
 
     def _random_imm(self, op: AluOp) -> int:
         rng = self.rng
@@ -798,15 +797,15 @@ class _Generator:
                 shift = int(rng.integers(0, 32))
             imm = shift | (32 if rng.random() < 0.5 else 0)
             if rng.random() < 0.2:
-                imm |= int(rng.integers(1, 1 << 10)) << 6
-                if imm >= 1 << 15:
-                    imm -= 1 << 16
+                imm |= int(rng.integers(1, 1 << (isa.IMM_BITS - 6))) << 6
+                if imm >= 1 << (isa.IMM_BITS - 1):   # the field is signed
+                    imm -= 1 << isa.IMM_BITS
             return imm
         if op in (AluOp.SHR, AluOp.SHL) and r < 0.7:
             return int(rng.integers(-40, 40))
         if r < 0.4:
             return int(rng.integers(-8, 9))
-        return int(rng.integers(-(1 << 15), 1 << 15))
+        return int(rng.integers(-(1 << (isa.IMM_BITS - 1)), 1 << (isa.IMM_BITS - 1)))
 
     def _needs_of(self, kind, reset, use_imm):
         """Which index kinds must point at initialised entries."""
@@ -899,7 +898,8 @@ class _Generator:
 
     def _store(self) -> bool:
         rng = self.rng
-        run = self._pick_run(self.out_init, self.acc_usable)
+        # every acc write also writes out: initialised acc entries are initialised out ones
+        run = self._pick_run(self.init["acc"], self.acc_usable)
         if run is None:
             return False
         start, length = run
@@ -942,7 +942,6 @@ class _Generator:
                                          uop_end=self.reserved_uop_prologue + 1), [], [])
         self.last_compute_write_out[self.reserved_acc] = local
         self.init["acc"][self.reserved_acc] = True
-        self.out_init[self.reserved_acc] = True
         self._append(STORE, Store(memory_type=MemType.OUT, sram_base=self.reserved_acc,
                                   dram_base=self.filler_sink // self.config.element_bytes("out")),
                      {COMPUTE: local}, allow_eager=False)
@@ -966,7 +965,6 @@ class _Generator:
                                      allow_eager=False)
                 self.last_compute_write_out[entries] = local
                 self.init["acc"][entries] = True
-                self.out_init[entries] = True
                 position += chunk
 
     def _dump_out(self, index: int):
@@ -987,15 +985,11 @@ class _Generator:
         for queue in QUEUE_FLAGS:
             while self._pending(queue):
                 self._filler(queue[1], pop_from=queue)
-        # Every out entry gets a defined value: reset what was never written,
-        # copy acc into out where only acc was written (cannot happen today:
-        # acc loads write out too; kept for clarity of the invariant).
+        # Every out entry gets a defined value: reset what was never written (every
+        # acc write, loads included, also writes out, so written acc means written out).
         uop_slot = 0
-        never = ~self.init["acc"]
-        self._whole_acc_loop(lambda f: Gemm(reset=True, **f), _runs(never), uop_slot)
-        only_acc = self.init["acc"] & ~self.out_init
-        self._whole_acc_loop(lambda f: Alu(alu_op=AluOp.ADD, use_imm=True, imm=0, **f),
-                             _runs(only_acc), uop_slot)
+        self._whole_acc_loop(lambda f: Gemm(reset=True, **f), _runs(~self.init["acc"]),
+                             uop_slot)
         self._dump_out(0)
         if self.options.dump_acc:
             for k, shift in enumerate((0, 8, 8, 8), start=1):
@@ -1062,12 +1056,10 @@ class _Generator:
         regions["insn"] = (insn_offset, insn_bytes)
         kinds: dict[str, int] = {}
         for insn in instructions:
-            label = insn.opcode.name
-            if hasattr(insn, "memory_type"):
-                label += f" {insn.memory_type.kind}"
+            label = instruction_label(insn)
             kinds[label] = kinds.get(label, 0) + 1
         summary = {"instructions": len(instructions), "kinds": kinds,
-                   "tokens": {f"{MODULE_NAMES[p]}->{MODULE_NAMES[c]}": len(self.push_positions[(p, c)])
+                   "tokens": {f"{MODULES[p]}->{MODULES[c]}": len(self.push_positions[(p, c)])
                               for p, c in QUEUE_FLAGS},
                    **self.counts,
                    "micro_ops": int(sum(getattr(i, "micro_ops", 0) for i in instructions))}
@@ -1092,14 +1084,6 @@ def generate(config: HwConfig, seed: int, options: GeneratorOptions | None = Non
     return _Generator(config, int(seed), options or GeneratorOptions()).build()
 
 
-def _module_of(insn: Instruction) -> int:
-    if isinstance(insn, Load):
-        return LOAD if insn.memory_type in (MemType.INP, MemType.WGT) else COMPUTE
-    if isinstance(insn, Store):
-        return STORE
-    return COMPUTE
-
-
 def check_token_discipline(instructions: list[Instruction], token_queue_depth: int) -> None:
     """Assert the stream's tokens make it deadlock-free for any timing.
 
@@ -1117,7 +1101,7 @@ def check_token_discipline(instructions: list[Instruction], token_queue_depth: i
     pushes = {q: [] for q in QUEUE_FLAGS}
     popped = {q: 0 for q in QUEUE_FLAGS}
     for position, insn in enumerate(instructions):
-        module = _module_of(insn)
+        module = MODULES.index(module_of(insn))
         if module == LOAD:
             assert not insn.pop_prev and not insn.push_prev, f"{position}: load uses prev"
         if module == STORE:
