@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from hw import isa
 from hw.config import PRESETS
 from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from runtime import Device, Program, TensorRegion, packed_nbytes
@@ -29,13 +30,14 @@ def c2_program(config=PRESETS["default"]) -> Program:
     inp_per_block = rows_in * padded
     acc_per_block = TILE_ROWS * width
     tensors, cursor = {}, 0
+    align = config.dram_alignment
     for name, role, layout, shape in (
             ("data", "input", "activation", (1, CHANNELS, SIZE, SIZE)),
             ("weight", "input", "weight", (CHANNELS, CHANNELS, 3, 3)),
             ("bias", "input", "bias", (CHANNELS,)),
             ("out", "output", "output", (1, CHANNELS, SIZE, SIZE))):
         tensors[name] = TensorRegion(name, role, layout, shape, cursor)
-        cursor += -(-packed_nbytes(layout, shape, config) // 64) * 64
+        cursor += -(-packed_nbytes(layout, shape, config) // align) * align
 
     def element(name, kind):
         return tensors[name].dram_offset // config.element_bytes(kind)
@@ -55,10 +57,10 @@ def c2_program(config=PRESETS["default"]) -> Program:
     bias_uop = len(uops)  # acc entry `blocks * acc_per_block + ob` holds bias block ob
     uops.append(Uop(dst=0, src=blocks * acc_per_block))
     uop_offset = cursor
-    cursor += 4 * len(uops)
+    cursor += isa.UOP_BYTES * len(uops)
 
     program = [
-        Load(memory_type=MemType.UOP, dram_base=uop_offset // 4, y_size=1, x_size=len(uops),
+        Load(memory_type=MemType.UOP, dram_base=uop_offset // isa.UOP_BYTES, y_size=1, x_size=len(uops),
              x_stride=len(uops)),
         Load(memory_type=MemType.ACC, sram_base=blocks * acc_per_block,
              dram_base=element("bias", "acc"), y_size=1, x_size=blocks, x_stride=blocks),
@@ -104,10 +106,10 @@ def c2_program(config=PRESETS["default"]) -> Program:
                 y_size=TILE_ROWS, x_size=SIZE, x_stride=SIZE, pop_prev=ob == 0,
                 push_prev=ob == blocks - 1))
     program.append(Finish(pop_next=True))
-    insn_offset = -(-cursor // 64) * 64
+    insn_offset = -(-cursor // align) * align
     return Program(config=config, instructions=program, uops=uops,
                    tensors=list(tensors.values()), insn_offset=insn_offset,
-                   uop_offset=uop_offset, dram_bytes=insn_offset + 16 * len(program),
+                   uop_offset=uop_offset, dram_bytes=insn_offset + isa.INSN_BYTES * len(program),
                    metadata={"layer": "C2", "hand_scheduled": True})
 
 

@@ -28,6 +28,7 @@ def _one_line(error: Exception) -> str:
 
 
 def main():
+    """Entry point of the ``vdla`` script: user errors end as one line, never a traceback."""
     # Errors of ours are ValueErrors with a message meant for the user: print
     # that one line instead of a traceback.
     try:

@@ -53,10 +53,12 @@ class TensorRegion:
 
     @property
     def dtype(self) -> np.dtype:
+        """The logical tensor's dtype, from its layout."""
         from runtime.layout import LAYOUTS
         return np.dtype(LAYOUTS[self.layout][1])
 
     def nbytes(self, config: HwConfig) -> int:
+        """Bytes of the packed tensor in DRAM for ``config``."""
         from runtime.layout import packed_nbytes
         return packed_nbytes(self.layout, self.shape, config)
 
@@ -91,6 +93,13 @@ class Program:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def tensor(self, name: str) -> TensorRegion:
+        """The region of the tensor called ``name``.
+
+        Raises
+        ------
+        KeyError
+            Naming the tensors the program has.
+        """
         for region in self.tensors:
             if region.name == name:
                 return region
@@ -99,8 +108,10 @@ class Program:
 
     @property
     def inputs(self) -> list[TensorRegion]:
+        """The regions the user supplies, in plan order."""
         return [t for t in self.tensors if t.role == "input"]
 
     @property
     def outputs(self) -> list[TensorRegion]:
+        """The regions a run returns, in plan order."""
         return [t for t in self.tensors if t.role == "output"]

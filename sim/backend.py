@@ -38,6 +38,14 @@ class RunResult:
 
 
 class Backend(Protocol):
+    """What `get_backend` returns: a named simulator of one config.
+
+    Attributes
+    ----------
+    name : str
+        The name it is registered under.
+    """
+
     name: str
 
     def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
@@ -53,6 +61,7 @@ def register_backend(name: str, factory: Callable[..., Backend]) -> None:
 
 
 def backend_names() -> list[str]:
+    """Names of every registered backend, sorted (the built-in ones included)."""
     _load_builtin()
     return sorted(_REGISTRY)
 

@@ -237,8 +237,12 @@ class FunctionalSimulator:
     check_races : bool, optional
         Track happens-before between modules and compute's two units and raise
         `RaceError` on a missing dependency token or a conflicting ``overlap``
-        (default True). Turning it off saves a little
-        time on programs already known to be correct.
+        (default True). Turning it off saves a little time on programs already
+        known to be correct.
+    dump_sram : bool, optional
+        Copy every SRAM's final contents into ``RunResult.details["sram"]``
+        (``inp``, ``wgt``, ``acc``, ``out``, ``uop``; acc and out as
+        ``(depth, batch, block_out)``), for tests that look inside.
     **options
         Options of timed backends (``trace``, ``cycle_limit``) are rejected
         with a clear message: this tier has no cycles to trace or limit.
