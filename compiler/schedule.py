@@ -320,6 +320,22 @@ def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: i
 def estimate_cost(plan: TilePlan) -> float:
     """Estimated cycles of a plan (lower is better).
 
+    See `_estimate`.
+    """
+    return _estimate(plan)[0]
+
+
+# A plan whose DRAM time per tile is at least this share of its GEMM time
+# already stalls on DRAM now and then, although the pipeline model counts only
+# the slower of the two: between plans of equal estimate, the one that loads
+# less then wins.
+_CONGESTED = 0.75
+
+
+def _estimate(plan: TilePlan) -> tuple[float, float]:
+    """``(cycles, DRAM pressure)`` of a plan: its estimated cycles (lower is better)
+    and its DRAM time per tile over its GEMM time per tile.
+
     A software pipeline over the output tiles: with two or more virtual
     threads, the loads of one tile, the GEMMs of another, the ALU reset and
     REQUANT beside them and the store of a third all overlap, so a tile costs
@@ -380,7 +396,7 @@ def estimate_cost(plan: TilePlan) -> float:
             * plan.blocks["c"] * kh * kw)
     total = work * period / gemm_uops
     resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
-    if resident_inp or resident_wgt:
+    if plan.threads > 1:
         # The first group of tiles (one per thread) streams in every block it
         # reads, a resident operand's once: the GEMMs wait where that outlasts
         # the group's own compute.
@@ -390,13 +406,14 @@ def estimate_cost(plan: TilePlan) -> float:
         loads = chunks * (inp * (1 if resident_inp else len(group))
                           + wgt * (k_tiles if resident_wgt else len(group)))
         total += max(0.0, loads - len(group) * gemm)
+    pressure = load / gemm
     if plan.threads > 1:
-        return first_load + total + alu / 2 + store
-    return total
+        return first_load + total + alu / 2 + store, pressure
+    return total, pressure
 
 
 def _resident_variants(plan: TilePlan) -> list[TilePlan]:
-    """The plan, and its variants with resident weights and/or input that fit."""
+    """The plan, then its variants with resident weights and/or input that fit."""
     variants = [plan]
     counts, config = plan.counts, plan.config
     whole = all(counts[axis] == 1 for axis in "bhw")
@@ -411,6 +428,23 @@ def _resident_variants(plan: TilePlan) -> list[TilePlan]:
         if all(usage[kind] <= config.depth(kind) for kind in ("inp", "wgt")):
             variants.append(variant)
     return variants
+
+
+def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
+    """The best of a plan's `_resident_variants` and its estimate.
+
+    On equal estimates a congested plan (see `_CONGESTED`) gives way to a
+    variant that loads clearly less.
+    """
+    (cost, pressure), pick = _estimate(plan), plan
+    base_pressure = pressure
+    for variant in _resident_variants(plan)[1:]:
+        variant_cost, variant_pressure = _estimate(variant)
+        relieves = (base_pressure >= _CONGESTED and variant_cost <= cost + 1e-9
+                    and variant_pressure < pressure - 0.05)
+        if variant_cost < cost - 1e-9 or relieves:
+            cost, pressure, pick = variant_cost, variant_pressure, variant
+    return pick.schedule, cost
 
 
 def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
@@ -497,10 +531,9 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                                     plan = plan_tiles(geometry, config, schedule)
                                     if plan.threads != threads:
                                         continue
-                                    for variant in _resident_variants(plan):
-                                        cost = estimate_cost(variant)
-                                        if cost < best_cost - 1e-9:
-                                            best, best_cost = variant.schedule, cost
+                                    pick, cost = _cheapest_variant(plan)
+                                    if cost < best_cost - 1e-9:
+                                        best, best_cost = pick, cost
                             # Narrower tiles only add column halos once a full-width
                             # (or the widest fitting) tile works.
                             break

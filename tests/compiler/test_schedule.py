@@ -130,3 +130,15 @@ def test_resident_weights_count_every_block():
     small = Conv2d(1, 64, 64, 2, 2, kernel=3, padding=1)
     with pytest.raises(ScheduleError, match=r"wgt buffer: 2304 entries needed \(64 resident"):
         schedule.check(small.geometry(), PRESETS["tiny"])
+
+
+@pytest.mark.parametrize("name, resident", [("C2", False), ("C3", True), ("C4", True),
+                                            ("C10", False)])
+def test_search_keeps_weights_resident_where_dram_bound(name, resident):
+    """C4's threads all read the same weights (one shared copy, not three); C3 is
+    DRAM-bound, so of equal estimates the one loading each weight once wins;
+    C2 is compute-bound and keeps per-thread weight slots (fewer uop kernels)."""
+    from compiler.workloads import resnet18_layer
+    schedule = default_schedule(resnet18_layer(name).op, PRESETS["default"])
+    assert schedule.resident_weights is resident
+    assert schedule.resident_input is (name == "C10")
