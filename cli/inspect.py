@@ -18,18 +18,11 @@ from hw import isa
 from hw.isa import Alu, Finish, Gemm, Load, Store
 from runtime.layout import packed_nbytes
 from runtime.program_file import load
-from sim.fsim import MODULES, module_of
+from hw.isa import MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
 
-# (module, flag) -> token queue, in load -> compute -> store order
-_QUEUE_OF = {
-    ("load", "push_next"): "load->compute", ("compute", "pop_prev"): "load->compute",
-    ("compute", "push_prev"): "compute->load", ("load", "pop_next"): "compute->load",
-    ("compute", "push_next"): "compute->store", ("store", "pop_prev"): "compute->store",
-    ("store", "push_prev"): "store->compute", ("compute", "pop_next"): "store->compute",
-}
-QUEUE_NAMES = ("load->compute", "compute->load", "compute->store", "store->compute")
+QUEUE_NAMES = tuple(name.replace("_to_", "->") for name in TOKEN_QUEUES.values())
 
 
 def fields_of(insn) -> dict:
@@ -76,12 +69,13 @@ def describe(program) -> dict:
     tokens = {name: {"pushes": 0, "pops": 0} for name in QUEUE_NAMES}
     for index, insn in enumerate(program.instructions):
         module = module_of(insn)
-        listing[module].append({"index": index, "flags": insn.flags, "summary": summary(insn),
-                                "fields": fields_of(insn)})
+        listing[MODULES[module]].append({"index": index, "flags": insn.flags,
+                                         "summary": summary(insn), "fields": fields_of(insn)})
         for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
-            queue = _QUEUE_OF.get((module, flag))
+            queue = flag_queue(module, flag)
             if getattr(insn, flag) and queue:
-                tokens[queue]["pushes" if flag.startswith("push") else "pops"] += 1
+                name = TOKEN_QUEUES[queue].replace("_to_", "->")
+                tokens[name]["pushes" if flag.startswith("push") else "pops"] += 1
     regions = [
         {"name": "instructions", "role": "code", "layout": "insn", "shape": [len(program.instructions)],
          "dram_offset": program.insn_offset, "bytes": len(program.instructions) * isa.INSN_BYTES},

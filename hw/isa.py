@@ -71,6 +71,7 @@ __all__ = [
     "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "encode", "decode", "encode_program", "decode_program",
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
+    "MODULES", "TOKEN_QUEUES", "module_of", "flag_queue", "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
 ]
 
 INSN_BYTES = HwConfig.INSN_BITS // 8
@@ -100,6 +101,45 @@ class MemType(enum.IntEnum):
     def kind(self) -> str:
         """The `HwConfig` memory kind name (``"inp"``, ``"acc"``, ...)."""
         return self.name.lower()
+
+
+# The modules that run instructions, in load -> compute -> store order, and the
+# token queues between them by (producer, consumer), named as the RTL's status ports.
+MODULES = ("load", "compute", "store")
+LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE = range(3)
+TOKEN_QUEUES = {
+    (LOAD_MODULE, COMPUTE_MODULE): "load_to_compute",
+    (COMPUTE_MODULE, LOAD_MODULE): "compute_to_load",
+    (COMPUTE_MODULE, STORE_MODULE): "compute_to_store",
+    (STORE_MODULE, COMPUTE_MODULE): "store_to_compute",
+}
+
+
+
+def flag_queue(module: int, flag: str) -> tuple[int, int] | None:
+    """The (producer, consumer) token queue a dependency flag of ``module`` uses, if any.
+
+    ``push_next`` gives the next module a token, ``pop_prev`` takes one from the
+    previous module, and so on; load has no previous module, store no next one.
+    """
+    verb, side = flag.split("_")
+    other = module + (1 if side == "next" else -1)
+    if not 0 <= other < len(MODULES):
+        return None
+    return (module, other) if verb == "push" else (other, module)
+
+
+# ALU shifts use the operand's low SHIFT_BITS bits; REQUANT's imm holds the
+# shift there and, in the next bit, relu (clip at 0 instead of -128).
+SHIFT_BITS = 5
+REQUANT_RELU = 1 << SHIFT_BITS
+
+
+def requant_imm(shift: int, relu: bool) -> int:
+    """The immediate of a REQUANT that shifts right by ``shift`` (0..31), clipping at 0 with relu."""
+    if not 0 <= shift < 1 << SHIFT_BITS:
+        raise IsaError(f"REQUANT shift {shift} is outside 0..{(1 << SHIFT_BITS) - 1}")
+    return shift | (REQUANT_RELU if relu else 0)
 
 
 class AluOp(enum.IntEnum):
@@ -312,6 +352,19 @@ class Alu(_Loops):
 @dataclasses.dataclass(frozen=True)
 class Finish(Instruction):
     opcode: ClassVar[Opcode] = Opcode.FINISH
+
+
+def module_of(insn: Instruction) -> int:
+    """Index in `MODULES` of the module that runs an instruction.
+
+    LOADs of inp/wgt run on load, LOADs of uop/acc (and of out, which is
+    illegal) on compute; STOREs on store; GEMM, ALU and FINISH on compute.
+    """
+    if isinstance(insn, Load):
+        return LOAD_MODULE if insn.memory_type in (MemType.INP, MemType.WGT) else COMPUTE_MODULE
+    if isinstance(insn, Store):
+        return STORE_MODULE
+    return COMPUTE_MODULE
 
 
 _CLASSES: dict[Opcode, type[Instruction]] = {

@@ -49,23 +49,17 @@ from numpy.lib.stride_tricks import as_strided
 
 from hw import isa
 from hw.config import HwConfig
-from hw.isa import AluOp, Alu, Finish, Gemm, Load, MemType, Opcode, Store
+from hw.isa import (COMPUTE_MODULE, LOAD_MODULE, MODULES, SHIFT_BITS, STORE_MODULE, TOKEN_QUEUES,
+                    Alu, AluOp, Finish, Gemm, Load, MemType, Opcode, REQUANT_RELU, Store, module_of)
 from sim.backend import RunResult, register_backend
 from sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                         TokenError, describe_instruction)
 
-__all__ = ["FunctionalSimulator", "QUEUES", "MODULES", "module_of"]
+__all__ = ["FunctionalSimulator"]
 
-MODULES = ("load", "compute", "store")
-LOAD, COMPUTE, STORE = range(3)
-
-# Token queues by (producer, consumer) module index, named as the RTL's status ports.
-QUEUES = {
-    (LOAD, COMPUTE): "load_to_compute",
-    (COMPUTE, LOAD): "compute_to_load",
-    (COMPUTE, STORE): "compute_to_store",
-    (STORE, COMPUTE): "store_to_compute",
-}
+LOAD, COMPUTE, STORE = LOAD_MODULE, COMPUTE_MODULE, STORE_MODULE
+QUEUES = TOKEN_QUEUES
+_SHIFT_MASK = (1 << SHIFT_BITS) - 1
 
 # Executions handled per vectorised batch: bounds memory for huge loop nests
 # (iter_out x iter_in x uops can reach 2^41) while keeping numpy calls large.
@@ -81,19 +75,6 @@ _CLOCK_OF_MODULE = (LOAD_CLOCK, None, STORE_CLOCK)
 # (same entries), compute reads acc and store reads out, so one set of clocks
 # sees every conflict of both.
 _TRACKED = ("inp", "wgt", "acc", "uop")
-
-
-def module_of(insn) -> str:
-    """The module that runs an instruction: ``"load"``, ``"compute"`` or ``"store"``.
-
-    LOADs of inp/wgt run on load, LOADs of uop/acc (and of out, which is
-    illegal) on compute; STOREs on store; GEMM, ALU and FINISH on compute.
-    """
-    if isinstance(insn, Load):
-        return "load" if insn.memory_type in (MemType.INP, MemType.WGT) else "compute"
-    if isinstance(insn, Store):
-        return "store"
-    return "compute"
 
 
 def _queue_label(name: str) -> str:
@@ -117,8 +98,8 @@ def _alu_apply(op: AluOp, a: np.ndarray, b, imm: int) -> np.ndarray:
     ``use_imm``); REQUANT reads its shift and relu flag from ``imm``.
     """
     if op == AluOp.REQUANT:
-        low = 0 if imm & 32 else -128
-        return np.clip(_wrap32(a + b).astype(np.int64) >> (imm & 31), low, 127)
+        low = 0 if imm & REQUANT_RELU else -128
+        return np.clip(_wrap32(a + b).astype(np.int64) >> (imm & _SHIFT_MASK), low, 127)
     if op == AluOp.MIN:
         return np.minimum(a, b)
     if op == AluOp.MAX:
@@ -126,9 +107,9 @@ def _alu_apply(op: AluOp, a: np.ndarray, b, imm: int) -> np.ndarray:
     if op == AluOp.ADD:
         return a + b
     if op == AluOp.SHR:
-        return a >> (b & 31)
+        return a >> (b & _SHIFT_MASK)
     if op == AluOp.SHL:
-        return a << (b & 31)
+        return a << (b & _SHIFT_MASK)
     if op == AluOp.MUL:
         return a * b
     raise AssertionError(op)  # decode() already rejects unknown ALU ops
@@ -373,27 +354,20 @@ class _Machine:
                 "would never signal done", None)
 
     def _module_of(self, index: int, insn) -> int:
+        """`isa.module_of`, refusing what no module can run."""
         where = self.describe(index)
-        if isinstance(insn, Load):
-            if insn.memory_type in (MemType.INP, MemType.WGT):
-                module = LOAD
-            elif insn.memory_type in (MemType.UOP, MemType.ACC):
-                module = COMPUTE
-            else:
-                raise InstructionError(f"{where}: cannot LOAD into the out buffer (it is "
-                                       "written only by GEMM and ALU)", index)
-        elif isinstance(insn, Store):
+        module = module_of(insn)
+        if isinstance(insn, Load) and insn.memory_type == MemType.OUT:
+            raise InstructionError(f"{where}: cannot LOAD into the out buffer (it is "
+                                   "written only by GEMM and ALU)", index)
+        if isinstance(insn, Store):
             if insn.memory_type != MemType.OUT:
                 raise InstructionError(f"{where}: STORE reads only the out buffer, not "
                                        f"{insn.memory_type.kind}", index)
             pads = (insn.y_pad_top, insn.y_pad_bottom, insn.x_pad_left, insn.x_pad_right)
             if any(pads):
                 raise InstructionError(f"{where}: STORE takes no padding, got pads "
-                                       "(top, bottom, left, right) = "
-                                       f"{pads}", index)
-            module = STORE
-        else:
-            module = COMPUTE
+                                       f"(top, bottom, left, right) = {pads}", index)
         if module == LOAD and (insn.pop_prev or insn.push_prev):
             raise InstructionError(f"{where}: runs on load, which has no previous module, "
                                    f"but has flags '{insn.flags}'", index)

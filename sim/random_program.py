@@ -54,7 +54,8 @@ from hw import isa
 from hw.config import HwConfig
 from hw.isa import Alu, AluOp, Finish, Gemm, Instruction, Load, MemType, Store, Uop
 from sim.errors import instruction_label
-from sim.fsim import COMPUTE, LOAD, MODULES, STORE, module_of
+from hw.isa import COMPUTE_MODULE as COMPUTE, LOAD_MODULE as LOAD, MODULES, STORE_MODULE as STORE
+from hw.isa import module_of
 
 __all__ = ["GeneratorOptions", "RandomProgram", "generate", "check_token_discipline",
            "QUEUE_FLAGS"]
@@ -795,9 +796,10 @@ class _Generator:
                 shift = int(rng.integers(0, 13))
             else:
                 shift = int(rng.integers(0, 32))
-            imm = shift | (32 if rng.random() < 0.5 else 0)
-            if rng.random() < 0.2:
-                imm |= int(rng.integers(1, 1 << (isa.IMM_BITS - 6))) << 6
+            imm = isa.requant_imm(shift, relu=rng.random() < 0.5)
+            if rng.random() < 0.2:   # junk above the relu bit, which REQUANT ignores
+                junk_lsb = isa.SHIFT_BITS + 1
+                imm |= int(rng.integers(1, 1 << (isa.IMM_BITS - junk_lsb))) << junk_lsb
                 if imm >= 1 << (isa.IMM_BITS - 1):   # the field is signed
                     imm -= 1 << isa.IMM_BITS
             return imm
@@ -1101,7 +1103,7 @@ def check_token_discipline(instructions: list[Instruction], token_queue_depth: i
     pushes = {q: [] for q in QUEUE_FLAGS}
     popped = {q: 0 for q in QUEUE_FLAGS}
     for position, insn in enumerate(instructions):
-        module = MODULES.index(module_of(insn))
+        module = module_of(insn)
         if module == LOAD:
             assert not insn.pop_prev and not insn.push_prev, f"{position}: load uses prev"
         if module == STORE:

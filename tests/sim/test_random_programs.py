@@ -288,11 +288,10 @@ def test_generator_is_deterministic_and_seeds_differ():
 
 def _matched_pairs(instructions):
     """(push position, pop position, queue) of every token, FIFO-matched."""
-    from sim.fsim import MODULES, module_of
     pushes = {q: collections.deque() for q in QUEUE_FLAGS}
     pairs = []
     for position, insn in enumerate(instructions):
-        module = MODULES.index(module_of(insn))
+        module = isa.module_of(insn)
         for q, (push, pop) in QUEUE_FLAGS.items():
             if q[1] == module and getattr(insn, pop):
                 pairs.append((pushes[q].popleft(), position, q))
