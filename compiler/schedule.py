@@ -434,14 +434,15 @@ def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
     """The best of a plan's `_resident_variants` and its estimate.
 
     On equal estimates a congested plan (see `_CONGESTED`) gives way to a
-    variant that loads clearly less.
+    variant that loads no more: resident blocks are never overwritten, so
+    their loads run ahead of compute without waiting for tokens.
     """
     (cost, pressure), pick = _estimate(plan), plan
     base_pressure = pressure
     for variant in _resident_variants(plan)[1:]:
         variant_cost, variant_pressure = _estimate(variant)
         relieves = (base_pressure >= _CONGESTED and variant_cost <= cost + 1e-9
-                    and variant_pressure < pressure - 0.05)
+                    and variant_pressure <= pressure + 1e-9)
         if variant_cost < cost - 1e-9 or relieves:
             cost, pressure, pick = variant_cost, variant_pressure, variant
     return pick.schedule, cost

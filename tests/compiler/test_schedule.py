@@ -133,10 +133,10 @@ def test_resident_weights_count_every_block():
 
 
 @pytest.mark.parametrize("name, resident", [("C2", False), ("C3", True), ("C4", True),
-                                            ("C10", False)])
+                                            ("C10", True)])
 def test_search_keeps_weights_resident_where_dram_bound(name, resident):
-    """C4's threads all read the same weights (one shared copy, not three); C3 is
-    DRAM-bound, so of equal estimates the one loading each weight once wins;
+    """C4's threads all read the same weights (one shared copy, not three); C3
+    and C10 are DRAM-bound, so of equal estimates the resident variant wins;
     C2 is compute-bound and keeps per-thread weight slots (fewer uop kernels)."""
     from compiler.workloads import resnet18_layer
     schedule = default_schedule(resnet18_layer(name).op, PRESETS["default"])
