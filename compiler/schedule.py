@@ -343,7 +343,9 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     epilogue and store that nothing hides; with one thread (or no latency
     hiding) they add up. DRAM time counts the read latency per LOAD, burst
     pipelining and halo and reload traffic (`_reuse_loads`), so tilings whose
-    DMA per tile stays below their compute per tile win.
+    DMA per tile stays below their compute per tile win. With several threads
+    the first group of tiles also waits where the blocks it streams in (a
+    resident operand's once, others once per thread) outlast its compute.
     """
     geometry, config = plan.geometry, plan.config
     counts, tile, order = plan.counts, plan.tile, plan.schedule.loop_order
@@ -458,7 +460,9 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     minimises `estimate_cost` over balanced tile sizes and two loop orders (output
     channels innermost, which reuses input tiles, or outermost, which reuses
     weights). For each (tile_b, tile_k, tile_c, tile_w) the largest fitting
-    tile_h is taken, so tiles are as large as the buffers allow.
+    tile_h is taken, so tiles are as large as the buffers allow; each such
+    tiling is also tried with resident weights and/or input where they fit
+    (`_cheapest_variant`).
 
     Parameters
     ----------
