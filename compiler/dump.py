@@ -45,11 +45,10 @@ def dump_program(program: Program) -> str:
 
 def summarize(program: Program) -> dict:
     """Counts a user wants after compiling: instructions per module, uops, DRAM bytes."""
-    from compiler.passes.latency_hiding import MODULE_NAMES, module_of
-    per_module = {name: 0 for name in MODULE_NAMES}
+    per_module = {name: 0 for name in isa.MODULES}
     per_opcode: dict[str, int] = {}
     for instruction in program.instructions:
-        per_module[MODULE_NAMES[module_of(instruction)]] += 1
+        per_module[isa.MODULES[isa.module_of(instruction)]] += 1
         name = instruction.opcode.name
         if isinstance(instruction, isa.Load):
             name += f" {instruction.memory_type.name}"

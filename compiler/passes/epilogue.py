@@ -26,14 +26,13 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.ir import Access, Affine
-from hw.isa import AluOp
+from hw.isa import SHIFT_BITS, AluOp, requant_imm
 
 __all__ = ["lower_epilogues"]
 
-# The ALU's shift uses the operand's low 5 bits.
-MAX_SHIFT = 31
-# REQUANT's immediate: the shift in bits 0-4, relu (clip at 0 instead of -128) in bit 5.
-RELU_FLAG = 32
+# The ALU shifts by the operand's low bits only; shifting an int32 further than
+# this gives the same result (0 or -1), so larger shifts are clamped to it.
+MAX_SHIFT = (1 << SHIFT_BITS) - 1
 
 
 def lower_epilogues(function: ir.Function, fused: bool = True) -> ir.Function:
@@ -74,7 +73,7 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
                                   (epilogue.first_channel_block,), (epilogue.channel_blocks,),
                                   "acc", bias, offset))
     if fused:
-        imm = min(spec.shift, MAX_SHIFT) | (RELU_FLAG if spec.relu else 0)
+        imm = requant_imm(min(spec.shift, MAX_SHIFT), spec.relu)
         if spec.bias:
             statements.append(ir.nest(loops, ir.Alu(AluOp.REQUANT, dst, Access(bias, k + offset),
                                                     imm=imm)))

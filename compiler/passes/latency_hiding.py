@@ -34,21 +34,10 @@ import numpy as np
 from compiler import ir
 from compiler.errors import CompileError
 from hw import isa
-from hw.isa import MemType
 
-__all__ = ["insert_tokens", "module_of", "accesses", "LOAD", "COMPUTE", "STORE"]
+__all__ = ["insert_tokens", "accesses", "LOAD", "COMPUTE", "STORE"]
 
-LOAD, COMPUTE, STORE = 0, 1, 2
-MODULE_NAMES = ("load", "compute", "store")
-
-
-def module_of(instruction: isa.Instruction) -> int:
-    """The module that executes an instruction."""
-    if isinstance(instruction, isa.Load):
-        return LOAD if instruction.memory_type in (MemType.INP, MemType.WGT) else COMPUTE
-    if isinstance(instruction, isa.Store):
-        return STORE
-    return COMPUTE
+LOAD, COMPUTE, STORE = isa.LOAD_MODULE, isa.COMPUTE_MODULE, isa.STORE_MODULE
 
 
 def _span(values: np.ndarray, instruction, name: str) -> tuple[int, int]:
@@ -120,7 +109,7 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
     tokens = {"load->compute": 0, "compute->load": 0, "compute->store": 0, "store->compute": 0}
     neighbours = {LOAD: (COMPUTE,), COMPUTE: (LOAD, STORE), STORE: (COMPUTE,)}
     for index, insn in enumerate(stream):
-        module = module_of(insn.instruction)
+        module = isa.module_of(insn.instruction)
         is_finish = isinstance(insn.instruction, isa.Finish)
         reads, writes = accesses(insn)
         reads = [r for r in reads if r[0] in shared]
@@ -145,7 +134,7 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
             flags[index]["pop_prev" if other < module else "pop_next"] = True
             flags[needed]["push_next" if module > other else "push_prev"] = True
             covered[(other, module)] = needed
-            tokens[f"{MODULE_NAMES[other]}->{MODULE_NAMES[module]}"] += 1
+            tokens[f"{isa.MODULES[other]}->{isa.MODULES[module]}"] += 1
         for scope, low, high in reads:
             last_read[module][scope][low:high] = index
         for scope, low, high in writes:
