@@ -228,6 +228,13 @@ class Compute(wiring.Component):
             layout = instruction_layout(config, opcode)
             return data.View(layout, word[:layout.size])
 
+        # Pipeline data registers: read only where their stage's valid bit (which
+        # is reset) is set, so they need no reset. Without one, their next-state
+        # logic does not depend on the rst / start inputs, and Verilator
+        # evaluates it once per cycle instead of again on every input change.
+        def Data(shape=1):  # noqa: N802 (reads as a Signal constructor)
+            return Signal(shape, reset_less=True)
+
         # ---------------------------------------------------------- front end decode
         head = self.cmds.payload
         head_header = view(head, isa.Opcode.FINISH)
@@ -241,19 +248,19 @@ class Compute(wiring.Component):
 
         # ---------------------------------------------------------- GEMM unit
         gemm_seq = _LoopSequencer(m, config, "gemm", head_gemm, begin_gemm, with_wgt=True)
-        g0_reset = Signal()
+        g0_reset = Data()
         with m.If(begin_gemm):
             m.d.sync += g0_reset.eq(head_gemm.reset)
         m.d.comb += [uop_read_gemm.addr.eq(gemm_seq.u), uop_read_gemm.en.eq(gemm_seq.valid)]
 
-        g1_valid, g1_last, g1_reset = Signal(), Signal(), Signal()
-        g1_dst, g1_src, g1_wgt = Signal(acc_index_bits), Signal(src_bits), Signal(wgt_bits)
+        g1_valid, g1_last, g1_reset = Signal(), Signal(), Data()
+        g1_dst, g1_src, g1_wgt = Data(acc_index_bits), Data(src_bits), Data(wgt_bits)
         m.d.sync += [g1_valid.eq(gemm_seq.valid), g1_last.eq(gemm_seq.last),
                      g1_reset.eq(g0_reset), g1_dst.eq(gemm_seq.off["dst"]),
                      g1_src.eq(gemm_seq.off["src"]), g1_wgt.eq(gemm_seq.off["wgt"])]
         g_uop = data.View(uop_layout(config), uop_read_gemm.data[:uop_layout(config).size])
-        g2_valid, g2_last, g2_reset = Signal(), Signal(), Signal()
-        g2_dst, g2_src, g2_wgt = Signal(acc_index_bits), Signal(src_bits), Signal(wgt_bits)
+        g2_valid, g2_last, g2_reset = Signal(), Signal(), Data()
+        g2_dst, g2_src, g2_wgt = Data(acc_index_bits), Data(src_bits), Data(wgt_bits)
         m.d.sync += [g2_valid.eq(g1_valid), g2_last.eq(g1_last), g2_reset.eq(g1_reset),
                      g2_dst.eq(g_uop.dst + g1_dst), g2_src.eq(g_uop.src + g1_src),
                      g2_wgt.eq(g_uop.wgt + g1_wgt)]
@@ -265,15 +272,15 @@ class Compute(wiring.Component):
             self.inp_read.addr.eq(g2_src), self.inp_read.en.eq(g_reads),
             self.wgt_read.addr.eq(g2_wgt), self.wgt_read.en.eq(g_reads),
         ]
-        g3_valid, g3_last, g3_reset = Signal(), Signal(), Signal()
-        g3_dst = Signal(acc_index_bits)
+        g3_valid, g3_last, g3_reset = Signal(), Signal(), Data()
+        g3_dst = Data(acc_index_bits)
         m.d.sync += [g3_valid.eq(g2_valid), g3_last.eq(g2_last), g3_reset.eq(g2_reset),
                      g3_dst.eq(g2_dst)]
 
-        g4_valid, g4_last, g4_reset = Signal(), Signal(), Signal()
-        g4_dst = Signal(acc_index_bits)
-        g4_a, g4_product, g_result = Signal(acc_bits), Signal(acc_bits), Signal(acc_bits)
-        g5_valid, g5_dst, g5_result = Signal(), Signal(acc_index_bits), Signal(acc_bits)
+        g4_valid, g4_last, g4_reset = Signal(), Signal(), Data()
+        g4_dst = Data(acc_index_bits)
+        g4_a, g4_product, g_result = Data(acc_bits), Data(acc_bits), Signal(acc_bits)
+        g5_valid, g5_dst, g5_result = Signal(), Data(acc_index_bits), Data(acc_bits)
         m.d.comb += [gemm.inp.eq(self.inp_read.data), gemm.wgt.eq(self.wgt_read.data)]
         m.d.sync += [
             g4_valid.eq(g3_valid), g4_last.eq(g3_last), g4_reset.eq(g3_reset), g4_dst.eq(g3_dst),
@@ -302,7 +309,7 @@ class Compute(wiring.Component):
             "operand": scalar_bits,         # the immediate operand, sign extended
         })
         assert RELU_BIT == SHIFT_MASK_BITS
-        a0 = Signal(control)
+        a0 = Data(control)
         with m.If(begin_alu):
             # Latched sign extension: a register keeps Yosys from inlining the
             # extension bit by bit into the operand mux.
@@ -313,13 +320,13 @@ class Compute(wiring.Component):
             ]
         m.d.comb += [uop_read_alu.addr.eq(alu_seq.u), uop_read_alu.en.eq(alu_seq.valid)]
 
-        a1_valid, a1_last, a1 = Signal(), Signal(), Signal(control)
-        a1_dst, a1_src = Signal(acc_index_bits), Signal(src_bits)
+        a1_valid, a1_last, a1 = Signal(), Signal(), Data(control)
+        a1_dst, a1_src = Data(acc_index_bits), Data(src_bits)
         m.d.sync += [a1_valid.eq(alu_seq.valid), a1_last.eq(alu_seq.last), a1.eq(a0),
                      a1_dst.eq(alu_seq.off["dst"]), a1_src.eq(alu_seq.off["src"])]
         a_uop = data.View(uop_layout(config), uop_read_alu.data[:uop_layout(config).size])
-        a2_valid, a2_last, a2 = Signal(), Signal(), Signal(control)
-        a2_dst, a2_src = Signal(acc_index_bits), Signal(acc_index_bits)
+        a2_valid, a2_last, a2 = Signal(), Signal(), Data(control)
+        a2_dst, a2_src = Data(acc_index_bits), Data(acc_index_bits)
         m.d.sync += [a2_valid.eq(a1_valid), a2_last.eq(a1_last), a2.eq(a1),
                      a2_dst.eq(a_uop.dst + a1_dst), a2_src.eq(a_uop.src + a1_src)]
         a_reads = a2_valid & ~a2.reset
@@ -327,15 +334,15 @@ class Compute(wiring.Component):
             acc_read_alu_dst.addr.eq(a2_dst), acc_read_alu_dst.en.eq(a_reads),
             acc_read_alu_src.addr.eq(a2_src), acc_read_alu_src.en.eq(a_reads & ~a2.use_imm),
         ]
-        a3_valid, a3_last, a3 = Signal(), Signal(), Signal(control)
-        a3_dst, a3_src = Signal(acc_index_bits), Signal(acc_index_bits)
+        a3_valid, a3_last, a3 = Signal(), Signal(), Data(control)
+        a3_dst, a3_src = Data(acc_index_bits), Data(acc_index_bits)
         m.d.sync += [a3_valid.eq(a2_valid), a3_last.eq(a2_last), a3.eq(a2),
                      a3_dst.eq(a2_dst), a3_src.eq(a2_src)]
 
-        a4_valid, a4_last, a4 = Signal(), Signal(), Signal(control)
-        a4_dst = Signal(acc_index_bits)
-        a4_a, a4_b, a_result = Signal(acc_bits), Signal(acc_bits), Signal(acc_bits)
-        a5_valid, a5_dst, a5_result = Signal(), Signal(acc_index_bits), Signal(acc_bits)
+        a4_valid, a4_last, a4 = Signal(), Signal(), Data(control)
+        a4_dst = Data(acc_index_bits)
+        a4_a, a4_b, a_result = Data(acc_bits), Data(acc_bits), Signal(acc_bits)
+        a5_valid, a5_dst, a5_result = Signal(), Data(acc_index_bits), Data(acc_bits)
 
         def alu_forwarded(index, sram_data):
             return Mux(a4_valid & (a4_dst == index), a_result,
