@@ -122,6 +122,7 @@ class RtlModel:
 
     # ------------------------------------------------------------ lifetime
     def close(self) -> None:
+        """Free the native model (closing its trace); later calls do nothing."""
         if self._handle:
             self._lib.vdla_destroy(self._handle)
             self._handle = None
@@ -141,6 +142,7 @@ class RtlModel:
     # ------------------------------------------------------------ DRAM
     @property
     def dram_size(self) -> int:
+        """Bytes of the model's DRAM."""
         return self._lib.vdla_dram_size(self._handle)
 
     def load_dram(self, image: np.ndarray) -> None:
@@ -175,6 +177,15 @@ class RtlModel:
         self._lib.vdla_set_backpressure(self._handle, int(percent), int(seed))
 
     def open_trace(self, path: str | Path) -> None:
+        """Write an FST waveform of the following cycles to ``path``.
+
+        Raises
+        ------
+        ValueError
+            The model was built without ``trace=True``.
+        OSError
+            The file cannot be opened.
+        """
         if not self._lib.vdla_has_trace():
             raise ValueError("this model was built without tracing; build it with trace=True")
         if self._lib.vdla_trace_open(self._handle, str(path).encode()):
@@ -182,6 +193,7 @@ class RtlModel:
         self._trace_open = True
 
     def close_trace(self) -> None:
+        """Flush and close the waveform, if one is open."""
         self._lib.vdla_trace_close(self._handle)
         self._trace_open = False
 
@@ -266,18 +278,22 @@ class RtlModel:
 
     @property
     def done(self) -> bool:
+        """The design's ``done`` output."""
         return bool(self._lib.vdla_done(self._handle))
 
     @property
     def error(self) -> str:
+        """The first memory protocol or range error since start ('' if none)."""
         return self._lib.vdla_error(self._handle).decode()
 
     def counters(self) -> dict[str, int]:
+        """The design's event counters (`hw.counters.RTL_COUNTERS`) by name."""
         values = (ctypes.c_uint32 * len(self.counter_names))()
         self._lib.vdla_read_counters(self._handle, values)
         return dict(zip(self.counter_names, map(int, values)))
 
     def status(self) -> dict[str, int]:
+        """The design's status outputs (`hw.counters.RTL_STATUS`) by name."""
         values = (ctypes.c_uint32 * len(self.status_names))()
         self._lib.vdla_read_status(self._handle, values)
         return dict(zip(self.status_names, map(int, values)))
@@ -289,6 +305,7 @@ class RtlModel:
         return dict(zip(self.memory_stat_names, map(int, values)))
 
     def memory_queues(self) -> dict[str, int]:
+        """Read bursts accepted but not fully answered, write bursts still owed data."""
         values = (ctypes.c_uint64 * 2)()
         self._lib.vdla_memory_queues(self._handle, values)
         return {"read_bursts_pending": int(values[0]), "write_bursts_owed_data": int(values[1])}
