@@ -21,12 +21,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import HwConfig
-from hw.isa import IMM_BITS, AluOp
+from hw.isa import IMM_BITS, REQUANT_RELU, SHIFT_BITS, AluOp
 
 __all__ = ["VectorAlu"]
 
-SHIFT_MASK_BITS = 5   # shifts use the operand's low 5 bits
-RELU_BIT = 5          # REQUANT: imm bit 5 set -> clip at 0 instead of -128
+SHIFT_MASK_BITS = SHIFT_BITS                 # shifts use the operand's low bits
+RELU_BIT = REQUANT_RELU.bit_length() - 1     # REQUANT: this imm bit set -> clip at 0, not -128
 OUT_MIN, OUT_MAX = -128, 127
 
 
