@@ -343,25 +343,17 @@ def default_cycle_limit(config: HwConfig, instructions: list | None) -> int:
     return 100_000 + 8 * estimate
 
 
-def _module_of(insn) -> str:
-    from hw import isa
-    if isinstance(insn, isa.Load):
-        return "load" if insn.memory_type in (isa.MemType.INP, isa.MemType.WGT) else "compute"
-    if isinstance(insn, isa.Store):
-        return "store"
-    return "compute"
-
-
 def _blocked_instructions(instructions: list | None, status: dict[str, int],
                           tokens: dict[str, int], depth: int) -> tuple[list[str], int | None]:
     """Where each module stopped, from its retired count: ``["compute blocked at ..."]``."""
+    from hw import isa
     from sim.errors import describe_instruction
     if instructions is None:
         return [], None
-    order = ("load", "compute", "store")
+    order = isa.MODULES
     queues: dict[str, list[int]] = {module: [] for module in order}
     for index, insn in enumerate(instructions):
-        queues[_module_of(insn)].append(index)
+        queues[isa.MODULES[isa.module_of(insn)]].append(index)
     lines, first = [], None
     for position, module in enumerate(order):
         retired = status.get(f"retired_{module}")
