@@ -38,6 +38,15 @@ from hw.token_queue import pop_token, push_token, take_instruction
 __all__ = ["LoadEngine", "LoadUnit"]
 
 
+def load_ports(config: HwConfig, kinds) -> dict:
+    """A DRAM read port ``mem_<kind>`` and an SRAM write port ``sram_<kind>`` per memory kind."""
+    ports = {}
+    for kind in kinds:
+        ports[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
+        ports[f"sram_{kind}"] = In(sram_write_signature(config, kind))
+    return ports
+
+
 class LoadEngine(wiring.Component):
     """Padded 2D loads into the SRAMs of ``kinds``.
 
@@ -59,10 +68,7 @@ class LoadEngine(wiring.Component):
             "busy": Out(1),
             "waiting": Out(1),
         }
-        for kind in self.kinds:
-            members[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
-            members[f"sram_{kind}"] = In(sram_write_signature(config, kind))
-        super().__init__(members)
+        super().__init__(members | load_ports(config, self.kinds))
 
     def elaborate(self, platform):
         m = Module()
@@ -213,10 +219,7 @@ class LoadUnit(wiring.Component):
             "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
             "retired": Out(16),
         }
-        for kind in self.KINDS:
-            members[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
-            members[f"sram_{kind}"] = In(sram_write_signature(config, kind))
-        super().__init__(members)
+        super().__init__(members | load_ports(config, self.KINDS))
 
     def elaborate(self, platform):
         m = Module()
