@@ -94,8 +94,20 @@ class Epilogue:
         return value.astype(np.int8)
 
 
+class _ConvOutput:
+    """Output size of anything with convolution fields (height, width, kernel, stride, padding)."""
+
+    @property
+    def out_height(self) -> int:
+        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
+
+    @property
+    def out_width(self) -> int:
+        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
+
+
 @dataclasses.dataclass(frozen=True)
-class ConvGeometry:
+class ConvGeometry(_ConvOutput):
     """A normalised convolution problem, the compiler's view of any operator.
 
     Shapes are in elements (not blocks). ``layouts`` names the `runtime.layout`
@@ -113,14 +125,6 @@ class ConvGeometry:
     epilogue: Epilogue
     layouts: dict[str, str]
     shapes: dict[str, tuple[int, ...]]
-
-    @property
-    def out_height(self) -> int:
-        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
-
-    @property
-    def out_width(self) -> int:
-        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
 
 
 class _Op:
@@ -155,7 +159,7 @@ class _Op:
 
 
 @dataclasses.dataclass(frozen=True)
-class Conv2d(_Op):
+class Conv2d(_ConvOutput, _Op):
     """A 2D convolution (NCHW data, KCHW weights) with a fused epilogue.
 
     Parameters
@@ -221,14 +225,6 @@ class Conv2d(_Op):
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
         Epilogue(self.bias, self.shift, self.relu)
-
-    @property
-    def out_height(self) -> int:
-        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
-
-    @property
-    def out_width(self) -> int:
-        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
