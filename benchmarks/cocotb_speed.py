@@ -24,10 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hw.config import load_config  # noqa: E402
-from tests.cocotb import harness  # noqa: E402
+from vdla.hw.config import load_config
+from vdla.sim.cocotb import harness
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cocotb_speed.json"
 TARGET = 20_000
@@ -43,7 +42,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     config = load_config(args.config)
 
-    from hw.generate import TOP_NAME, verilog
+    from vdla.hw.generate import TOP_NAME, verilog
     started = time.perf_counter()
     model = harness.build(TOP_NAME, verilog(config))
     build_seconds = time.perf_counter() - started

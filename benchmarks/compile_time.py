@@ -14,16 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from compiler import compile_op  # noqa: E402
-from compiler.workloads import RESNET18  # noqa: E402
-from hw.config import load_config  # noqa: E402
+from vdla.compiler import compile_op
+from vdla.compiler.workloads import RESNET18
+from vdla.hw.config import load_config
 
 
 def main() -> int:

@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hw.config import PRESETS, HwConfig  # noqa: E402
-from hw.isa import Alu, AluOp, Gemm  # noqa: E402
-from sim.backend import get_backend  # noqa: E402
-from sim.random_program import GeneratorOptions, generate  # noqa: E402
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.isa import Alu, AluOp, Gemm
+from vdla.sim.backend import get_backend
+from vdla.sim.random_program import GeneratorOptions, generate
 
 ODD = PRESETS["odd"]
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,

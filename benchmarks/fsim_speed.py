@@ -15,10 +15,10 @@ import time
 
 import numpy as np
 
-from hw import isa
-from hw.config import PRESETS
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from runtime import Device, Program, TensorRegion, packed_nbytes
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.runtime import Device, Program, TensorRegion, packed_nbytes
 
 SIZE, CHANNELS, TILE_ROWS, SHIFT = 56, 64, 4, 10
 

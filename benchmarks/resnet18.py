@@ -5,7 +5,7 @@ Usage::
     python benchmarks/resnet18.py               # default config, 2 worker processes
     python benchmarks/resnet18.py --jobs 1 --config tiny
 
-Runs `runtime.bench` on the rtl simulator (each layer checked against numpy),
+Runs `bench.suite` on the rtl simulator (each layer checked against numpy),
 prints the per-layer table and the ablation, and writes
 ``benchmarks/results/resnet18.json`` (the ``vdla bench --json`` report plus
 the machine and commit), ``benchmarks/results/resnet18_roofline.png`` and the
@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
 
-from cli.bench import describe_config, report_lines  # noqa: E402
-from hw.config import load_config  # noqa: E402
-from runtime import bench  # noqa: E402
-from runtime.plots import roofline  # noqa: E402
+from vdla.cli.bench import describe_config, report_lines
+from vdla.hw.config import load_config
+from vdla.bench import suite as bench
+from vdla.bench.plots import roofline
 
 RESULTS = HERE / "results"
 README = HERE / "README.md"
@@ -109,7 +108,7 @@ def readme_section(report: dict, roofline_name: str) -> str:
         "```",
         "",
         "`--check-baseline` compares every layer's cycles with "
-        "`benchmarks/baselines/<config>.json` and fails when one grows by more than 1 %.",
+        "`bench/baselines/<config>.json` and fails when one grows by more than 1 %.",
         "",
     ]
     return "\n".join(lines)

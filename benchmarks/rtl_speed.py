@@ -5,7 +5,7 @@ Usage::
     python benchmarks/rtl_speed.py                    # default config, ~4 M-cycle program
     python benchmarks/rtl_speed.py --config tiny --tiles 2000 --repeat 3
 
-Runs a long double-buffered GEMM program (tests/rtl/programs.py: input tiles
+Runs a long double-buffered GEMM program (sim/programs/handbuilt.py: input tiles
 streamed by load, GEMM on compute, results drained by store, all four token
 queues busy) on the ``rtl`` backend, checks its output against numpy, and
 reports build time (cold or cached), simulated cycles, wall time of the
@@ -27,12 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hw.config import load_config  # noqa: E402
-from sim.rtl import RtlSimulator, build_model  # noqa: E402
-from sim.rtl.backend import DONE  # noqa: E402
-from tests.rtl.programs import double_buffer_program  # noqa: E402
+from vdla.hw.config import load_config
+from vdla.sim.rtl import RtlSimulator, build_model
+from vdla.sim.rtl.backend import DONE
+from vdla.sim.programs.handbuilt import double_buffer_program
 
 RESULTS = Path(__file__).resolve().parent / "results" / "rtl_speed.json"
 TARGET = 1_000_000

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from compiler.driver import compile_op  # noqa: E402
-from compiler.workloads import resnet18_layer  # noqa: E402
-from hw.config import PRESETS  # noqa: E402
-from runtime.device import Device  # noqa: E402
-from runtime.plots import timeline  # noqa: E402
+from vdla.compiler.driver import compile_op
+from vdla.compiler.workloads import resnet18_layer
+from vdla.hw.config import PRESETS
+from vdla.runtime.device import Device
+from vdla.bench.plots import timeline
 
 
 def main(argv=None) -> int:

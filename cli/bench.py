@@ -21,10 +21,10 @@ from pathlib import Path
 
 import click
 
-from cli.options import check_sim, config_option, fail
-from hw.config import HwConfig
-from runtime import bench
-from runtime.bench import BenchError, BenchResult, LayerResult
+from vdla.cli.options import check_sim, config_option, fail
+from vdla.hw.config import HwConfig
+from vdla.bench import suite as bench
+from vdla.bench.suite import BenchError, BenchResult, LayerResult
 
 UNTIMED_SIMS = ("fsim",)
 
@@ -209,7 +209,7 @@ def _progress_bar(total: int, description: str):
               help="Draw the layers on the roofline into this PNG.")
 @click.option("--check-baseline", "check_path", is_flag=False, flag_value="", default=None,
               metavar="[FILE]", help="Fail if a layer's cycles grew by more than 1% over the "
-              "baseline (default: benchmarks/baselines/<config name>.json).")
+              "baseline (default: bench/baselines/<config name>.json).")
 @click.option("--update-baseline", "update_path", is_flag=False, flag_value="", default=None,
               metavar="[FILE]", help="Record this run's cycles as the baseline (default file "
               "as for --check-baseline).")
@@ -311,7 +311,7 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
                 fail(f"--json {json_path}: cannot write ({error.strerror or error})")
             click.echo(f"report written to {json_path}")
     if roofline_path is not None:
-        from runtime.plots import PlotError, roofline
+        from vdla.bench.plots import PlotError, roofline
         try:
             roofline(main, config, roofline_path,
                      compare=results[1] if ablation else None)

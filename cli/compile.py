@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
-from compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
-from compiler.dump import dump_program, summarize
-from cli.options import config_option, fail
+from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
+from vdla.compiler.dump import dump_program, summarize
+from vdla.cli.options import config_option, fail
 
 
 def _kernel(value: str) -> tuple[int, int]:
@@ -87,7 +87,7 @@ def dense(batch, in_features, out_features, **common):
 
 def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hiding,
              output, dump_path, as_json, **_):
-    from runtime.program_file import ProgramFileError, save
+    from vdla.runtime.program_file import ProgramFileError, save
     try:
         op = make_op()
         schedule = load_schedule(schedule_path) if schedule_path else None

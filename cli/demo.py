@@ -14,11 +14,11 @@ import sys
 
 import click
 
-from cli.bench import describe_config
-from compiler.workloads import RESNET18
-from cli.options import check_sim, config_option, fail
-from runtime import bench
-from runtime.bench import BenchError
+from vdla.cli.bench import describe_config
+from vdla.compiler.workloads import RESNET18
+from vdla.cli.options import check_sim, config_option, fail
+from vdla.bench import suite as bench
+from vdla.bench.suite import BenchError
 
 
 def _say(text: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import config_option
+from vdla.cli.options import config_option
 
 
 @click.group()
@@ -25,7 +25,7 @@ def hw():
 @click.option("--json", "as_json", is_flag=True, help="Report as JSON (with -o).")
 def verilog_command(config, output, top, as_json):
     """Generate the accelerator's Verilog for a config."""
-    from hw.generate import TOP_NAME, verilog
+    from vdla.hw.generate import TOP_NAME, verilog
     started = time.perf_counter()
     if output is None or str(output) == "-":
         sys.stdout.write(verilog(config, name=top or TOP_NAME))
@@ -43,6 +43,6 @@ def verilog_command(config, output, top, as_json):
                    f"{config.dram_bus_bits}-bit bus) in {report['seconds']} s", err=True)
 
 
-hw.add_command(__import__("cli.hw_model", fromlist=["model"]).model)  # vdla hw model
+hw.add_command(__import__("vdla.cli.hw_model", fromlist=["model"]).model)  # vdla hw model
 
 command = hw

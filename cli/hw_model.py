@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from cli.options import config_option
+from vdla.cli.options import config_option
 
 __all__ = ["model"]
 
@@ -38,7 +38,7 @@ C_ABI = ("vdla_create", "vdla_destroy", "vdla_dram_resize", "vdla_dram_write", "
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def model(config, output, trace, portable, force, as_json):
     """Build the Verilator model of the accelerator (shared library + Verilog + manifest)."""
-    from sim.rtl.build import DEFAULT_OPT_FAST, MANIFEST_NAME, PORTABLE_OPT_FAST, build_model
+    from vdla.sim.rtl.build import DEFAULT_OPT_FAST, MANIFEST_NAME, PORTABLE_OPT_FAST, build_model
 
     started = time.perf_counter()
 

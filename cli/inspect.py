@@ -13,12 +13,12 @@ import json
 
 import click
 
-from cli.options import fail
-from hw import isa
-from hw.isa import Alu, Finish, Gemm, Load, Store
-from runtime.layout import packed_nbytes
-from runtime.program_file import load
-from hw.isa import MODULES, TOKEN_QUEUES, flag_queue, module_of
+from vdla.cli.options import fail
+from vdla.hw import isa
+from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
+from vdla.runtime.layout import packed_nbytes
+from vdla.runtime.program_file import load
+from vdla.hw.isa import MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
 

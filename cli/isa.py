@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from cli.options import config_option
-from hw.isa import reference_markdown
+from vdla.cli.options import config_option
+from vdla.hw.isa import reference_markdown
 
 
 @click.command("isa")

@@ -7,17 +7,20 @@ import sys
 
 import click
 
+from vdla import __version__
+
 # Each module defines a click command (or group) called ``command``.
 SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "demo"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="vdla")
 def cli():
     """vdla: a hardware/software co-design framework for a VDLA-style accelerator."""
 
 
 for _module in SUBCOMMANDS:
-    cli.add_command(importlib.import_module(f"cli.{_module}").command)
+    cli.add_command(importlib.import_module(f"vdla.cli.{_module}").command)
 
 
 def _one_line(error: Exception) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hw.config import PRESETS, ConfigError, load_config
+from vdla.hw.config import PRESETS, ConfigError, load_config
 
 
 def fail(message: str):
@@ -20,7 +20,7 @@ def fail(message: str):
 
 def check_sim(sim: str) -> None:
     """Fail with one line unless ``sim`` is a registered simulation backend."""
-    from sim.backend import backend_names
+    from vdla.sim.backend import backend_names
     names = backend_names()
     if sim not in names:
         fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")

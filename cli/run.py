@@ -4,7 +4,7 @@ Inputs come from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy``
 files; the report (sim, cycles, instruction counts, counters) is human text or,
 with ``--json``, one JSON object on the last line of stdout. ``--timeline``
 (rtl only) draws what the load, compute and store modules did over the run
-(`runtime.plots.timeline`), optionally zoomed with ``--timeline-window``; the
+(`bench.plots.timeline`), optionally zoomed with ``--timeline-window``; the
 activity record itself is left out of the JSON report (its segment counts
 stay). Every user error
 (bad file, bad ``NAME=FILE``, mistyped tensor, a program that deadlocks) is one
@@ -19,9 +19,9 @@ from pathlib import Path
 import click
 import numpy as np
 
-from cli.options import check_sim, fail
-from runtime.device import Device
-from runtime.program_file import load
+from vdla.cli.options import check_sim, fail
+from vdla.runtime.device import Device
+from vdla.runtime.program_file import load
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -83,7 +83,7 @@ def _parse_window(value: str | None) -> tuple[int, int] | None:
 
 
 def _draw_timeline(path: str, result, program, window) -> str:
-    from runtime.plots import PlotError, timeline
+    from vdla.bench.plots import PlotError, timeline
     activity = result.details.get("activity")
     if activity is None:
         fail(f"--timeline: the {result.sim} simulator recorded no module activity")

@@ -9,10 +9,10 @@ folding, latency hiding) -> program (`codegen`).
 >>> program = compile_op(Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1), PRESETS["default"])
 """
 
-from compiler.driver import compile_function, compile_op
-from compiler.errors import CompileError, ScheduleError, ShapeError
-from compiler.ops import Conv2d, Dense, op_from_dict
-from compiler.schedule import Schedule, default_schedule, load_schedule
+from vdla.compiler.driver import compile_function, compile_op
+from vdla.compiler.errors import CompileError, ScheduleError, ShapeError
+from vdla.compiler.ops import Conv2d, Dense, op_from_dict
+from vdla.compiler.schedule import Schedule, default_schedule, load_schedule
 
 __all__ = ["compile_op", "compile_function", "Conv2d", "Dense", "op_from_dict", "Schedule",
            "default_schedule", "load_schedule", "CompileError", "ScheduleError", "ShapeError"]

@@ -14,11 +14,11 @@ to prove each field fits before the program is handed out.
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
-from hw import isa
-from runtime.layout import packed_nbytes
-from runtime.program import Program, TensorRegion
+from vdla.compiler import ir
+from vdla.compiler.errors import CompileError
+from vdla.hw import isa
+from vdla.runtime.layout import packed_nbytes
+from vdla.runtime.program import Program, TensorRegion
 
 __all__ = ["generate", "plan_dram"]
 

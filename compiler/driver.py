@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import time
 
-from compiler import codegen, ir
-from compiler.errors import CompileError
-from compiler.lower import lower
-from compiler.ops import Conv2d, Dense
-from compiler.passes.dma import inject_dma
-from compiler.passes.epilogue import lower_epilogues
-from compiler.passes.latency_hiding import insert_tokens
-from compiler.passes.overlap import hoist_resets, mark_overlap
-from compiler.passes.tensorize import tensorize
-from compiler.passes.uop_folding import fold_uops, place_uops
-from compiler.passes.virtual_threads import assign_virtual_threads
-from compiler.schedule import Schedule, default_schedule
-from hw.config import HwConfig
-from runtime.program import Program
+from vdla.compiler import codegen, ir
+from vdla.compiler.errors import CompileError
+from vdla.compiler.lower import lower
+from vdla.compiler.ops import Conv2d, Dense
+from vdla.compiler.passes.dma import inject_dma
+from vdla.compiler.passes.epilogue import lower_epilogues
+from vdla.compiler.passes.latency_hiding import insert_tokens
+from vdla.compiler.passes.overlap import hoist_resets, mark_overlap
+from vdla.compiler.passes.tensorize import tensorize
+from vdla.compiler.passes.uop_folding import fold_uops, place_uops
+from vdla.compiler.passes.virtual_threads import assign_virtual_threads
+from vdla.compiler.schedule import Schedule, default_schedule
+from vdla.hw.config import HwConfig
+from vdla.runtime.program import Program
 
 __all__ = ["compile_op", "compile_function", "COMPILER_VERSION"]
 

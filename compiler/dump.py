@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from hw import isa
-from runtime.program import Program
+from vdla.hw import isa
+from vdla.runtime.program import Program
 
 __all__ = ["format_instruction", "dump_program", "summarize"]
 

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator, Union
 
 import numpy as np
 
-from hw import isa
+from vdla.hw import isa
 
 __all__ = ["Affine", "Buffer", "Loop", "Copy", "Access", "Mac", "Gemm", "Alu", "Epilogue",
            "Insn", "Stage", "Tile", "Function", "SCOPES", "walk", "loop_nest", "enumerate_affine",

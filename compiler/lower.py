@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import itertools
 
-from compiler import ir
-from compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nest
-from compiler.schedule import TilePlan
-from hw import isa
+from vdla.compiler import ir
+from vdla.compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nest
+from vdla.compiler.schedule import TilePlan
+from vdla.hw import isa
 
 __all__ = ["lower", "tile_ranges"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from compiler.errors import ShapeError
-from hw import isa
+from vdla.compiler.errors import ShapeError
+from vdla.hw import isa
 
 __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict"]
 

@@ -37,10 +37,10 @@ import math
 from pathlib import Path
 from typing import ClassVar
 
-from compiler.errors import ScheduleError
-from compiler.ops import ConvGeometry
-from hw.config import HwConfig
-from hw.records import JsonRecord
+from vdla.compiler.errors import ScheduleError
+from vdla.compiler.ops import ConvGeometry
+from vdla.hw.config import HwConfig
+from vdla.hw.records import JsonRecord
 
 __all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule",
            "compact_axes"]

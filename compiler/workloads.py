@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler.ops import Conv2d
+from vdla.compiler.ops import Conv2d
 
 __all__ = ["Workload", "RESNET18", "resnet18_layer"]
 

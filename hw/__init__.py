@@ -2,4 +2,4 @@
 
 # Load the config before the ISA: building the presets checks them against the
 # ISA's formats, so this order lets either module be imported first.
-from hw import config as _config  # noqa: F401
+from vdla.hw import config as _config  # noqa: F401

@@ -61,15 +61,15 @@ from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from hw.compute import Compute
-from hw.config import HwConfig
-from hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
-from hw.dram_arbiter import DramArbiter
-from hw.fetch import Fetch
-from hw.layouts import REQUEST_LAYOUT, write_beat_layout
-from hw.load import LoadUnit
-from hw.store import StoreUnit
-from hw.token_queue import TokenQueue
+from vdla.hw.compute import Compute
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.hw.dram_arbiter import DramArbiter
+from vdla.hw.fetch import Fetch
+from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
+from vdla.hw.load import LoadUnit
+from vdla.hw.store import StoreUnit
+from vdla.hw.token_queue import TokenQueue
 
 __all__ = ["Accelerator"]
 

@@ -20,8 +20,8 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.config import HwConfig
-from hw.isa import IMM_BITS, REQUANT_RELU, SHIFT_BITS, AluOp
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import IMM_BITS, REQUANT_RELU, SHIFT_BITS, AluOp
 
 __all__ = ["VectorAlu"]
 

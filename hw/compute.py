@@ -60,13 +60,13 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from hw import isa
-from hw.alu import RELU_BIT, SHIFT_MASK_BITS, VectorAlu
-from hw.config import HwConfig
-from hw.gemm import GemmCore
-from hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
+from vdla.hw import isa
+from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, VectorAlu
+from vdla.hw.config import HwConfig
+from vdla.hw.gemm import GemmCore
+from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
-from hw.load import LoadEngine
+from vdla.hw.load import LoadEngine
 
 __all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
 

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import ClassVar
 
-from hw.records import JsonRecord
+from vdla.hw.records import JsonRecord
 
 __all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
 
@@ -125,7 +125,7 @@ class HwConfig(JsonRecord):
         if self.dram_read_latency > 4096:
             raise ConfigError(f"dram_read_latency: at most 4096 cycles, got {self.dram_read_latency}")
         # Importing here keeps isa.py free to import this module at load time.
-        from hw import isa
+        from vdla.hw import isa
         isa.check_fits(self)
 
     # ---------------------------------------------------------------- sizes

@@ -27,9 +27,9 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.config import HwConfig
-from hw import isa
-from hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, log2,
+from vdla.hw.config import HwConfig
+from vdla.hw import isa
+from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, log2,
                         row_command_layout)
 
 __all__ = ["ElementReader"]

@@ -20,8 +20,8 @@ from amaranth import Module, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.config import HwConfig
-from hw.layouts import (BURST_BEATS_BITS, REQUEST_LAYOUT, MemReadSignature, MemWriteSignature,
+from vdla.hw.config import HwConfig
+from vdla.hw.layouts import (BURST_BEATS_BITS, REQUEST_LAYOUT, MemReadSignature, MemWriteSignature,
                         write_beat_layout)
 
 __all__ = ["DramArbiter"]

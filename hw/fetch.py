@@ -25,10 +25,10 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw import isa
-from hw.config import HwConfig
-from hw.dma import ElementReader
-from hw.layouts import MemReadSignature, instruction_layout, log2
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.hw.dma import ElementReader
+from vdla.hw.layouts import MemReadSignature, instruction_layout, log2
 
 __all__ = ["Fetch", "FETCH_CHUNK", "FETCH_BUFFER"]
 

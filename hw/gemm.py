@@ -18,7 +18,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.config import HwConfig
+from vdla.hw.config import HwConfig
 
 __all__ = ["GemmCore", "adder_tree"]
 

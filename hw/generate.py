@@ -31,9 +31,9 @@ from pathlib import Path
 from amaranth.back import rtlil
 from amaranth.back.verilog import _convert_rtlil_text
 
-from hw.accelerator import Accelerator
-from hw.cache import cache_root
-from hw.config import HwConfig
+from vdla.hw.accelerator import Accelerator
+from vdla.hw.cache import cache_root
+from vdla.hw.config import HwConfig
 
 __all__ = ["verilog", "cached_verilog", "hw_source_digest", "TOP_NAME"]
 

@@ -64,7 +64,7 @@ from typing import ClassVar, Iterable
 
 import numpy as np
 
-from hw.config import ConfigError, HwConfig
+from vdla.hw.config import ConfigError, HwConfig
 
 __all__ = [
     "Opcode", "MemType", "AluOp", "Field", "formats", "check_fits",

@@ -19,8 +19,8 @@ from amaranth import signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw import isa
-from hw.config import HwConfig
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
 
 __all__ = [
     "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "instruction_layout", "uop_layout",

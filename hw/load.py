@@ -28,12 +28,12 @@ from amaranth import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from hw import isa
-from hw.config import HwConfig
-from hw.dma import ElementReader
-from hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.hw.dma import ElementReader
+from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_write_signature)
-from hw.token_queue import pop_token, push_token, take_instruction
+from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["LoadEngine", "LoadUnit"]
 

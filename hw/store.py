@@ -26,11 +26,11 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw import isa
-from hw.config import HwConfig
-from hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
                         instruction_layout, log2, sram_read_signature)
-from hw.token_queue import pop_token, push_token, take_instruction
+from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["StoreUnit"]
 

@@ -21,7 +21,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.layouts import TokenSignature
+from vdla.hw.layouts import TokenSignature
 
 __all__ = ["TokenQueue", "take_instruction", "pop_token", "push_token"]
 

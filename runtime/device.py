@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from hw import isa
-from hw.config import HwConfig
-from runtime.layout import LayoutError, pack, packed_nbytes, unpack
-from runtime.program import Program
-from sim.backend import get_backend
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.runtime.layout import LayoutError, pack, packed_nbytes, unpack
+from vdla.runtime.program import Program
+from vdla.sim.backend import get_backend
 
 __all__ = ["Device", "DeviceResult", "InputError", "ProgramError"]
 
@@ -77,7 +77,7 @@ class Device:
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's
         activity into ``DeviceResult.details["activity"]``, the input of
-        `runtime.plots.timeline`).
+        `bench.plots.timeline`).
     """
 
     def __init__(self, config: HwConfig, sim: str = "fsim", **backend_options):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import HwConfig
+from vdla.hw.config import HwConfig
 
 __all__ = ["LAYOUTS", "pack", "unpack", "packed_shape", "packed_nbytes", "LayoutError"]
 

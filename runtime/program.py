@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from hw.config import HwConfig
-from hw.isa import Instruction, Uop
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import Instruction, Uop
 
 __all__ = ["TensorRegion", "Program"]
 
@@ -54,12 +54,12 @@ class TensorRegion:
     @property
     def dtype(self) -> np.dtype:
         """The logical tensor's dtype, from its layout."""
-        from runtime.layout import LAYOUTS
+        from vdla.runtime.layout import LAYOUTS
         return np.dtype(LAYOUTS[self.layout][1])
 
     def nbytes(self, config: HwConfig) -> int:
         """Bytes of the packed tensor in DRAM for ``config``."""
-        from runtime.layout import packed_nbytes
+        from vdla.runtime.layout import packed_nbytes
         return packed_nbytes(self.layout, self.shape, config)
 
 

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hw import isa
-from hw.config import ConfigError, HwConfig
-from runtime.program import FORMAT_VERSION, Program, TensorRegion
+from vdla.hw import isa
+from vdla.hw.config import ConfigError, HwConfig
+from vdla.runtime.program import FORMAT_VERSION, Program, TensorRegion
 
 __all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION"]
 

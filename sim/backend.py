@@ -13,7 +13,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from hw.config import HwConfig
+from vdla.hw.config import HwConfig
 
 __all__ = ["RunResult", "Backend", "register_backend", "get_backend", "backend_names"]
 
@@ -84,7 +84,7 @@ def _load_builtin() -> None:
     # Backends register themselves on import; importing lazily keeps the
     # Verilator tier's start-up cost away from users who only want fsim.
     import importlib
-    for module in ("sim.fsim", "sim.rtl"):
+    for module in ("vdla.sim.fsim", "vdla.sim.rtl"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:

@@ -47,12 +47,12 @@ import collections
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from hw import isa
-from hw.config import HwConfig
-from hw.isa import (COMPUTE_MODULE, LOAD_MODULE, MODULES, SHIFT_BITS, STORE_MODULE, TOKEN_QUEUES,
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import (COMPUTE_MODULE, LOAD_MODULE, MODULES, SHIFT_BITS, STORE_MODULE, TOKEN_QUEUES,
                     Alu, AluOp, Finish, Gemm, Load, MemType, Opcode, REQUANT_RELU, Store, module_of)
-from sim.backend import RunResult, register_backend
-from sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
+from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                         TokenError, describe_instruction)
 
 __all__ = ["FunctionalSimulator"]

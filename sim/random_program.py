@@ -50,12 +50,12 @@ from typing import Any
 
 import numpy as np
 
-from hw import isa
-from hw.config import HwConfig
-from hw.isa import Alu, AluOp, Finish, Gemm, Instruction, Load, MemType, Store, Uop
-from sim.errors import instruction_label
-from hw.isa import COMPUTE_MODULE as COMPUTE, LOAD_MODULE as LOAD, MODULES, STORE_MODULE as STORE
-from hw.isa import module_of
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Instruction, Load, MemType, Store, Uop
+from vdla.sim.errors import instruction_label
+from vdla.hw.isa import COMPUTE_MODULE as COMPUTE, LOAD_MODULE as LOAD, MODULES, STORE_MODULE as STORE
+from vdla.hw.isa import module_of
 
 __all__ = ["GeneratorOptions", "RandomProgram", "generate", "check_token_discipline",
            "QUEUE_FLAGS"]

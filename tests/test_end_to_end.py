@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.main import cli
-from compiler import Conv2d, Dense
-from compiler.workloads import RESNET18
+from vdla.cli.main import cli
+from vdla.compiler import Conv2d, Dense
+from vdla.compiler.workloads import RESNET18
 
 
 def _random_conv(seed: int) -> Conv2d:

@@ -26,10 +26,10 @@ import dataclasses
 import itertools
 import math
 
-from compiler import ir
-from compiler.errors import CompileError
-from hw import isa
-from hw.isa import MemType
+from vdla.compiler import ir
+from vdla.compiler.errors import CompileError
+from vdla.hw import isa
+from vdla.hw.isa import MemType
 
 __all__ = ["inject_dma", "lower_copy"]
 

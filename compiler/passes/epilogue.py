@@ -24,9 +24,9 @@ first) or only the tile's channel blocks.
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.ir import Access, Affine
-from hw.isa import SHIFT_BITS, AluOp, requant_imm
+from vdla.compiler import ir
+from vdla.compiler.ir import Access, Affine
+from vdla.hw.isa import SHIFT_BITS, AluOp, requant_imm
 
 __all__ = ["lower_epilogues"]
 

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import ir
-from compiler.errors import CompileError
-from hw import isa
+from vdla.compiler import ir
+from vdla.compiler.errors import CompileError
+from vdla.hw import isa
 
 __all__ = ["insert_tokens", "accesses", "LOAD", "COMPUTE", "STORE"]
 

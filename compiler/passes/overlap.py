@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler import ir
-from compiler.passes.latency_hiding import accesses
-from hw import isa
-from hw.isa import MemType
+from vdla.compiler import ir
+from vdla.compiler.passes.latency_hiding import accesses
+from vdla.hw import isa
+from vdla.hw.isa import MemType
 
 __all__ = ["hoist_resets", "mark_overlap", "compute_unit", "GEMM_UNIT", "ALU_UNIT", "BOTH_UNITS"]
 

@@ -15,8 +15,8 @@ accelerator has no scalar path.
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.errors import CompileError
+from vdla.compiler import ir
+from vdla.compiler.errors import CompileError
 
 __all__ = ["tensorize", "tensorize_stmt"]
 

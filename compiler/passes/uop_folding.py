@@ -33,10 +33,10 @@ import math
 
 import numpy as np
 
-from compiler import ir
-from compiler.errors import CompileError
-from hw import isa
-from hw.isa import MemType, Opcode
+from vdla.compiler import ir
+from vdla.compiler.errors import CompileError
+from vdla.hw import isa
+from vdla.hw.isa import MemType, Opcode
 
 __all__ = ["fold_uops", "fold_nest", "place_uops", "encode_kernel"]
 

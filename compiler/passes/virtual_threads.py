@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from compiler import ir
+from vdla.compiler import ir
 
 __all__ = ["assign_virtual_threads"]
 

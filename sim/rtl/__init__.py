@@ -5,9 +5,9 @@ Importing this package registers backend ``"rtl"`` (`RtlSimulator`).
 caches native models, `sim.rtl.backend` drives them through ctypes.
 """
 
-from sim.rtl.backend import RtlModel, RtlSimulator, default_cycle_limit
-from sim.rtl.build import ModelBuild, RtlBuildError, build_model, cache_dir
-from sim.rtl.toolchain import ToolchainError, verilator_bin, verilator_env
+from vdla.sim.rtl.backend import RtlModel, RtlSimulator, default_cycle_limit
+from vdla.sim.rtl.build import ModelBuild, RtlBuildError, build_model, cache_dir
+from vdla.sim.rtl.toolchain import ToolchainError, verilator_bin, verilator_env
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit", "ModelBuild", "RtlBuildError",
            "build_model", "cache_dir", "ToolchainError", "verilator_bin", "verilator_env"]

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.config import HwConfig
-from hw.counters import ACTIVITY_STATES
-from sim.backend import RunResult, register_backend
-from sim.errors import AddressError, DeadlockError
-from sim.rtl.build import ModelBuild, build_model
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import ACTIVITY_STATES
+from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.errors import AddressError, DeadlockError
+from vdla.sim.rtl.build import ModelBuild, build_model
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit"]
 
@@ -313,7 +313,7 @@ class RtlModel:
 
 def _decode_instructions(config: HwConfig, dram: np.ndarray, insn_offset: int,
                          insn_count: int) -> list | None:
-    from hw import isa
+    from vdla.hw import isa
     try:
         return isa.decode_program(dram[insn_offset:insn_offset + insn_count * isa.INSN_BYTES],
                                   config)
@@ -328,7 +328,7 @@ def default_cycle_limit(config: HwConfig, instructions: list | None) -> int:
     store row a full read latency, every element its bus beats and every
     micro-op one cycle, as if nothing overlapped.
     """
-    from hw import isa
+    from vdla.hw import isa
     if instructions is None:
         return FALLBACK_CYCLE_LIMIT
     latency = config.dram_read_latency
@@ -346,8 +346,8 @@ def default_cycle_limit(config: HwConfig, instructions: list | None) -> int:
 def _blocked_instructions(instructions: list | None, status: dict[str, int],
                           tokens: dict[str, int], depth: int) -> tuple[list[str], int | None]:
     """Where each module stopped, from its retired count: ``["compute blocked at ..."]``."""
-    from hw import isa
-    from sim.errors import describe_instruction
+    from vdla.hw import isa
+    from vdla.sim.errors import describe_instruction
     if instructions is None:
         return [], None
     order = isa.MODULES
@@ -419,7 +419,7 @@ class RtlSimulator:
         ``{"load": [(start_cycle, end_cycle, state), ...], "compute": ...,
         "store": ...}`` with ``state`` one of ``"busy"``, ``"wait_token"``,
         ``"wait_mem"`` (idle cycles are the gaps), the format of
-        `runtime.plots.timeline`. ``details["activity_bin_cycles"]`` says per
+        `bench.plots.timeline`. ``details["activity_bin_cycles"]`` says per
         module whether the record is exact (1) or was coarsened into bins.
     activity_window : (int, int or None), optional
         Record only cycles ``start <= cycle < end`` since start.
@@ -472,7 +472,7 @@ class RtlSimulator:
         AddressError
             When the chip reads or writes outside the DRAM image or misaligned.
         """
-        from hw.isa import INSN_BYTES
+        from vdla.hw.isa import INSN_BYTES
         if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1 \
                 or not dram.flags.c_contiguous:
             raise ValueError("dram must be a 1-D C-contiguous uint8 numpy array")
@@ -540,7 +540,7 @@ class RtlSimulator:
         return "\n".join(lines), first
 
     def _result(self, instructions: list | None) -> RunResult:
-        from hw import isa
+        from vdla.hw import isa
         config, model = self.config, self.model
         counters = model.counters()
         memory = model.memory_stats()

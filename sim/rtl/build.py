@@ -28,10 +28,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from hw.cache import cache_root
-from hw.config import HwConfig
-from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
-from sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
+from vdla.hw.cache import cache_root
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
     verilator_version
 
 __all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir"]
@@ -107,11 +107,11 @@ def cache_dir() -> Path:
 
 
 def _harness_source() -> str:
-    return resources.files("sim.rtl").joinpath("harness.cpp").read_text()
+    return resources.files("vdla.sim.rtl").joinpath("harness.cpp").read_text()
 
 
 def _package_file(name: str) -> str:
-    return resources.files("sim.rtl").joinpath(name).read_text()
+    return resources.files("vdla.sim.rtl").joinpath(name).read_text()
 
 
 def _system_lz4() -> Path | None:
@@ -148,7 +148,7 @@ def _prepare_lz4(work: Path) -> list[str]:
 
 
 def _config_header(config: HwConfig, trace: bool, key: str) -> str:
-    from hw.layouts import REQUEST_LAYOUT, write_beat_layout  # Amaranth: cold builds only
+    from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout  # Amaranth: cold builds only
     request = {name: REQUEST_LAYOUT[name] for name in ("addr", "beats")}
     strobes = write_beat_layout(config)["strb"]
     counters = " ".join(f"X({name})" for name in RTL_COUNTERS)
@@ -237,7 +237,7 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
     """
     began = time.monotonic()
     if verilog is None:
-        from hw.generate import cached_verilog  # Amaranth loads only when a build needs it
+        from vdla.hw.generate import cached_verilog  # Amaranth loads only when a build needs it
         verilog = cached_verilog(config)
     harness = _harness_source()
     key = _cache_key(config, verilog, harness, trace, opt_fast)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import PRESETS
-from tests.cocotb import harness
-from tests.cocotb.blocks import BLOCKS_CONFIG, TOP as BLOCKS_TOP, blocks_verilog
+from vdla.hw.config import PRESETS
+from vdla.sim.cocotb import harness
+from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOP as BLOCKS_TOP, blocks_verilog
 
 pytestmark = [pytest.mark.cocotb, pytest.mark.rtl]
 
@@ -37,7 +37,7 @@ def blocks_model():
 
 
 def _chip_model(config):
-    from hw.generate import TOP_NAME, verilog
+    from vdla.hw.generate import TOP_NAME, verilog
     return harness.build(TOP_NAME, verilog(config))
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hw.config import PRESETS
+from vdla.hw.config import PRESETS
 
 
 @pytest.fixture(params=["default", "tiny"])

@@ -9,8 +9,8 @@ cross-module conflict is ordered.
 
 from __future__ import annotations
 
-from hw import isa
-from hw.isa import MemType
+from vdla.hw import isa
+from vdla.hw.isa import MemType
 
 LOAD, COMPUTE, STORE = 0, 1, 2
 

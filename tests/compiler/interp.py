@@ -12,8 +12,8 @@ import itertools
 
 import numpy as np
 
-from compiler import ir
-from hw.isa import AluOp
+from vdla.compiler import ir
+from vdla.hw.isa import AluOp
 
 
 def new_sram(config, rng=None):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.main import cli
-from compiler import Conv2d
-from runtime.device import Device
-from runtime.program_file import load
+from vdla.cli.main import cli
+from vdla.compiler import Conv2d
+from vdla.runtime.device import Device
+from vdla.runtime.program_file import load
 
 
 def invoke(*args):

@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from compiler import CompileError, Conv2d, Schedule, ir
-from compiler.lower import lower
-from compiler.passes.dma import inject_dma, lower_copy
-from compiler.passes.epilogue import lower_epilogues
-from compiler.passes.tensorize import tensorize
-from compiler.passes.virtual_threads import assign_virtual_threads
-from hw import isa
-from hw.config import PRESETS
+from vdla.compiler import CompileError, Conv2d, Schedule, ir
+from vdla.compiler.lower import lower
+from vdla.compiler.passes.dma import inject_dma, lower_copy
+from vdla.compiler.passes.epilogue import lower_epilogues
+from vdla.compiler.passes.tensorize import tensorize
+from vdla.compiler.passes.virtual_threads import assign_virtual_threads
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
 
 
 def _execute(instructions, grid, sram_size):
@@ -110,7 +110,7 @@ WIDE = PRESETS["default"].replace(batch=4, name="batch4")
 @pytest.mark.parametrize("kernel, stride", [(1, 2), ((1, 2), (2, 3))])
 def test_kernel_narrower_than_stride_loads_only_used_inputs(config, kernel, stride):
     """Only the input rows (and, where cheaper, columns) some output reads are loaded."""
-    from compiler import compile_op
+    from vdla.compiler import compile_op
     op = Conv2d(config.batch, 32, 16, 12, 12, kernel=kernel, stride=stride)
     program = compile_op(op, config)
     plan_compact = program.metadata["tiling"]["compact"]

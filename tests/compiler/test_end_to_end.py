@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
-from compiler import Conv2d, Dense, Schedule, compile_op
-from compiler.workloads import RESNET18
-from hw import isa
-from hw.config import PRESETS, HwConfig
-from hw.isa import MemType
-from runtime.device import Device
+from vdla.compiler import Conv2d, Dense, Schedule, compile_op
+from vdla.compiler.workloads import RESNET18
+from vdla.hw import isa
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.isa import MemType
+from vdla.runtime.device import Device
 from tests.compiler.hb import (module, run_tokens, unordered_compute_conflicts,
                                unordered_conflicts)
 
@@ -182,7 +182,7 @@ def test_resident_operands_with_ragged_tiles(order, inp):
         assert loaded[MemType.INP] == 4 * 6 * 5
 
 def test_program_file_round_trip(tmp_path):
-    from runtime.program_file import load, save
+    from vdla.runtime.program_file import load, save
     op = Conv2d(1, 20, 12, 9, 9, kernel=3, stride=2, padding=1, bias=True, shift=7)
     program = compile_op(op, TINY)
     path = save(program, tmp_path / "layer.vdla")

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from compiler import Conv2d, Schedule, ir
-from compiler.lower import lower
-from compiler.ops import Epilogue
-from compiler.passes.epilogue import lower_epilogues
-from hw import isa
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, Schedule, ir
+from vdla.compiler.lower import lower
+from vdla.compiler.ops import Epilogue
+from vdla.compiler.passes.epilogue import lower_epilogues
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
 from tests.compiler.interp import run_nest
 
 TINY = PRESETS["tiny"]

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from compiler import Conv2d, Dense, Schedule, compile_op
-from compiler.dump import dump_program
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, Dense, Schedule, compile_op
+from vdla.compiler.dump import dump_program
+from vdla.hw.config import PRESETS
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("VDLA_UPDATE_GOLDEN") == "1"

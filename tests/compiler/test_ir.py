@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from compiler import ir
-from compiler.ir import Affine
+from vdla.compiler import ir
+from vdla.compiler.ir import Affine
 
 
 def test_affine_arithmetic():

@@ -2,9 +2,9 @@
 
 import pytest
 
-from compiler import Conv2d, Dense, Schedule, compile_op
-from hw import isa
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, Dense, Schedule, compile_op
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
 from tests.compiler.hb import (LOAD, COMPUTE, compute_done_before, module, run_tokens,
                                unordered_compute_conflicts, unordered_conflicts)
 

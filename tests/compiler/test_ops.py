@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from compiler import Conv2d, Dense, ShapeError, op_from_dict
+from vdla.compiler import Conv2d, Dense, ShapeError, op_from_dict
 
 
 def naive_conv(data, weight, bias, stride, padding, shift, relu):

@@ -4,9 +4,9 @@
 import numpy as np
 import pytest
 
-from compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
-from compiler.schedule import plan_tiles
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
+from vdla.compiler.schedule import plan_tiles
+from vdla.hw.config import PRESETS
 
 
 def test_json_round_trip(tmp_path):
@@ -86,7 +86,7 @@ def test_default_schedule_is_legal_for_any_shape(config_name):
 
 
 def test_default_prefers_latency_hiding_and_hides_dma():
-    from compiler.schedule import estimate_cost
+    from vdla.compiler.schedule import estimate_cost
     op = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
     config = PRESETS["default"]
     schedule = default_schedule(op, config)
@@ -138,7 +138,7 @@ def test_search_keeps_weights_resident_where_dram_bound(name, resident):
     """C4's threads all read the same weights (one shared copy, not three); C3
     and C10 are DRAM-bound, so of equal estimates the resident variant wins;
     C2 is compute-bound and keeps per-thread weight slots (fewer uop kernels)."""
-    from compiler.workloads import resnet18_layer
+    from vdla.compiler.workloads import resnet18_layer
     schedule = default_schedule(resnet18_layer(name).op, PRESETS["default"])
     assert schedule.resident_weights is resident
     assert schedule.resident_input is (name == "C10")

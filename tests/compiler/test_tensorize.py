@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from compiler import Conv2d, CompileError, Schedule, ir
-from compiler.lower import lower
-from compiler.passes.tensorize import tensorize, tensorize_stmt
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, CompileError, Schedule, ir
+from vdla.compiler.lower import lower
+from vdla.compiler.passes.tensorize import tensorize, tensorize_stmt
+from vdla.hw.config import PRESETS
 from tests.compiler.interp import new_sram, run_nest
 
 TINY = PRESETS["tiny"]

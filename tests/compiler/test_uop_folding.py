@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from compiler import Conv2d, Dense, Schedule, compile_function, compile_op, ir
-from compiler.ir import Access, Affine
-from compiler.lower import lower
-from compiler.passes.tensorize import tensorize
-from compiler.passes.uop_folding import MAX_ITER, fold_nest
-from hw import isa
-from hw.config import PRESETS
-from runtime.device import Device
+from vdla.compiler import Conv2d, Dense, Schedule, compile_function, compile_op, ir
+from vdla.compiler.ir import Access, Affine
+from vdla.compiler.lower import lower
+from vdla.compiler.passes.tensorize import tensorize
+from vdla.compiler.passes.uop_folding import MAX_ITER, fold_nest
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
+from vdla.runtime.device import Device
 from tests.compiler.interp import new_sram, run_instructions, run_nest
 
 TINY = PRESETS["tiny"]

@@ -2,12 +2,12 @@
 
 import pytest
 
-from compiler import Conv2d, Schedule, ir
-from compiler.lower import lower
-from compiler.passes.epilogue import lower_epilogues
-from compiler.passes.tensorize import tensorize
-from compiler.passes.virtual_threads import assign_virtual_threads
-from hw.config import PRESETS
+from vdla.compiler import Conv2d, Schedule, ir
+from vdla.compiler.lower import lower
+from vdla.compiler.passes.epilogue import lower_epilogues
+from vdla.compiler.passes.tensorize import tensorize
+from vdla.compiler.passes.virtual_threads import assign_virtual_threads
+from vdla.hw.config import PRESETS
 
 TINY = PRESETS["tiny"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import HwConfig
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from tests.rtl.programs import BuiltProgram, ImageBuilder
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
 
 __all__ = ["overlap_program", "requant_reference"]
 

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw import isa
-from hw.accelerator import Accelerator
-from hw.config import PRESETS
-from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
-from sim.fsim import FunctionalSimulator
-from sim.random_program import GeneratorOptions, generate
+from vdla.hw import isa
+from vdla.hw.accelerator import Accelerator
+from vdla.hw.config import PRESETS
+from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.sim.fsim import FunctionalSimulator
+from vdla.sim.random_program import GeneratorOptions, generate
 from tests.hw.compute_programs import overlap_program
 from tests.hw.dram_model import DramModel
 
@@ -142,7 +142,7 @@ def test_overlapping_gemm_and_alu_units(m, n, k):
 
 # ------------------------------------------------------------------ Verilog
 def verilator_lint(path):
-    from sim.rtl.toolchain import verilator_bin, verilator_env
+    from vdla.sim.rtl.toolchain import verilator_bin, verilator_env
     return subprocess.run([str(verilator_bin()), "--lint-only", "-Wno-fatal", str(path)],
                           env=verilator_env(), capture_output=True, text=True)
 
@@ -150,7 +150,7 @@ def verilator_lint(path):
 @pytest.mark.rtl
 @pytest.mark.parametrize("preset", ["tiny", "default"])
 def test_generated_verilog_lints_and_has_the_contract_ports(preset, tmp_path):
-    from hw.generate import TOP_NAME, verilog
+    from vdla.hw.generate import TOP_NAME, verilog
     config = PRESETS[preset]
     text = verilog(config)
     path = tmp_path / "accel.v"

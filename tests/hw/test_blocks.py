@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from hw import isa
-from hw.alu import VectorAlu
-from hw.config import PRESETS
-from hw.dram_arbiter import DramArbiter
-from hw.gemm import GemmCore
-from hw.load import LoadEngine
-from hw.token_queue import TokenQueue
+from vdla.hw import isa
+from vdla.hw.alu import VectorAlu
+from vdla.hw.config import PRESETS
+from vdla.hw.dram_arbiter import DramArbiter
+from vdla.hw.gemm import GemmCore
+from vdla.hw.load import LoadEngine
+from vdla.hw.token_queue import TokenQueue
 from tests.hw.dram_model import DramModel
 
 TINY = PRESETS["tiny"]
@@ -92,7 +92,7 @@ def alu_reference(op, a, b, imm=0):
 
 def test_requant_reference_agrees_with_fsim():
     """The test's REQUANT model and the functional simulator's are the same function."""
-    from sim.fsim import _alu_apply
+    from vdla.sim.fsim import _alu_apply
     rng = np.random.default_rng(11)
     a = rng.integers(-2**31, 2**31, 2000)
     b = rng.integers(-2**31, 2**31, 2000)
@@ -244,7 +244,7 @@ def test_load_engine_padding_and_addresses(config, kind):
 
 
 def test_load_engine_splits_long_rows_into_bursts():
-    from hw.layouts import MAX_BURST_BEATS
+    from vdla.hw.layouts import MAX_BURST_BEATS
     config = TINY
     element_bytes = config.element_bytes("wgt")
     count = MAX_BURST_BEATS // config.beats("wgt") + 6          # one row, two bursts

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from hw.config import PRESETS, ConfigError, HwConfig, load_config
+from vdla.hw.config import PRESETS, ConfigError, HwConfig, load_config
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hw import isa
-from hw.config import PRESETS
+from vdla.hw import isa
+from vdla.hw.config import PRESETS
 
 CONFIGS = [PRESETS["default"], PRESETS["tiny"]]
 

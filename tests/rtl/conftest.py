@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import PRESETS
-from sim.rtl.build import build_model
+from vdla.hw.config import PRESETS
+from vdla.sim.rtl.build import build_model
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from amaranth.back import verilog
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.config import HwConfig
-from hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 
 INSN_BYTES = 16
 

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.run import command as run_command
-from compiler.driver import compile_op
-from compiler.ops import Conv2d
-from hw.counters import ACTIVITY_STATES, RTL_ACTIVITY
-from runtime.device import Device
-from runtime.plots import timeline
-from runtime.program_file import save
-from sim.rtl import RtlSimulator
-from tests.rtl.programs import PROGRAMS
+from vdla.cli.run import command as run_command
+from vdla.compiler.driver import compile_op
+from vdla.compiler.ops import Conv2d
+from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY
+from vdla.runtime.device import Device
+from vdla.bench.plots import timeline
+from vdla.runtime.program_file import save
+from vdla.sim.rtl import RtlSimulator
+from vdla.sim.programs.handbuilt import PROGRAMS
 
 pytestmark = pytest.mark.rtl
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.rtl import build as build_module
-from sim.rtl.build import RtlBuildError, build_model, cache_dir
-from sim.rtl.toolchain import verilator_bin, verilator_env, verilator_root
+from vdla.sim.rtl import build as build_module
+from vdla.sim.rtl.build import RtlBuildError, build_model, cache_dir
+from vdla.sim.rtl.toolchain import verilator_bin, verilator_env, verilator_root
 
 pytestmark = pytest.mark.rtl
 
@@ -79,8 +79,8 @@ def test_lz4_stand_in_writes_blocks_liblz4_decodes(tmp_path):
     import ctypes.util
     import numpy as np
     from importlib import resources
-    source = resources.files("sim.rtl").joinpath("lz4_literals.cpp")
-    (tmp_path / "lz4.h").write_text(resources.files("sim.rtl").joinpath("lz4.h").read_text())
+    source = resources.files("vdla.sim.rtl").joinpath("lz4_literals.cpp")
+    (tmp_path / "lz4.h").write_text(resources.files("vdla.sim.rtl").joinpath("lz4.h").read_text())
     (tmp_path / "lz4_literals.cpp").write_text(source.read_text())
     subprocess.run(["g++", "-shared", "-fPIC", "-O1", "-I", str(tmp_path), "-o",
                     str(tmp_path / "shim.so"), str(tmp_path / "lz4_literals.cpp")], check=True)

@@ -6,7 +6,7 @@ whose outputs also have a numpy reference, and the tier's own behaviour
 
 Each program runs on a copy of the same DRAM image on ``rtl`` and ``fsim``;
 the final images must match byte for byte, and the output region must match
-the numpy reference of `tests.rtl.programs` (independent of both tiers).
+the numpy reference of `vdla.sim.programs.handbuilt` (independent of both tiers).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.config import PRESETS
-from hw.counters import RTL_COUNTERS
-from sim.backend import get_backend
-from sim.errors import DeadlockError
-from sim.rtl import RtlSimulator, build_model
-from tests.rtl.programs import PROGRAMS, deadlock_program
+from vdla.hw.config import PRESETS
+from vdla.hw.counters import RTL_COUNTERS
+from vdla.sim.backend import get_backend
+from vdla.sim.errors import DeadlockError
+from vdla.sim.rtl import RtlSimulator, build_model
+from vdla.sim.programs.handbuilt import PROGRAMS, deadlock_program
 
 pytestmark = pytest.mark.rtl
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from cli.main import cli
+from vdla.cli.main import cli
 
 pytestmark = pytest.mark.rtl
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.config import PRESETS
-from sim.backend import get_backend
-from sim.rtl import RtlSimulator, build_model
+from vdla.hw.config import PRESETS
+from vdla.sim.backend import get_backend
+from vdla.sim.rtl import RtlSimulator, build_model
 from tests.hw.compute_programs import overlap_program
 
 pytestmark = pytest.mark.rtl

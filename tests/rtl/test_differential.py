@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.config import PRESETS, HwConfig
-from sim.backend import get_backend
-from sim.random_program import GeneratorOptions, generate
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.sim.backend import get_backend
+from vdla.sim.random_program import GeneratorOptions, generate
 
 pytestmark = pytest.mark.rtl
 
@@ -97,7 +97,7 @@ def test_odd_shape(seed):
 def test_programs_use_the_features():
     """The differential programs really hold REQUANT and instructions that run
     beside the other unit (else the comparison would not cover them)."""
-    from hw.isa import Alu, AluOp
+    from vdla.hw.isa import Alu, AluOp
     requants = concurrent = 0
     for seed in range(200, 212):
         program = generate(CONFIGS["tiny"], seed, CONCURRENT)
@@ -110,8 +110,8 @@ def test_programs_use_the_features():
 def test_differential_can_fail():
     """A one-instruction change in the image the RTL runs (not fsim's) must be caught:
     the first dump shift by 0 becomes a shift by 1."""
-    from hw import isa
-    from hw.isa import Alu, AluOp
+    from vdla.hw import isa
+    from vdla.hw.isa import Alu, AluOp
     config = CONFIGS["tiny"]
     program = generate(config, 7, BASE)
     expected, _ = program.run(_backend("fsim", config))
@@ -136,9 +136,9 @@ def test_rtl_runs_overlapped_instructions_side_by_side():
     results depart from in-order execution for some programs: the units really run
     together, so the equality above covers concurrent execution."""
     import dataclasses
-    from hw import isa
-    from hw.isa import Alu, Gemm
-    from sim.errors import RaceError
+    from vdla.hw import isa
+    from vdla.hw.isa import Alu, Gemm
+    from vdla.sim.errors import RaceError
     config = CONFIGS["tiny"]
     in_order = _backend("fsim", config, check_races=False)
     differ = 0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim.errors import AddressError, DeadlockError
-from sim.rtl import RtlModel, RtlSimulator, build_model
+from vdla.sim.errors import AddressError, DeadlockError
+from vdla.sim.rtl import RtlModel, RtlSimulator, build_model
 from tests.rtl.standin import standin_verilog
 
 pytestmark = pytest.mark.rtl
@@ -135,7 +135,7 @@ def test_hang_raises_deadlock_within_limit(standin_models):
 def test_model_binding_steps_and_names(standin_models):
     config, build = standin_models[(32, 8)]
     with RtlModel(build) as model:
-        from hw.counters import RTL_COUNTERS, RTL_STATUS
+        from vdla.hw.counters import RTL_COUNTERS, RTL_STATUS
         assert model.counter_names == RTL_COUNTERS and model.status_names == RTL_STATUS
         assert model.bus_bytes == 4 and model.read_latency == 8
         model.load_dram(_image())

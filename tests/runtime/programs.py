@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import HwConfig
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from runtime.layout import packed_nbytes
-from runtime.program import Program, TensorRegion
+from vdla.hw.config import HwConfig
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.runtime.layout import packed_nbytes
+from vdla.runtime.program import Program, TensorRegion
 
 
 def _ceil(a: int, b: int) -> int:

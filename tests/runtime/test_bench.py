@@ -1,4 +1,4 @@
-"""``vdla bench`` and `runtime.bench`: layer runs, the JSON report, baselines, plots.
+"""``vdla bench`` and `bench.suite`: layer runs, the JSON report, baselines, plots.
 
 Fast tests run on fsim at ``tiny`` or on a stand-in layer runner with chosen
 cycle counts (to test the baseline check and the ablation exactly). The
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.bench import command as bench_command
-from compiler.ops import Conv2d
-from hw.config import PRESETS
-from runtime import bench
-from runtime.bench import BenchError, BenchResult, LayerResult
-from runtime.plots import PlotError, roofline, timeline
+from vdla.cli.bench import command as bench_command
+from vdla.compiler.ops import Conv2d
+from vdla.hw.config import PRESETS
+from vdla.bench import suite as bench
+from vdla.bench.suite import BenchError, BenchResult, LayerResult
+from vdla.bench.plots import PlotError, roofline, timeline
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +135,7 @@ def test_a_wrong_layer_is_reported_then_fails(tmp_path, monkeypatch, in_process)
 def test_a_layer_that_raises_is_an_error_not_a_crash(monkeypatch, in_process):
     def broken_compile(*args, **kwargs):
         raise ValueError("no schedule fits\nsecond line")
-    monkeypatch.setattr("compiler.compile_op", broken_compile)
+    monkeypatch.setattr("vdla.compiler.compile_op", broken_compile)
     result = bench.run_bench(bench.select_workloads("C10"), TINY, "fsim",
                              executor=concurrent.futures.ThreadPoolExecutor(1))
     (layer,) = result.layers
@@ -295,12 +295,12 @@ def test_update_then_check_through_the_cli(tmp_path, fake_cycles):
 
 
 def test_default_baseline_path_is_per_config():
-    assert bench.baseline_path(TINY) == REPO / "benchmarks" / "baselines" / "tiny.json"
+    assert bench.baseline_path(TINY) == REPO / "bench" / "baselines" / "tiny.json"
 
 
 @pytest.mark.parametrize("name", ["tiny", "default"])
 def test_committed_baselines_cover_c2_to_c11(name):
-    data = bench.load_baseline(REPO / "benchmarks" / "baselines" / f"{name}.json")
+    data = bench.load_baseline(REPO / "bench" / "baselines" / f"{name}.json")
     assert data["config_hash"] == PRESETS[name].hash
     assert list(data["layers"]) == [f"C{i}" for i in range(2, 12)]
     uses = {w.name: w.uses for w in bench.select_workloads(None)}
@@ -409,7 +409,7 @@ def test_timeline_rejects_malformed_activity(tmp_path, activity, message):
 
 # --------------------------------------------------------------------------- rtl
 def _committed(name: str) -> dict:
-    return json.loads((REPO / "benchmarks" / "baselines" / f"{name}.json").read_text())
+    return json.loads((REPO / "bench" / "baselines" / f"{name}.json").read_text())
 
 
 @pytest.mark.rtl

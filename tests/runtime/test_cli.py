@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.inspect import command as inspect_command
-from cli.run import command as run_command
-from hw.config import PRESETS
-from hw.isa import Uop
-from runtime.program_file import save
+from vdla.cli.inspect import command as inspect_command
+from vdla.cli.run import command as run_command
+from vdla.hw.config import PRESETS
+from vdla.hw.isa import Uop
+from vdla.runtime.program_file import save
 from tests.runtime.programs import dense_inputs, dense_program, dense_reference
 
 TINY = PRESETS["tiny"]
@@ -131,7 +131,7 @@ def test_run_errors_are_one_line(layer, case, pattern):
 def test_vdla_entry_point_reports_bad_input_without_traceback(layer):
     path, args, _, tmp = layer
     args = _replace(args, "weight", None)
-    process = subprocess.run([sys.executable, "-m", "cli.main", "run", str(path), *args],
+    process = subprocess.run([sys.executable, "-m", "vdla", "run", str(path), *args],
                              capture_output=True, text=True, cwd=REPO)
     assert process.returncode != 0
     assert "Traceback" not in process.stderr

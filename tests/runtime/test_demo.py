@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from cli.demo import command as demo_command
-from cli.main import cli
-from compiler.ops import Conv2d
+from vdla.cli.demo import command as demo_command
+from vdla.cli.main import cli
+from vdla.compiler.ops import Conv2d
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_demo_bad_input_is_one_line(args, message):
 def test_demo_on_rtl_reports_the_baselines_cycles():
     result = invoke(["--layer", "C10", "--config", "default"])
     assert result.exit_code == 0, result.output
-    baseline = json.loads((REPO / "benchmarks/baselines/default.json").read_text())
+    baseline = json.loads((REPO / "bench/baselines/default.json").read_text())
     cycles = baseline["layers"]["C10"]["cycles"]
     out = result.stdout
     assert f"cycles:       {cycles:,} (ideal {512 * 7 * 7 * 256 // 256:,}" in out

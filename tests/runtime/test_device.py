@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hw.config import PRESETS
-from runtime import Device, InputError, ProgramError
-from sim.errors import DeadlockError
+from vdla.hw.config import PRESETS
+from vdla.runtime import Device, InputError, ProgramError
+from vdla.sim.errors import DeadlockError
 from tests.runtime.programs import dense_inputs, dense_program, dense_reference
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]

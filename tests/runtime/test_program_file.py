@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hw.config import PRESETS
-from hw.isa import Alu, AluOp, Gemm, Load, MemType, Store, Uop
-from runtime.program import FORMAT_VERSION, Program
-from runtime.program_file import MAGIC, ProgramFileError, dumps, load, loads, save
+from vdla.hw.config import PRESETS
+from vdla.hw.isa import Alu, AluOp, Gemm, Load, MemType, Store, Uop
+from vdla.runtime.program import FORMAT_VERSION, Program
+from vdla.runtime.program_file import MAGIC, ProgramFileError, dumps, load, loads, save
 from tests.runtime.programs import dense_program
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from hw.config import HwConfig, PRESETS
-from hw import isa
-from hw.isa import Finish, Load, MemType
-from sim.fsim import FunctionalSimulator
+from vdla.hw.config import HwConfig, PRESETS
+from vdla.hw import isa
+from vdla.hw.isa import Finish, Load, MemType
+from vdla.sim.fsim import FunctionalSimulator
 
 TINY = PRESETS["tiny"]
 # A batch of 2 and unequal blocks catch transposed or mixed-up element axes.

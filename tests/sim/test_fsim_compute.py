@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hw.isa import Alu, AluOp, Gemm, Uop
+from vdla.hw.isa import Alu, AluOp, Gemm, Uop
 from tests.sim.image import CONFIGS, TINY, Image, random_elements, wrap32
 
 CONFIG_IDS = [c.name for c in CONFIGS]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw import isa
-from hw.isa import Alu, Finish, Gemm, Load, MemType, Store, Uop
-from sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
+from vdla.hw import isa
+from vdla.hw.isa import Alu, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                         SimulationError, TokenError)
-from sim.fsim import FunctionalSimulator
+from vdla.sim.fsim import FunctionalSimulator
 from tests.sim.image import TINY, Image, random_elements
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hw.config import PRESETS
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.hw.config import PRESETS
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from tests.sim.image import CONFIGS, TINY, WIDE, Image, random_elements
 
 PADS = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 2, 0, 0), (0, 0, 3, 0), (0, 0, 0, 1), (2, 1, 1, 3),

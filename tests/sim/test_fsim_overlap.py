@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from sim.errors import RaceError
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.sim.errors import RaceError
 from tests.sim.image import TINY, Image, random_elements
 
 ROWS = 4   # every GEMM/ALU below covers 4 consecutive acc rows

@@ -20,12 +20,12 @@ import collections
 import numpy as np
 import pytest
 
-from hw import isa
-from hw.config import PRESETS, HwConfig
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store
-from sim.backend import get_backend
-from sim.errors import DeadlockError, RaceError, TokenError
-from sim.random_program import (QUEUE_FLAGS, GeneratorOptions, check_token_discipline,
+from vdla.hw import isa
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store
+from vdla.sim.backend import get_backend
+from vdla.sim.errors import DeadlockError, RaceError, TokenError
+from vdla.sim.random_program import (QUEUE_FLAGS, GeneratorOptions, check_token_discipline,
                                 generate)
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
-from hw.config import HwConfig
+from vdla.hw.config import HwConfig
 
 __all__ = ["roofline", "timeline", "ACTIVITY_STATES", "ACTIVITY_MODULES", "PlotError"]
 

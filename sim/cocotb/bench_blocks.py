@@ -26,10 +26,10 @@ import numpy as np
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from hw import isa
-from hw.isa import AluOp, Load, MemType, Store
-from tests.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
-from tests.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
+from vdla.hw import isa
+from vdla.hw.isa import AluOp, Load, MemType, Store
+from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
+from vdla.sim.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
                                clock_and_reset, cycle_now, read)
 
 CONFIG = BLOCKS_CONFIG

@@ -13,9 +13,9 @@ import dataclasses
 
 import numpy as np
 
-from hw.config import HwConfig
-from hw import isa
-from hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.hw.config import HwConfig
+from vdla.hw import isa
+from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 
 __all__ = ["BuiltProgram", "ImageBuilder", "gemm_program", "alu_program",
            "double_buffer_program", "deadlock_program", "PROGRAMS"]

@@ -1,7 +1,7 @@
 """Whole-chip cocotb bench: programs on the accelerator top against fsim.
 
 Each test pulses ``start`` with a program in the Python DRAM model
-(`tests.cocotb.dram.DramModel`), waits for ``done`` and compares the final
+(`sim.cocotb.dram.DramModel`), waits for ``done`` and compares the final
 DRAM image byte for byte with the functional simulator's. Programs come from
 the random program generator (which ends by dumping the whole out buffer and
 every accumulator byte, so the comparison covers final SRAM state) and from
@@ -20,13 +20,13 @@ import numpy as np
 import cocotb
 from cocotb.triggers import RisingEdge
 
-from compiler import Conv2d, compile_op
-from hw.counters import RTL_COUNTERS, RTL_STATUS
-from runtime.device import Device
-from sim.backend import get_backend
-from sim.random_program import GeneratorOptions, generate
-from tests.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
-from tests.cocotb.harness import bench_config
+from vdla.compiler import Conv2d, compile_op
+from vdla.hw.counters import RTL_COUNTERS, RTL_STATUS
+from vdla.runtime.device import Device
+from vdla.sim.backend import get_backend
+from vdla.sim.random_program import GeneratorOptions, generate
+from vdla.sim.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
+from vdla.sim.cocotb.harness import bench_config
 
 CONFIG = bench_config()
 SEEDS = [int(s) for s in os.environ.get("VDLA_BENCH_SEEDS", "0,1,2").split(",") if s]
@@ -143,7 +143,7 @@ async def compiled_layer(dut):
                                                  request_ready=0.7, write_ready=0.7), seed=3)
     assert np.array_equal(image, expected), "compiled conv2d: chip and fsim images differ"
     # and the layer itself against the op's own numpy reference
-    from runtime.layout import unpack
+    from vdla.runtime.layout import unpack
     out = program.tensor("out")
     size = out.nbytes(CONFIG)
     result = unpack(out.layout, image[out.dram_offset:out.dram_offset + size].view(out.dtype),

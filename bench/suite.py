@@ -14,7 +14,7 @@ Layers are independent simulations, so they run through one
 caller passes, e.g. ``distributed.Client(address).get_executor()``.
 
 Cycle counts are deterministic, so committed baselines
-(``benchmarks/baselines/<config name>.json``) make a cycle-level regression
+(``bench/baselines/<config name>.json``) make a cycle-level regression
 check: `check_baseline` fails when a layer grows by more than
 `BASELINE_TOLERANCE`; `write_baseline` rewrites a baseline, only when asked.
 """
@@ -32,8 +32,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from compiler.workloads import RESNET18, Workload
-from hw.config import HwConfig
+from vdla.compiler.workloads import RESNET18, Workload
+from vdla.hw.config import HwConfig
 
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
@@ -53,8 +53,8 @@ VTA_GEMM_SHAPE = (1, 16, 16)
 # A layer whose cycles grow by more than this fraction fails the baseline check.
 BASELINE_TOLERANCE = 0.01
 MODULES = ("load", "compute", "store")
-# Where committed baselines live: <repo>/benchmarks/baselines/<config name>.json.
-BASELINE_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "baselines"
+# Where committed baselines live: <repo>/bench/baselines/<config name>.json.
+BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 
 
 class BenchError(ValueError):
@@ -312,9 +312,9 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
         With ``error`` set (and ``correct`` False) when compiling or
         simulating raised.
     """
-    from compiler import compile_op
-    from compiler.dump import summarize
-    from runtime.device import Device
+    from vdla.compiler import compile_op
+    from vdla.compiler.dump import summarize
+    from vdla.runtime.device import Device
 
     op = workload.op
     result = LayerResult(name=workload.name, op=op.describe(), uses=workload.uses, macs=op.macs,
@@ -412,13 +412,13 @@ def prepare_backend(config: HwConfig, sim: str, progress: Callable[[str], None] 
     BenchError
         For an unknown simulator name.
     """
-    from sim.backend import backend_names
+    from vdla.sim.backend import backend_names
     names = backend_names()
     if sim not in names:
         raise BenchError(f"unknown simulator {sim!r} (available: {', '.join(names)})")
     if sim != "rtl" or not build:
         return {}
-    from sim.rtl.build import build_model
+    from vdla.sim.rtl.build import build_model
     return {"build": build_model(config, progress=progress)}
 
 
@@ -548,7 +548,7 @@ def bench_report(result: BenchResult, without_hiding: BenchResult | None = None,
 
 # --------------------------------------------------------------------------- baselines
 def baseline_path(config: HwConfig) -> Path:
-    """The committed baseline of a config: ``benchmarks/baselines/<name>.json``."""
+    """The committed baseline of a config: ``bench/baselines/<name>.json`` (package data)."""
     return BASELINE_DIR / f"{config.name}.json"
 
 

@@ -17,12 +17,12 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out, connect, flipped
 
-from hw.alu import VectorAlu
-from hw.config import PRESETS, HwConfig
-from hw.gemm import GemmCore
-from hw.load import LoadUnit
-from hw.store import StoreUnit
-from hw.token_queue import TokenQueue
+from vdla.hw.alu import VectorAlu
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.gemm import GemmCore
+from vdla.hw.load import LoadUnit
+from vdla.hw.store import StoreUnit
+from vdla.hw.token_queue import TokenQueue
 
 BLOCKS_CONFIG = PRESETS["tiny"].replace(dram_bus_bits=64, name="tiny-bus64")
 TOP = "vdla_blocks"

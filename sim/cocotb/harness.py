@@ -23,14 +23,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hw.cache import cache_root as vdla_cache_root
+from vdla.hw.cache import cache_root as vdla_cache_root
 
-REPO = Path(__file__).resolve().parents[2]
-BENCH_PACKAGE = "tests.cocotb"
+BENCH_PACKAGE = "vdla.sim.cocotb"
 LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",
               "-Wno-CASEINCOMPLETE", "-Wno-SELRANGE"]
 
@@ -53,14 +51,11 @@ def _prepare_environment() -> None:
     global _ENV_READY
     if _ENV_READY:
         return
-    from sim.rtl.toolchain import verilator_env
+    from vdla.sim.rtl.toolchain import verilator_env
     env = verilator_env()
     for key in ("PATH", "MAKEFLAGS"):
         os.environ[key] = env[key]
     os.environ.pop("VERILATOR_ROOT", None)
-    # the runner hands this process's sys.path to the simulator as PYTHONPATH
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     _ENV_READY = True
 
 
@@ -94,7 +89,7 @@ def build(name: str, verilog: str) -> Build:
     """Build (or reuse) the cocotb Verilator model of ``verilog`` with top ``name``."""
     _prepare_environment()
     import cocotb
-    from sim.rtl.toolchain import verilator_version
+    from vdla.sim.rtl.toolchain import verilator_version
     vlt = control_file(verilog, name)
     digest = hashlib.sha256("\0".join([verilog, vlt, cocotb.__version__, verilator_version(),
                                        " ".join(LINT_FLAGS), os.environ.get("MAKEFLAGS", "")])
@@ -180,5 +175,5 @@ def config_env(config) -> dict[str, str]:
 
 def bench_config():
     """The HwConfig a bench was given (inside the simulator process)."""
-    from hw.config import HwConfig
+    from vdla.hw.config import HwConfig
     return HwConfig.from_dict(json.loads(os.environ["VDLA_BENCH_CONFIG"]))

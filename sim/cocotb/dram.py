@@ -27,7 +27,7 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import Event, First, RisingEdge, Timer
 
-from hw.layouts import REQUEST_LAYOUT
+from vdla.hw.layouts import REQUEST_LAYOUT
 
 PERIOD_NS = 10
 

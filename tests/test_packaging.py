@@ -1,0 +1,80 @@
+"""The distribution is one namespace, ``vdla``, and its sources import only through it.
+
+The parts live in folders at the repository's top (``hw/``, ``sim/``, ...) and
+are mapped into ``vdla`` by ``pyproject.toml``. Pytest puts the repository on
+``sys.path``, so a bare ``import hw`` would still work here while failing in a
+real install: these tests catch that statically and through a built wheel.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import vdla
+
+REPO = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+PACKAGE_DIRS = PYPROJECT["tool"]["setuptools"]["package-dir"]
+# The folder names that are import names only inside the repository.
+FOLDERS = {Path(folder).name for folder in PACKAGE_DIRS.values()} - {"vdla"} | {"tests", "benchmarks"}
+
+
+def _sources():
+    for folder in [*PACKAGE_DIRS.values(), "benchmarks"]:
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+def _top_level_imports(path: Path):
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def test_sources_import_the_parts_only_through_vdla():
+    bare = [f"{path.relative_to(REPO)}:{line}: import {name}"
+            for path in _sources() for line, name in _top_level_imports(path) if name in FOLDERS]
+    assert bare == []
+
+
+def test_every_source_folder_is_a_declared_package():
+    declared = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    for name, folder in PACKAGE_DIRS.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(REPO / folder).parts
+            assert ".".join((name, *relative)) in declared, init
+
+
+def test_version_is_the_distributions():
+    from importlib.metadata import version
+    assert vdla.__version__ == version("vdla")
+
+
+def test_python_dash_m_vdla_runs_the_cli():
+    result = subprocess.run([sys.executable, "-m", "vdla", "--version"], capture_output=True,
+                            text=True, cwd=REPO.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"vdla, version {vdla.__version__}"
+
+
+@pytest.mark.slow
+def test_wheel_holds_only_vdla_with_its_data(tmp_path):
+    """A non-editable build: one top-level name, the C++ harness and the baselines inside."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(tmp_path), str(REPO)], check=True)
+    (wheel,) = tmp_path.glob("vdla-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"vdla"}
+    for needed in ["vdla/sim/rtl/harness.cpp", "vdla/sim/rtl/lz4.h", "vdla/bench/baselines/default.json",
+                   "vdla/bench/baselines/tiny.json", "vdla/sim/cocotb/bench_chip.py", "vdla/__main__.py"]:
+        assert needed in names
