@@ -61,6 +61,7 @@ from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
+from vdla.hw.banked_memory import BankedMemory
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
@@ -150,8 +151,11 @@ class Accelerator(wiring.Component):
         connect(m, queues["store_to_compute"].pop, compute.from_store)
 
         # ---------------------------------------------------------- shared SRAMs
+        # Each a block RAM with one read and one write port. out is banked like
+        # acc, row for row, so the two compute units write it at the same time
+        # (on different banks) while store reads it.
         srams = {}
-        for kind in ("inp", "wgt", "out"):
+        for kind in ("inp", "wgt"):
             srams[kind] = memory.Memory(shape=config.element_bytes(kind) * 8,
                                         depth=config.depth(kind), init=[])
             m.submodules[f"{kind}_mem"] = srams[kind]
@@ -159,9 +163,12 @@ class Accelerator(wiring.Component):
         connect(m, load.sram_wgt, srams["wgt"].write_port())
         connect(m, compute.inp_read, srams["inp"].read_port(transparent_for=()))
         connect(m, compute.wgt_read, srams["wgt"].read_port(transparent_for=()))
-        connect(m, compute.out_write, srams["out"].write_port())
-        connect(m, compute.out_write_alu, srams["out"].write_port())
-        connect(m, store.out_read, srams["out"].read_port(transparent_for=()))
+        m.submodules.out_mem = out_mem = BankedMemory(
+            config.element_bytes("out") * 8, config.depth("out"), config.acc_banks,
+            read_ports=1, write_ports=2)
+        connect(m, compute.out_write, out_mem.write[0])
+        connect(m, compute.out_write_alu, out_mem.write[1])
+        connect(m, store.out_read, out_mem.read[0])
 
         # ---------------------------------------------------------- done
         running = Signal()

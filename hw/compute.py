@@ -61,6 +61,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw import isa
+from vdla.hw.banked_memory import BankedMemory
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
@@ -127,23 +128,29 @@ class Compute(wiring.Component):
         acc_bits = config.element_bytes("acc") * 8
 
         # ---------------------------------------------------------- SRAMs
-        m.submodules.uop_mem = uop_mem = memory.Memory(
-            shape=HwConfig.UOP_BITS, depth=config.depth("uop"), init=[])
-        m.submodules.acc_mem = acc_mem = memory.Memory(
-            shape=acc_bits, depth=config.depth("acc"), init=[])
-        uop_read_gemm = uop_mem.read_port(transparent_for=())
-        uop_read_alu = uop_mem.read_port(transparent_for=())
-        uop_write = uop_mem.write_port()
-        acc_read_gemm = acc_mem.read_port(transparent_for=())
-        acc_read_alu_dst = acc_mem.read_port(transparent_for=())
-        acc_read_alu_src = acc_mem.read_port(transparent_for=())
-        acc_write_gemm = acc_mem.write_port()
-        acc_write_alu = acc_mem.write_port()
+        # Every memory is block RAMs with one read and one write port. Each unit
+        # reads micro-ops every cycle, so each has its own copy of the uop
+        # buffer (uop LOADs write both). acc is banked (`BankedMemory`): logical
+        # read ports GEMM dst, ALU dst, ALU src; write ports GEMM, ALU / acc LOAD.
+        uop_mems = {}
+        for unit in ("gemm", "alu"):
+            uop_mems[unit] = memory.Memory(shape=HwConfig.UOP_BITS, depth=config.depth("uop"),
+                                           init=[])
+            m.submodules[f"uop_mem_{unit}"] = uop_mems[unit]
+        uop_read_gemm = uop_mems["gemm"].read_port(transparent_for=())
+        uop_read_alu = uop_mems["alu"].read_port(transparent_for=())
+        uop_writes = [uop_mems[unit].write_port() for unit in ("gemm", "alu")]
+        m.submodules.acc_mem = acc_mem = BankedMemory(
+            acc_bits, config.depth("acc"), config.acc_banks, read_ports=3, write_ports=2)
+        acc_read_gemm, acc_read_alu_dst, acc_read_alu_src = acc_mem.read
+        acc_write_gemm, acc_write_alu = acc_mem.write
 
         m.submodules.loader = loader = LoadEngine(config, ("uop", "acc"))
         connect(m, loader.mem_uop, flipped(self.mem_uop))
         connect(m, loader.mem_acc, flipped(self.mem_acc))
-        connect(m, loader.sram_uop, uop_write)
+        for uop_write in uop_writes:
+            m.d.comb += [uop_write.en.eq(loader.sram_uop.en), uop_write.addr.eq(loader.sram_uop.addr),
+                         uop_write.data.eq(loader.sram_uop.data)]
 
         m.submodules.gemm = gemm = UnitPipeline(config, "gemm")
         m.submodules.alu = alu = UnitPipeline(config, "alu")

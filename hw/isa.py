@@ -48,6 +48,12 @@ Semantics (the functional simulator is their executable form):
   program order once it and every earlier compute instruction have completed.
   Instructions that run at the same time must not touch the same acc/out
   entry where either writes it (the functional simulator reports a race).
+* acc and out are split into ``HwConfig.acc_banks`` banks of
+  ``HwConfig.acc_bank_rows`` consecutive entries (block RAMs with one read
+  and one write port each). A GEMM and an ALU instruction that run at the
+  same time must not use (read or write) the same bank; the functional
+  simulator reports a race. An ALU instruction that reads ``acc[src]``
+  (neither ``use_imm`` nor ``reset``) runs one micro-op every two cycles.
 * Every acc write -- GEMM, ALU and acc LOAD alike -- also writes ``out[dst]``,
   the low 8 bits of each element.
 * FINISH ends the program once it retires on compute and load and store have
@@ -500,6 +506,7 @@ def reference_markdown(config: HwConfig) -> str:
             signed = " (signed)" if field.signed else ""
             lines.append(f"| {span} | `{name}` | {field.doc}{signed} |")
         lines += ["", f"{sum(f.bits for f in fields)} of {HwConfig.INSN_BITS} bits used.", ""]
+    lines += [f"acc banks at this config: {config.acc_banks} of {config.acc_bank_rows} entries.", ""]
     lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]
     for field, (lsb, bits) in zip(uop_fields(config), field_offsets(uop_fields(config)).values()):
         lines.append(f"| {lsb + bits - 1}:{lsb} | `{field.name}` | {field.doc} |")

@@ -2,30 +2,42 @@
 
 `UnitPipeline` takes one GEMM (``unit="gemm"``) or ALU (``unit="alu"``)
 instruction at a time on ``begin`` / ``insn`` and runs its loop nest one
-micro-op per cycle; once a micro-op has entered, it never stalls:
+micro-op per cycle (the ALU's micro-ops that read ``acc[src]``: one every
+other cycle, see below); once a micro-op has entered, it never stalls:
 
 ====  =====================================================================
 S0    `LoopSequencer` (i, j, u) and index offsets; uop SRAM read of ``u``
 S1    uop word + offsets -> dst, src [, wgt] indices (registered)
-S2    SRAM reads: acc[dst] (both units); GEMM inp[src] and wgt[wgt]; ALU
-      acc[src] (none for ``reset``, no acc[src] with ``use_imm``)
-S3    read data; acc operands forwarded from the unit's own S4 / S5; GEMM
-      dot products (`GemmCore`); operands registered
-S4    result = acc + product, ALU op (`VectorAlu`), or 0 (reset); acc[dst]
+S2    SRAM reads: acc[dst] (none for ``reset``); GEMM inp[src], wgt[wgt]
+S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
+      inp / wgt data, products registered; ALU: acc[src] read (not with
+      ``use_imm`` or ``reset``)
+S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
+      (`GemmCore`); ALU: acc[src] data forwarded and registered
+S5    result = acc + product, ALU op (`VectorAlu`), or 0 (reset); acc[dst]
       and out[dst] written through the unit's own write ports
 ====  =====================================================================
 
-Read-after-write hazards on acc within the unit: a micro-op reading acc in S2
-does not see the write of the micro-op in S4 that same cycle (SRAM ports are
-not transparent) nor that of the one in S3 behind it, so S3 takes the result
-being written in S4 this cycle, else the one written last cycle (S5), else the
-SRAM data: back-to-back micro-ops on the same acc row run at full rate, across
-instruction boundaries too. Nothing is forwarded from the other unit; the
-compute module (`hw.compute`) orders the units.
+No stage holds more than one of: an SRAM read, the multipliers, an adder tree,
+the ALU. Every SRAM port is a block RAM port: the unit reads acc through one
+port, so an ALU micro-op that reads acc[dst] and acc[src] reads them in
+consecutive cycles (S2, S3) and the sequencer paces such an instruction at
+one micro-op every other cycle; with ``use_imm`` or ``reset`` it runs at full
+rate.
+
+Read-after-write hazards on acc within the unit: a read does not see the
+write made in the same cycle (ports are not transparent), and results of the
+micro-ops ahead are written after the read. So an operand read in S2 takes,
+in S3, the result written this cycle (S5) or last cycle (S6), else the SRAM
+data, and in S4 the result written this cycle; acc[src], read in S3, takes in
+S4 the result written this cycle or last cycle. Back-to-back micro-ops on the
+same acc row run at full rate, across instruction boundaries too. Nothing is
+forwarded from the other unit; the compute module (`hw.compute`) orders the
+units.
 
 ``completes`` pulses when an instruction's last micro-op (or its write-less
-marker, for an empty loop) leaves S4; ``executes`` pulses for every micro-op in
-S4 (reset ones included).
+marker, for an empty loop) leaves S5; ``executes`` pulses for every micro-op in
+S5 (reset ones included).
 """
 
 from __future__ import annotations
@@ -146,6 +158,8 @@ class UnitPipeline(wiring.Component):
         m.d.comb += [seq.begin.eq(self.begin), self.ready.eq(seq.ready)]
         m.d.comb += [getattr(seq.insn, name).eq(getattr(insn, name))
                      for name in loop_layout(config, gemm).members]
+        if not gemm:
+            m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
         control = _control_layout(config, self.unit)
         c0 = Data(control)
         with m.If(self.begin):
@@ -160,75 +174,79 @@ class UnitPipeline(wiring.Component):
                 ]
         m.d.comb += [self.uop_read.addr.eq(seq.u), self.uop_read.en.eq(seq.valid)]
 
-        def stage(previous_valid, previous_last, previous_control, name):
-            """The valid, last and control registers of the next stage."""
+        def stage(previous, name, indices=()):
+            """The next stage's valid, last and control registers, and the named indices."""
             valid, last = Signal(name=f"{name}_valid"), Signal(name=f"{name}_last")
             ctl = Data(control, name=f"{name}_control")
-            m.d.sync += [valid.eq(previous_valid), last.eq(previous_last),
-                         ctl.eq(previous_control)]
-            return valid, last, ctl
+            m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"]),
+                         ctl.eq(previous["control"])]
+            following = {"valid": valid, "last": last, "control": ctl}
+            for k in indices:
+                following[k] = Data(index_bits[k], name=f"{name}_{k}")
+                m.d.sync += following[k].eq(previous[k])
+            return following
 
         # ------------------------------------------------------------ S1
-        v1, l1, c1 = stage(seq.valid, seq.last, c0, "s1")
-        offset1 = {k: Data(index_bits[k], name=f"s1_{k}_offset") for k in kinds}
-        m.d.sync += [offset1[k].eq(getattr(seq.offset, k)) for k in kinds]
+        s0 = {"valid": seq.valid, "last": seq.last, "control": c0}
+        s0.update({k: getattr(seq.offset, k) for k in kinds})
+        s1 = stage(s0, "s1", kinds)
 
         # ------------------------------------------------------------ S2
-        v2, l2, c2 = stage(v1, l1, c1, "s2")
         uop = data.View(uop_layout(config), self.uop_read.data[:uop_layout(config).size])
-        index2 = {k: Data(index_bits[k], name=f"s2_{k}") for k in kinds}
-        m.d.sync += [index2[k].eq(getattr(uop, k) + offset1[k]) for k in kinds]
+        s2 = stage(s1, "s2")
+        for k in kinds:
+            s2[k] = Data(index_bits[k], name=f"s2_{k}")
+            m.d.sync += s2[k].eq(getattr(uop, k) + s1[k])
         # Reads only for a micro-op that uses them: idle cycles copy no wide
         # SRAM words in simulation.
-        reads = v2 & ~c2.reset
-        m.d.comb += [self.acc_read.addr.eq(index2["dst"]), self.acc_read.en.eq(reads)]
+        reads = s2["valid"] & ~s2["control"].reset
+        m.d.comb += [self.acc_read.addr.eq(s2["dst"]), self.acc_read.en.eq(reads)]
         if gemm:
-            m.d.comb += [self.inp_read.addr.eq(index2["src"]), self.inp_read.en.eq(reads),
-                         self.wgt_read.addr.eq(index2["wgt"]), self.wgt_read.en.eq(reads)]
-        else:
-            m.d.comb += [self.acc_src_read.addr.eq(index2["src"]),
-                         self.acc_src_read.en.eq(reads & ~c2.use_imm)]
+            m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads),
+                         self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads)]
 
-        # ------------------------------------------------------------ S3
-        v3, l3, c3 = stage(v2, l2, c2, "s3")
-        dst3 = Data(index_bits["dst"], name="s3_dst")
-        m.d.sync += dst3.eq(index2["dst"])
-        if not gemm:
-            src3 = Data(index_bits["src"], name="s3_src")
-            m.d.sync += src3.eq(index2["src"])
-
-        # ------------------------------------------------------------ S4
-        v4, l4, c4 = stage(v3, l3, c3, "s4")
-        dst4 = Data(index_bits["dst"], name="s4_dst")
-        a4, b4 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s4_b")
+        # ------------------------------------------------------------ S3 .. S6
+        s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
+        s4 = stage(s3, "s4", ("dst",) if gemm else ("dst", "src"))
+        s5 = stage(s4, "s5", ("dst",))
         result = Signal(acc_bits)
-        v5, dst5, result5 = Signal(name="s5_valid"), Data(index_bits["dst"]), Data(acc_bits)
+        v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
+        m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result)]
 
-        def forwarded(index, sram_data):
-            return Mux(v4 & (dst4 == index), result,
-                       Mux(v5 & (dst5 == index), result5, sram_data))
+        def forwarded(index, value, with_previous):
+            """``value`` (acc[index]), or a newer result written this / last cycle."""
+            if with_previous:
+                value = Mux(v6 & (dst6 == index), result6, value)
+            return Mux(s5["valid"] & (s5["dst"] == index), result, value)
 
-        m.d.sync += [dst4.eq(dst3), a4.eq(forwarded(dst3, self.acc_read.data))]
+        a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
+        m.d.sync += [a4.eq(forwarded(s3["dst"], self.acc_read.data, True)),
+                     a5.eq(forwarded(s4["dst"], a4, False))]
         if gemm:
             m.submodules.core = core = GemmCore(config)
+            assert core.LATENCY == 2   # S3 multiplies, S4 sums: the product is ready in S5
             m.d.comb += [core.inp.eq(self.inp_read.data), core.wgt.eq(self.wgt_read.data)]
-            m.d.sync += b4.eq(core.product)
-            computed = Cat(*((a4.word_select(e, scalar_bits)
-                              + b4.word_select(e, scalar_bits))[:scalar_bits]
+            computed = Cat(*((a5.word_select(e, scalar_bits)
+                              + core.product.word_select(e, scalar_bits))[:scalar_bits]
                              for e in range(scalars)))
         else:
-            operand_vector = Cat(*([c3.operand] * scalars))
-            m.d.sync += b4.eq(Mux(c3.use_imm, operand_vector,
-                                  forwarded(src3, self.acc_src_read.data)))
+            m.d.comb += [self.acc_src_read.addr.eq(s3["src"]),
+                         self.acc_src_read.en.eq(s3["valid"] & ~s3["control"].reset
+                                                 & ~s3["control"].use_imm)]
+            b5 = Data(acc_bits, name="s5_b")
+            operand_vector = Cat(*([s4["control"].operand] * scalars))
+            m.d.sync += b5.eq(Mux(s4["control"].use_imm, operand_vector,
+                                  forwarded(s4["src"], self.acc_src_read.data, True)))
             m.submodules.alu = alu = VectorAlu(config)
-            m.d.comb += [alu.op.eq(c4.op), alu.a.eq(a4), alu.b.eq(b4), alu.imm.eq(c4.imm)]
+            c5 = s5["control"]
+            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a5), alu.b.eq(b5), alu.imm.eq(c5.imm)]
             computed = alu.result
-        m.d.comb += result.eq(Mux(c4.reset, 0, computed))
-        m.d.sync += [v5.eq(v4), dst5.eq(dst4), result5.eq(result)]
+        m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))
         m.d.comb += [
-            self.acc_write.en.eq(v4), self.acc_write.addr.eq(dst4), self.acc_write.data.eq(result),
-            self.out_write.en.eq(v4), self.out_write.addr.eq(dst4),
+            self.acc_write.en.eq(s5["valid"]), self.acc_write.addr.eq(s5["dst"]),
+            self.acc_write.data.eq(result),
+            self.out_write.en.eq(s5["valid"]), self.out_write.addr.eq(s5["dst"]),
             self.out_write.data.eq(out_of_acc(config, result)),
-            self.completes.eq(l4), self.executes.eq(v4),
+            self.completes.eq(s5["last"]), self.executes.eq(s5["valid"]),
         ]
         return m

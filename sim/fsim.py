@@ -187,6 +187,40 @@ class _EntryClocks:
         self.write_insn[entries] = index
 
 
+class _BankClocks:
+    """The acc bank rule: the two compute units never use the same acc bank at once.
+
+    acc and out are banks of one-read one-write block RAMs (`HwConfig.acc_banks`),
+    and each unit uses a bank's ports every cycle it runs there; so an access
+    of a bank by one unit must be ordered after the other unit's last access to
+    that bank (reads and writes alike). Times as in `_EntryClocks`.
+    """
+
+    def __init__(self, config: HwConfig):
+        self.rows = config.acc_bank_rows
+        banks = config.acc_banks
+        self.time = {GEMM_CLOCK: np.zeros(banks, np.int64), ALU_CLOCK: np.zeros(banks, np.int64)}
+        self.insn = {GEMM_CLOCK: np.full(banks, -1, np.int64), ALU_CLOCK: np.full(banks, -1, np.int64)}
+
+    def access(self, rows: np.ndarray, component: int, vc: np.ndarray, index: int, machine) -> None:
+        if not len(rows):
+            return
+        banks = np.unique(rows // self.rows)
+        other = ALU_CLOCK if component == GEMM_CLOCK else GEMM_CLOCK
+        bad = self.time[other][banks] > vc[other]
+        if bad.any():
+            bank = int(banks[np.argmax(bad)])
+            low, high = bank * self.rows, (bank + 1) * self.rows - 1
+            raise RaceError(
+                f"{machine.describe(index)} on compute's {COMPONENTS[component]} uses acc bank "
+                f"{bank} (acc/out[{low}..{high}]) while {machine.describe(int(self.insn[other][bank]))} "
+                f"on compute's {COMPONENTS[other]} may still use it: units that run at the same "
+                f"time (overlap set) must use different acc banks of {self.rows} entries "
+                "(clear overlap or move one of them to another bank)", index)
+        self.time[component][banks] = vc[component]
+        self.insn[component][banks] = index
+
+
 def _place(component: int, other: int) -> str:
     """Where an access ran, as precise as telling it from the other access needs."""
     module = _MODULE_OF_COMPONENT[component]
@@ -299,6 +333,7 @@ class _Machine:
         # GEMM partial sums, float64 (exact below 2^53); rows are zeroed after use.
         self.sums = np.zeros((self.depth["acc"], config.batch * config.block_out), np.float64)
         self.clocks = {kind: _EntryClocks(kind, config.depth(kind)) for kind in _TRACKED}
+        self.banks = _BankClocks(config)
         self.counters: dict[str, int] = collections.Counter()
         for name in ("load_insns", "compute_insns", "store_insns", "bytes_loaded_inp",
                      "bytes_loaded_wgt", "bytes_loaded_acc", "bytes_loaded_uop",
@@ -644,6 +679,8 @@ class _Machine:
         if read_acc is not None:
             self.clocks["acc"].read(np.flatnonzero(read_acc), component, vc, index, self)
         self.clocks["acc"].write(written, component, vc, index, self)
+        rows = written if read_acc is None else np.union1d(written, np.flatnonzero(read_acc))
+        self.banks.access(rows, component, vc, index, self)
 
     def _gemm(self, index: int, insn: Gemm, component: int, vc: np.ndarray) -> None:
         buffers = {"dst": ("acc", "dst")}

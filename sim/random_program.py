@@ -409,6 +409,10 @@ class _Generator:
         other = self.unit_busy[1 - unit]
         legal = other is None or not (
             (writes & (other[0] | other[1])).any() or (reads & other[1]).any())
+        if legal and other is not None:   # and no shared acc bank (hw/isa.py)
+            rows = self.config.acc_bank_rows
+            mine = np.unique(np.flatnonzero(reads | writes) // rows)
+            legal = not np.isin(np.flatnonzero(other[0] | other[1]) // rows, mine).any()
         overlap = False
         if self.options.overlap:
             wanted = self.rng.random() < self.options.overlap_probability

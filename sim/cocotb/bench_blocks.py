@@ -27,6 +27,7 @@ import cocotb
 from cocotb.triggers import RisingEdge
 
 from vdla.hw import isa
+from vdla.hw.gemm import GemmCore
 from vdla.hw.isa import AluOp, Load, MemType, Store
 from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
 from vdla.sim.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
@@ -159,20 +160,23 @@ async def gemm_core(dut):
     await clock_and_reset(dut)
     rng = np.random.default_rng(4)
     b, bi, bo = CONFIG.batch, CONFIG.block_in, CONFIG.block_out
-    for case in range(300):
-        if case == 0:
-            inp, wgt = np.full((b, bi), -128), np.full((bo, bi), -128)
-        elif case == 1:
-            inp, wgt = np.full((b, bi), -128), np.full((bo, bi), 127)
-        else:
-            inp = rng.integers(-128, 128, (b, bi))
-            wgt = rng.integers(-128, 128, (bo, bi))
-        dut.gemm__inp.value = _pack(inp.reshape(-1), 8)
-        dut.gemm__wgt.value = _pack(wgt.reshape(-1), 8)
+    cases = [(np.full((b, bi), -128), np.full((bo, bi), -128)),
+             (np.full((b, bi), -128), np.full((bo, bi), 127))]
+    cases += [(rng.integers(-128, 128, (b, bi)), rng.integers(-128, 128, (bo, bi)))
+              for _ in range(298)]
+    # A new operand pair every cycle; each product comes GemmCore.LATENCY cycles later.
+    for step in range(len(cases) + GemmCore.LATENCY):
+        if step < len(cases):
+            inp, wgt = cases[step]
+            dut.gemm__inp.value = _pack(inp.reshape(-1), 8)
+            dut.gemm__wgt.value = _pack(wgt.reshape(-1), 8)
         await RisingEdge(dut.clk)
-        got = _unpack(read(dut.gemm__product), b * bo, 32).reshape(b, bo)
-        want = inp.astype(np.int64) @ wgt.astype(np.int64).T
-        assert np.array_equal(got, want), f"case {case}: got {got} want {want}"
+        case = step - GemmCore.LATENCY
+        if case >= 0:
+            inp, wgt = cases[case]
+            got = _unpack(read(dut.gemm__product), b * bo, 32).reshape(b, bo)
+            want = inp.astype(np.int64) @ wgt.astype(np.int64).T
+            assert np.array_equal(got, want), f"case {case}: got {got} want {want}"
 
 
 # ---------------------------------------------------------------- load module

@@ -157,11 +157,17 @@ def test_gemm_core_matches_numpy(config):
     cases.append((np.full((b, bi), -128), np.full((bo, bi), 127)))    # most negative sums
 
     async def testbench(ctx):
-        for inp, wgt in cases:
-            ctx.set(dut.inp, pack(inp.reshape(-1), 8))
-            ctx.set(dut.wgt, pack(wgt.reshape(-1), 8))
-            got = unpack_signed(ctx.get(dut.product), 32, b * bo).reshape(b, bo)
-            np.testing.assert_array_equal(got, inp.astype(np.int64) @ wgt.astype(np.int64).T)
+        # A new operand pair every cycle; each product comes LATENCY cycles later.
+        for step in range(len(cases) + GemmCore.LATENCY - 1):
+            if step < len(cases):
+                inp, wgt = cases[step]
+                ctx.set(dut.inp, pack(inp.reshape(-1), 8))
+                ctx.set(dut.wgt, pack(wgt.reshape(-1), 8))
+            await ctx.tick()
+            if step + 1 >= GemmCore.LATENCY:
+                inp, wgt = cases[step + 1 - GemmCore.LATENCY]
+                got = unpack_signed(ctx.get(dut.product), 32, b * bo).reshape(b, bo)
+                np.testing.assert_array_equal(got, inp.astype(np.int64) @ wgt.astype(np.int64).T)
 
     run(dut, testbench)
 
