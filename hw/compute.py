@@ -23,35 +23,26 @@ Instructions arrive in order on ``cmds``; an in-order front end issues them.
   so both units have drained, then pops, runs on its own (uop / acc LOADs on a
   `LoadEngine`) and pushes. FINISH sets ``finished`` and stops the front end.
 
-Each unit's pipeline never stalls once a micro-op has entered it:
+Each unit is a `UnitPipeline` (stages, pacing and forwarding are described
+there); it never stalls once a micro-op has entered it.
 
-====  =====================================================================
-S0    loop sequencer (i, j, u) and index offsets; uop SRAM read of ``u``
-S1    uop word + offsets -> dst, src, wgt indices (registered)
-S2    SRAM reads: GEMM acc[dst], inp[src], wgt[wgt]; ALU acc[dst], acc[src]
-      (none for ``reset``, no acc[src] with ``use_imm``)
-S3    read data; acc operands forwarded from the unit's own S4 / S5; GEMM
-      dot products; operands registered
-S4    result = acc + product, ALU op, or 0 (reset); acc[dst] and out[dst]
-      written through the unit's own write ports
-====  =====================================================================
+SRAM ports -- every memory is block RAMs with one read and one write port:
+uop -- one copy per unit (each read by its unit every cycle), both written by
+uop LOADs; acc -- `BankedMemory` of ``HwConfig.acc_banks`` banks, logical
+read ports GEMM dst, ALU dst and ALU src, write ports GEMM and ALU (the ALU's
+also serves acc LOADs, which never run beside a unit); out -- banked like acc
+in the accelerator top, written through ``out_write`` (GEMM) and
+``out_write_alu`` (ALU and acc LOADs), read by store. The units never meet on a
+bank's port: an instruction with ``overlap`` may run beside the other unit
+only on other acc banks (the ISA's bank rule, checked by the functional
+simulator), and an ALU micro-op reads its two acc operands in two cycles.
 
-SRAM ports: uop -- one read port per unit, one write port (LOAD); acc -- GEMM
-reads dst, ALU reads dst and src, one write port per unit (the ALU's also
-serves acc LOADs, which never run beside a unit); out -- one write port per
-unit (``out_write``: GEMM, ``out_write_alu``: ALU and acc LOADs).
-
-Read-after-write hazards on acc within a unit: a micro-op reading acc in S2
-does not see the write of the micro-op in S4 that same cycle (SRAM ports are
-not transparent) nor that of the one in S3 behind it. S3 therefore takes the
-result being written in S4 this cycle, else the one written last cycle (S5),
-else the SRAM data: back-to-back micro-ops on the same acc row run at full
-rate, across instruction boundaries too. Between the units nothing is
-forwarded: an instruction without ``overlap`` issues only when the other unit
-is empty, so its first read (two cycles after issue) sees every earlier write,
-and instructions that do overlap must not touch the same acc / out rows where
-either writes them (the ISA leaves that to the program). inp and wgt are never
-written by compute.
+Between the units nothing is forwarded: an instruction without ``overlap``
+issues only when the other unit is empty, so its first read (two cycles after
+issue) sees every earlier write, and instructions that do overlap must not
+touch the same acc / out rows where either writes them, nor the same acc bank
+(the ISA leaves that to the program). inp and wgt are never written by
+compute.
 """
 
 from __future__ import annotations
