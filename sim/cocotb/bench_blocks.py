@@ -1,4 +1,4 @@
-"""Unit benches of the accelerator's blocks (see tests/cocotb/blocks.py for the top).
+"""Unit benches of the accelerator's blocks (see sim/cocotb/blocks.py for the top).
 
 Every check compares against an independent numpy/Python model written here:
 
