@@ -149,7 +149,7 @@ def command(program_file, as_json, all_uops, config):
         echo(f"  {index:>5} {dst:>6} {src:>6} {wgt:>6}")
     if len(shown) < report["uop_count"]:
         echo(f"  ... {report['uop_count'] - len(shown)} more (--all-uops or --json for all)")
-    echo(f"\nDRAM plan: a {report['dram']['bytes']}-byte image (what the program occupies, not "
+    echo(f"\nDRAM plan: a {report['dram']['bytes']:,}-byte image (what the program occupies, not "
          "its traffic):")
     for region in report["dram"]["regions"]:
         shape = "x".join(str(n) for n in region["shape"])
