@@ -17,7 +17,7 @@ def invoke(*args):
 def test_compile_and_inspect_name_the_image(tmp_path):
     path = tmp_path / "fc.vdla"
     args = ["compile", "dense", "--batch", 3, "--in-features", 37, "--out-features", 19,
-            "--bias", "--config", "odd", "-o", path]
+            "--bias", "--config", "tiny", "-o", path]
     text = invoke(*args)
     assert text.exit_code == 0, text.output
     program = load(path)
