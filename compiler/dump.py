@@ -44,7 +44,7 @@ def dump_program(program: Program) -> str:
 
 
 def summarize(program: Program) -> dict:
-    """Counts a user wants after compiling: instructions per module, uops, DRAM bytes."""
+    """Counts a user wants after compiling: instructions per module, uops, DRAM image bytes."""
     per_module = {name: 0 for name in isa.MODULES}
     per_opcode: dict[str, int] = {}
     for instruction in program.instructions:
@@ -54,4 +54,5 @@ def summarize(program: Program) -> dict:
             name += f" {instruction.memory_type.name}"
         per_opcode[name] = per_opcode.get(name, 0) + 1
     return {"instructions": len(program.instructions), "per_module": per_module,
-            "per_opcode": per_opcode, "uops": len(program.uops), "dram_bytes": program.dram_bytes}
+            "per_opcode": per_opcode, "uops": len(program.uops),
+            "dram_image_bytes": program.dram_bytes}

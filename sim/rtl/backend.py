@@ -541,26 +541,28 @@ class RtlSimulator:
 
     def _result(self, instructions: list | None) -> RunResult:
         from vdla.hw import isa
-        config, model = self.config, self.model
+        model = self.model
         counters = model.counters()
         memory = model.memory_stats()
         cycles = model.cycles
         gemm_uops = counters.get("gemm_uops", 0)
         if instructions is not None:
-            useful_uops = sum(insn.micro_ops for insn in instructions
-                              if isinstance(insn, isa.Gemm) and not insn.reset)
+            accumulating_uops = sum(insn.micro_ops for insn in instructions
+                                    if isinstance(insn, isa.Gemm) and not insn.reset)
         else:
-            useful_uops = gemm_uops
+            accumulating_uops = gemm_uops
         modules = {}
         for module in ("load", "compute", "store"):
             figures = {kind: counters.get(f"{module}_{kind}", 0)
                        for kind in ("busy", "wait_token", "wait_mem")}
             figures["busy_fraction"] = figures["busy"] / cycles if cycles else 0.0
             modules[module] = figures
+        # Micro-ops, not MACs: a micro-op also computes the zero-padded lanes of a
+        # layer whose channels are no multiple of the block, which only the
+        # compiled layer knows (`vdla run` reports its real GEMM utilization).
         details = {
-            "gemm_utilization": useful_uops / cycles if cycles else 0.0,
-            "useful_gemm_uops": useful_uops,
-            "useful_macs": useful_uops * config.macs_per_cycle,
+            "gemm_uops_per_cycle": accumulating_uops / cycles if cycles else 0.0,
+            "accumulating_gemm_uops": accumulating_uops,
             "rtl_cycle_counter": counters.get("cycles", 0),
             "modules": modules,
             "dram_bytes_read": memory["read_beats"] * model.bus_bytes,

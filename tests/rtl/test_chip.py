@@ -57,7 +57,7 @@ def test_program_matches_fsim_and_numpy(tiny, chip, name):
     assert result.details["dram_bytes_read"] == result.counters["dram_read_beats"] * \
         tiny.dram_bus_bytes
     useful = sum(i.micro_ops for i in program.instructions if i.opcode.name == "GEMM" and not i.reset)
-    assert result.details["gemm_utilization"] == pytest.approx(useful / result.cycles)
+    assert result.details["gemm_uops_per_cycle"] == pytest.approx(useful / result.cycles)
     for module in ("load", "compute", "store"):
         figures = result.details["modules"][module]
         assert 0 <= figures["busy"] <= result.cycles

@@ -77,5 +77,5 @@ def test_demo_on_rtl_reports_the_baselines_cycles():
     assert f"GEMM utilization: {100 * utilization:.1f}%" in out
     for module in ("load", "compute", "store"):
         assert re.search(rf"^  {module}\s+\d+\.\d%", out, re.MULTILINE), module
-    assert re.search(r"DRAM:\s+[\d,]+ B \([\d.]+ MiB\) read", out)
+    assert re.search(r"DRAM traffic: [\d,]+ B \([\d.]+ MiB\) read", out)
     assert "check:        PASS" in out
