@@ -24,7 +24,7 @@ from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_COUNTERS, RTL_STATUS
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
-from vdla.sim.random_program import GeneratorOptions, generate
+from vdla.sim.programs import GeneratorOptions, generate
 from vdla.sim.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
 from vdla.sim.cocotb.harness import bench_config
 
