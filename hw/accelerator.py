@@ -47,7 +47,7 @@ bit 0 (``addr`` in the low bits of a request).
     response.
 ``counter_<name>`` (out, 32) for each name of `hw.counters.RTL_COUNTERS`
     Event counters, cleared by ``start``; ``cycles`` counts from start to done.
-``status_<name>`` (out, 16) for each name of `hw.counters.RTL_STATUS`
+``status_<name>`` (out, `hw.counters.STATUS_BITS`) for each name of `hw.counters.RTL_STATUS`
     Token and command queue occupancies, instructions fetched and retired.
 ``activity_<module>`` (out, 2) for each module of `hw.counters.RTL_ACTIVITY`
     The module's state this cycle, an index into `hw.counters.ACTIVITY_STATES`
@@ -63,7 +63,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS
 from vdla.hw.dram_arbiter import DramArbiter
 from vdla.hw.fetch import Fetch
 from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
@@ -93,7 +93,7 @@ class Accelerator(wiring.Component):
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
-        members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
+        members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
         super().__init__(members)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES
+from vdla.hw.counters import ACTIVITY_STATES, STATUS_BITS
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.errors import AddressError, DeadlockError
 from vdla.sim.rtl.build import ModelBuild, build_model
@@ -358,7 +358,7 @@ def _blocked_instructions(instructions: list | None, status: dict[str, int],
     for position, module in enumerate(order):
         retired = status.get(f"retired_{module}")
         queue = queues[module]
-        if retired is None or len(queue) >= 1 << 16:  # 16-bit status counters wrap
+        if retired is None or len(queue) >= 1 << STATUS_BITS:  # status counters wrap
             continue
         if retired >= len(queue):
             lines.append(f"{module} done ({len(queue)} instructions)")
