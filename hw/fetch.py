@@ -84,7 +84,7 @@ class Fetch(wiring.Component):
         m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                      depth=FETCH_BUFFER)
         queues = {}
-        for name in ("load", "compute", "store"):
+        for name in isa.MODULES:
             queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                  depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue
