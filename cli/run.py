@@ -20,6 +20,7 @@ import click
 import numpy as np
 
 from vdla.cli.options import check_sim, fail
+from vdla.hw.isa import MODULES
 from vdla.runtime.device import Device
 from vdla.runtime.program_file import load
 
@@ -186,7 +187,7 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
                                         for module, rows in details.pop("activity").items()}
     counters = {name: int(value) for name, value in result.counters.items()}
     per_module = {module: counters.get(f"{module}_insns")
-                  for module in ("load", "compute", "store")}
+                  for module in MODULES}
     if as_json:
         report = {
             "program": str(program_file), "sim": result.sim, "cycles": result.cycles,
