@@ -14,6 +14,7 @@ from vdla.hw.gemm import GemmCore
 from vdla.hw.load import LoadEngine
 from vdla.hw.token_queue import TokenQueue
 from tests.hw.dram_model import DramModel
+from tests.oracles import alu, pack, unpack_signed
 
 TINY = PRESETS["tiny"]
 # Tiny with a 64-bit bus: inp / uop / out elements (4 bytes) are narrower than a beat.
@@ -31,19 +32,6 @@ def run(dut, *testbenches, processes=(), deadline=None):
         sim.run()
     else:
         sim.run_until(deadline * 1e-6)
-
-
-def pack(values, bits):
-    """Little-endian packing of integers (any sign) into one word."""
-    word = 0
-    for index, value in enumerate(values):
-        word |= (int(value) & ((1 << bits) - 1)) << (index * bits)
-    return word
-
-
-def unpack_signed(word, bits, count):
-    values = [(word >> (index * bits)) & ((1 << bits) - 1) for index in range(count)]
-    return np.array([v - (1 << bits) if v >> (bits - 1) else v for v in values], dtype=np.int64)
 
 
 # ------------------------------------------------------------------ token queue
@@ -69,27 +57,6 @@ def test_token_queue_counts_and_limits():
 
 
 # ------------------------------------------------------------------ ALU
-def alu_reference(op, a, b, imm=0):
-    """The ALU op on int32 lanes, written from hw/isa.py's semantics with numpy."""
-    a, b = a.astype(np.int64), b.astype(np.int64)
-    if op == isa.AluOp.MIN:
-        result = np.minimum(a, b)
-    elif op == isa.AluOp.MAX:
-        result = np.maximum(a, b)
-    elif op == isa.AluOp.ADD:
-        result = a + b
-    elif op == isa.AluOp.SHR:
-        result = a >> (b & 31)
-    elif op == isa.AluOp.SHL:
-        result = a << (b & 31)
-    elif op == isa.AluOp.REQUANT:
-        total = ((a + b) & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
-        result = np.clip(total >> (imm & 31), 0 if imm & 32 else -128, 127)
-    else:
-        result = a * b
-    return (result & 0xFFFFFFFF).astype(np.uint32).view(np.int32).astype(np.int64)
-
-
 def test_requant_reference_agrees_with_fsim():
     """The test's REQUANT model and the functional simulator's are the same function."""
     from vdla.sim.fsim import _alu_apply
@@ -97,7 +64,7 @@ def test_requant_reference_agrees_with_fsim():
     a = rng.integers(-2**31, 2**31, 2000)
     b = rng.integers(-2**31, 2**31, 2000)
     for imm in (0, 1, 7, 31, 32, 39, 63, 64 + 5, -1, -32, -2**15, 2**15 - 1):
-        want = alu_reference(isa.AluOp.REQUANT, a, b, imm)
+        want = alu(isa.AluOp.REQUANT, a, b, imm)
         got = _alu_apply(isa.AluOp.REQUANT, a, b, imm)
         np.testing.assert_array_equal((got & 0xFFFFFFFF).astype(np.uint32).view(np.int32), want,
                                       err_msg=f"imm {imm}")
@@ -139,7 +106,7 @@ def test_alu_matches_numpy(op):
                 ctx.set(dut.a, pack(a, 32))
                 ctx.set(dut.b, pack(b, 32))
                 got = unpack_signed(ctx.get(dut.result), 32, lanes)
-                np.testing.assert_array_equal(got, alu_reference(op, a, b, imm),
+                np.testing.assert_array_equal(got, alu(op, a, b, imm),
                                               err_msg=f"{op.name} imm {imm} {a} {b}")
 
     run(dut, testbench)
