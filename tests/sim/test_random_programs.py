@@ -32,7 +32,7 @@ TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 # A third shape: wide bus (sub-beat elements), batch 2, shallow queues.
 ODD = PRESETS["odd"]
 
-LOAD, COMPUTE, STORE = range(3)
+LOAD, COMPUTE, STORE = isa.LOAD_MODULE, isa.COMPUTE_MODULE, isa.STORE_MODULE
 
 
 # ---------------------------------------------------------------- reference
