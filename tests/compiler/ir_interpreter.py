@@ -14,7 +14,7 @@ import numpy as np
 
 from vdla.compiler import ir
 from vdla.hw.isa import AluOp
-from tests.oracles import alu
+from vdla.sim.oracles import alu
 
 
 def new_sram(config, rng=None):

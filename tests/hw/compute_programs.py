@@ -25,7 +25,7 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
-from tests.oracles import requant
+from vdla.sim.oracles import requant
 
 __all__ = ["overlap_program"]
 

@@ -1,4 +1,4 @@
-"""`hw.alu.VectorAlu` under the Amaranth simulator against `tests.oracles.alu`."""
+"""`hw.alu.VectorAlu` under the Amaranth simulator against `vdla.sim.oracles.alu`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from vdla.hw import isa
 from vdla.hw.alu import VectorAlu
+from vdla.sim.oracles import alu, pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
-from tests.oracles import alu, pack, unpack_signed
 
 
 def test_requant_reference_agrees_with_fsim():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from vdla.hw.gemm import GemmCore
+from vdla.sim.oracles import pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
-from tests.oracles import pack, unpack_signed
 
 
 @pytest.mark.parametrize("config", [TINY, TINY.replace(batch=2, block_in=8, block_out=4)],

@@ -26,7 +26,7 @@ from vdla.hw.isa import QUEUE_FLAGS, Alu, AluOp, Finish, Gemm, Load, MemType, St
 from vdla.sim.backend import get_backend
 from vdla.sim.errors import DeadlockError, RaceError, TokenError
 from vdla.sim.programs import GeneratorOptions, check_token_discipline, generate
-from tests import oracles
+from vdla.sim import oracles
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 # A third shape: wide bus (sub-beat elements), batch 2, shallow queues.

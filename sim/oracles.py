@@ -1,10 +1,13 @@
-"""Reference semantics the tests check the accelerator, simulators and compiler against.
+"""Reference semantics the tests and testbenches check the accelerator against.
 
 Each is written once, straight from the ISA's description in `vdla.hw.isa`
 (int32 accumulators that wrap, shifts by the operand's low `isa.SHIFT_BITS`
 bits, REQUANT's shift and relu in its immediate) with plain Python ints or
-numpy int64, never with the code under test, and imported by every test that
-needs it (as `amaranth/tests/utils.py` or VTA's `testing/utils.py` do):
+numpy int64, never with the code under test (`vdla.sim.fsim` included), and
+imported by every test, cocotb bench and hand-built program that needs it
+(as VTA's ``vta.testing.utils`` or ``amaranth/tests/utils.py`` do). It lives
+in the package, not under ``tests/``, because the cocotb benches and the
+hand-built programs that benchmarks run use it too.
 
 * `wrap32`: two's-complement wrap to int32;
 * `to_int8`: the low byte as int8 (what GEMM/ALU write to the out buffer);
