@@ -22,6 +22,7 @@ from cocotb.triggers import RisingEdge
 
 from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_COUNTERS, RTL_STATUS
+from vdla.hw.isa import MODULES
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
 from vdla.sim.programs import GeneratorOptions, generate
@@ -89,7 +90,7 @@ async def _random_programs(dut, timing: Backpressure, seeds, label: str):
             if counters[name] != reference.counters[name]:
                 failures.append(f"seed {seed}: counter {name} {counters[name]} != fsim "
                                 f"{reference.counters[name]}")
-        retired = status["retired_load"] + status["retired_compute"] + status["retired_store"]
+        retired = sum(status[f"retired_{module}"] for module in MODULES)
         if retired != program.insn_count or status["fetched"] != program.insn_count:
             failures.append(f"seed {seed}: fetched {status['fetched']}, retired {retired} of "
                             f"{program.insn_count} instructions")
