@@ -30,10 +30,11 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_ACTIVITY
 
 __all__ = ["roofline", "timeline", "ACTIVITY_STATES", "ACTIVITY_MODULES", "PlotError"]
 
-ACTIVITY_MODULES = ("load", "compute", "store")
+ACTIVITY_MODULES = RTL_ACTIVITY
 ACTIVITY_STATES = ("busy", "wait_token", "wait_mem")
 COLOURS = {"busy": "#2e7d32", "wait_token": "#f9a825", "wait_mem": "#c62828",
            "idle": "#e0e0e0"}

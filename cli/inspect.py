@@ -20,7 +20,7 @@ from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program_file import load
-from vdla.hw.isa import MODULES, TOKEN_QUEUES, flag_queue, module_of
+from vdla.hw.isa import DEPENDENCY_FLAGS, MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
 
@@ -73,7 +73,7 @@ def describe(program) -> dict:
         module = module_of(insn)
         listing[MODULES[module]].append({"index": index, "flags": insn.flags,
                                          "summary": summary(insn), "fields": fields_of(insn)})
-        for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
+        for flag in DEPENDENCY_FLAGS:
             queue = flag_queue(module, flag)
             if getattr(insn, flag) and queue:
                 name = TOKEN_QUEUES[queue].replace("_to_", "->")

@@ -9,8 +9,6 @@ from vdla.runtime.program import Program
 
 __all__ = ["format_instruction", "dump_program", "summarize"]
 
-_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
-
 
 def format_instruction(instruction: isa.Instruction) -> str:
     """One line: opcode, the fields that differ from their defaults, the token flags."""
@@ -20,7 +18,7 @@ def format_instruction(instruction: isa.Instruction) -> str:
     elif isinstance(instruction, isa.Alu):
         parts.append(instruction.alu_op.name)
     for field in dataclasses.fields(instruction):
-        if field.name in _FLAGS or field.name in ("memory_type", "alu_op"):
+        if field.name in isa.DEPENDENCY_FLAGS or field.name in ("memory_type", "alu_op"):
             continue
         value = getattr(instruction, field.name)
         if value != field.default or field.name in ("uop_begin", "uop_end"):
