@@ -4,9 +4,9 @@ Each test wires one unit (GEMM or ALU) to plain memories, issues random
 instructions back to back whenever the unit is ready (so micro-ops of
 consecutive instructions follow each other and hit the same acc rows: the
 forwarding paths are exercised), then compares acc and out with a sequential
-numpy execution of the same instructions (the functional simulator's ALU
-semantics). It also checks the rate: one micro-op per cycle, one every two
-cycles for ALU micro-ops that read acc[src].
+numpy execution of the same instructions (references from `vdla.sim.oracles`).
+It also checks the rate: one micro-op per cycle, one every two cycles for ALU
+micro-ops that read acc[src].
 """
 
 from __future__ import annotations
@@ -22,22 +22,10 @@ from vdla.hw import isa
 from vdla.hw.config import PRESETS
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
 from vdla.hw.unit_pipeline import UnitPipeline
-from vdla.sim.fsim import _alu_apply, _wrap32
+from vdla.sim.oracles import alu, pack, to_int8, unpack_signed, wrap32
 
 TINY = PRESETS["tiny"]
 ACC_ROWS = 6   # few rows: consecutive micro-ops often touch the same one
-
-
-def _pack(values, bits):
-    word = 0
-    for index, value in enumerate(values):
-        word |= (int(value) & ((1 << bits) - 1)) << (index * bits)
-    return word
-
-
-def _unpack(word, bits, count):
-    values = np.array([(word >> (i * bits)) & ((1 << bits) - 1) for i in range(count)], np.int64)
-    return np.where(values >> (bits - 1), values - (1 << bits), values)
 
 
 def _harness(config, unit, uops, acc, inp, wgt):
@@ -46,13 +34,13 @@ def _harness(config, unit, uops, acc, inp, wgt):
     mems = {
         "uop": memory.Memory(shape=32, depth=config.depth("uop"), init=[int(w) for w in uops]),
         "acc": memory.Memory(shape=config.element_bytes("acc") * 8, depth=config.depth("acc"),
-                             init=[_pack(row, 32) for row in acc]),
+                             init=[pack(row, 32) for row in acc]),
         "out": memory.Memory(shape=config.element_bytes("out") * 8, depth=config.depth("acc"),
                              init=[]),
         "inp": memory.Memory(shape=config.element_bytes("inp") * 8, depth=config.depth("inp"),
-                             init=[_pack(e.reshape(-1), 8) for e in inp]),
+                             init=[pack(e.reshape(-1), 8) for e in inp]),
         "wgt": memory.Memory(shape=config.element_bytes("wgt") * 8, depth=config.depth("wgt"),
-                             init=[_pack(e.reshape(-1), 8) for e in wgt]),
+                             init=[pack(e.reshape(-1), 8) for e in wgt]),
     }
     for name, mem in mems.items():
         m.submodules[name] = mem
@@ -84,11 +72,11 @@ def _reference(config, program, uops, acc, inp, wgt):
                     elif isinstance(insn, Gemm):
                         w = uops[u].wgt + i * insn.wgt_factor_out + j * insn.wgt_factor_in
                         product = inp[src].astype(np.int64) @ wgt[w].astype(np.int64).T
-                        acc[dst] = _wrap32(acc[dst] + product.reshape(-1))
+                        acc[dst] = wrap32(acc[dst] + product.reshape(-1))
                     else:
                         operand = (np.int64(0 if insn.alu_op == AluOp.REQUANT else insn.imm)
                                    if insn.use_imm else acc[src].copy())
-                        acc[dst] = _wrap32(_alu_apply(insn.alu_op, acc[dst], operand, insn.imm))
+                        acc[dst] = alu(insn.alu_op, acc[dst], operand, insn.imm)
     return acc, micro_ops
 
 
@@ -148,11 +136,11 @@ def test_unit_pipeline_matches_sequential_execution(unit, seed):
             await ctx.tick()
             assert counts["cycles"] < 10 * micro_ops + 100
         for row in range(config.depth("acc")):
-            got = _unpack(ctx.get(mems["acc"].data[row]), 32, lanes)
+            got = unpack_signed(ctx.get(mems["acc"].data[row]), 32, lanes)
             np.testing.assert_array_equal(got, expected[row], err_msg=f"acc[{row}]")
             if not np.array_equal(expected[row], acc[row]):   # written: out mirrors it
-                out = _unpack(ctx.get(mems["out"].data[row]), 8, lanes)
-                np.testing.assert_array_equal(out, _unpack(_pack(expected[row], 8), 8, lanes),
+                out = unpack_signed(ctx.get(mems["out"].data[row]), 8, lanes)
+                np.testing.assert_array_equal(out, to_int8(expected[row]),
                                               err_msg=f"out[{row}]")
 
     sim = Simulator(m)
