@@ -140,7 +140,8 @@ class Compute(wiring.Component):
         connect(m, loader.mem_uop, flipped(self.mem_uop))
         connect(m, loader.mem_acc, flipped(self.mem_acc))
         for uop_write in uop_writes:
-            m.d.comb += [uop_write.en.eq(loader.sram_uop.en), uop_write.addr.eq(loader.sram_uop.addr),
+            m.d.comb += [uop_write.en.eq(loader.sram_uop.en),
+                         uop_write.addr.eq(loader.sram_uop.addr),
                          uop_write.data.eq(loader.sram_uop.data)]
 
         m.submodules.gemm = gemm = UnitPipeline(config, "gemm")

@@ -518,7 +518,8 @@ def reference_markdown(config: HwConfig) -> str:
             signed = " (signed)" if field.signed else ""
             lines.append(f"| {span} | `{name}` | {field.doc}{signed} |")
         lines += ["", f"{sum(f.bits for f in fields)} of {HwConfig.INSN_BITS} bits used.", ""]
-    lines += [f"acc banks at this config: {config.acc_banks} of {config.acc_bank_rows} entries.", ""]
+    lines += [f"acc banks at this config: {config.acc_banks} of {config.acc_bank_rows} entries.",
+              ""]
     lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]
     for field, (lsb, bits) in zip(uop_fields(config), field_offsets(uop_fields(config)).values()):
         lines.append(f"| {lsb + bits - 1}:{lsb} | `{field.name}` | {field.doc} |")

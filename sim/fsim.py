@@ -32,7 +32,8 @@ with out (every acc write also writes out; GEMM and ALU write, ALU reads its
 source, store reads out), uop (written by uop LOADs, read by GEMM and ALU).
 Any write not ordered after another component's access of the entry, or read
 not ordered after its write, is a `RaceError` naming both instructions and
-the entry. Whatever the program, the simulator terminates: a state where no
+the entry. So is the two compute units using the same acc bank without being
+ordered (`_BankClocks`, the ISA's bank rule). Whatever the program, the simulator terminates: a state where no
 module can advance raises `DeadlockError`.
 
 GEMM and ALU instructions are vectorised over their whole loop nest (in chunks
@@ -200,8 +201,8 @@ class _BankClocks:
     def __init__(self, config: HwConfig):
         self.rows = config.acc_bank_rows
         banks = config.acc_banks
-        self.time = {GEMM_CLOCK: np.zeros(banks, np.int64), ALU_CLOCK: np.zeros(banks, np.int64)}
-        self.insn = {GEMM_CLOCK: np.full(banks, -1, np.int64), ALU_CLOCK: np.full(banks, -1, np.int64)}
+        self.time = {unit: np.zeros(banks, np.int64) for unit in (GEMM_CLOCK, ALU_CLOCK)}
+        self.insn = {unit: np.full(banks, -1, np.int64) for unit in (GEMM_CLOCK, ALU_CLOCK)}
 
     def access(self, rows: np.ndarray, component: int, vc: np.ndarray, index: int, machine) -> None:
         if not len(rows):
@@ -212,9 +213,10 @@ class _BankClocks:
         if bad.any():
             bank = int(banks[np.argmax(bad)])
             low, high = bank * self.rows, (bank + 1) * self.rows - 1
+            earlier = machine.describe(int(self.insn[other][bank]))
             raise RaceError(
                 f"{machine.describe(index)} on compute's {COMPONENTS[component]} uses acc bank "
-                f"{bank} (acc/out[{low}..{high}]) while {machine.describe(int(self.insn[other][bank]))} "
+                f"{bank} (acc/out[{low}..{high}]) while {earlier} "
                 f"on compute's {COMPONENTS[other]} may still use it: units that run at the same "
                 f"time (overlap set) must use different acc banks of {self.rows} entries "
                 "(clear overlap or move one of them to another bank)", index)

@@ -57,5 +57,6 @@ def test_memories_have_one_read_and_one_write_port_and_gemm_multipliers_are_8x8(
 
     gemm_muls = collections.Counter(
         (_param(c, "A_WIDTH"), _param(c, "B_WIDTH"), _param(c, "A_SIGNED"), _param(c, "B_SIGNED"))
-        for name, c in cells.items() if c["type"] == "$mul" and "compute.gemm.core." in name.replace("\\", ""))
+        for name, c in cells.items()
+        if c["type"] == "$mul" and "compute.gemm.core." in name.replace("\\", ""))
     assert gemm_muls == {(8, 8, 1, 1): config.macs_per_cycle}

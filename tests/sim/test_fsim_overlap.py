@@ -126,8 +126,9 @@ RACES = {
     # different rows of one acc bank: the units would meet on its ports
     "same-bank": (
         lambda b: [b.gemm(0), b.alu(4, overlap=True)],
-        rf"instruction 5 \(ALU\) on compute's ALU unit uses acc bank 0 \(acc/out\[0\.\.{BANK - 1}\]\) "
-        r"while instruction 4 \(GEMM\) on compute's GEMM unit may still use it: .*different acc banks"),
+        rf"instruction 5 \(ALU\) on compute's ALU unit uses acc bank 0 "
+        rf"\(acc/out\[0\.\.{BANK - 1}\]\) while instruction 4 \(GEMM\) on compute's GEMM unit "
+        r"may still use it: .*different acc banks"),
     # the bias read from the bank the GEMM runs in
     "bias-in-the-gemm-bank": (
         lambda b: [b.gemm(0), b.alu(8, src=4, overlap=True)],
