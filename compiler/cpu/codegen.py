@@ -1,0 +1,265 @@
+"""Generate the C of one CPU kernel from a `CpuProblem`, a `CpuSchedule` and a mode.
+
+The C is specialised to the layer (every size and stride a constant) and has
+three entry points, called through ctypes by `compiler.cpu.kernel`:
+
+``vdla_init(packed)``
+    Fill the packed-input workspace with the padding value once (its border
+    and padded channels are never written again).
+``vdla_run(data, weight, epilogue, out, packed, threads)``
+    Pack the user's activations into the blocked layout ``N C/ic_block Hp Wp
+    ic_block`` (int8 mode: offset by +128 to unsigned, so that padding is 128),
+    then compute every register tile (``oc_vectors`` vectors of output
+    channels by ``ow_tile`` pixels) over the whole reduction and apply the
+    epilogue, writing the user's output layout directly. OpenMP splits the
+    loops the schedule's ``parallel`` knob names.
+``vdla_isa()``
+    Which dot-product path the preprocessor chose (the build's CPU features).
+
+int8 arithmetic. The accumulator is ``sum((x + 128) * w)`` computed by
+``vpdpbusd`` (unsigned x signed bytes, four per 32-bit lane) where the CPU has
+AVX512-VNNI or AVX-VNNI, and by the same sum in portable GCC vector code
+elsewhere. ``epilogue[k] = bias[k] - 128 * sum(w[k])`` (wrapping int32, made by
+the host) turns it back into ``acc + bias`` exactly, because every sum wraps
+modulo 2**32 as the accelerator's does; then the REQUANT semantics of
+`hw.isa`: arithmetic shift, clip to [-128, 127] (or [0, 127] with relu).
+
+fp32 arithmetic. ``out = (acc + bias) * 2**-shift``, then ``max(out, 0)`` with
+relu: the float counterpart of the same epilogue (no rounding or clipping).
+"""
+
+from __future__ import annotations
+
+from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+
+__all__ = ["generate_c", "PREAMBLE"]
+
+# Dot-product paths; the first whose macros the compiler defines wins.
+PREAMBLE = r"""
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+typedef int32_t vsi __attribute__((vector_size(LANES * 4)));
+typedef uint32_t vui __attribute__((vector_size(LANES * 4)));
+typedef float vsf __attribute__((vector_size(LANES * 4)));
+/* Unaligned views of the same vectors, for loads from any address. */
+typedef int32_t vsi_u __attribute__((vector_size(LANES * 4), aligned(4)));
+typedef float vsf_u __attribute__((vector_size(LANES * 4), aligned(4)));
+
+static inline int32_t load32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+#if LANES == 16 && defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define VDLA_ISA "avx512-vnni"
+#define DOT4(acc, x, w) acc = (vsi)_mm512_dpbusd_epi32((__m512i)(acc), _mm512_set1_epi32(x), (__m512i)(w))
+#elif LANES == 8 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define VDLA_ISA "avx512vl-vnni"
+#define DOT4(acc, x, w) acc = (vsi)_mm256_dpbusd_epi32((__m256i)(acc), _mm256_set1_epi32(x), (__m256i)(w))
+#elif LANES == 8 && defined(__AVXVNNI__)
+#define VDLA_ISA "avx-vnni"
+#define DOT4(acc, x, w) acc = (vsi)_mm256_dpbusd_avx_epi32((__m256i)(acc), _mm256_set1_epi32(x), (__m256i)(w))
+#else
+#define VDLA_ISA "generic-vector"
+/* Portable: each lane of w holds four signed bytes, x four unsigned ones. */
+#define DOT4(acc, x, w) do { \
+    vsi w_ = (w); uint32_t x_ = (uint32_t)(x); \
+    acc += ((w_ << 24) >> 24) * (int32_t)(x_ & 0xff); \
+    acc += ((w_ << 16) >> 24) * (int32_t)((x_ >> 8) & 0xff); \
+    acc += ((w_ << 8) >> 24) * (int32_t)((x_ >> 16) & 0xff); \
+    acc += (w_ >> 24) * (int32_t)(x_ >> 24); } while (0)
+#endif
+
+const char *vdla_isa(void) { return VDLA_ISA; }
+"""
+
+
+def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
+               relu: bool) -> dict[str, int]:
+    ic_block = schedule.ic_block
+    channel_blocks = -(-problem.in_channels // ic_block)
+    oc_blocks = -(-problem.out_channels // schedule.oc_block)
+    return {
+        "LANES": schedule.lanes, "V": schedule.oc_vectors, "P": schedule.ow_tile,
+        "N": problem.batch, "C": problem.in_channels, "K": problem.out_channels,
+        "H": problem.height, "W": problem.width, "KH": problem.kernel[0], "KW": problem.kernel[1],
+        "SH": problem.stride[0], "SW": problem.stride[1], "PH": problem.padding[0],
+        "PW": problem.padding[1], "OH": problem.out_height, "OW": problem.out_width,
+        "HP": problem.height + 2 * problem.padding[0],
+        "WP": problem.width + 2 * problem.padding[1],
+        "ICB": ic_block, "CB": channel_blocks, "OCB": schedule.oc_block, "KB": oc_blocks,
+        "G": 4 if mode == "int8" else 1,
+        "DS_N": problem.data_strides[0], "DS_C": problem.data_strides[1],
+        "DS_H": problem.data_strides[2], "DS_W": problem.data_strides[3],
+        "OS_N": problem.out_strides[0], "OS_K": problem.out_strides[1],
+        "OS_H": problem.out_strides[2], "OS_W": problem.out_strides[3],
+        # REQUANT uses the shift's low hw.isa.SHIFT_BITS bits; an op's larger
+        # shift means "shift everything out", which 31 does on int32 as well.
+        "SHIFT": min(shift, 31), "RELU": int(relu),
+    }
+
+
+def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
+    """One register tile of ``width`` pixels, fully unrolled into named accumulators."""
+    vectors = range(schedule.oc_vectors)
+    pixels = range(width)
+    vec = "vsi" if mode == "int8" else "vsf"
+    element = "uint8_t" if mode == "int8" else "float"
+    weight = "int8_t" if mode == "int8" else "float"
+    lines = [f"static inline void tile_{width}(const {element} *in, const {weight} *wt, "
+             f"const {'int32_t' if mode == 'int8' else 'float'} *epi, {'int8_t' if mode == 'int8' else 'float'} *out, int k0)",
+             "{"]
+    lines += [f"    {vec} acc_{v}_{p} = {{0}};" for v in vectors for p in pixels]
+    outer = ("for (int cb = 0; cb < CB; cb++) for (int r = 0; r < KH; r++) "
+             "for (int s = 0; s < KW; s++)" if schedule.loop_order == "block_kernel" else
+             "for (int r = 0; r < KH; r++) for (int s = 0; s < KW; s++) "
+             "for (int cb = 0; cb < CB; cb++)")
+    lines += [f"    {outer} {{",
+              f"        const {element} *ip = in + ((size_t)(cb * HP + r) * WP + s) * ICB;",
+              f"        const {weight} *wp = wt + ((size_t)(cb * KH + r) * KW + s) * ICB * OCB;",
+              f"        #pragma GCC unroll {schedule.unroll}",
+              "        for (int c = 0; c < ICB / G; c++) {"]
+    if mode == "int8":
+        lines += [f"            vsi w{v} = *(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4);"
+                  for v in vectors]
+        for p in pixels:
+            lines.append(f"            {{ int32_t x = load32(ip + {p} * SW * ICB + c * 4);")
+            lines += [f"              DOT4(acc_{v}_{p}, x, w{v});" for v in vectors]
+            lines.append("            }")
+    else:
+        lines += [f"            vsf w{v} = *(const vsf_u *)(wp + c * OCB + {v} * LANES);"
+                  for v in vectors]
+        for p in pixels:
+            lines.append(f"            {{ float x = ip[{p} * SW * ICB + c];")
+            lines += [f"              acc_{v}_{p} += w{v} * x;" for v in vectors]
+            lines.append("            }")
+    lines += ["        }", "    }"]
+    for v in vectors:
+        lines.append(f"    {{ const int kv = k0 + {v} * LANES;")
+        if mode == "int8":
+            lines.append("      vsi e = *(const vsi_u *)(epi + kv);")
+        else:
+            lines.append("      vsf e = *(const vsf_u *)(epi + kv);")
+        for p in pixels:
+            lines.append(f"      EPILOGUE(acc_{v}_{p}, e, out + (size_t){p} * OS_W, kv);")
+        lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_EPILOGUE = {
+    "int8": r"""
+/* REQUANT (hw/isa.py): wrapping add, arithmetic shift, clip to [lo, 127]. */
+#define EPILOGUE(acc, e, dst, kv) do { \
+    vsi t_ = (vsi)((vui)(acc) + (vui)(e)); \
+    t_ = t_ >> SHIFT; \
+    vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
+    m_ = t_ < lo_; t_ = (t_ & ~m_) | (lo_ & m_); \
+    m_ = t_ > hi_; t_ = (t_ & ~m_) | (hi_ & m_); \
+    int32_t v_[LANES]; memcpy(v_, &t_, sizeof v_); \
+    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = (int8_t)v_[l_]; } while (0)
+""",
+    "fp32": r"""
+#define EPILOGUE(acc, e, dst, kv) do { \
+    vsf t_ = ((acc) + (e)) * (1.0f / (float)(1u << SHIFT)); \
+    if (RELU) { vsi m_ = t_ < (vsf){0}; t_ = (vsf)((vsi)t_ & ~m_); } \
+    float v_[LANES]; memcpy(v_, &t_, sizeof v_); \
+    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
+""",
+}
+
+
+def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
+    """Packing and the parallel loop nest over (n, output-channel block, output row)."""
+    element, source, pad = (("uint8_t", "int8_t", "128") if mode == "int8"
+                            else ("float", "float", "0.0f"))
+    weight, epi, out = (("int8_t", "int32_t", "int8_t") if mode == "int8"
+                        else ("float", "float", "float"))
+    convert = "(uint8_t)(src[i] ^ 0x80)" if mode == "int8" else "src[i]"
+    convert = convert.replace("src[i]", "src[(size_t)n * DS_N + (size_t)cc * DS_C + "
+                                        "(size_t)h * DS_H + (size_t)w * DS_W]")
+    loops = {
+        "rows": ("collapse(2)", ["n < N", "oh < OH"], ["kb < KB"]),
+        "channels": ("collapse(2)", ["n < N", "kb < KB"], ["oh < OH"]),
+        "both": ("collapse(3)", ["n < N", "kb < KB", "oh < OH"], []),
+    }[schedule.parallel]
+    collapse, parallel_loops, inner_loops = loops
+    nest = "".join(f"for (int {cond.split()[0]} = 0; {cond}; {cond.split()[0]}++) "
+                   for cond in parallel_loops + inner_loops)
+    tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * ICB, wp, epi, "
+                 f"op + (size_t)(OW / P) * P * OS_W, kb * OCB);\n" if tail else "")
+    return f"""
+size_t vdla_packed_elements(void) {{ return (size_t)N * CB * HP * WP * ICB; }}
+
+void vdla_init(void *packed_)
+{{
+    {element} *packed = ({element} *)packed_;
+    for (size_t i = 0; i < vdla_packed_elements(); i++) packed[i] = {pad};
+}}
+
+static void pack_input(const {source} *src, {element} *dst, int threads)
+{{
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+    for (int n = 0; n < N; n++) for (int cb = 0; cb < CB; cb++)
+        for (int h = 0; h < H; h++) {{
+            {element} *row = dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
+            const int channels = C - cb * ICB < ICB ? C - cb * ICB : ICB;
+            for (int c = 0; c < channels; c++) {{
+                const int cc = cb * ICB + c;
+                for (int w = 0; w < W; w++) row[(size_t)w * ICB + c] = {convert};
+            }}
+        }}
+}}
+
+void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
+              void *packed_, int threads)
+{{
+    {element} *packed = ({element} *)packed_;
+    const {weight} *wt = (const {weight} *)weight;
+    const {epi} *epi = (const {epi} *)epilogue;
+    {out} *result = ({out} *)output;
+    pack_input((const {source} *)data, packed, threads);
+    #pragma omp parallel for {collapse} schedule(static) num_threads(threads)
+    {nest}{{
+        const {element} *in = packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
+        const {weight} *wp = wt + (size_t)kb * CB * KH * KW * ICB * OCB;
+        {out} *op = result + (size_t)n * OS_N + (size_t)oh * OS_H;
+        for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
+            tile_{schedule.ow_tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W,
+                   kb * OCB);
+{tail_call}    }}
+}}
+"""
+
+
+def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
+               relu: bool) -> str:
+    """The complete C translation unit of one kernel.
+
+    Parameters
+    ----------
+    problem : CpuProblem
+    schedule : CpuSchedule
+    mode : str
+        ``"int8"`` or ``"fp32"``.
+    shift : int
+    relu : bool
+        The epilogue (the bias, if any, is folded into the host's epilogue vector).
+
+    Returns
+    -------
+    str
+    """
+    constants = _constants(problem, schedule, mode, shift, relu)
+    header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
+    tail = problem.out_width % schedule.ow_tile
+    tiles = [_tile_function(schedule.ow_tile, schedule, mode)]
+    if tail:
+        tiles.append(_tile_function(tail, schedule, mode))
+    return "\n".join([f"/* vdla cpu kernel ({mode}), generated: schedule "
+                      f"{schedule.to_dict()} */", header, PREAMBLE, _EPILOGUE[mode], *tiles,
+                      _driver(schedule, mode, tail)])
