@@ -136,9 +136,13 @@ def _jsonable(value):
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
+@click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
+              show_default=True, help="Run on the simulated accelerator or on this CPU.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="OpenMP threads of --target cpu.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
-            timeline_window, as_json):
+            timeline_window, target, threads, as_json):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -163,8 +167,13 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         options["activity"] = True
         if window is not None:
             options["activity_window"] = window
+    if target == "cpu":
+        if options:
+            fail("--trace, --cycle-limit and --timeline are simulator options; "
+                 "--target cpu runs no simulator")
+        options, sim = {"threads": threads}, "cpu"
     try:
-        device = Device(program.config, sim=sim, **options)
+        device = Device(program.config, sim=sim, target=target, **options)
         result = device.run(program, arrays)
     except (ValueError, TypeError) as error:
         fail(str(error))
@@ -206,6 +215,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
                f"{program.metadata.get('layer', 'layer')})")
     click.echo(f"sim: {result.sim}")
     click.echo(f"cycles: {result.cycles if result.cycles is not None else 'n/a (untimed)'}")
+    if result.sim == "cpu":
+        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
+                   f"threads, {result.details['mode']}, {result.details['isa']})")
     modules = ", ".join(f"{module} {count}" for module, count in per_module.items()
                         if count is not None)
     click.echo(f"instructions: {result.instructions}" + (f" ({modules})" if modules else ""))
