@@ -74,6 +74,9 @@ class CpuKernel:
         The knobs; `default_cpu_schedule` otherwise.
     source : str, optional
         C generated earlier for the same op, mode and schedule (a program file's).
+    flags : tuple of str, optional
+        Compiler flags instead of `compiler.cpu.build.compiler_flags` (e.g.
+        ``("-O3",)`` builds the portable vector path on any x86-64).
 
     Raises
     ------
@@ -85,7 +88,7 @@ class CpuKernel:
     """
 
     def __init__(self, op, mode: str = "int8", schedule: CpuSchedule | None = None,
-                 source: str | None = None):
+                 source: str | None = None, flags: tuple[str, ...] | None = None):
         if mode not in MODES:
             raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         self.op, self.mode = op, mode
@@ -93,7 +96,7 @@ class CpuKernel:
         features = cpu_features()
         self.schedule = schedule or default_cpu_schedule(self.problem, mode, features)
         self.source = source or generate_c(self.problem, self.schedule, mode, op.shift, op.relu)
-        self.library_path = build_library(self.source)
+        self.library_path = build_library(self.source, flags)
         self._library = ctypes.CDLL(str(self.library_path))
         self._library.vdla_isa.restype = ctypes.c_char_p
         self._library.vdla_packed_elements.restype = ctypes.c_size_t
@@ -111,7 +114,7 @@ class CpuKernel:
 
     def set_weights(self, weight: np.ndarray, bias: np.ndarray | None = None) -> None:
         """Pack ``weight`` (KCHW or dense ``(N, K)``) and fold ``bias`` into the epilogue."""
-        problem, schedule = self.problem, self.schedule
+        schedule = self.schedule
         weight = np.asarray(weight, dtype=self.dtypes["weight"])
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
@@ -136,7 +139,6 @@ class CpuKernel:
         # Padded to whole vectors: the epilogue loads LANES values at a time.
         self._epilogue = np.zeros(kp + schedule.lanes, dtype=epilogue.dtype)
         self._epilogue[:k] = epilogue
-        del problem
 
     def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.

@@ -1,0 +1,122 @@
+"""cpu programs: the file records the target, Device(target="cpu") runs them, the CLI too,
+and each kind of device refuses the other's programs with a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from vdla.cli.compile import command as compile_command
+from vdla.cli.run import command as run_command
+from vdla.compiler import compile_op
+from vdla.compiler.cpu import reference_fp32
+from vdla.compiler.cpu.program import compile_cpu
+from vdla.compiler.ops import Conv2d
+from vdla.hw.config import PRESETS
+from vdla.runtime.device import Device, InputError, ProgramError
+from vdla.runtime.program_file import ProgramFileError, dumps, load, loads, save
+
+OP = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True,
+            shift=6, relu=True)
+TINY = PRESETS["tiny"]
+
+
+@pytest.fixture(scope="module")
+def cpu_program():
+    return compile_cpu(OP, "int8")
+
+
+def test_file_keeps_the_target_and_device_runs_it_bit_exact(cpu_program):
+    program = loads(dumps(cpu_program))
+    assert program.target == "cpu" and program.instructions == []
+    inputs = OP.random_inputs(np.random.default_rng(0))
+    result = Device(target="cpu").run(program, inputs)
+    np.testing.assert_array_equal(result.outputs["out"], OP.reference(**inputs))
+    assert result.sim == "cpu" and result.cycles is None and result.details["threads"] == 2
+
+
+def test_fp32_program_takes_and_returns_float32():
+    program = loads(dumps(compile_cpu(OP, "fp32")))
+    inputs = {name: (array / 8).astype(np.float32)
+              for name, array in OP.random_inputs(np.random.default_rng(1)).items()}
+    out = Device(target="cpu", threads=1).run(program, inputs).outputs["out"]
+    np.testing.assert_allclose(out, reference_fp32(OP, **inputs), rtol=1e-5, atol=1e-3)
+    with pytest.raises(InputError, match=r"input 'data': expected float32 \(2, 13, 10, 9\), "
+                                         r"got int8"):
+        Device(target="cpu").run(program, {**inputs, "data": inputs["data"].astype(np.int8)})
+
+
+def test_accelerator_programs_have_the_accel_target_and_old_files_default_to_it():
+    program = loads(dumps(compile_op(OP, TINY)))
+    assert program.target == "accel"
+
+
+def test_each_device_refuses_the_other_targets_programs(cpu_program):
+    inputs = OP.random_inputs(np.random.default_rng(2))
+    with pytest.raises(ProgramError, match="compiled for target 'cpu' .* cannot run on the "
+                                           "accelerator's fsim simulator; run it with "
+                                           "--target cpu"):
+        Device(TINY).run(cpu_program, inputs)
+    with pytest.raises(ProgramError, match="compiled for the accelerator .* cannot run on the "
+                                           "cpu target"):
+        Device(target="cpu").run(compile_op(OP, TINY), inputs)
+    with pytest.raises(ValueError, match="unknown target 'gpu'"):
+        Device(TINY, target="gpu")
+
+
+def test_unknown_target_in_a_file_is_refused(cpu_program):
+    program = loads(dumps(cpu_program))
+    program.target = "tpu"
+    with pytest.raises(ProgramFileError, match="unknown target 'tpu' \\(known: accel, cpu\\)"):
+        loads(dumps(program))
+
+
+def test_metadata_without_c_is_a_clear_error(cpu_program):
+    program = loads(dumps(cpu_program))
+    del program.metadata["cpu"]["source"]
+    with pytest.raises(ProgramError, match="holds no generated C"):
+        Device(target="cpu").run(program, OP.random_inputs(np.random.default_rng(3)))
+
+
+def test_cli_compiles_and_runs_for_the_cpu(tmp_path):
+    runner = CliRunner()
+    program = tmp_path / "layer.vdla"
+    result = runner.invoke(compile_command, [
+        "conv2d", "--batch", "2", "--in-channels", "13", "--out-channels", "11", "--height", "10",
+        "--width", "9", "--kernel", "3x2", "--stride", "1", "--pad", "1", "--bias",
+        "--shift", "6", "--relu", "--target", "cpu", "-o", str(program)])
+    assert result.exit_code == 0, result.output
+    assert "for the cpu (int8" in result.output
+    op = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), padding=1, bias=True, shift=6, relu=True)
+    inputs = op.random_inputs(np.random.default_rng(4))
+    args = []
+    for name, array in inputs.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    out = tmp_path / "out.npy"
+    result = runner.invoke(run_command, [str(program), "--target", "cpu", *args,
+                                         "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    np.testing.assert_array_equal(np.load(out), op.reference(**inputs))
+    result = runner.invoke(run_command, [str(program), *args])
+    assert result.exit_code != 0
+    assert "compiled for target 'cpu'" in result.output and "Traceback" not in result.output
+    assert load(program).target == "cpu"
+
+
+def test_cli_rejects_accelerator_knobs_for_the_cpu(tmp_path):
+    result = CliRunner().invoke(compile_command, [
+        "dense", "--in-features", "8", "--out-features", "4", "--target", "cpu",
+        "--virtual-threads", "2", "-o", str(tmp_path / "x.vdla")])
+    assert result.exit_code != 0
+    assert "--virtual-threads and --no-latency-hiding are accelerator knobs" in result.output
+    result = CliRunner().invoke(compile_command, [
+        "dense", "--in-features", "8", "--out-features", "4", "--precision", "fp32",
+        "-o", str(tmp_path / "x.vdla")])
+    assert "the accelerator computes int8 only" in result.output
+
+
+def test_saved_file_round_trip(tmp_path, cpu_program):
+    path = save(cpu_program, tmp_path / "p.vdla")
+    assert load(path).metadata["cpu"]["source"] == cpu_program.metadata["cpu"]["source"]
