@@ -201,9 +201,11 @@ void vdla_init(void *packed_)
     for (size_t i = 0; i < vdla_packed_elements(); i++) packed[i] = {pad};
 }}
 
-static void pack_input(const {source} *src, {element} *dst, int threads)
+/* Called inside the parallel region: its iterations are shared out, and the
+   for's implicit barrier keeps the tiles from reading a half-packed input. */
+static void pack_input(const {source} *src, {element} *dst)
 {{
-    #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+    #pragma omp for collapse(3) schedule(dynamic)
     for (int n = 0; n < N; n++) for (int cb = 0; cb < CB; cb++)
         for (int h = 0; h < H; h++) {{
             {element} *row = dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
@@ -222,8 +224,13 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
     const {weight} *wt = (const {weight} *)weight;
     const {epi} *epi = (const {epi} *)epilogue;
     {out} *result = ({out} *)output;
-    pack_input((const {source} *)data, packed, threads);
-    #pragma omp parallel for {collapse} schedule(static) num_threads(threads)
+    /* One parallel region for packing and tiles. Dynamic scheduling: on a
+       machine whose cores other processes share, a thread that is preempted
+       leaves its work to the others instead of stalling the region. */
+    #pragma omp parallel num_threads(threads)
+    {{
+    pack_input((const {source} *)data, packed);
+    #pragma omp for {collapse} schedule(dynamic) nowait
     {nest}{{
         const {element} *in = packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
         const {weight} *wp = wt + (size_t)kb * CB * KH * KW * ICB * OCB;
@@ -232,6 +239,7 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
             tile_{schedule.ow_tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W,
                    kb * OCB);
 {tail_call}    }}
+    }}
 }}
 """
 
