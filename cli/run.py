@@ -139,7 +139,7 @@ def _jsonable(value):
 @click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
               show_default=True, help="Run on the simulated accelerator or on this CPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
-              help="OpenMP threads of --target cpu.")
+              help="Threads of --target cpu.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
             timeline_window, target, threads, as_json):

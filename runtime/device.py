@@ -79,7 +79,7 @@ class Device:
         A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
     target : str, optional
         ``"accel"`` (default: the simulated accelerator) or ``"cpu"`` (this
-        machine's processor; ``threads=`` sets its OpenMP threads, 2 by default).
+        machine's processor; ``threads=`` sets its threads, 2 by default).
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's
@@ -205,7 +205,7 @@ class CpuRunner:
     Parameters
     ----------
     threads : int
-        OpenMP threads of each run.
+        Threads of each run (the caller's included).
     """
 
     name = "cpu"

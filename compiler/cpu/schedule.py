@@ -13,7 +13,7 @@ layer is a 1x1 convolution over a 1 x M image) into C:
 - ``loop_order``: ``"block_kernel"`` (channel block outside the kernel taps)
   or ``"kernel_block"`` (taps outside);
 - ``unroll``: unroll factor of the innermost channel loop;
-- ``parallel``: the OpenMP-parallel loops, ``"rows"`` (batch x output rows),
+- ``parallel``: the loops split between threads, ``"rows"`` (batch x output rows),
   ``"channels"`` (batch x output-channel blocks) or ``"both"``.
 
 The space is declared apart from the search (`cpu_knob_space` yields the
