@@ -252,6 +252,7 @@ static void compute_item(void *unused, long item)
 void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
               void *packed, int threads)
 {{
+    pthread_mutex_lock(&pool_call_mutex);
     pack_src = (const {source} *)data;
     pack_dst = ({element} *)packed;
     pool_parallel(pack_row, 0, (long)N * CB * H, threads);
@@ -260,6 +261,7 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
     run_epi = (const {epi} *)epilogue;
     run_out = ({out} *)output;
     pool_parallel(compute_item, 0, {items}, threads);
+    pthread_mutex_unlock(&pool_call_mutex);
 }}
 """
 

@@ -27,10 +27,19 @@ static void *pool_arg;
 static uint64_t pool_generation;
 static int pool_workers;
 static int pool_active;            /* workers that join the current job */
-static pthread_mutex_t pool_call_mutex = PTHREAD_MUTEX_INITIALIZER;  /* one caller at a time */
+/* vdla_run holds this: one call of a kernel at a time (its job state is global). */
+static pthread_mutex_t pool_call_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t pool_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_wake = PTHREAD_COND_INITIALIZER;
-static uint64_t pool_published;
+static _Atomic uint64_t pool_published;
+/* Polls of pool_published before a worker sleeps: ~50 us, so the job that
+   follows (tiles after packing) finds it awake, yet an idle kernel holds no core. */
+#define POOL_SPINS 2000
+#if defined(__x86_64__) || defined(__i386__)
+#define POOL_PAUSE() __builtin_ia32_pause()
+#else
+#define POOL_PAUSE() ((void)0)
+#endif
 
 static void pool_run_items(uint64_t generation)
 {
@@ -52,9 +61,11 @@ static void *pool_worker(void *id_)
     uint64_t seen = 0;
     const long id = (long)(intptr_t)id_;
     for (;;) {
+        for (int spin = 0; spin < POOL_SPINS && atomic_load(&pool_published) == seen; spin++)
+            POOL_PAUSE();
         pthread_mutex_lock(&pool_mutex);
-        while (pool_published == seen) pthread_cond_wait(&pool_wake, &pool_mutex);
-        seen = pool_published;
+        while (atomic_load(&pool_published) == seen) pthread_cond_wait(&pool_wake, &pool_mutex);
+        seen = atomic_load(&pool_published);
         const int joins = id < pool_active;
         pthread_mutex_unlock(&pool_mutex);
         if (joins) pool_run_items(seen);
@@ -70,7 +81,6 @@ static void pool_parallel(pool_item_fn fn, void *arg, long total, int threads)
         for (long i = 0; i < total; i++) fn(arg, i);
         return;
     }
-    pthread_mutex_lock(&pool_call_mutex);
     while (pool_workers < threads - 1) {
         pthread_t thread;
         if (pthread_create(&thread, 0, pool_worker, (void *)(intptr_t)pool_workers) != 0) break;
@@ -84,11 +94,10 @@ static void pool_parallel(pool_item_fn fn, void *arg, long total, int threads)
     atomic_store_explicit(&pool_claim, ((generation & 0xffff) << 48) | ((uint64_t)total << 24),
                           memory_order_release);
     pthread_mutex_lock(&pool_mutex);
-    pool_published = generation;
     pool_active = threads - 1;
+    atomic_store(&pool_published, generation);
     pthread_cond_broadcast(&pool_wake);
     pthread_mutex_unlock(&pool_mutex);
     pool_run_items(generation);
     while (atomic_load_explicit(&pool_finished, memory_order_acquire) < total) sched_yield();
-    pthread_mutex_unlock(&pool_call_mutex);
 }
