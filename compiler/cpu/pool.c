@@ -13,7 +13,6 @@
    argument are read only after a successful claim, when the job cannot have
    ended (the claimed item is not yet done). */
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -99,5 +98,7 @@ static void pool_parallel(pool_item_fn fn, void *arg, long total, int threads)
     pthread_cond_broadcast(&pool_wake);
     pthread_mutex_unlock(&pool_mutex);
     pool_run_items(generation);
-    while (atomic_load_explicit(&pool_finished, memory_order_acquire) < total) sched_yield();
+    /* Only items a running worker claimed are left: spin, never yield (a
+       yield on a busy machine gives the core away for a whole time slice). */
+    while (atomic_load_explicit(&pool_finished, memory_order_acquire) < total) POOL_PAUSE();
 }
