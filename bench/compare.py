@@ -17,7 +17,8 @@ Columns (per layer, and in total weighted by each layer's ``uses``):
 
 Times are medians of ``repeats`` calls after one checked warm-up call, taken
 round-robin (each repeat calls every implementation of the layer once), so a
-change in the machine's load touches all columns alike. onnxruntime's idle
+change in the machine's load touches all columns alike (numpy's own loop comes
+after, as its BLAS threads spin on after each call). onnxruntime's idle
 threads do not spin (``session.intra_op.allow_spinning=0``) and the cpu
 target's sleep after ~50 us (`compiler.cpu` ``pool.c``): on a machine whose
 cores other processes share, spinning threads steal them.
@@ -188,11 +189,15 @@ def _timed_columns(workloads, targets, threads, repeats, inputs, references,
         for name, (call, check) in calls.items():
             ok, what = check(call(), references[workload.name])  # also the warm-up call
             columns[name].checked[workload.name] = _check(name, workload.name, ok, what)
-        for repeat in range(repeats):
-            progress(f"{workload.name}: repeat {repeat + 1}/{repeats}")
-            for name, (call, _) in calls.items():
+        # numpy's BLAS threads keep spinning after a call and would slow
+        # whatever runs next, so numpy is timed after the round-robin.
+        rounds = [[name for name in calls if name != "numpy fp32"]] * repeats
+        rounds += [["numpy fp32"]] * repeats
+        for number, names_in_round in enumerate(rounds):
+            progress(f"{workload.name}: round {number + 1}/{len(rounds)}")
+            for name in names_in_round:
                 began = time.perf_counter()
-                call()
+                calls[name][0]()
                 times[name].append(time.perf_counter() - began)
         for name, values in times.items():
             columns[name].seconds[workload.name] = statistics.median(values)
