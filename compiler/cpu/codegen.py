@@ -141,20 +141,17 @@ def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
               f"        const {weight} *wp = wt + ((size_t)(cb * KH + r) * KW + s) * ICB * OCB;",
               f"        #pragma GCC unroll {schedule.unroll}",
               "        for (int c = 0; c < ICB / G; c++) {"]
-    if mode == "int8":
-        lines += [f"            vsi w{v} = *(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4);"
-                  for v in vectors]
-        for p in pixels:
-            lines.append(f"            {{ const uint8_t *x = ip + {p} * SW * ICB + c * 4;")
-            lines += [f"              DOT4(acc_{v}_{p}, x, w{v});" for v in vectors]
-            lines.append("            }")
+    if mode == "int8":  # four channels per 32-bit lane
+        load_weight = "*(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4)"
+        load_input, multiply_add = "const uint8_t *x = ip + {p} * SW * ICB + c * 4", "DOT4({acc}, x, w{v})"
     else:
-        lines += [f"            vsf w{v} = *(const vsf_u *)(wp + c * OCB + {v} * LANES);"
-                  for v in vectors]
-        for p in pixels:
-            lines.append(f"            {{ float x = ip[{p} * SW * ICB + c];")
-            lines += [f"              acc_{v}_{p} += w{v} * x;" for v in vectors]
-            lines.append("            }")
+        load_weight = "*(const vsf_u *)(wp + c * OCB + {v} * LANES)"
+        load_input, multiply_add = "float x = ip[{p} * SW * ICB + c]", "{acc} += w{v} * x"
+    lines += [f"            {vec} w{v} = {load_weight.format(v=v)};" for v in vectors]
+    for p in pixels:
+        lines.append(f"            {{ {load_input.format(p=p)};")
+        lines += [f"              {multiply_add.format(acc=f'acc_{v}_{p}', v=v)};" for v in vectors]
+        lines.append("            }")
     lines += ["        }", "    }"]
     for v in vectors:
         lines.append(f"    {{ const int kv = k0 + {v} * LANES;")
