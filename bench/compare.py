@@ -37,7 +37,8 @@ import numpy as np
 
 from vdla.compiler.workloads import RESNET18, Workload
 
-__all__ = ["Column", "run_comparison", "format_table", "plot_comparison", "COLUMNS",
+__all__ = ["Column", "run_comparison", "format_table", "markdown_table", "plot_comparison",
+           "COLUMNS",
            "DEFAULT_CLOCK_MHZ"]
 
 # VTA's published PYNQ (Zynq-7020) clock; no synthesis report states an Fmax yet.
@@ -259,6 +260,7 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     """
     from vdla.compiler.cpu.kernel import reference_fp32
     progress = progress or (lambda message: None)
+    load_at_start = _load_average()
     inputs = {w.name: _layer_inputs(w, seed) for w in workloads}
     references = {}
     for w in workloads:
@@ -271,7 +273,16 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
         progress("accel: baseline cycles, fsim check")
         columns.append(_accel_column(workloads, config, clock_mhz, inputs, references))
     columns += _timed_columns(workloads, targets, threads, repeats, inputs, references, progress)
-    return _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    report = _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    report["machine"]["load_average_at_start"] = load_at_start
+    return report
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _machine() -> dict:
@@ -283,11 +294,7 @@ def _machine() -> dict:
                 break
     except OSError:
         pass
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {"cpu": model, "cores": os.cpu_count(), "load_average": load,
+    return {"cpu": model, "cores": os.cpu_count(), "load_average": _load_average(),
             "python": platform.python_version(), "numpy": np.__version__}
 
 
@@ -343,6 +350,20 @@ def format_table(report: dict) -> list[str]:
     for name in names:
         column = columns[name]
         lines.append(f"{name}: " + (column["missing"] if column["missing"] else column["note"]))
+    return lines
+
+
+def markdown_table(report: dict) -> list[str]:
+    """The per-layer table as Markdown rows (ms; measured columns only)."""
+    columns = {name: column for name, column in report["columns"].items()
+               if not column["missing"]}
+    lines = ["| layer | uses | " + " | ".join(columns) + " |",
+             "|---|--:|" + "--:|" * len(columns)]
+    for layer, info in report["layers"].items():
+        cells = [f"{column['seconds'][layer] * 1e3:.3f}" for column in columns.values()]
+        lines.append(f"| {layer} | {info['uses']} | " + " | ".join(cells) + " |")
+    totals = [f"**{column['total_seconds'] * 1e3:.2f}**" for column in columns.values()]
+    lines.append("| **total** (x uses) | | " + " | ".join(totals) + " |")
     return lines
 
 

@@ -28,6 +28,9 @@ def test_cpu_and_numpy_columns_are_measured_and_checked():
     assert "accel" not in columns
     text = "\n".join(compare.format_table(report))
     assert "C90 x2" in text and "total" in text
+    markdown = compare.markdown_table(report)
+    assert markdown[2].startswith("| C90 | 2 | ") and markdown[-1].startswith("| **total**")
+    assert report["machine"]["cores"] >= 1
 
 
 def test_missing_onnxruntime_is_not_measured(monkeypatch):
