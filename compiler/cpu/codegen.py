@@ -34,9 +34,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.compiler.errors import ShapeError
 
 __all__ = ["generate_c", "PREAMBLE", "POOL"]
 
+# Items one pool job can number: its claim word holds counts in 24 bits (pool.c).
+MAX_ITEMS = 1 << 24
 # The work-claiming thread pool every kernel includes (see its header comment).
 POOL = (Path(__file__).with_name("pool.c")).read_text()
 
@@ -296,6 +299,11 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     str
     """
     constants = _constants(problem, schedule, mode, shift, relu)
+    items = max(constants["N"] * constants["CB"] * constants["H"],
+                constants["N"] * constants["KB"] * constants["OH"])
+    if items >= MAX_ITEMS:
+        raise ShapeError(f"{problem.batch} x {problem.height} rows give {items} parallel items; "
+                         f"the thread pool numbers at most {MAX_ITEMS - 1} (pool.c)")
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile_function(schedule.ow_tile, schedule, mode)]

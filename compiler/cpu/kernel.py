@@ -144,6 +144,10 @@ class CpuKernel:
                              f"got {data.shape}")
         if out is None:
             out = np.empty(self.op.output_shape, dtype=self.dtypes["out"])
+        elif (not isinstance(out, np.ndarray) or out.dtype != self.dtypes["out"]
+              or out.shape != tuple(self.op.output_shape) or not out.flags.c_contiguous):
+            raise ShapeError(f"out: expected a C-contiguous {self.dtypes['out'].name} array of "
+                             f"shape {tuple(self.op.output_shape)}")
         pointer = ctypes.c_void_p
         self._library.vdla_run(data.ctypes.data_as(pointer), self._weight.ctypes.data_as(pointer),
                                self._epilogue.ctypes.data_as(pointer), out.ctypes.data_as(pointer),
