@@ -227,11 +227,14 @@ class CpuRunner:
                                "(metadata['cpu']['source']); recompile it with --target cpu")
         kernel = self._kernels.get(source)
         if kernel is None:
+            from vdla.compiler.cpu.build import CpuBuildError
             try:
                 kernel = self._kernels[source] = kernel_of(program)
-            except (KeyError, TypeError) as error:
+            except (KeyError, TypeError, ValueError) as error:
                 raise ProgramError(f"cpu program: malformed metadata ({type(error).__name__}: "
                                    f"{error})") from None
+            except CpuBuildError as error:
+                raise ProgramError(f"cpu program: its C does not build here: {error}") from None
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
         began = time.perf_counter()
         out = kernel.run(inputs["data"], threads=self.threads)
