@@ -55,6 +55,7 @@ PREAMBLE = r"""
 typedef int32_t vsi __attribute__((vector_size(LANES * 4)));
 typedef uint32_t vui __attribute__((vector_size(LANES * 4)));
 typedef float vsf __attribute__((vector_size(LANES * 4)));
+typedef int8_t vqi __attribute__((vector_size(LANES)));  /* the clipped lanes, narrowed */
 /* Unaligned views of the same vectors, for loads from any address. */
 typedef int32_t vsi_u __attribute__((vector_size(LANES * 4), aligned(4)));
 typedef float vsf_u __attribute__((vector_size(LANES * 4), aligned(4)));
@@ -178,16 +179,18 @@ _EPILOGUE = {
     vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
     m_ = t_ < lo_; t_ = (t_ & ~m_) | (lo_ & m_); \
     m_ = t_ > hi_; t_ = (t_ & ~m_) | (hi_ & m_); \
-    int32_t v_[LANES]; memcpy(v_, &t_, sizeof v_); \
-    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
-        (dst)[(size_t)((kv) + l_) * OS_K] = (int8_t)v_[l_]; } while (0)
+    int8_t v_[LANES]; vqi b_ = __builtin_convertvector(t_, vqi); memcpy(v_, &b_, sizeof v_); \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
 """,
     "fp32": r"""
 #define EPILOGUE(acc, e, dst, kv) do { \
     vsf t_ = ((acc) + (e)) * (1.0f / (float)(1u << SHIFT)); \
     if (RELU) { vsi m_ = t_ < (vsf){0}; t_ = (vsf)((vsi)t_ & ~m_); } \
     float v_[LANES]; memcpy(v_, &t_, sizeof v_); \
-    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
         (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
 """,
 }
