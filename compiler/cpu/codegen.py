@@ -1,8 +1,10 @@
 """Generate the C of one CPU kernel from a `CpuProblem`, a `CpuSchedule` and a mode.
 
 The C is specialised to the layer (every size and stride a constant) and has
-three entry points, called through ctypes by `compiler.cpu.kernel`:
+these entry points, called through ctypes by `compiler.cpu.kernel`:
 
+``vdla_packed_elements()``
+    Elements of the packed-input workspace the caller allocates.
 ``vdla_init(packed)``
     Fill the packed-input workspace with the padding value once (its border
     and padded channels are never written again).
@@ -202,9 +204,8 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
                             else ("float", "float", "0.0f"))
     weight, epi, out = (("int8_t", "int32_t", "int8_t") if mode == "int8"
                         else ("float", "float", "float"))
-    convert = "(uint8_t)(src[i] ^ 0x80)" if mode == "int8" else "src[i]"
-    convert = convert.replace("src[i]", "src[(size_t)n * DS_N + (size_t)cc * DS_C + "
-                                        "(size_t)h * DS_H + (size_t)w * DS_W]")
+    value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
+    convert = f"(uint8_t)({value} ^ 0x80)" if mode == "int8" else value  # int8: x + 128
     # The parallel loops become numbered items (outermost first); the others stay loops.
     parallel_loops, inner_loops = {
         "rows": (["n < N", "oh < OH"], ["kb < KB"]),
