@@ -45,7 +45,11 @@ def _common(function):
         click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
                      help="Program file to write (.vdla)."),
         click.option("--dump", "dump_path", default=None, type=click.Path(dir_okay=False),
-                     help="Also write the instruction stream as text."),
+                     help="Also write the instruction stream (cpu: the generated C) as text."),
+        click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
+                     show_default=True, help="The accelerator, or this machine's CPU (C)."),
+        click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8",
+                     show_default=True, help="Arithmetic of --target cpu."),
         click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
     ]
     for option in reversed(options):
@@ -87,8 +91,13 @@ def dense(batch, in_features, out_features, **common):
 
 
 def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hiding,
-             output, dump_path, as_json, **_):
+             output, dump_path, as_json, target, precision, **_):
     from vdla.runtime.program_file import ProgramFileError, save
+    if target == "cpu":
+        return _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
+                            output, dump_path, as_json, precision)
+    if precision != "int8":
+        fail(f"--precision {precision}: the accelerator computes int8 only (use --target cpu)")
     try:
         op = make_op()
         schedule = load_schedule(schedule_path) if schedule_path else None
@@ -116,3 +125,35 @@ def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hidi
     click.echo(f"  uops: {summary['uops']}   DRAM image: {summary['dram_image_bytes']:,} bytes "
                "(the memory plan, not traffic)   "
                f"compiled in {summary['compile_seconds'] * 1000:.1f} ms")
+
+
+def _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding, output,
+                 dump_path, as_json, precision):
+    """``--target cpu``: generated C, built and cached now, recorded in the program file."""
+    from vdla.compiler.cpu import CpuSchedule
+    from vdla.compiler.cpu.build import CpuBuildError
+    from vdla.compiler.cpu.program import compile_cpu
+    from vdla.runtime.program_file import ProgramFileError, save
+    if virtual_threads is not None or no_latency_hiding:
+        fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
+             "--target cpu takes a CPU schedule (--schedule FILE.json)")
+    try:
+        schedule = CpuSchedule.load(schedule_path) if schedule_path else None
+        program = compile_cpu(make_op(), precision, schedule, config)
+        save(program, output)
+        if dump_path:
+            Path(dump_path).write_text(program.metadata["cpu"]["source"])
+    except (CompileError, ProgramFileError, CpuBuildError) as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write {error.filename}: {error.strerror}")
+    info = program.metadata["cpu"]
+    summary = {"op": program.metadata["layer"], "target": "cpu", "precision": precision,
+               "output": str(output), "schedule": info["schedule"], "isa": info["isa"],
+               "flags": info["flags"]}
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    click.echo(f"{summary['op']} for the cpu ({precision}, {info['isa']}): wrote {output}")
+    click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in info["schedule"].items()))
+    click.echo(f"  flags: {' '.join(info['flags'])}")

@@ -125,10 +125,14 @@ def _draw_timeline(path: str, result, program, window) -> str:
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
+@click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
+              show_default=True, help="Run on the simulated accelerator or on this CPU.")
+@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Threads of --target cpu.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
-            timeline_window, as_json, config):
+            timeline_window, target, threads, as_json, config):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -156,8 +160,13 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     if sim == "rtl":  # a cold Verilator build takes about a minute: say so first
         options["progress"] = lambda text: click.echo(
             f"{text} (first run for this hardware only, about a minute)...", err=True)
+    if target == "cpu":
+        if options:
+            fail("--trace, --cycle-limit and --timeline are simulator options; "
+                 "--target cpu runs no simulator")
+        options, sim = {"threads": threads}, "cpu"
     try:
-        device = Device(program.config, sim=sim, **options)
+        device = Device(program.config, sim=sim, target=target, **options)
         result = device.run(program, arrays)
     except (ValueError, TypeError) as error:
         fail(str(error))
@@ -181,6 +190,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         click.echo(json.dumps(report))
         return
     click.echo("\n".join(text_lines(report, program)))
+    if result.sim == "cpu":
+        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
+                   f"threads, {result.details['mode']}, {result.details['isa']})")
     if timeline_path is not None:
         span = f" (cycles {window[0]:,} to {window[1]:,})" if window else ""
         click.echo(f"timeline{span}, {drawn}: {timeline_path}")

@@ -3,6 +3,9 @@
 `Device` checks the user's tensors against the program's DRAM plan, builds the
 DRAM image (instructions, micro-ops, packed inputs), hands it to a backend from
 the `sim.backend` registry and unpacks the outputs back to logical arrays.
+``Device(target="cpu")`` runs ``cpu`` programs (generated C, `compiler.cpu`)
+under the same inputs/outputs contract instead; each kind of device refuses
+the other's programs.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.runtime.layout import LayoutError, pack, packed_nbytes, unpack
-from vdla.runtime.program import Program
+from vdla.runtime.program import TARGETS, Program
 from vdla.sim.backend import get_backend
 
 __all__ = ["Device", "DeviceResult", "InputError", "ProgramError"]
@@ -65,14 +68,18 @@ def _describe(array_dtype, shape) -> str:
 
 
 class Device:
-    """One accelerator instance simulated by a backend.
+    """One accelerator instance simulated by a backend, or the host CPU.
 
     Parameters
     ----------
-    config : HwConfig
+    config : HwConfig, optional
         The accelerator; programs must have been compiled for the same hardware.
+        Not needed with ``target="cpu"``.
     sim : str, optional
         A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
+    target : str, optional
+        ``"accel"`` (default: the simulated accelerator) or ``"cpu"`` (this
+        machine's processor; ``threads=`` sets its threads, 2 by default).
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's
@@ -80,10 +87,30 @@ class Device:
         `bench.plots.timeline`).
     """
 
-    def __init__(self, config: HwConfig, sim: str = "fsim", **backend_options):
-        self.config = config
+    def __init__(self, config: HwConfig | None = None, sim: str = "fsim", *,
+                 target: str = "accel", **backend_options):
+        if target not in TARGETS:
+            raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+        self.config, self.target = config, target
+        if target == "cpu":
+            self.sim, self.backend = "cpu", CpuRunner(**backend_options)
+            return
+        if config is None:
+            raise ValueError("Device: the accelerator target needs a config (an HwConfig)")
         self.sim = sim
         self.backend = get_backend(sim, config, **backend_options)
+
+    def check_target(self, program: Program) -> None:
+        """Raise `ProgramError` unless ``program`` was compiled for this device's target."""
+        if program.target == self.target:
+            return
+        if program.target == "cpu":
+            raise ProgramError(f"program compiled for target 'cpu' (generated C) cannot run "
+                               f"on the accelerator's {self.sim} simulator; run it with "
+                               "--target cpu (Device(target='cpu'))")
+        raise ProgramError(f"program compiled for the accelerator (target "
+                           f"{program.target!r}) cannot run on the cpu target; run it on a "
+                           "simulator (--sim fsim or rtl, Device(config, sim=...))")
 
     def check_inputs(self, program: Program, inputs: dict[str, np.ndarray]) -> None:
         """Raise `InputError` unless ``inputs`` are exactly the program's inputs."""
@@ -109,6 +136,7 @@ class Device:
 
     def build_image(self, program: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The DRAM image the host would write: instructions, micro-ops and packed inputs."""
+        self.check_target(program)
         if not self.config.same_hardware(program.config):
             raise ProgramError(
                 f"program compiled for hardware {program.config.name!r} (config hash "
@@ -151,6 +179,10 @@ class Device:
         sim.errors.SimulationError
             When the backend finds the program cannot run (deadlock, race, ...).
         """
+        if self.target == "cpu":
+            self.check_target(program)
+            self.check_inputs(program, inputs)
+            return self.backend.run_program(program, inputs)
         dram = self.build_image(program, inputs)
         result = self.backend.run(dram, program.insn_offset, len(program.instructions))
         outputs = {}
@@ -165,3 +197,50 @@ class Device:
         return DeviceResult(outputs=outputs, cycles=result.cycles, counters=dict(result.counters),
                             details=dict(result.details), sim=self.sim,
                             instructions=len(program.instructions))
+
+
+class CpuRunner:
+    """Runs ``cpu`` programs in-process: their C built (cached) and called through ctypes.
+
+    Parameters
+    ----------
+    threads : int
+        Threads of each run (the caller's included).
+    """
+
+    name = "cpu"
+
+    def __init__(self, threads: int = 2):
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"threads: expected a positive integer, got {threads!r}")
+        self.threads = threads
+        self._kernels: dict[str, Any] = {}
+
+    def run_program(self, program: Program, inputs: dict[str, np.ndarray]) -> DeviceResult:
+        """Run a checked cpu program on checked inputs."""
+        import time
+        from vdla.compiler.cpu.program import kernel_of
+        info = program.metadata.get("cpu") if isinstance(program.metadata, dict) else None
+        source = info.get("source") if isinstance(info, dict) else None
+        if not isinstance(source, str):
+            raise ProgramError("cpu program: its metadata holds no generated C "
+                               "(metadata['cpu']['source']); recompile it with --target cpu")
+        kernel = self._kernels.get(source)
+        if kernel is None:
+            from vdla.compiler.cpu.build import CpuBuildError
+            try:
+                kernel = self._kernels[source] = kernel_of(program)
+            except (KeyError, TypeError, ValueError) as error:
+                raise ProgramError(f"cpu program: malformed metadata ({type(error).__name__}: "
+                                   f"{error})") from None
+            except CpuBuildError as error:
+                raise ProgramError(f"cpu program: its C does not build here: {error}") from None
+        kernel.set_weights(inputs["weight"], inputs.get("bias"))
+        began = time.perf_counter()
+        out = kernel.run(inputs["data"], threads=self.threads)
+        seconds = time.perf_counter() - began
+        return DeviceResult(outputs={"out": out}, cycles=None, counters={},
+                            details={"seconds": seconds, "threads": self.threads,
+                                     "isa": kernel.isa, "mode": kernel.mode,
+                                     "schedule": kernel.schedule.to_dict()},
+                            sim="cpu", instructions=0)

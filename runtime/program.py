@@ -21,9 +21,14 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import Instruction, Uop
 
-__all__ = ["TensorRegion", "Program"]
+__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS"]
 
 FORMAT_VERSION = 1
+# What a program runs on: the accelerator (any simulation tier) or the host CPU
+# (generated C, `compiler.cpu`). A file without a target is an accelerator's.
+TARGETS = ("accel", "cpu")
+# A cpu program's tensors are plain C-order arrays of their logical shape.
+HOST_LAYOUTS = {"host_int8": np.int8, "host_int32": np.int32, "host_float32": np.float32}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +59,8 @@ class TensorRegion:
     @property
     def dtype(self) -> np.dtype:
         """The logical tensor's dtype, from its layout."""
+        if self.layout in HOST_LAYOUTS:
+            return np.dtype(HOST_LAYOUTS[self.layout])
         from vdla.runtime.layout import LAYOUTS
         return np.dtype(LAYOUTS[self.layout][1])
 
@@ -80,7 +87,11 @@ class Program:
         Size of the DRAM image the program needs.
     metadata : dict
         JSON-serialisable description: the layer, its schedule, the compiler's
-        notes. Not interpreted by the runtime.
+        notes. Not interpreted by the accelerator's runtime (a ``cpu``
+        program keeps its op, mode, schedule and C source here).
+    target : str
+        One of `TARGETS`: ``"accel"`` (instructions for the simulators) or
+        ``"cpu"`` (no instructions; C for `runtime.Device(target="cpu")`).
     """
 
     config: HwConfig
@@ -91,6 +102,7 @@ class Program:
     uop_offset: int
     dram_bytes: int
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    target: str = "accel"
 
     def tensor(self, name: str) -> TensorRegion:
         """The region of the tensor called ``name``.

@@ -6,7 +6,8 @@ Layout (all integers little-endian)::
     format version   uint32    runtime.program.FORMAT_VERSION
     header length    uint32    bytes of the JSON header that follows
     header           JSON      config, config hash, tensors, offsets, dram_bytes,
-                               metadata, instruction and micro-op counts
+                               metadata, instruction and micro-op counts,
+                               target ("accel" or "cpu"; absent means "accel")
     instructions     insn_count x INSN_BYTES, exactly as DRAM holds them
     micro-ops        uop_count x UOP_BYTES (uint32 words)
     digest           32 bytes  SHA-256 of everything before it
@@ -28,7 +29,7 @@ import numpy as np
 
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
-from vdla.runtime.program import FORMAT_VERSION, Program, TensorRegion
+from vdla.runtime.program import FORMAT_VERSION, TARGETS, Program, TensorRegion
 
 __all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION"]
 
@@ -68,6 +69,7 @@ def dumps(program: Program) -> bytes:
         "insn_count": len(program.instructions),
         "uop_count": len(program.uops),
         "metadata": program.metadata,
+        "target": program.target,
     }
     try:
         text = json.dumps(header, sort_keys=True).encode()
@@ -116,6 +118,7 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
                                 dram_offset=int(t["dram_offset"])) for t in header["tensors"]]
         offsets = {key: int(header[key]) for key in ("insn_offset", "uop_offset", "dram_bytes")}
         metadata = header["metadata"]
+        target = header.get("target", "accel")
     except (ValueError, KeyError, TypeError, ConfigError) as error:
         raise ProgramFileError(f"{source}: malformed header ({type(error).__name__}: "
                                f"{error})") from None
@@ -124,6 +127,9 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
             f"{source}: compiled for hardware {file_config.name!r} (config hash "
             f"{file_config.hash}), not for {config.name!r} (config hash {config.hash}); "
             "recompile it for this config")
+    if target not in TARGETS:
+        raise ProgramFileError(f"{source}: unknown target {target!r} (known: "
+                               f"{', '.join(TARGETS)})")
     start = _PREAMBLE.size + header_length
     code_end = start + insn_count * isa.INSN_BYTES
     uop_end = code_end + uop_count * isa.UOP_BYTES
@@ -138,7 +144,7 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     dst, src, wgt = isa.decode_uops(words, file_config)
     uops = [isa.Uop(int(d), int(s), int(w)) for d, s, w in zip(dst, src, wgt)]
     return Program(config=file_config, instructions=instructions, uops=uops, tensors=tensors,
-                   metadata=metadata, **offsets)
+                   metadata=metadata, target=target, **offsets)
 
 
 def load(path: str | Path, config: HwConfig | None = None) -> Program:

@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from vdla.hw.cache import cache_root
+from vdla.hw.cache import cache_root, cpu_fingerprint, publish
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
@@ -191,20 +191,6 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
     ])
 
 
-def cpu_fingerprint() -> str:
-    """Digest of this CPU's model and feature flags (for ``-march=native`` builds)."""
-    import platform
-    text = platform.machine() + platform.processor()
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        text += "".join(sorted({line for line in lines
-                                if line.startswith(("model name", "flags", "Features",
-                                                    "CPU part"))}))
-    except OSError:
-        pass
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-
 def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool,
                opt_fast: str = DEFAULT_OPT_FAST) -> str:
     digest = hashlib.sha256()
@@ -302,13 +288,7 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
         (work / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
         if force and final.exists():
             shutil.rmtree(final, ignore_errors=True)
-        try:
-            os.rename(work, final)
-        except OSError:
-            # Another process finished the same build first; its copy is identical.
-            if not (final / MANIFEST_NAME).exists():
-                raise
-            shutil.rmtree(work, ignore_errors=True)
+        publish(work, final, MANIFEST_NAME)
         return ModelBuild(final, key, trace, False, seconds)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

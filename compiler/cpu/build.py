@@ -1,0 +1,152 @@
+"""Compile generated C with the system compiler into a cached shared library.
+
+A library lives in ``<cache>/cpu/<key>/`` (``<cache>`` from `hw.cache.cache_root`)
+where ``key`` digests the C source, the compiler's version and the flags; flags
+with ``-march=native`` tie a library to this CPU, so the key then includes
+`hw.cache.cpu_fingerprint` as the RTL model's does. Builds are published with
+`hw.cache.publish` (atomic, safe between processes).
+
+Flags. ``$VDLA_CPU_CFLAGS`` overrides the default ``-O3 -march=native``.
+When the compiler rejects ``-march=native`` the next
+portable set is tried (`FLAG_SETS`); the C chooses its dot product from the
+macros the flags define, so every set computes the same result.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from vdla.hw.cache import cache_root, cpu_fingerprint, publish
+
+__all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "cache_dir",
+           "FLAG_SETS"]
+
+LIBRARY_NAME = "kernel.so"
+MANIFEST_NAME = "manifest.json"
+COMMON_FLAGS = ("-shared", "-fPIC", "-std=gnu11", "-pthread")
+# Tried in order; the first the compiler accepts is used.
+FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
+
+
+class CpuBuildError(RuntimeError):
+    """The C compiler is missing or failed to build a kernel."""
+
+
+def cache_dir() -> Path:
+    """Root of the CPU kernel cache (``<cache root>/cpu``)."""
+    root = cache_root() / "cpu"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _compiler() -> str:
+    compiler = os.environ.get("CC", "cc")
+    if shutil.which(compiler) is None:
+        raise CpuBuildError(f"no C compiler: {compiler!r} is not on PATH (set $CC)")
+    return compiler
+
+
+def _accepts(flags: tuple[str, ...]) -> bool:
+    probe = subprocess.run([_compiler(), *flags, "-x", "c", "-E", "-dM", "-"], input="",
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_flags() -> tuple[str, ...]:
+    """The optimisation flags kernels are built with (see the module docstring)."""
+    override = os.environ.get("VDLA_CPU_CFLAGS")
+    if override is not None:
+        return tuple(override.split())
+    for flags in FLAG_SETS:
+        if _accepts(flags):
+            return flags
+    raise CpuBuildError(f"the C compiler {_compiler()!r} accepts none of the flag sets "
+                        f"{[' '.join(f) for f in FLAG_SETS]}")
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_features() -> dict[str, bool]:
+    """Vector features the kernels' flags enable (from the compiler's predefined macros).
+
+    Returns
+    -------
+    dict
+        ``avx512`` (AVX-512 F/BW/VL: 32 registers of 16 lanes), ``vnni``
+        (AVX512-VNNI ``vpdpbusd``), ``avx_vnni``, ``avx2``.
+    """
+    flags = compiler_flags()
+    probe = subprocess.run([_compiler(), *flags, "-x", "c", "-E", "-dM", "-"], input="",
+                           capture_output=True, text=True)
+    macros = set(line.split()[1] for line in probe.stdout.splitlines() if line.startswith("#define"))
+    return {
+        "avx512": {"__AVX512F__", "__AVX512BW__", "__AVX512VL__"} <= macros,
+        "vnni": "__AVX512VNNI__" in macros,
+        "avx_vnni": "__AVXVNNI__" in macros,
+        "avx2": "__AVX2__" in macros,
+    }
+
+
+def _compiler_version() -> str:
+    result = subprocess.run([_compiler(), "--version"], capture_output=True, text=True)
+    return result.stdout.splitlines()[0] if result.stdout else "unknown"
+
+
+def _cache_key(source: str, flags: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    native = any("native" in flag for flag in flags)
+    for part in (source, _compiler(), _compiler_version(), " ".join(COMMON_FLAGS + flags),
+                 cpu_fingerprint() if native else "portable"):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:24]
+
+
+def build_library(source: str, flags: tuple[str, ...] | None = None) -> Path:
+    """Build (or find in the cache) the shared library of ``source``.
+
+    Parameters
+    ----------
+    source : str
+        A C translation unit.
+    flags : tuple of str, optional
+        Optimisation flags; `compiler_flags` by default.
+
+    Returns
+    -------
+    pathlib.Path
+        The library, ready for `ctypes.CDLL`.
+
+    Raises
+    ------
+    CpuBuildError
+        With the compiler's last lines of output when it fails.
+    """
+    flags = compiler_flags() if flags is None else tuple(flags)
+    key = _cache_key(source, flags)
+    final = cache_dir() / key
+    if (final / MANIFEST_NAME).exists():
+        return final / LIBRARY_NAME
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{key}-"))
+    try:
+        (work / "kernel.c").write_text(source)
+        command = [_compiler(), *COMMON_FLAGS, *flags, "kernel.c", "-o", LIBRARY_NAME]
+        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
+            raise CpuBuildError(f"compiling a CPU kernel failed (exit {result.returncode}, "
+                                f"{' '.join(command)}):\n{tail}")
+        (work / MANIFEST_NAME).write_text(json.dumps({"key": key, "command": command,
+                                                      "compiler": _compiler_version()}) + "\n")
+        publish(work, final, MANIFEST_NAME)
+        return final / LIBRARY_NAME
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise

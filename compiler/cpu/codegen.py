@@ -1,0 +1,318 @@
+"""Generate the C of one CPU kernel from a `CpuProblem`, a `CpuSchedule` and a mode.
+
+The C is specialised to the layer (every size and stride a constant) and has
+these entry points, called through ctypes by `compiler.cpu.kernel`:
+
+``vdla_packed_elements()``
+    Elements of the packed-input workspace the caller allocates.
+``vdla_init(packed)``
+    Fill the packed-input workspace with the padding value once (its border
+    and padded channels are never written again).
+``vdla_run(data, weight, epilogue, out, packed, threads)``
+    Pack the user's activations into the blocked layout ``N C/ic_block Hp Wp
+    ic_block`` (int8 mode: offset by +128 to unsigned, so that padding is 128),
+    then compute every register tile (``oc_vectors`` vectors of output
+    channels by ``ow_tile`` pixels) over the whole reduction and apply the
+    epilogue, writing the user's output layout directly. The loops the
+    schedule's ``parallel`` knob names are numbered items shared out by a
+    small work-claiming thread pool (``pool.c``, included in every kernel).
+``vdla_isa()``
+    Which dot-product path the preprocessor chose (the build's CPU features).
+
+int8 arithmetic. The accumulator is ``sum((x + 128) * w)`` computed by
+``vpdpbusd`` (unsigned x signed bytes, four per 32-bit lane) where the CPU has
+AVX512-VNNI or AVX-VNNI, and by the same sum in portable GCC vector code
+elsewhere. ``epilogue[k] = bias[k] - 128 * sum(w[k])`` (wrapping int32, made by
+the host) turns it back into ``acc + bias`` exactly, because every sum wraps
+modulo 2**32 as the accelerator's does; then the REQUANT semantics of
+`hw.isa`: arithmetic shift, clip to [-128, 127] (or [0, 127] with relu).
+
+fp32 arithmetic. ``out = (acc + bias) * 2**-shift``, then ``max(out, 0)`` with
+relu: the float counterpart of the same epilogue (no rounding or clipping).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.compiler.errors import ShapeError
+
+__all__ = ["generate_c", "PREAMBLE", "POOL"]
+
+# Items one pool job can number: its claim word holds counts in 24 bits (pool.c).
+MAX_ITEMS = 1 << 24
+# The work-claiming thread pool every kernel includes (see its header comment).
+POOL = (Path(__file__).with_name("pool.c")).read_text()
+
+# Dot-product paths; the first whose macros the compiler defines wins.
+PREAMBLE = r"""
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+typedef int32_t vsi __attribute__((vector_size(LANES * 4)));
+typedef uint32_t vui __attribute__((vector_size(LANES * 4)));
+typedef float vsf __attribute__((vector_size(LANES * 4)));
+typedef int8_t vqi __attribute__((vector_size(LANES)));  /* the clipped lanes, narrowed */
+/* Unaligned views of the same vectors, for loads from any address. */
+typedef int32_t vsi_u __attribute__((vector_size(LANES * 4), aligned(4)));
+typedef float vsf_u __attribute__((vector_size(LANES * 4), aligned(4)));
+
+/* Four activation bytes read as one lane, from any address. */
+typedef int32_t int32_u __attribute__((aligned(1), may_alias));
+
+/* A broadcast straight from memory. vpdpbusd can only broadcast its signed
+   operand (the weights), so the activations need their own broadcast, and
+   GCC left to itself loads them into general registers and spills those to
+   the stack (measured: 3 instructions per broadcast instead of 1). */
+#if defined(__AVX512F__)
+static inline __m512i bcast512(const void *p)
+{ __m512i v; __asm__("vpbroadcastd %1, %0" : "=v"(v) : "m"(*(const int32_t *)p)); return v; }
+#endif
+#if defined(__AVX2__)
+static inline __m256i bcast256(const void *p)
+{ __m256i v; __asm__("vpbroadcastd %1, %0" : "=v"(v) : "m"(*(const int32_t *)p)); return v; }
+#endif
+
+#if LANES == 16 && defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define VDLA_ISA "avx512-vnni"
+#define DOT4(acc, xp, w) acc = (vsi)_mm512_dpbusd_epi32((__m512i)(acc), bcast512(xp), (__m512i)(w))
+#elif LANES == 8 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define VDLA_ISA "avx512vl-vnni"
+#define DOT4(acc, xp, w) acc = (vsi)_mm256_dpbusd_epi32((__m256i)(acc), bcast256(xp), (__m256i)(w))
+#elif LANES == 8 && defined(__AVXVNNI__)
+#define VDLA_ISA "avx-vnni"
+#define DOT4(acc, xp, w) acc = (vsi)_mm256_dpbusd_avx_epi32((__m256i)(acc), bcast256(xp), (__m256i)(w))
+#else
+#define VDLA_ISA "generic-vector"
+/* Portable: each lane of w holds four signed bytes, *xp four unsigned ones. */
+#define DOT4(acc, xp, w) do { \
+    vsi w_ = (w); uint32_t x_ = (uint32_t)*(const int32_u *)(xp); \
+    acc += ((w_ << 24) >> 24) * (int32_t)(x_ & 0xff); \
+    acc += ((w_ << 16) >> 24) * (int32_t)((x_ >> 8) & 0xff); \
+    acc += ((w_ << 8) >> 24) * (int32_t)((x_ >> 16) & 0xff); \
+    acc += (w_ >> 24) * (int32_t)(x_ >> 24); } while (0)
+#endif
+
+const char *vdla_isa(void) { return VDLA_ISA; }
+"""
+
+
+def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
+               relu: bool) -> dict[str, int]:
+    ic_block = schedule.ic_block
+    channel_blocks = -(-problem.in_channels // ic_block)
+    oc_blocks = -(-problem.out_channels // schedule.oc_block)
+    return {
+        "LANES": schedule.lanes, "V": schedule.oc_vectors, "P": schedule.ow_tile,
+        "N": problem.batch, "C": problem.in_channels, "K": problem.out_channels,
+        "H": problem.height, "W": problem.width, "KH": problem.kernel[0], "KW": problem.kernel[1],
+        "SH": problem.stride[0], "SW": problem.stride[1], "PH": problem.padding[0],
+        "PW": problem.padding[1], "OH": problem.out_height, "OW": problem.out_width,
+        "HP": problem.height + 2 * problem.padding[0],
+        "WP": problem.width + 2 * problem.padding[1],
+        "ICB": ic_block, "CB": channel_blocks, "OCB": schedule.oc_block, "KB": oc_blocks,
+        "G": 4 if mode == "int8" else 1,
+        "DS_N": problem.data_strides[0], "DS_C": problem.data_strides[1],
+        "DS_H": problem.data_strides[2], "DS_W": problem.data_strides[3],
+        "OS_N": problem.out_strides[0], "OS_K": problem.out_strides[1],
+        "OS_H": problem.out_strides[2], "OS_W": problem.out_strides[3],
+        # REQUANT uses the shift's low hw.isa.SHIFT_BITS bits; an op's larger
+        # shift means "shift everything out", which 31 does on int32 as well.
+        "SHIFT": min(shift, 31), "RELU": int(relu),
+    }
+
+
+def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
+    """One register tile of ``width`` pixels, fully unrolled into named accumulators."""
+    vectors = range(schedule.oc_vectors)
+    pixels = range(width)
+    vec = "vsi" if mode == "int8" else "vsf"
+    element = "uint8_t" if mode == "int8" else "float"
+    weight = "int8_t" if mode == "int8" else "float"
+    lines = [f"static inline void tile_{width}(const {element} *in, const {weight} *wt, "
+             f"const {'int32_t' if mode == 'int8' else 'float'} *epi, {'int8_t' if mode == 'int8' else 'float'} *out, int k0)",
+             "{"]
+    lines += [f"    {vec} acc_{v}_{p} = {{0}};" for v in vectors for p in pixels]
+    outer = ("for (int cb = 0; cb < CB; cb++) for (int r = 0; r < KH; r++) "
+             "for (int s = 0; s < KW; s++)" if schedule.loop_order == "block_kernel" else
+             "for (int r = 0; r < KH; r++) for (int s = 0; s < KW; s++) "
+             "for (int cb = 0; cb < CB; cb++)")
+    lines += [f"    {outer} {{",
+              f"        const {element} *ip = in + ((size_t)(cb * HP + r) * WP + s) * ICB;",
+              f"        const {weight} *wp = wt + ((size_t)(cb * KH + r) * KW + s) * ICB * OCB;",
+              f"        #pragma GCC unroll {schedule.unroll}",
+              "        for (int c = 0; c < ICB / G; c++) {"]
+    if mode == "int8":  # four channels per 32-bit lane
+        load_weight = "*(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4)"
+        load_input, multiply_add = "const uint8_t *x = ip + {p} * SW * ICB + c * 4", "DOT4({acc}, x, w{v})"
+    else:
+        load_weight = "*(const vsf_u *)(wp + c * OCB + {v} * LANES)"
+        load_input, multiply_add = "float x = ip[{p} * SW * ICB + c]", "{acc} += w{v} * x"
+    lines += [f"            {vec} w{v} = {load_weight.format(v=v)};" for v in vectors]
+    for p in pixels:
+        lines.append(f"            {{ {load_input.format(p=p)};")
+        lines += [f"              {multiply_add.format(acc=f'acc_{v}_{p}', v=v)};" for v in vectors]
+        lines.append("            }")
+    lines += ["        }", "    }"]
+    for v in vectors:
+        lines.append(f"    {{ const int kv = k0 + {v} * LANES;")
+        if mode == "int8":
+            lines.append("      vsi e = *(const vsi_u *)(epi + kv);")
+        else:
+            lines.append("      vsf e = *(const vsf_u *)(epi + kv);")
+        for p in pixels:
+            lines.append(f"      EPILOGUE(acc_{v}_{p}, e, out + (size_t){p} * OS_W, kv);")
+        lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_EPILOGUE = {
+    "int8": r"""
+/* REQUANT (hw/isa.py): wrapping add, arithmetic shift, clip to [lo, 127]. */
+#define EPILOGUE(acc, e, dst, kv) do { \
+    vsi t_ = (vsi)((vui)(acc) + (vui)(e)); \
+    t_ = t_ >> SHIFT; \
+    vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
+    m_ = t_ < lo_; t_ = (t_ & ~m_) | (lo_ & m_); \
+    m_ = t_ > hi_; t_ = (t_ & ~m_) | (hi_ & m_); \
+    int8_t v_[LANES]; vqi b_ = __builtin_convertvector(t_, vqi); memcpy(v_, &b_, sizeof v_); \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
+""",
+    "fp32": r"""
+#define EPILOGUE(acc, e, dst, kv) do { \
+    vsf t_ = ((acc) + (e)) * (1.0f / (float)(1u << SHIFT)); \
+    if (RELU) { vsi m_ = t_ < (vsf){0}; t_ = (vsf)((vsi)t_ & ~m_); } \
+    float v_[LANES]; memcpy(v_, &t_, sizeof v_); \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
+""",
+}
+
+
+def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
+    """Packing and the parallel loop nest over (n, output-channel block, output row)."""
+    element, source, pad = (("uint8_t", "int8_t", "128") if mode == "int8"
+                            else ("float", "float", "0.0f"))
+    weight, epi, out = (("int8_t", "int32_t", "int8_t") if mode == "int8"
+                        else ("float", "float", "float"))
+    value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
+    convert = f"(uint8_t)({value} ^ 0x80)" if mode == "int8" else value  # int8: x + 128
+    # The parallel loops become numbered items (outermost first); the others stay loops.
+    parallel_loops, inner_loops = {
+        "rows": (["n < N", "oh < OH"], ["kb < KB"]),
+        "channels": (["n < N", "kb < KB"], ["oh < OH"]),
+        "both": (["n < N", "kb < KB", "oh < OH"], []),
+    }[schedule.parallel]
+    decode, stride = [], "1"
+    for condition in reversed(parallel_loops):
+        name, bound = condition.split()[0], condition.split()[2]
+        decode.append(f"    const int {name} = (item / ({stride})) % {bound};\n")
+        stride = f"{stride} * {bound}"
+    items = f"(long){' * '.join(c.split()[2] for c in parallel_loops)}"
+    inner = "".join(f"for (int {c.split()[0]} = 0; {c}; {c.split()[0]}++) " for c in inner_loops)
+    tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * ICB, wp, epi, "
+                 f"op + (size_t)(OW / P) * P * OS_W, kb * OCB);\n" if tail else "")
+    decode, tile, parallel = "".join(reversed(decode)), schedule.ow_tile, schedule.parallel
+    return POOL + f"""
+size_t vdla_packed_elements(void) {{ return (size_t)N * CB * HP * WP * ICB; }}
+
+void vdla_init(void *packed_)
+{{
+    {element} *packed = ({element} *)packed_;
+    for (size_t i = 0; i < vdla_packed_elements(); i++) packed[i] = {pad};
+}}
+
+static const {source} *pack_src;
+static {element} *pack_dst;
+
+/* One item: one input row of one channel block, transposed to ICB-minor. */
+static void pack_row(void *unused, long item)
+{{
+    const int h = item % H, cb = (item / H) % CB, n = item / ((long)H * CB);
+    {element} *row = pack_dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
+    const {source} *src = pack_src;
+    const int channels = C - cb * ICB < ICB ? C - cb * ICB : ICB;
+    (void)unused;
+    for (int c = 0; c < channels; c++) {{
+        const int cc = cb * ICB + c;
+        for (int w = 0; w < W; w++) row[(size_t)w * ICB + c] = {convert};
+    }}
+}}
+
+static const {element} *run_packed;
+static const {weight} *run_weight;
+static const {epi} *run_epi;
+static {out} *run_out;
+
+/* One item of the parallel loops ({parallel}); the rest of the nest inside. */
+static void compute_item(void *unused, long item)
+{{
+    (void)unused;
+{decode}    {inner}{{
+        const {element} *in = run_packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
+        const {weight} *wp = run_weight + (size_t)kb * CB * KH * KW * ICB * OCB;
+        {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H;
+        const {epi} *epi = run_epi;
+        for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
+            tile_{tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W, kb * OCB);
+{tail_call}    }}
+}}
+
+void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
+              void *packed, int threads)
+{{
+    pthread_mutex_lock(&pool_call_mutex);
+    pack_src = (const {source} *)data;
+    pack_dst = ({element} *)packed;
+    pool_parallel(pack_row, 0, (long)N * CB * H, threads);
+    run_packed = (const {element} *)packed;
+    run_weight = (const {weight} *)weight;
+    run_epi = (const {epi} *)epilogue;
+    run_out = ({out} *)output;
+    pool_parallel(compute_item, 0, {items}, threads);
+    pthread_mutex_unlock(&pool_call_mutex);
+}}
+"""
+
+
+def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
+               relu: bool) -> str:
+    """The complete C translation unit of one kernel.
+
+    Parameters
+    ----------
+    problem : CpuProblem
+    schedule : CpuSchedule
+    mode : str
+        ``"int8"`` or ``"fp32"``.
+    shift : int
+    relu : bool
+        The epilogue (the bias, if any, is folded into the host's epilogue vector).
+
+    Returns
+    -------
+    str
+    """
+    constants = _constants(problem, schedule, mode, shift, relu)
+    items = max(constants["N"] * constants["CB"] * constants["H"],
+                constants["N"] * constants["KB"] * constants["OH"])
+    if items >= MAX_ITEMS:
+        raise ShapeError(f"{problem.batch} x {problem.height} rows give {items} parallel items; "
+                         f"the thread pool numbers at most {MAX_ITEMS - 1} (pool.c)")
+    header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
+    tail = problem.out_width % schedule.ow_tile
+    tiles = [_tile_function(schedule.ow_tile, schedule, mode)]
+    if tail:
+        tiles.append(_tile_function(tail, schedule, mode))
+    return "\n".join([f"/* vdla cpu kernel ({mode}), generated: schedule "
+                      f"{schedule.to_dict()} */", header, PREAMBLE, _EPILOGUE[mode], *tiles,
+                      _driver(schedule, mode, tail)])

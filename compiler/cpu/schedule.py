@@ -1,0 +1,247 @@
+"""The CPU schedule: its declared knobs, the space they span, and a cost model.
+
+A `CpuSchedule` says how `compiler.cpu.codegen` turns a convolution (a dense
+layer is a 1x1 convolution over a 1 x M image) into C:
+
+- ``lanes``: the vector width in 32-bit lanes (16 = one AVX-512 register, 8 = AVX2);
+- ``oc_vectors`` x ``ow_tile``: the register tile, ``oc_vectors * lanes``
+  output channels by ``ow_tile`` output pixels of one row, held in
+  ``oc_vectors * ow_tile`` accumulator registers for the whole reduction;
+- ``ic_block``: the input-channel block of the blocked data layout
+  ``N C/ic_block H W ic_block`` (NCHW[x]c) and of the weights
+  ``K/ocb C/ic_block KH KW ic_block/4 ocb 4`` (int8) or ``... ic_block ocb`` (fp32);
+- ``loop_order``: ``"block_kernel"`` (channel block outside the kernel taps)
+  or ``"kernel_block"`` (taps outside);
+- ``unroll``: unroll factor of the innermost channel loop;
+- ``parallel``: the loops split between threads, ``"rows"`` (batch x output rows),
+  ``"channels"`` (batch x output-channel blocks) or ``"both"``.
+
+The space is declared apart from the search (`cpu_knob_space` yields the
+legal candidates, `estimate_cpu_cost` scores one, `default_cpu_schedule` takes
+the minimum), so a tuner can measure the same space instead of estimating it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from typing import Iterator
+
+from vdla.compiler.errors import ScheduleError
+from vdla.compiler.ops import _ConvOutput
+
+__all__ = ["CpuSchedule", "CpuProblem", "cpu_knob_space", "estimate_cpu_cost",
+           "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
+
+MODES = ("int8", "fp32")
+LOOP_ORDERS = ("block_kernel", "kernel_block")
+PARALLEL_AXES = ("rows", "channels", "both")
+# Vector registers left for weights and a broadcast operand besides the accumulators.
+_SPARE_REGISTERS = 3
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuProblem(_ConvOutput):
+    """The convolution a CPU kernel computes, normalised (dense: N=1, H=1, W=batch).
+
+    ``data_strides`` and ``out_strides`` are element strides of the user's
+    arrays along (n, c, h, w) and (n, k, h, w), so one kernel reads NCHW
+    tensors and dense (M, K) matrices alike.
+    """
+
+    batch: int
+    in_channels: int
+    out_channels: int
+    height: int
+    width: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    data_strides: tuple[int, int, int, int]
+    out_strides: tuple[int, int, int, int]
+
+    @property
+    def macs(self) -> int:
+        return (self.batch * self.out_channels * self.out_height * self.out_width
+                * self.in_channels * self.kernel[0] * self.kernel[1])
+
+    @classmethod
+    def from_op(cls, op) -> "CpuProblem":
+        """The problem of a `compiler.ops.Conv2d` or `Dense`."""
+        if op.kind == "dense":
+            m, k_in, k_out = op.batch, op.in_features, op.out_features
+            return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0),
+                       data_strides=(0, 1, 0, k_in), out_strides=(0, 1, 0, k_out))
+        c, h, w, k = op.in_channels, op.height, op.width, op.out_channels
+        oh, ow = op.out_height, op.out_width
+        return cls(op.batch, c, k, h, w, op.kernel, op.stride, op.padding,
+                   data_strides=(c * h * w, h * w, w, 1), out_strides=(k * oh * ow, oh * ow, ow, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuSchedule:
+    """Knobs of one CPU kernel (see the module docstring for each)."""
+
+    lanes: int = 16
+    oc_vectors: int = 2
+    ow_tile: int = 12
+    ic_block: int = 64
+    loop_order: str = "block_kernel"
+    unroll: int = 4
+    parallel: str = "both"
+
+    def __post_init__(self):
+        if self.lanes not in (8, 16):
+            raise ScheduleError(f"lanes: expected 8 or 16, got {self.lanes!r}")
+        for name in ("oc_vectors", "ow_tile", "ic_block", "unroll"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ScheduleError(f"{name}: expected a positive integer, got {value!r}")
+        if self.ic_block % 4:
+            raise ScheduleError(f"ic_block: expected a multiple of 4 (the int8 dot product's "
+                                f"group), got {self.ic_block}")
+        if self.loop_order not in LOOP_ORDERS:
+            raise ScheduleError(f"loop_order: expected one of {', '.join(LOOP_ORDERS)}, "
+                                f"got {self.loop_order!r}")
+        if self.parallel not in PARALLEL_AXES:
+            raise ScheduleError(f"parallel: expected one of {', '.join(PARALLEL_AXES)}, "
+                                f"got {self.parallel!r}")
+
+    @property
+    def oc_block(self) -> int:
+        """Output channels of one register tile."""
+        return self.lanes * self.oc_vectors
+
+    @property
+    def accumulators(self) -> int:
+        return self.oc_vectors * self.ow_tile
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CpuSchedule":
+        """Build from `to_dict` output; unknown keys are an error naming them."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ScheduleError(f"unknown CPU schedule knob(s) {', '.join(unknown)} "
+                                f"(known: {', '.join(sorted(known))})")
+        return cls(**data)
+
+    @classmethod
+    def load(cls, path) -> "CpuSchedule":
+        """Read a schedule from a JSON file."""
+        try:
+            with open(path) as handle:
+                return cls.from_dict(json.load(handle))
+        except (OSError, ValueError) as error:
+            raise ScheduleError(f"{path}: cannot read a CPU schedule ({error})") from None
+
+
+def _registers(features: dict) -> int:
+    return 32 if features.get("avx512") else 16
+
+
+def _lane_choices(features: dict) -> tuple[int, ...]:
+    return (16, 8) if features.get("avx512") else (8,)
+
+
+def _problem_and_features(problem, features):
+    if not isinstance(problem, CpuProblem):
+        problem = CpuProblem.from_op(problem)
+    if features is None:
+        from vdla.compiler.cpu.build import cpu_features
+        features = cpu_features()
+    return problem, features
+
+
+def cpu_knob_space(problem, mode: str = "int8",
+                   features: dict | None = None) -> Iterator[CpuSchedule]:
+    """Every legal schedule of ``problem`` on a CPU with ``features``.
+
+    Parameters
+    ----------
+    problem : CpuProblem, compiler.ops.Conv2d or compiler.ops.Dense
+    mode : str
+        ``"int8"`` or ``"fp32"``.
+    features : dict, optional
+        `compiler.cpu.build.cpu_features` output (``avx512``, ``vnni`` ...);
+        this machine's by default.
+
+    Yields
+    ------
+    CpuSchedule
+        Candidates whose accumulators fit the register file and whose blocks
+        do not exceed the problem (a tuner measures these).
+    """
+    problem, features = _problem_and_features(problem, features)
+    registers = _registers(features)
+    channels = _ceil_div(problem.in_channels, 4) * 4
+    ic_blocks = sorted({b for b in (16, 32, 64, 128, 256) if b < channels} | {min(channels, 256)})
+    for lanes, oc_vectors in itertools.product(_lane_choices(features), (1, 2, 3, 4)):
+        if oc_vectors > 1 and (oc_vectors - 1) * lanes >= problem.out_channels:
+            continue
+        for ow_tile in range(1, min(problem.out_width, 28) + 1):
+            if oc_vectors * ow_tile + oc_vectors + _SPARE_REGISTERS - 1 > registers:
+                continue
+            for ic_block, order, unroll, parallel in itertools.product(
+                    ic_blocks, LOOP_ORDERS, (1, 2, 4), PARALLEL_AXES):
+                yield CpuSchedule(lanes, oc_vectors, ow_tile, ic_block, order, unroll, parallel)
+
+
+def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
+                      threads: int = 2) -> float:
+    """Estimated cycles of one run (a model for ranking, not a prediction to quote).
+
+    Counts the inner steps of the register tile, each limited by its
+    multiply-adds (one vector per cycle) or its loads (two per cycle), adds the
+    work wasted on padded channels and partial tiles, divides by the threads
+    the parallel loops can keep busy, and penalises a weight block that spills
+    out of a 32 KiB L1 data cache.
+    """
+    lanes, vectors, tile = schedule.lanes, schedule.oc_vectors, schedule.ow_tile
+    oh, ow = problem.out_height, problem.out_width
+    kh, kw = problem.kernel
+    group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
+    channel_steps = _ceil_div(problem.in_channels, schedule.ic_block) * schedule.ic_block // group
+    full, tail = divmod(ow, tile)
+
+    def tile_cycles(width: int) -> float:
+        fmas = vectors * width
+        loads = vectors + width
+        per_step = max(fmas, loads / 2) + (4.0 / schedule.unroll)  # loop overhead per step
+        width_factor = 512 / (lanes * 32)  # a 256-bit vector does half the work
+        return channel_steps * kh * kw * per_step / width_factor + 4 * fmas  # + epilogue
+
+    row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
+    oc_blocks = _ceil_div(problem.out_channels, schedule.oc_block)
+    # Wider registers than channels waste lanes; 256-bit vectors are half speed.
+    total = problem.batch * oc_blocks * oh * row
+    items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
+             "both": problem.batch * oh * oc_blocks}[schedule.parallel]
+    balance = _ceil_div(items, threads) / (items / threads)
+    element = 1 if mode == "int8" else 4
+    weight_block = schedule.ic_block * kh * kw * schedule.oc_block * element
+    input_rows = kh * (ow * problem.stride[1] + kw) * schedule.ic_block * element
+    spill = 1.0 + 0.15 * max(0.0, (weight_block + input_rows) / 32768 - 1.0)
+    order = 1.0 if schedule.loop_order == "block_kernel" else 1.02
+    return total / threads * balance * spill * order
+
+
+def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = None,
+                         threads: int = 2) -> CpuSchedule:
+    """The candidate of `cpu_knob_space` with the lowest `estimate_cpu_cost`.
+
+    ``problem`` and ``features`` as for `cpu_knob_space`.
+    """
+    if mode not in MODES:
+        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    problem, features = _problem_and_features(problem, features)
+    return min(cpu_knob_space(problem, mode, features),
+               key=lambda schedule: estimate_cpu_cost(problem, schedule, mode, threads))

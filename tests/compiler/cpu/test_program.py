@@ -1,0 +1,94 @@
+"""cpu programs (`compiler.cpu.program`): the file records the target,
+Device(target="cpu") runs them, and each kind of device refuses the other's
+programs with a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from vdla.compiler import compile_op
+from vdla.compiler.cpu import reference_fp32
+from vdla.compiler.cpu.program import compile_cpu
+from vdla.compiler.ops import Conv2d
+from vdla.hw.config import PRESETS
+from vdla.runtime.device import Device, InputError, ProgramError
+from vdla.runtime.program_file import ProgramFileError, dumps, load, loads, save
+
+OP = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True,
+            shift=6, relu=True)
+TINY = PRESETS["tiny"]
+
+
+@pytest.fixture(scope="module")
+def cpu_program():
+    return compile_cpu(OP, "int8")
+
+
+def test_file_keeps_the_target_and_device_runs_it_bit_exact(cpu_program):
+    program = loads(dumps(cpu_program))
+    assert program.target == "cpu" and program.instructions == []
+    inputs = OP.random_inputs(np.random.default_rng(0))
+    result = Device(target="cpu").run(program, inputs)
+    np.testing.assert_array_equal(result.outputs["out"], OP.reference(**inputs))
+    assert result.sim == "cpu" and result.cycles is None and result.details["threads"] == 2
+
+
+def test_fp32_program_takes_and_returns_float32():
+    program = loads(dumps(compile_cpu(OP, "fp32")))
+    inputs = {name: (array / 8).astype(np.float32)
+              for name, array in OP.random_inputs(np.random.default_rng(1)).items()}
+    out = Device(target="cpu", threads=1).run(program, inputs).outputs["out"]
+    np.testing.assert_allclose(out, reference_fp32(OP, **inputs), rtol=1e-5, atol=1e-3)
+    with pytest.raises(InputError, match=r"input 'data': expected float32 \(2, 13, 10, 9\), "
+                                         r"got int8"):
+        Device(target="cpu").run(program, {**inputs, "data": inputs["data"].astype(np.int8)})
+
+
+def test_accelerator_programs_have_the_accel_target_and_old_files_default_to_it():
+    program = loads(dumps(compile_op(OP, TINY)))
+    assert program.target == "accel"
+
+
+def test_each_device_refuses_the_other_targets_programs(cpu_program):
+    inputs = OP.random_inputs(np.random.default_rng(2))
+    with pytest.raises(ProgramError, match="compiled for target 'cpu' .* cannot run on the "
+                                           "accelerator's fsim simulator; run it with "
+                                           "--target cpu"):
+        Device(TINY).run(cpu_program, inputs)
+    with pytest.raises(ProgramError, match="compiled for the accelerator .* cannot run on the "
+                                           "cpu target"):
+        Device(target="cpu").run(compile_op(OP, TINY), inputs)
+    with pytest.raises(ValueError, match="unknown target 'gpu'"):
+        Device(TINY, target="gpu")
+
+
+def test_unknown_target_in_a_file_is_refused(cpu_program):
+    program = loads(dumps(cpu_program))
+    program.target = "tpu"
+    with pytest.raises(ProgramFileError, match="unknown target 'tpu' \\(known: accel, cpu\\)"):
+        loads(dumps(program))
+
+
+def test_broken_c_or_schedule_is_a_clear_error(cpu_program):
+    inputs = OP.random_inputs(np.random.default_rng(5))
+    program = loads(dumps(cpu_program))
+    program.metadata["cpu"]["source"] += "\nthis is not C;\n"
+    with pytest.raises(ProgramError, match="its C does not build here: compiling a CPU kernel "
+                                           "failed"):
+        Device(target="cpu").run(program, inputs)
+    program = loads(dumps(cpu_program))
+    program.metadata["cpu"]["schedule"]["lanes"] = 5
+    with pytest.raises(ProgramError, match="malformed metadata .*lanes: expected 8 or 16"):
+        Device(target="cpu").run(program, inputs)
+
+
+def test_metadata_without_c_is_a_clear_error(cpu_program):
+    program = loads(dumps(cpu_program))
+    del program.metadata["cpu"]["source"]
+    with pytest.raises(ProgramError, match="holds no generated C"):
+        Device(target="cpu").run(program, OP.random_inputs(np.random.default_rng(3)))
+
+
+def test_saved_file_round_trip(tmp_path, cpu_program):
+    path = save(cpu_program, tmp_path / "p.vdla")
+    assert load(path).metadata["cpu"]["source"] == cpu_program.metadata["cpu"]["source"]
