@@ -47,7 +47,8 @@ from vdla.hw.config import HwConfig
 from vdla.hw.records import JsonRecord
 
 __all__ = ["Schedule", "TilePlan", "ScheduleSpace", "default_schedule", "schedule_space",
-           "plan_tiles", "load_schedule", "compact_axes", "estimate_cost", "max_virtual_threads"]
+           "plan_tiles", "load_schedule", "compact_axes", "estimate_cost", "max_virtual_threads",
+           "operand_loads", "uop_kernel"]
 
 AXES = "bkhw"
 
@@ -404,6 +405,33 @@ def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
     return tiles // run * min(threads, run)
 
 
+def operand_loads(plan: TilePlan) -> tuple[int, int]:
+    """How many times a slot's worth of input and of weights is loaded (`_reuse_loads`).
+
+    A resident operand loads each of its blocks once.
+    """
+    counts, order, chunks = plan.counts, plan.schedule.loop_order, plan.counts["c"]
+    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
+    wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
+    if plan.schedule.resident_input:
+        inp_loads = chunks
+    if plan.schedule.resident_weights:
+        wgt_loads = counts["k"] * chunks
+    return inp_loads, wgt_loads
+
+
+def uop_kernel(plan: TilePlan) -> int:
+    """Micro-ops in one chunk's GEMM kernel: the tile's loops but the two folded ones.
+
+    `uop_folding` puts the two longest loops into an instruction's
+    ``iter_out``/``iter_in`` and enumerates the rest into the kernel.
+    """
+    tile, (kh, kw) = plan.tile, plan.geometry.kernel
+    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
+    return max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
+               // max(1, math.prod(folded)))
+
+
 def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: int,
                  kind: str) -> float:
     """Cycles of ``instructions`` LOADs of ``rows`` rows of ``row_elements`` elements each.
@@ -454,13 +482,7 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     chunks = counts["c"]
     tiles = math.prod(counts[a] for a in AXES)
     slot = plan.slot_entries()
-    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
-    wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
-    # A resident operand loads each of its blocks once.
-    if plan.schedule.resident_input:
-        inp_loads = chunks
-    if plan.schedule.resident_weights:
-        wgt_loads = counts["k"] * chunks
+    inp_loads, wgt_loads = operand_loads(plan)
     # Input: one LOAD per (batch, channel) plane of the tile, rows merged when
     # whole; per input row when columns are compacted.
     rows, cols = plan.input_rows, plan.input_cols
@@ -473,10 +495,7 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     load = (inp_loads * inp + wgt_loads * wgt) / tiles
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
-    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
-    kernel = max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
-                 // max(1, math.prod(folded)))
-    gemm_instructions = chunks * _ceil_div(kernel, kernel_budget(config))
+    gemm_instructions = chunks * _ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
