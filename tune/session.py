@@ -4,8 +4,8 @@
 (`tune.tuners`), measuring batches of candidates through `bench.executor.Pool`
 (local processes, or a Dask cluster) and appending every finished trial to the
 log before anything else happens. The first trial of every run is the
-target's default schedule, so a tuned schedule is never slower than the
-default one and every tuner's curve starts from the same point. With
+target's default schedule (unless ``start_from_default=False``), so a tuned
+schedule is never slower than the default one. With
 ``resume`` the trials already in the log for this workload and config count as
 done: they are neither lost nor measured again, and the tuner learns from them
 first. A ``cache`` of earlier measurements (keyed by `tune.log.measurement_key`)
@@ -89,7 +89,8 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
          jobs: int = 1, scheduler: str | None = None, batch: int | None = None, seed: int = 0,
          transfer: Iterable[dict] = (), cache: dict[str, Measurement] | None = None,
          progress: Callable[[dict], None] | None = None,
-         message: Callable[[str], None] | None = None) -> TuneResult:
+         message: Callable[[str], None] | None = None,
+         start_from_default: bool = True) -> TuneResult:
     """Tune one layer on one config.
 
     Parameters
@@ -119,6 +120,9 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
         Called with each trial's record as it is logged.
     message : callable, optional
         Told about slow preparation (a cold rtl model build).
+    start_from_default : bool
+        Measure the default schedule first (False: the tuner alone chooses
+        every trial, for comparing search strategies).
 
     Raises
     ------
@@ -151,7 +155,7 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
         options = chosen.prepare(config, shared=not pool.remote, progress=message)
         while len(records) < trials:
             want = min(batch or max(4, 2 * pool.jobs), trials - len(records))
-            if not records:
+            if not records and start_from_default:
                 proposals = [_default_point(chosen, space, op, config)]
                 proposals = [p for p in proposals if p is not None]
                 proposals += search.propose(want - len(proposals), visited | set(proposals))

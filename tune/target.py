@@ -53,6 +53,9 @@ class Target(Protocol):
 
     name: str
     unit: str
+    # Index of a feature that ranks candidates before any measurement (lower
+    # first), or None: the xgb tuner then starts at random.
+    prior_feature: int | None
 
     def space(self, op, config: HwConfig) -> ScheduleSpace: ...
 
@@ -75,6 +78,11 @@ class AccelTarget:
 
     name = "accel"
     unit = "cycles"
+
+    @property
+    def prior_feature(self) -> int:
+        from vdla.tune.features import FEATURE_NAMES
+        return FEATURE_NAMES.index("log2_estimate")
 
     def space(self, op, config: HwConfig) -> ScheduleSpace:
         return schedule_space(op, config)

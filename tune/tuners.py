@@ -7,7 +7,10 @@ uniformly. `XGBTuner` is AutoTVM's model-based tuner: an XGBoost ranking model
 (``rank:pairwise``) trained on the features of measured candidates
 (`tune.features`) scores unmeasured ones, and simulated annealing over the
 space, from the best points so far and random ones, collects the batch the
-model ranks highest (a small share stays random to keep exploring). The model
+model ranks highest (a small share stays random to keep exploring). Until
+there are measurements to learn from, the analytical estimate
+(`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks: the
+model starts from the hand-written cost model and learns where it is wrong. The model
 can warm-start from other workloads' measurements: each workload is its own
 ranking group, so only orderings within a workload are learned.
 """
@@ -147,7 +150,10 @@ class XGBTuner(Tuner):
         return xgboost.train(params, data, num_boost_round=60)
 
     def _score(self, points: list[Point]) -> np.ndarray:
-        return self.model.inplace_predict(np.stack([self.features(p) for p in points]))
+        x = np.stack([self.features(p) for p in points])
+        if self.model is None:                  # the prior: lower analytical estimate first
+            return -x[:, self.target.prior_feature]
+        return self.model.inplace_predict(x)
 
     def _neighbour(self, point: Point) -> Point:
         knobs = [i for i, n in enumerate(self.space.shape) if n > 1]
@@ -158,7 +164,8 @@ class XGBTuner(Tuner):
         return tuple(values)
 
     def propose(self, count, visited):
-        if self.model is None or not any(n > 1 for n in self.space.shape):
+        if not any(n > 1 for n in self.space.shape) or (
+                self.model is None and getattr(self.target, "prior_feature", None) is None):
             return self.random_points(count, visited)
         explore = int(round(count * self.epsilon))
         batch = self._anneal(count - explore, visited)
