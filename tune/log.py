@@ -5,7 +5,8 @@ or ``kill -9`` loses at most the trial being measured. A record names its
 target, workload (the op's fields), config (with its hardware hash) and
 schedule, and holds the measurement; `read_log` gives them back, skipping with
 a warning a last line cut off mid-write (and refusing other damage, which a
-crash cannot cause). `best_record` picks the record `vdla compile --tuned`
+crash cannot cause); `TuneLog` drops such an unfinished record before it
+appends, so a resumed log is whole again. `best_record` picks the record `vdla compile --tuned`
 applies; the same records warm-start the learned model on other workloads
 and serve as a cache of measurements (`measurement_key`).
 """
@@ -119,14 +120,13 @@ class TuneLog:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # A line cut off by a kill must not swallow the next record: end it first.
+        # A record cut off by a kill (no newline yet) never finished: drop it, so
+        # the next record starts a line of its own and the log stays whole.
         if self.path.exists() and self.path.stat().st_size:
-            with open(self.path, "rb") as file:
-                file.seek(-1, os.SEEK_END)
-                torn = file.read(1) != b"\n"
-            if torn:
-                with open(self.path, "a") as file:
-                    file.write("\n")
+            data = self.path.read_bytes()
+            if not data.endswith(b"\n"):
+                with open(self.path, "r+b") as file:
+                    file.truncate(data.rfind(b"\n") + 1)
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
