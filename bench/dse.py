@@ -14,6 +14,7 @@ The space file::
 
     {"base": "default",                      # a preset name or a config object
      "vary": {"block_out": [8, 16], "acc_buffer_bytes": [65536, 131072]},
+     "configs": ["tiny", {...}],             # and/or whole configs (presets or objects)
      "schedules": "default",                 # or "tuned"
      "trials": 16, "tuner": "xgb"}           # the tuning budget per layer
 """
@@ -49,14 +50,18 @@ class DesignSpace:
 
     base: HwConfig
     vary: dict[str, tuple]
+    extra: tuple[HwConfig, ...] = ()
     schedules: str = "default"
     trials: int = 16
     tuner: str = "xgb"
 
     def configs(self) -> tuple[list[HwConfig], list[str]]:
-        """Every valid combination of the varied fields, and why the others are invalid."""
+        """The listed configs and every valid combination of the varied fields (none
+        varied: the base alone), and why the invalid combinations are invalid."""
         names = list(self.vary)
-        configs, skipped = [], []
+        configs, skipped = list(self.extra), []
+        if not names and self.extra:
+            return configs, skipped
         for values in itertools.product(*(self.vary[name] for name in names)):
             changes = dict(zip(names, values))
             label = ",".join(f"{name}={value}" for name, value in changes.items())
@@ -84,16 +89,15 @@ def load_space(path: str | Path) -> DesignSpace:
         raise DseError(f"space {path} is not valid JSON: {error}") from None
     if not isinstance(data, dict):
         raise DseError(f"space {path}: expected a JSON object")
-    unknown = sorted(set(data) - {"base", "vary", "schedules", "trials", "tuner"})
+    known = ("base", "vary", "configs", "schedules", "trials", "tuner")
+    unknown = sorted(set(data) - set(known))
     if unknown:
         raise DseError(f"space {path}: unknown field(s) {', '.join(unknown)} "
-                       "(known: base, vary, schedules, trials, tuner)")
-    base = data.get("base", "default")
-    try:
-        base = PRESETS[base] if isinstance(base, str) and base in PRESETS \
-            else HwConfig.from_dict(base)
-    except ConfigError as error:
-        raise DseError(f"space {path}: base: {error}") from None
+                       f"(known: {', '.join(known)})")
+    base = _config(path, "base", data.get("base", "default"))
+    if not isinstance(data.get("configs", []), list):
+        raise DseError(f"space {path}: configs must be a list of presets or config objects")
+    extra = tuple(_config(path, f"configs[{i}]", c) for i, c in enumerate(data.get("configs", [])))
     vary = data.get("vary", {})
     fields = {f.name for f in dataclasses.fields(HwConfig)} - {"name"}
     if not isinstance(vary, dict) or not all(isinstance(v, list) and v for v in vary.values()):
@@ -108,8 +112,20 @@ def load_space(path: str | Path) -> DesignSpace:
     trials = data.get("trials", 16)
     if not isinstance(trials, int) or trials < 1:
         raise DseError(f"space {path}: trials must be a positive integer, got {trials!r}")
-    return DesignSpace(base, {k: tuple(v) for k, v in vary.items()}, schedules, trials,
+    return DesignSpace(base, {k: tuple(v) for k, v in vary.items()}, extra, schedules, trials,
                        data.get("tuner", "xgb"))
+
+
+def _config(path, where: str, spec) -> HwConfig:
+    """A preset name or a config object of the space file."""
+    try:
+        if isinstance(spec, str):
+            if spec not in PRESETS:
+                raise ConfigError(f"no preset {spec!r} ({', '.join(PRESETS)})")
+            return PRESETS[spec]
+        return HwConfig.from_dict(spec)
+    except ConfigError as error:
+        raise DseError(f"space {path}: {where}: {error}") from None
 
 
 def synth_area(config: HwConfig) -> dict[str, Any]:
