@@ -47,18 +47,22 @@ class BoardTop(wiring.Component):
         Size of the on-chip memory standing in for DRAM (a power of two).
     clocks_per_bit : int
         Clock cycles per UART bit (clock frequency / baud rate).
+    core : wiring.Component, optional
+        The accelerator (default ``Accelerator(config)``); tests of the board
+        flow pass a small stand-in with the same ports.
     """
 
     def __init__(self, config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT):
+                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, core: wiring.Component | None = None):
         self.config = config
+        self.core = core
         self.memory_bytes = memory_bytes
         self.clocks_per_bit = clocks_per_bit
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "running": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.accelerator = accelerator = Accelerator(self.config)
+        m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
         m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes)
         m.submodules.link = link = HostLink(self.config, self.memory_bytes)
         m.submodules.receiver = receiver = UartReceiver(self.clocks_per_bit)
