@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from amaranth import Elaboratable, Module
+from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop
 from vdla.hw.config import PRESETS, HwConfig
@@ -110,12 +111,14 @@ class _BoardDesign(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        uart = platform.request("uart", 0)
-        led = platform.request(self.board.led, 0)
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.tx = tx = io.Buffer("o", uart.tx)
+        m.submodules.led = led = io.Buffer("o", platform.request(self.board.led, 0, dir="-"))
         clocks_per_bit = self.board.clocks_per_bit(platform.default_clk_frequency)
         m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
                                           core=self.core)
-        m.d.comb += [top.uart_rx.eq(uart.rx.i), uart.tx.o.eq(top.uart_tx), led.o.eq(top.running)]
+        m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx), led.o.eq(top.running)]
         return m
 
 
