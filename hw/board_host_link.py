@@ -23,6 +23,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import board_protocol as protocol
+from vdla.hw.board_memory import READ_LATENCY
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import RTL_COUNTERS
 from vdla.hw.layouts import log2
@@ -75,6 +76,7 @@ class HostLink(wiring.Component):
         count = Signal(32)
         status = Signal(8)
         settle = Signal(range(DONE_SETTLE_CYCLES + 1))
+        wait = Signal(range(READ_LATENCY))
 
         # Reply bytes: INFO's constants, the STATUS byte, the counters (little-endian).
         info = info_bytes(self.config, self.memory_bytes)
@@ -159,9 +161,12 @@ class HostLink(wiring.Component):
                     send_status(Mux(self.running, Status.BUSY, Status.OK))
                 with m.Else():
                     m.d.comb += self.host_read.eq(~self.running)
+                    m.d.sync += wait.eq(READ_LATENCY - 1)
                     m.next = "read_wait"
-            with m.State("read_wait"):
-                m.next = "read_send"
+            with m.State("read_wait"):  # the memory's read pipeline
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.next = "read_send"
             with m.State("read_send"):
                 m.d.comb += [self.tx.valid.eq(1),
                              self.tx.payload.eq(Mux(self.running, 0, self.host_rdata))]

@@ -53,7 +53,8 @@ class BoardTop(wiring.Component):
     """
 
     def __init__(self, config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, core: wiring.Component | None = None):
+                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT,
+                 core: wiring.Component | None = None):
         self.config = config
         self.core = core
         self.memory_bytes = memory_bytes
