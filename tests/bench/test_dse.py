@@ -90,3 +90,17 @@ def test_sweep_measures_on_the_rtl_and_resumes(tmp_path):
     assert again == records and len(seen) == 2             # nothing evaluated twice
     drawn = pareto(records, dse.pareto_front(records), "luts", tmp_path / "p.png")
     assert len(drawn["points"]) == 2 and (tmp_path / "p.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--space", "missing.json"], "cannot read space missing.json"),
+    (["--space", "{space}", "--layers", "C1"], "unknown resnet18 layer(s) C1"),
+])
+def test_dse_cli_errors_are_one_line(tmp_path, monkeypatch, args, message):
+    from click.testing import CliRunner
+    from vdla.cli.main import cli
+    monkeypatch.chdir(tmp_path)
+    space = _write(tmp_path, {"configs": ["tiny"]})
+    result = CliRunner().invoke(cli, ["dse", *[a.format(space=space) for a in args]])
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output

@@ -5,7 +5,7 @@ import statistics
 
 import pytest
 
-from vdla.compiler import Conv2d, Dense
+from vdla.compiler import Conv2d, Dense, Schedule
 from vdla.compiler.schedule import schedule_space
 from vdla.hw.config import PRESETS
 from vdla.tune import TuneError, make_tuner, tune
@@ -75,3 +75,22 @@ def test_unknown_tuner_and_target_are_named():
         make_tuner("sa", space, get_target("fake"))
     with pytest.raises(TuneError, match="unknown target 'gpu' \\(available: .*accel"):
         tune(OP, CONFIG, target="gpu", trials=1)
+
+
+def test_features_follow_the_plan():
+    """One value per name, finite; resident weights load each block once, so the weight
+    bytes the features count fall to the compulsory bytes (an independent count)."""
+    from vdla.tune.features import FEATURE_NAMES
+    op = Conv2d(1, 8, 8, 6, 6, kernel=3, padding=1)
+    space = schedule_space(op, CONFIG)
+    target = get_target("accel")
+    schedule = next(space.schedule(p) for p in _legal_points(space)
+                    if space.schedule(p).resident_weights and space.schedule(p).tile_c == 1)
+    x = target.features(space, schedule)
+    assert x.shape == (len(FEATURE_NAMES),) and all(abs(v) < 1e9 for v in x)
+    named = dict(zip(FEATURE_NAMES, x))
+    assert named["wgt_reload"] == pytest.approx(1.0)
+    assert named["resident_weights"] == 1.0
+    # 6 x 4 blocks x 9 taps = 216 weight entries; tiny holds 128.
+    too_big = Schedule(tile_h=10, tile_w=10, tile_k=6, tile_c=4)
+    assert target.features(schedule_space(OP, CONFIG), too_big) is None
