@@ -104,3 +104,14 @@ def test_dse_cli_errors_are_one_line(tmp_path, monkeypatch, args, message):
     result = CliRunner().invoke(cli, ["dse", *[a.format(space=space) for a in args]])
     assert result.exit_code == 1
     assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.rtl
+def test_tuned_schedules_are_never_slower_than_the_default(tmp_path):
+    space = dse.load_space(_write(tmp_path, {"configs": ["tiny"], "schedules": "tuned",
+                                             "trials": 4, "tuner": "random"}))
+    config = PRESETS["tiny"]
+    tuned = dse.evaluate_config(config, WORKLOADS, space, area=fake_area)
+    default = run_layer(WORKLOADS[0], config, "rtl")
+    assert tuned["error"] is None
+    assert tuned["layers"]["small"]["cycles"] <= default.cycles
