@@ -24,6 +24,7 @@ from pathlib import Path
 from vdla.bench import dse
 from vdla.bench.plots import pareto
 from vdla.bench.suite import select_workloads
+from vdla.tune.log import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -35,15 +36,22 @@ def main() -> int:
     parser.add_argument("--layers", default="C4,C7,C10")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--metric", default="luts")
+    parser.add_argument("--report-only", action="store_true",
+                        help="report the configurations the log holds, evaluate nothing")
     args = parser.parse_args()
     space = dse.load_space(args.space)
     workloads = select_workloads(args.layers)
     log = RESULTS / "dse_log.jsonl"
     began = time.perf_counter()
-    records = dse.run_dse(space, workloads, log=log, resume=True, jobs=args.jobs,
-                          progress=lambda r: print(f"  {r['name']}: "
-                                                   + (r["error"] or f"{r['cycles']:,} cycles, "
-                                                      f"{r['area']['luts']:,} LUTs"), flush=True))
+    if args.report_only:
+        names = [w.name for w in workloads]
+        records = [r for r in read_jsonl(log, what="DSE record", required="config_hash")
+                   if r.get("workloads") == names and r.get("schedules") == space.schedules]
+    else:
+        records = dse.run_dse(space, workloads, log=log, resume=True, jobs=args.jobs,
+                              progress=lambda r: print(
+                                  f"  {r['name']}: " + (r["error"] or f"{r['cycles']:,} cycles, "
+                                                        f"{r['area']['luts']:,} LUTs"), flush=True))
     front = dse.pareto_front(records, args.metric)
     print(f"{'config':40s} {'cycles':>12s} {args.metric:>8s} {'MHz':>7s} {'time ms':>9s}")
     for record in records:
@@ -54,6 +62,7 @@ def main() -> int:
               f"{record['clock_mhz']:7.1f} {record['time_s'] * 1e3:9.3f}"
               + (" *" if record in front else ""))
     report = {"command": "python benchmarks/dse.py " + " ".join(sys.argv[1:]),
+              "configs_in_space": len(space.configs()[0]),
               "space": json.loads(Path(args.space).read_text()), "layers": args.layers.split(","),
               "metric": args.metric, "seconds": round(time.perf_counter() - began, 1),
               "configs": records, "front": [r["name"] for r in front]}
