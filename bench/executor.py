@@ -155,13 +155,15 @@ class Pool:
                 yield items[index], result
 
     def _resubmit(self, fn, item):
+        try:
+            return self._executor.submit(fn, item)
+        except concurrent.futures.process.BrokenProcessPool:
+            if not self._own:
+                raise
         # A dead process breaks a ProcessPoolExecutor for good: start a fresh one.
         # (Its other pending tasks fail with BrokenProcessPool and come back here.)
-        if isinstance(self._executor, concurrent.futures.ProcessPoolExecutor) and self._own:
-            broken = getattr(self._executor, "_broken", False)
-            if broken:
-                self._executor.shutdown(wait=False, cancel_futures=True)
-                self._executor = make_executor(self.jobs)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = make_executor(self.jobs)
         return self._executor.submit(fn, item)
 
     def close(self) -> None:
