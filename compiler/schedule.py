@@ -352,6 +352,10 @@ class ScheduleSpace:
             point.append(options.index(value))
         return tuple(point)
 
+    def decode(self, data: dict) -> Schedule:
+        """A schedule from its ``to_dict`` form (as tuning logs store it)."""
+        return Schedule.from_dict(data)
+
     def points(self) -> Iterator[tuple[int, ...]]:
         """Every point, legal or not, in row-major order."""
         return itertools.product(*(range(n) for n in self.shape))

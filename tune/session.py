@@ -23,7 +23,6 @@ import numpy as np
 from vdla.bench.executor import Pool
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import op_from_dict
-from vdla.compiler.schedule import Schedule
 from vdla.hw.config import HwConfig
 from vdla.tune.log import (TuneLog, make_record, measurement_key, read_log, record_measurement,
                            workload_key)
@@ -75,7 +74,7 @@ def transfer_data(records: Iterable[dict], target: str, exclude: str
         space = chosen.space(op, config)
         rows, costs = [], []
         for record in group:
-            x = chosen.features(space, Schedule.from_dict(record["schedule"]))
+            x = chosen.features(space, space.decode(record["schedule"]))
             if x is not None:
                 rows.append(x)
                 costs.append(record["cost"] if record["correct"] else None)
@@ -143,8 +142,8 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
     writer = TuneLog(log) if log is not None else None
     search = make_tuner(tuner, space, chosen, seed,
                         transfer=transfer_data(transfer, target, key + config.hash))
-    visited = {space.point(Schedule.from_dict(r["schedule"])) for r in done}
-    search.update([(space.point(Schedule.from_dict(r["schedule"])), record_measurement(r))
+    visited = {space.point(space.decode(r["schedule"])) for r in done}
+    search.update([(space.point(space.decode(r["schedule"])), record_measurement(r))
                    for r in done])
     records = list(done)
     cache = {} if cache is None else cache

@@ -49,7 +49,12 @@ class Measurement:
 
 
 class Target(Protocol):
-    """What `vdla.tune` needs from a target."""
+    """What `vdla.tune` needs from a target.
+
+    Its space needs what `compiler.schedule.ScheduleSpace` offers the tuners
+    and the log: ``shape``, ``points()``, ``schedule(point)``,
+    ``point(schedule)``, ``decode(dict)``; its schedules ``to_dict()``.
+    """
 
     name: str
     unit: str
