@@ -154,36 +154,16 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
         options = chosen.prepare(config, shared=not pool.remote, progress=message)
         while len(records) < trials:
             want = min(batch or max(4, 2 * pool.jobs), trials - len(records))
-            if not records and start_from_default:
-                proposals = [_default_point(chosen, space, op, config)]
-                proposals = [p for p in proposals if p is not None]
-                proposals += search.propose(want - len(proposals), visited | set(proposals))
-            else:
-                proposals = search.propose(want, visited)
+            first = [] if records or not start_from_default else \
+                [p for p in [_default_point(chosen, space, op, config)] if p is not None]
+            proposals = first + search.propose(want - len(first), visited | set(first))
             if not proposals:
                 break                           # the space holds no more legal points
             visited.update(proposals)
             results: dict[tuple, Measurement] = {}
-            to_measure = []
-            for point in proposals:
-                schedule = space.schedule(point)
-                known = cache.get(measurement_key(target, op, config, schedule))
-                if known is not None:
-                    results[point] = known
-                else:
-                    to_measure.append(point)
-            tasks = {point: (target, op, config, space.schedule(point), options)
-                     for point in to_measure}
-            finished = [(point, results[point]) for point in proposals if point in results]
-            finished_iter = pool.map_unordered(_measure, list(tasks.values()))
-            by_task = {id(task): point for point, task in tasks.items()}
-            for point, measurement in finished:
-                records.append(_log(writer, target, op, config, space, point, measurement,
-                                    tuner, seed, len(records), progress))
-            for task, measurement in finished_iter:
-                point = by_task[id(task)]
-                measured += 1
-                cache[measurement_key(target, op, config, space.schedule(point))] = measurement
+            for point, measurement, simulated in _measure_batch(
+                    pool, target, op, config, space, proposals, options, cache):
+                measured += simulated
                 results[point] = measurement
                 records.append(_log(writer, target, op, config, space, point, measurement,
                                     tuner, seed, len(records), progress))
@@ -193,6 +173,24 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
         if own_pool:
             pool.close()
     return TuneResult(records, measured)
+
+
+def _measure_batch(pool, target, op, config, space, points, options, cache):
+    """Yield ``(point, measurement, simulated)``: cached points at once, the others as
+    the workers finish them (each then added to the cache)."""
+    waiting = {}                        # the task tuples submitted, by identity
+    for point in points:
+        schedule = space.schedule(point)
+        key = measurement_key(target, op, config, schedule)
+        if key in cache:
+            yield point, cache[key], False
+        else:
+            task = (target, op, config, schedule, options)
+            waiting[id(task)] = (task, key, point)
+    for task, measurement in pool.map_unordered(_measure, [t for t, _, _ in waiting.values()]):
+        _, key, point = waiting[id(task)]
+        cache[key] = measurement
+        yield point, measurement, True
 
 
 def _default_point(target, space, op, config):
