@@ -52,6 +52,7 @@ def test_grid_walks_every_legal_point_in_order():
     assert search.propose(5, set(proposed)) == []
 
 
+@pytest.mark.slow
 def test_xgb_finds_the_best_in_fewer_trials_than_random():
     """Within 1 % of the optimum (2.4 % of this space's legal points): the model needs
     at most a third of random sampling's trials (median of 5 seeds)."""
