@@ -120,6 +120,12 @@ class XGBTuner(Tuner):
     def __init__(self, space, target, seed=0, transfer=(), chains: int = 48,
                  steps: int = 60, epsilon: float = 0.1):
         super().__init__(space, target, seed)
+        try:
+            import xgboost  # noqa: F401
+        except ImportError:
+            raise TuneError("the xgb tuner needs the 'xgboost-cpu' package "
+                            "(pip install 'vdla[tune]'); --tuner random or grid need nothing") \
+                from None
         self.seed = seed
         self.chains, self.steps, self.epsilon = chains, steps, epsilon
         self.transfer = [(np.asarray(x, np.float32), rank_labels(list(costs)))

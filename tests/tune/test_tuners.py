@@ -95,3 +95,10 @@ def test_features_follow_the_plan():
     # 6 x 4 blocks x 9 taps = 216 weight entries; tiny holds 128.
     too_big = Schedule(tile_h=10, tile_w=10, tile_k=6, tile_c=4)
     assert target.features(schedule_space(OP, CONFIG), too_big) is None
+
+
+def test_xgb_without_xgboost_is_one_clear_error(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "xgboost", None)      # as if not installed
+    with pytest.raises(TuneError, match=r"the xgb tuner needs the 'xgboost-cpu' package"):
+        make_tuner("xgb", schedule_space(OP, CONFIG), get_target("fake"))
