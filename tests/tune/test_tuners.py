@@ -102,3 +102,29 @@ def test_xgb_without_xgboost_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "xgboost", None)      # as if not installed
     with pytest.raises(TuneError, match=r"the xgb tuner needs the 'xgboost-cpu' package"):
         make_tuner("xgb", schedule_space(OP, CONFIG), get_target("fake"))
+
+
+def test_transfer_warm_starts_the_model_from_another_workload(tmp_path):
+    """Trials of one layer train the model before the next layer has any: its first
+    batch (no estimate prior here) then mostly beats the space's median cost."""
+    from vdla.tune.session import transfer_data
+    from vdla.tune.tuners import XGBTuner
+    from vdla.tune.log import workload_key
+    import concurrent.futures
+    from vdla.bench.executor import Pool
+    other = Conv2d(1, 24, 16, 12, 12, kernel=3, padding=1)
+    records = tune(other, CONFIG, target="fake", tuner="random", trials=40, seed=1,
+                   pool=Pool(executor=concurrent.futures.ThreadPoolExecutor(1))).records
+    op = Conv2d(1, 32, 48, 14, 14, kernel=3, padding=1)
+    groups = transfer_data(records, "fake", exclude=workload_key(op) + CONFIG.hash)
+    assert len(groups) == 1 and len(groups[0][1]) == 40
+    space = schedule_space(op, CONFIG)
+    class NoPrior(type(get_target("fake"))):
+        prior_feature = None                # without transfer: a random first batch
+    search = XGBTuner(space, NoPrior(), seed=0, transfer=groups)
+    search.update([])
+    assert search.model is not None
+    costs = sorted(fake_cost(space, space.schedule(p)) for p in _legal_points(space))
+    median = costs[len(costs) // 2]
+    batch = search.propose(8, set())
+    assert sum(fake_cost(space, space.schedule(p)) < median for p in batch) >= 6
