@@ -32,7 +32,7 @@ from matplotlib.ticker import FuncFormatter
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import RTL_ACTIVITY
 
-__all__ = ["roofline", "timeline", "ACTIVITY_STATES", "ACTIVITY_MODULES", "PlotError"]
+__all__ = ["roofline", "timeline", "pareto", "ACTIVITY_STATES", "ACTIVITY_MODULES", "PlotError"]
 
 ACTIVITY_MODULES = RTL_ACTIVITY
 ACTIVITY_STATES = ("busy", "wait_token", "wait_mem")
@@ -304,6 +304,33 @@ def _covered(intervals: list[tuple[int, int, str]]) -> int:
         covered += end - max(start, reach)
         reach = end
     return covered
+
+
+def pareto(records: list[dict], front: list[dict], metric: str, path: str | Path) -> dict:
+    """Time against area of every configuration of a DSE sweep, the Pareto front joined.
+
+    ``records`` and ``front`` are `bench.dse` records; returns the points drawn.
+    """
+    good = [r for r in records if r.get("error") is None]
+    if not good:
+        raise PlotError("no configuration succeeded: nothing to plot")
+    figure, axes = _figure((7.5, 5))
+    xs = [r["area"][metric] for r in good]
+    ys = [r["time_s"] * 1e3 for r in good]
+    axes.scatter(xs, ys, color="#90a4ae", zorder=2, label="configurations")
+    fx = [r["area"][metric] for r in front]
+    fy = [r["time_s"] * 1e3 for r in front]
+    axes.plot(fx, fy, "o-", color="#c62828", zorder=3, label="Pareto front")
+    for record in front:
+        axes.annotate(record["name"], (record["area"][metric], record["time_s"] * 1e3),
+                      fontsize=6, xytext=(4, 4), textcoords="offset points")
+    clock = "Fmax" if all(r.get("fmax_mhz") for r in good) else "nominal clock"
+    axes.set_xlabel(f"area ({metric}, synthesis estimate)")
+    axes.set_ylabel(f"time (ms, cycles / {clock})")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    _save(figure, path)
+    return {"points": list(zip(xs, ys)), "front": list(zip(fx, fy))}
 
 
 def _figure(size: tuple[float, float]):

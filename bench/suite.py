@@ -9,9 +9,9 @@ module spent its cycles. The network total weighs each layer by how often
 ResNet-18 runs it.
 
 Layers are independent simulations, so they run through one
-`concurrent.futures`-shaped executor (DESIGN.md, "Scale"): a
+`concurrent.futures`-shaped executor (DESIGN.md, "Scale"; `bench.executor`): a
 `ProcessPoolExecutor` with ``jobs`` workers by default, or any executor a
-caller passes, e.g. ``distributed.Client(address).get_executor()``.
+caller passes, e.g. a Dask cluster's from ``make_executor(scheduler=...)``.
 
 Cycle counts are deterministic, so committed baselines
 (``bench/baselines/<config name>.json``) make a cycle-level regression
@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vdla.bench.executor import make_executor
 from vdla.compiler.workloads import RESNET18, Workload
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
@@ -290,7 +291,7 @@ def layer_seed(seed: int, name: str) -> list[int]:
 
 def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
               latency_hiding: bool = True, seed: int = 0,
-              backend_options: dict | None = None) -> LayerResult:
+              backend_options: dict | None = None, schedule=None) -> LayerResult:
     """Compile, run and check one layer; never raises for a layer that fails.
 
     Parameters
@@ -305,6 +306,8 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
         Inputs come from ``numpy.random.default_rng(layer_seed(seed, name))``.
     backend_options : dict, optional
         Passed to the `Device` (e.g. ``build=`` a prebuilt rtl model).
+    schedule : Schedule, optional
+        Compile with these knobs instead of the default schedule (tuning).
 
     Returns
     -------
@@ -323,7 +326,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
     stage = "compiling"
     try:
         began = time.perf_counter()
-        program = compile_op(op, config, latency_hiding=latency_hiding)
+        program = compile_op(op, config, schedule, latency_hiding=latency_hiding)
         result.compile_seconds = round(time.perf_counter() - began, 4)
         summary = summarize(program)
         result.instructions = summary["instructions"]
@@ -369,36 +372,6 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
 
 def _int_or_none(value) -> int | None:
     return None if value is None else int(value)
-
-
-def make_executor(jobs: int = 1, scheduler: str | None = None) -> concurrent.futures.Executor:
-    """The executor layers run on.
-
-    Parameters
-    ----------
-    jobs : int
-        Local worker processes (a `ProcessPoolExecutor`).
-    scheduler : str, optional
-        Address of a running Dask scheduler: use its cluster instead
-        (needs the ``distributed`` package).
-
-    Raises
-    ------
-    BenchError
-        For ``jobs < 1`` or a scheduler without ``distributed`` installed.
-    """
-    if scheduler is not None:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise BenchError(f"scheduler {scheduler!r}: running on a Dask cluster needs the "
-                             "'distributed' package (pip install distributed)") from None
-        return Client(scheduler).get_executor()
-    if not isinstance(jobs, int) or jobs < 1:
-        raise BenchError(f"jobs: expected a positive integer, got {jobs!r}")
-    # The platform's start method (fork on Linux before Python 3.14): scripts
-    # calling this from their top level need the usual ``__main__`` guard elsewhere.
-    return concurrent.futures.ProcessPoolExecutor(max_workers=jobs)
 
 
 def prepare_backend(config: HwConfig, sim: str, progress: Callable[[str], None] | None = None,

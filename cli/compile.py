@@ -28,16 +28,64 @@ def _kernel(value: str) -> tuple[int, int]:
     return height, int(match.group(2)) if match.group(2) else height
 
 
+def _apply(function, options):
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def _epilogue_options():
+    return [click.option("--bias/--no-bias", default=False, help="Add an int32 bias per output."),
+            click.option("--shift", type=click.IntRange(min=0), default=0, show_default=True,
+                         help="Arithmetic right shift after the bias."),
+            click.option("--relu", is_flag=True, help="Clamp negative outputs to zero.")]
+
+
+def conv2d_options(function):
+    """The options that describe a conv2d layer (see `conv2d_from_options`)."""
+    return _apply(function, [
+        click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--in-channels", type=click.IntRange(min=1), required=True),
+        click.option("--out-channels", type=click.IntRange(min=1), required=True),
+        click.option("--height", type=click.IntRange(min=1), required=True),
+        click.option("--width", type=click.IntRange(min=1), required=True),
+        click.option("--kernel", default="3", show_default=True, help="KH or KHxKW."),
+        click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True),
+    ] + _epilogue_options())
+
+
+def dense_options(function):
+    """The options that describe a dense layer (see `dense_from_options`)."""
+    return _apply(function, [
+        click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--in-features", type=click.IntRange(min=1), required=True),
+        click.option("--out-features", type=click.IntRange(min=1), required=True),
+    ] + _epilogue_options())
+
+
+def conv2d_from_options(options: dict) -> Conv2d:
+    """The Conv2d that `conv2d_options`' values describe."""
+    return Conv2d(options["batch"], options["in_channels"], options["out_channels"],
+                  options["height"], options["width"], kernel=_kernel(options["kernel"]),
+                  stride=options["stride"], padding=options["pad"], bias=options["bias"],
+                  shift=options["shift"], relu=options["relu"])
+
+
+def dense_from_options(options: dict) -> Dense:
+    """The Dense that `dense_options`' values describe."""
+    return Dense(options["batch"], options["in_features"], options["out_features"],
+                 bias=options["bias"], shift=options["shift"], relu=options["relu"])
+
+
 def _common(function):
-    """Options every layer kind shares (applied bottom-up)."""
-    options = [
-        click.option("--bias/--no-bias", default=False, help="Add an int32 bias per output."),
-        click.option("--shift", type=click.IntRange(min=0), default=0, show_default=True,
-                     help="Arithmetic right shift after the bias."),
-        click.option("--relu", is_flag=True, help="Clamp negative outputs to zero."),
+    """Options of both compile commands."""
+    return _apply(function, [
         config_option,
         click.option("--schedule", "schedule_path", default=None, metavar="FILE.json",
                      help="Schedule knobs (JSON); a searched default otherwise."),
+        click.option("--tuned", "tuned_path", default=None, metavar="LOG.jsonl",
+                     help="Apply the best trial of this layer and config in a `vdla tune` log."),
         click.option("--virtual-threads", type=click.IntRange(min=1), default=None,
                      help="Override the number of virtual threads."),
         click.option("--no-latency-hiding", is_flag=True,
@@ -51,10 +99,7 @@ def _common(function):
         click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8",
                      show_default=True, help="Arithmetic of --target cpu."),
         click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+    ])
 
 
 @click.group("compile")
@@ -63,37 +108,43 @@ def command():
 
 
 @command.command("conv2d")
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--in-channels", type=click.IntRange(min=1), required=True)
-@click.option("--out-channels", type=click.IntRange(min=1), required=True)
-@click.option("--height", type=click.IntRange(min=1), required=True)
-@click.option("--width", type=click.IntRange(min=1), required=True)
-@click.option("--kernel", default="3", show_default=True, help="KH or KHxKW.")
-@click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True)
+@conv2d_options
 @_common
-def conv2d(batch, in_channels, out_channels, height, width, kernel, stride, pad, **common):
+def conv2d(**options):
     """Compile a 2D convolution (NCHW data, KCHW weights)."""
-    _compile(lambda: Conv2d(batch, in_channels, out_channels, height, width, kernel=_kernel(kernel),
-                            stride=stride, padding=pad, bias=common["bias"],
-                            shift=common["shift"], relu=common["relu"]), **common)
+    _compile(lambda: conv2d_from_options(options), **options)
 
 
 @command.command("dense")
-@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--in-features", type=click.IntRange(min=1), required=True)
-@click.option("--out-features", type=click.IntRange(min=1), required=True)
+@dense_options
 @_common
-def dense(batch, in_features, out_features, **common):
+def dense(**options):
     """Compile a fully connected layer (data @ weight.T)."""
-    _compile(lambda: Dense(batch, in_features, out_features, bias=common["bias"],
-                           shift=common["shift"], relu=common["relu"]), **common)
+    _compile(lambda: dense_from_options(options), **options)
 
 
-def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hiding,
+def _tuned_schedule(path: str, op, config):
+    """The best schedule a tuning log holds for this layer and config."""
+    from vdla.tune import TuneError, best_record, read_log
+    from vdla.compiler import Schedule
+    try:
+        record = best_record(read_log(path), op, config)
+    except TuneError as error:
+        fail(str(error))
+    if record is None:
+        fail(f"--tuned {path}: no correct trial of {op.describe()} on config "
+             f"{config.name!r} (hash {config.hash}) in the log")
+    return Schedule.from_dict(record["schedule"])
+
+
+def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
              output, dump_path, as_json, target, precision, **_):
     from vdla.runtime.program_file import ProgramFileError, save
+    if schedule_path and tuned_path:
+        fail("--schedule and --tuned both choose the schedule: pass one")
     if target == "cpu":
+        if tuned_path:
+            fail("--tuned applies accelerator tuning logs; --target cpu takes --schedule FILE.json")
         return _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
                             output, dump_path, as_json, precision)
     if precision != "int8":
@@ -101,6 +152,8 @@ def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hidi
     try:
         op = make_op()
         schedule = load_schedule(schedule_path) if schedule_path else None
+        if tuned_path:
+            schedule = _tuned_schedule(tuned_path, op, config)
         program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
                              latency_hiding=not no_latency_hiding)
         save(program, output)

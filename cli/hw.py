@@ -1,4 +1,4 @@
-"""``vdla hw``: hardware generation commands (``vdla hw verilog``; others add more)."""
+"""``vdla hw``: hardware generation commands (``verilog``, ``model``, ``synth``, ``bitstream``)."""
 
 from __future__ import annotations
 
@@ -44,5 +44,7 @@ def verilog_command(config, output, top, as_json):
 
 
 hw.add_command(__import__("vdla.cli.hw_model", fromlist=["model"]).model)  # vdla hw model
+hw.add_command(__import__("vdla.cli.hw_synth", fromlist=["synth"]).synth)  # vdla hw synth
+hw.add_command(__import__("vdla.cli.hw_synth", fromlist=["bitstream"]).bitstream)  # vdla hw bitstream
 
 command = hw

@@ -25,8 +25,11 @@ resident_input      keep the whole input resident, each chunk at its own place
 
 Tiles at the edges are smaller when a size does not divide the extent.
 `Schedule.check` validates a schedule against an operator and a config and
-names the knob and buffer that overflow. `default_schedule` searches the knob
-space with a DRAM-traffic cost model and returns a legal schedule for any shape.
+names the knob and buffer that overflow. The knobs' options are declared once,
+apart from any search, by `schedule_space`; `default_schedule` walks a pruned
+part of that space (`_default_tilings`) and takes the minimum of a
+DRAM-traffic cost model (`estimate_cost`), a legal schedule for any shape and
+config; the tuners of `vdla.tune` search the whole space with measurements.
 """
 
 from __future__ import annotations
@@ -35,15 +38,17 @@ import dataclasses
 import itertools
 import math
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import ConvGeometry
+from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.hw.config import HwConfig
 from vdla.hw.records import JsonRecord
 
-__all__ = ["Schedule", "TilePlan", "default_schedule", "plan_tiles", "load_schedule",
-           "compact_axes"]
+__all__ = ["Schedule", "TilePlan", "ScheduleSpace", "default_schedule", "schedule_space",
+           "plan_tiles", "load_schedule", "compact_axes", "estimate_cost", "max_virtual_threads",
+           "operand_loads", "uop_kernel"]
 
 AXES = "bkhw"
 
@@ -96,9 +101,7 @@ class Schedule(JsonRecord):
         if self.resident_input and any(plan.counts[axis] > 1 for axis in "bhw"):
             raise ScheduleError("schedule.resident_input needs one tile over all batch, rows "
                                 f"and columns (tile counts {plan.counts})")
-        # Each thread can keep a token in flight per queue (a loaded slot, a
-        # tile awaiting its store); stay well inside the token queues.
-        max_threads = max(1, config.token_queue_depth // 2)
+        max_threads = max_virtual_threads(config)
         if plan.threads > max_threads:
             raise ScheduleError(f"schedule.virtual_threads={plan.threads} exceeds {max_threads}, "
                                 f"half the config's token_queue_depth "
@@ -277,12 +280,115 @@ def load_schedule(path: str | Path) -> Schedule:
     return Schedule.from_json(text)
 
 
-# ---------------------------------------------------------------- the search
+# ---------------------------------------------------------------- the knob space
+def max_virtual_threads(config: HwConfig) -> int:
+    """Most virtual threads a config's token queues allow: half their depth.
+
+    Each thread can keep a token in flight per queue (a loaded slot, a tile
+    awaiting its store); half the depth stays well inside the queues.
+    """
+    return max(1, config.token_queue_depth // 2)
+
+
+# The space offers at most this many threads: more only shrink every slot.
+SPACE_MAX_THREADS = 4
+# The output-channel loop at each depth, the others in their natural order:
+# where ``k`` sits decides whether input tiles or weights are reused.
+LOOP_ORDERS = ("bhwk", "bhkw", "bkhw", "kbhw")
+
+
 def _balanced(extent: int) -> list[int]:
     """Tile sizes that cut ``extent`` into equal-ish tiles: ceil(extent / n) for each n."""
     return sorted({_ceil_div(extent, n) for n in range(1, extent + 1)}, reverse=True)
 
 
+def _geometry(op) -> ConvGeometry:
+    return op.geometry() if hasattr(op, "geometry") else op
+
+
+@dataclasses.dataclass(frozen=True)
+class ScheduleSpace:
+    """The declared knobs of one layer on one config, each with its options.
+
+    As AutoTVM's ``cfg.define_split``/``define_knob`` declare a template's
+    knobs, `schedule_space` declares these once; the default search
+    (`default_schedule`) and the tuners (`vdla.tune`) both walk them. A point
+    is a tuple of option indices, one per knob in `knobs` order; not every
+    point is legal (`plan` says which are).
+    """
+
+    geometry: ConvGeometry
+    config: HwConfig
+    knobs: tuple[tuple[str, tuple], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.knobs)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Number of options of each knob."""
+        return tuple(len(options) for _, options in self.knobs)
+
+    def __len__(self) -> int:
+        return math.prod(self.shape)
+
+    def options(self, name: str) -> tuple:
+        """The options of one knob."""
+        return dict(self.knobs)[name]
+
+    def schedule(self, point: tuple[int, ...]) -> Schedule:
+        """The schedule at a point (option indices)."""
+        return Schedule(**{name: options[i] for (name, options), i in zip(self.knobs, point)})
+
+    def point(self, schedule: Schedule) -> tuple[int, ...]:
+        """The option indices of a schedule; ScheduleError if a knob's value is not offered."""
+        point = []
+        for name, options in self.knobs:
+            value = getattr(schedule, name)
+            if value not in options:
+                raise ScheduleError(f"schedule.{name}={value!r} is not in this layer's space "
+                                    f"(options: {', '.join(map(str, options))})")
+            point.append(options.index(value))
+        return tuple(point)
+
+    def decode(self, data: dict) -> Schedule:
+        """A schedule from its ``to_dict`` form (as tuning logs store it)."""
+        return Schedule.from_dict(data)
+
+    def points(self) -> Iterator[tuple[int, ...]]:
+        """Every point, legal or not, in row-major order."""
+        return itertools.product(*(range(n) for n in self.shape))
+
+    def plan(self, schedule: Schedule) -> TilePlan | None:
+        """The schedule's `TilePlan` if it is legal here, else None."""
+        try:
+            return schedule.check(self.geometry, self.config)
+        except ScheduleError:
+            return None
+
+
+def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> ScheduleSpace:
+    """Declare the knobs of a layer (Conv2d, Dense or their geometry) on a config.
+
+    Tile sizes are the balanced cuts of each extent (`_balanced`), threads run
+    from 1 to the token queues' limit (`max_virtual_threads`, at most
+    `SPACE_MAX_THREADS`), loop orders are `LOOP_ORDERS`, and either operand may
+    be resident.
+    """
+    geometry = _geometry(op)
+    blocks = plan_tiles(geometry, config, Schedule()).blocks
+    threads = min(SPACE_MAX_THREADS, max_virtual_threads(config)) if latency_hiding else 1
+    knobs = tuple((f"tile_{axis}", tuple(_balanced(blocks[axis]))) for axis in "bhwkc")
+    knobs += (("virtual_threads", tuple(range(1, threads + 1))),
+              ("loop_order", LOOP_ORDERS),
+              ("latency_hiding", (latency_hiding,)),
+              ("resident_weights", (False, True)),
+              ("resident_input", (False, True)))
+    return ScheduleSpace(geometry, config, knobs)
+
+
+# ---------------------------------------------------------------- the cost model
 def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
                  chunks: int) -> int:
     """How many times an operand tile is loaded under a loop order.
@@ -301,6 +407,33 @@ def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
             break
         run *= counts[axis]
     return tiles // run * min(threads, run)
+
+
+def operand_loads(plan: TilePlan) -> tuple[int, int]:
+    """How many times a slot's worth of input and of weights is loaded (`_reuse_loads`).
+
+    A resident operand loads each of its blocks once.
+    """
+    counts, order, chunks = plan.counts, plan.schedule.loop_order, plan.counts["c"]
+    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
+    wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
+    if plan.schedule.resident_input:
+        inp_loads = chunks
+    if plan.schedule.resident_weights:
+        wgt_loads = counts["k"] * chunks
+    return inp_loads, wgt_loads
+
+
+def uop_kernel(plan: TilePlan) -> int:
+    """Micro-ops in one chunk's GEMM kernel: the tile's loops but the two folded ones.
+
+    `uop_folding` puts the two longest loops into an instruction's
+    ``iter_out``/``iter_in`` and enumerates the rest into the kernel.
+    """
+    tile, (kh, kw) = plan.tile, plan.geometry.kernel
+    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
+    return max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
+               // max(1, math.prod(folded)))
 
 
 def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: int,
@@ -353,13 +486,7 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     chunks = counts["c"]
     tiles = math.prod(counts[a] for a in AXES)
     slot = plan.slot_entries()
-    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
-    wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
-    # A resident operand loads each of its blocks once.
-    if plan.schedule.resident_input:
-        inp_loads = chunks
-    if plan.schedule.resident_weights:
-        wgt_loads = counts["k"] * chunks
+    inp_loads, wgt_loads = operand_loads(plan)
     # Input: one LOAD per (batch, channel) plane of the tile, rows merged when
     # whole; per input row when columns are compacted.
     rows, cols = plan.input_rows, plan.input_cols
@@ -372,10 +499,7 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     load = (inp_loads * inp + wgt_loads * wgt) / tiles
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
-    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
-    kernel = max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
-                 // max(1, math.prod(folded)))
-    gemm_instructions = chunks * _ceil_div(kernel, max(1, config.depth("uop") // 4))
+    gemm_instructions = chunks * _ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
@@ -450,19 +574,104 @@ def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
     return pick.schedule, cost
 
 
+
+# ---------------------------------------------------------------- the default search
+# The loop orders the default search tries: output channels innermost (input
+# tiles reused) or outermost (weights reused).
+_DEFAULT_ORDERS = ("bhwk", "kbhw")
+
+
+def _default_tilings(space: ScheduleSpace, threads: int) -> Iterator[TilePlan]:
+    """The analytical search's candidates with ``threads`` threads, resident variants aside.
+
+    For each loop order and (tile_c, tile_k) whose weights fit, the widest
+    tile_w that fits (narrower tiles only add column halos) with tile_b of one
+    block or the largest that fits, and every balanced tile_h up to the
+    largest that fits (smaller row tiles shorten the pipeline's fill and
+    drain): tiles are as large as the buffers allow.
+    """
+    geometry, config = space.geometry, space.config
+    kh, kw = geometry.kernel
+    wgt_depth = config.depth("wgt")
+    latency_hiding = space.options("latency_hiding")[0]
+    for order, tile_c, tile_k in itertools.product(
+            _DEFAULT_ORDERS, space.options("tile_c"), space.options("tile_k")):
+        if threads * tile_k * tile_c * kh * kw > wgt_depth:
+            continue
+        for tile_b, tile_w, largest_h in _widest_rows(space, threads, tile_k, tile_c):
+            for tile_h in [h for h in space.options("tile_h") if h <= largest_h]:
+                schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c, threads, order,
+                                    latency_hiding)
+                plan = plan_tiles(geometry, config, schedule)
+                if plan.threads == threads:
+                    yield plan
+
+
+def _widest_rows(space: ScheduleSpace, threads: int, tile_k: int,
+                 tile_c: int) -> list[tuple[int, int, int]]:
+    """``(tile_b, tile_w, largest tile_h)`` for the widest tile_w whose batch tile fits.
+
+    tile_b is one block or the largest that fits with one output row; the
+    largest tile_h fills the inp and acc slots and leaves every thread a tile.
+    """
+    geometry, config = space.geometry, space.config
+    blocks = plan_tiles(geometry, config, Schedule()).blocks
+    sh, kh = geometry.stride[0], geometry.kernel[0]
+    sw, kw = geometry.stride[1], geometry.kernel[1]
+    compact_rows, compact_cols = compact_axes(geometry, config)
+    inp_depth = config.depth("inp")
+    acc_depth = config.depth("acc") - _bias_entries(geometry, config, blocks["k"], tile_k)
+    for tile_w in space.options("tile_w"):
+        cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
+        b_inp = inp_depth // (threads * tile_c * cols * kh)
+        b_acc = acc_depth // (threads * tile_k * tile_w)
+        b_max = min(b_inp, b_acc, blocks["b"])
+        if b_max <= 0:
+            continue
+        b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
+        rows = []
+        for tile_b in sorted({1, b_max}):
+            rows_fit = inp_depth // (threads * tile_b * tile_c * cols)
+            if compact_rows:
+                h_inp = rows_fit // kh
+            else:
+                h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
+            h_acc = acc_depth // (threads * tile_b * tile_k * tile_w)
+            # Every thread needs a tile of its own.
+            others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
+                      * _ceil_div(blocks["w"], tile_w))
+            row_tiles = _ceil_div(threads, others)
+            if row_tiles > blocks["h"]:
+                continue
+            largest_h = min(h_inp, h_acc, blocks["h"], _ceil_div(blocks["h"], row_tiles))
+            if largest_h > 0:
+                rows.append((tile_b, tile_w, largest_h))
+        return rows
+    return []
+
+
+def _thread_preference(config: HwConfig, virtual_threads: int | None,
+                       latency_hiding: bool) -> list[tuple[int, ...]]:
+    """Thread counts to search, in groups: the first group with a legal schedule wins."""
+    if not latency_hiding:
+        return [(1,)]
+    if virtual_threads is not None:
+        return [(virtual_threads,)]
+    allowed = max_virtual_threads(config)
+    groups = [tuple(t for t in group if t <= allowed) for group in ((2, 3), (1,))]
+    return [group for group in groups if group]
+
+
 def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
                      latency_hiding: bool = True) -> Schedule:
     """Pick a good legal schedule for any layer and config.
 
     The search prefers two or three virtual threads (loads of one thread
     overlap compute of the other; a third gives the ALU and the store of a
-    finished tile a longer window) whenever such a legal schedule exists, then
-    minimises `estimate_cost` over balanced tile sizes and two loop orders (output
-    channels innermost, which reuses input tiles, or outermost, which reuses
-    weights). For each (tile_b, tile_k, tile_c, tile_w) the largest fitting
-    tile_h is taken, so tiles are as large as the buffers allow; each such
-    tiling is also tried with resident weights and/or input where they fit
-    (`_cheapest_variant`).
+    finished tile a longer window) whenever such a legal schedule exists and
+    the token queues allow them (`max_virtual_threads`), then takes the
+    minimum of `estimate_cost` over the candidates of `_default_tilings`, each
+    with its cheapest resident variant (`_cheapest_variant`).
 
     Parameters
     ----------
@@ -476,81 +685,31 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     Raises
     ------
     ScheduleError
-        If not even the smallest tile fits (buffers too small for one kernel).
+        If not even the smallest tile fits (buffers too small for one kernel),
+        or a forced thread count exceeds what the token queues allow.
     """
-    geometry = op.geometry() if hasattr(op, "geometry") else op
-    base = plan_tiles(geometry, config, Schedule(latency_hiding=latency_hiding))
-    blocks = base.blocks
-    if not latency_hiding:
-        thread_options = [1]
-    elif virtual_threads is not None:
-        thread_options = [virtual_threads]
-    else:
-        thread_options = [(2, 3), 1]
-    sh, kh = geometry.stride[0], geometry.kernel[0]
-    sw, kw = geometry.stride[1], geometry.kernel[1]
-    depth = {kind: config.depth(kind) for kind in ("inp", "wgt", "acc")}
-    compact_rows, compact_cols = compact_axes(geometry, config)
-    for group in thread_options:
-        best, best_cost = None, math.inf
-        for threads in (group if isinstance(group, tuple) else (group,)):
-            for order in ("bhwk", "kbhw"):
-                for tile_c in _balanced(blocks["c"]):
-                    for tile_k in _balanced(blocks["k"]):
-                        if threads * tile_k * tile_c * kh * kw > depth["wgt"]:
-                            continue
-                        bias = _bias_entries(geometry, config, blocks["k"], tile_k)
-                        for tile_w in _balanced(blocks["w"]):
-                            cols = tile_w * kw if compact_cols else (tile_w - 1) * sw + kw
-                            # The largest batch tile that fits with one output row,
-                            # and a single batch block (which leaves room for rows).
-                            b_inp = depth["inp"] // (threads * tile_c * cols * kh)
-                            b_acc = (depth["acc"] - bias) // (threads * tile_k * tile_w)
-                            b_max = min(b_inp, b_acc, blocks["b"])
-                            if b_max <= 0:
-                                continue
-                            b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
-                            for tile_b in sorted({1, b_max}):
-                                # Largest tile_h such that inp and acc still fit.
-                                rows_fit = depth["inp"] // (threads * tile_b * tile_c * cols)
-                                if compact_rows:
-                                    h_inp = rows_fit // kh
-                                else:
-                                    h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
-                                h_acc = (depth["acc"] - bias) // (threads * tile_b * tile_k * tile_w)
-                                tile_h = min(h_inp, h_acc, blocks["h"])
-                                # Every thread needs a tile of its own.
-                                others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
-                                          * _ceil_div(blocks["w"], tile_w))
-                                row_tiles = _ceil_div(threads, others)
-                                if row_tiles > blocks["h"]:
-                                    continue
-                                tile_h = min(tile_h, _ceil_div(blocks["h"], row_tiles))
-                                if tile_h <= 0:
-                                    continue
-                                # Equal-ish row tiles rather than a ragged last one;
-                                # smaller ones shorten the pipeline's fill and drain.
-                                for tile_h in [h for h in _balanced(blocks["h"]) if h <= tile_h]:
-                                    schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c,
-                                                        threads, order, latency_hiding)
-                                    plan = plan_tiles(geometry, config, schedule)
-                                    if plan.threads != threads:
-                                        continue
-                                    pick, cost = _cheapest_variant(plan)
-                                    if cost < best_cost - 1e-9:
-                                        best, best_cost = pick, cost
-                            # Narrower tiles only add column halos once a full-width
-                            # (or the widest fitting) tile works.
-                            break
+    geometry = _geometry(op)
+    describe = getattr(op, "describe", lambda: "this layer")()
+    if virtual_threads is not None and latency_hiding \
+            and virtual_threads > max_virtual_threads(config):
+        raise ScheduleError(
+            f"virtual_threads={virtual_threads} exceeds {max_virtual_threads(config)}, half the "
+            f"token_queue_depth ({config.token_queue_depth}) of config {config.name!r}")
+    space = schedule_space(geometry, config, latency_hiding)
+    for group in _thread_preference(config, virtual_threads, latency_hiding):
+        candidates = (_cheapest_variant(plan) for threads in group
+                      for plan in _default_tilings(space, threads))
+        best = min(candidates, key=lambda pick: pick[1], default=None)
         if best is not None:
-            return best
+            return best[0]
     if virtual_threads is not None and virtual_threads > 1:
         raise ScheduleError(
-            f"no schedule with {virtual_threads} virtual threads fits "
-            f"{getattr(op, 'describe', lambda: 'this layer')()} on config {config.name!r} "
-            "(each thread needs its own output tile and buffer slots); use fewer threads")
+            f"no schedule with {virtual_threads} virtual threads fits {describe} on config "
+            f"{config.name!r} (each thread needs its own output tile and buffer slots); "
+            "use fewer threads")
+    kh, kw = geometry.kernel
     raise ScheduleError(
-        f"no schedule fits {getattr(op, 'describe', lambda: 'this layer')()} on config "
-        f"{config.name!r}: even a 1x1 tile with one channel block needs "
-        f"{kh * kw} wgt entries and {kh * kw} inp entries "
-        f"(buffers: inp {depth['inp']}, wgt {depth['wgt']}, acc {depth['acc']} entries)")
+        f"no schedule fits {describe} on config {config.name!r}: even a 1x1 tile with one "
+        f"channel block needs {kh * kw} wgt entries and {kh * kw} inp entries "
+        f"(buffers: inp {config.depth('inp')}, wgt {config.depth('wgt')}, "
+        f"acc {config.depth('acc')} entries)")

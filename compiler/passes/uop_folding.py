@@ -38,9 +38,19 @@ from vdla.compiler.errors import CompileError
 from vdla.hw import isa
 from vdla.hw.isa import MemType, Opcode
 
-__all__ = ["fold_uops", "fold_nest", "place_uops", "encode_kernel"]
+__all__ = ["fold_uops", "fold_nest", "place_uops", "encode_kernel", "kernel_budget"]
 
 MAX_ITER = (1 << isa.ITER_BITS) - 1
+
+
+def kernel_budget(config) -> int:
+    """Largest micro-op kernel one instruction gets: a quarter of the uop buffer.
+
+    A quarter leaves room for several resident kernels in the cache
+    (`place_uops`); the schedule's cost model counts instructions with the
+    same budget.
+    """
+    return max(1, config.depth("uop") // 4)
 _INDICES = ("dst", "src", "wgt")
 
 
@@ -61,7 +71,7 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
         How many loops may go into ``iter_out``/``iter_in`` (2 normally; fewer
         only to measure what folding buys).
     max_kernel : int, optional
-        Largest kernel per instruction; default a quarter of the uop buffer.
+        Largest kernel per instruction; default `kernel_budget`.
     cache : bool
         Reuse resident kernels (False reloads the kernel before every instruction).
     place : bool
@@ -70,7 +80,7 @@ def fold_uops(function: ir.Function, max_folds: int = 2, max_kernel: int | None 
     """
     config = function.config
     if max_kernel is None:
-        max_kernel = max(1, config.depth("uop") // 4)
+        max_kernel = kernel_budget(config)
     stats = {"nests": 0, "instructions": 0, "uops_executed": 0, "fused_loops": 0}
     # Tiles of the same shape on the same slot give identical nests: fold once.
     folded_by_signature = {}

@@ -3,10 +3,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from vdla.compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
-from vdla.compiler.schedule import plan_tiles
-from vdla.hw.config import PRESETS
+from vdla.compiler.schedule import plan_tiles, schedule_space
+from vdla.hw.config import PRESETS, ConfigError, HwConfig
 
 
 def test_json_round_trip(tmp_path):
@@ -142,3 +144,94 @@ def test_search_keeps_weights_resident_where_dram_bound(name, resident):
     schedule = default_schedule(resnet18_layer(name).op, PRESETS["default"])
     assert schedule.resident_weights is resident
     assert schedule.resident_input is (name == "C10")
+
+
+# ------------------------------------------------ legal on every config, not just the common ones
+def _assert_legal_or_nothing_fits(op, config):
+    """The default schedule passes `Schedule.check`; or, when the search gives up,
+    even the smallest schedule (1x1 tile, one block, one thread) does not fit."""
+    try:
+        schedule = default_schedule(op, config)
+    except ScheduleError as error:
+        assert "no schedule fits" in str(error)
+        with pytest.raises(ScheduleError):
+            Schedule().check(op.geometry(), config)
+        return
+    plan = schedule.check(op.geometry(), config)
+    assert plan.threads <= max(1, config.token_queue_depth // 2), (op, config, schedule)
+
+
+@pytest.mark.parametrize("config_name", sorted(PRESETS))
+def test_default_schedule_is_legal_on_every_preset(config_name):
+    config = PRESETS[config_name]
+    for op in _random_ops(np.random.default_rng(3), 15):
+        _assert_legal_or_nothing_fits(op, config)
+
+
+def test_odd_preset_stays_within_its_token_queues():
+    # token_queue_depth 2 allows one thread: the search used to propose two or three.
+    from vdla.compiler.workloads import resnet18_layer
+    config = PRESETS["odd"]
+    schedule = default_schedule(resnet18_layer("C5").op, config)
+    assert schedule.virtual_threads == 1
+    schedule.check(resnet18_layer("C5").op.geometry(), config)
+
+
+def test_forced_threads_beyond_the_token_queues_error_clearly():
+    with pytest.raises(ScheduleError, match=r"virtual_threads=2 exceeds 1, half the "
+                                            r"token_queue_depth \(2\) of config 'odd'"):
+        default_schedule(CONV, PRESETS["odd"], virtual_threads=2)
+
+
+_POWERS = st.sampled_from([1 << n for n in range(0, 7)])
+
+
+@st.composite
+def _configs(draw):
+    """Random configs; the invalid ones (indices wider than a micro-op...) are discarded."""
+    fields = dict(
+        batch=draw(st.sampled_from([1, 2, 4])), block_in=draw(st.sampled_from([2, 4, 8, 16])),
+        block_out=draw(st.sampled_from([2, 4, 8, 16])),
+        uop_buffer_bytes=draw(st.sampled_from([256, 1024, 4096, 32768])),
+        inp_buffer_bytes=draw(st.sampled_from([256, 1024, 8192, 32768])),
+        wgt_buffer_bytes=draw(st.sampled_from([256, 2048, 16384, 262144])),
+        acc_buffer_bytes=draw(st.sampled_from([512, 4096, 32768, 131072])),
+        dram_bus_bits=draw(st.sampled_from([8, 32, 64, 128, 512])),
+        dram_read_latency=draw(st.integers(1, 200)),
+        dram_reads_in_flight=draw(st.integers(1, 16)),
+        cmd_queue_depth=draw(_POWERS), token_queue_depth=draw(_POWERS), name="random")
+    try:
+        return HwConfig(**fields)
+    except ConfigError:
+        assume(False)
+
+
+@st.composite
+def _ops(draw):
+    if draw(st.booleans()):
+        return Dense(draw(st.integers(1, 40)), draw(st.integers(1, 300)),
+                     draw(st.integers(1, 300)), bias=draw(st.booleans()))
+    kernel = draw(st.integers(1, 5))
+    pad = draw(st.integers(0, kernel - 1))
+    low = max(1, kernel - 2 * pad)
+    return Conv2d(draw(st.integers(1, 3)), draw(st.integers(1, 80)), draw(st.integers(1, 80)),
+                  draw(st.integers(low, 20)), draw(st.integers(low, 20)), kernel=kernel,
+                  stride=draw(st.integers(1, 3)), padding=pad, bias=draw(st.booleans()))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(config=_configs(), op=_ops())
+def test_default_schedule_is_legal_on_random_configs(config, op):
+    _assert_legal_or_nothing_fits(op, config)
+
+
+@pytest.mark.parametrize("config_name", ["default", "tiny", "odd"])
+def test_default_schedule_lies_in_the_declared_space(config_name):
+    """The tuner's space (`schedule_space`) holds the default search's pick."""
+    from vdla.compiler.workloads import resnet18_layer
+    config = PRESETS[config_name]
+    for op in (resnet18_layer("C3").op, Dense(8, 64, 96, bias=True)):
+        space = schedule_space(op, config)
+        schedule = default_schedule(op, config)
+        assert space.schedule(space.point(schedule)) == schedule
+        assert space.plan(schedule) is not None

@@ -1,0 +1,196 @@
+"""Tuning curves: best-so-far cycles against trials for each tuner, over seeds.
+
+Usage::
+
+    python benchmarks/tuning.py [--config default] [--layers C4,C7,C10,C3,C11]
+        [--extra batch4,dense,odd] [--trials 40] [--seeds 5] [--jobs 2]
+
+Each workload (ResNet-18 layers and a few non-ResNet shapes: a batch-4
+conv, a dense layer, a conv with odd channel counts) is tuned on the
+accelerator target by every tuner (xgb, random, grid) with each seed, every
+trial a real RTL measurement, bit-exactness checked. The tuners search alone
+(``start_from_default=False``) so the curves compare search strategies; the
+default schedule is measured apart, and `vdla tune` itself starts from it
+(a tuned schedule is ``min(default, best found)``). Measurements are cached
+by (workload, config, schedule) in ``benchmarks/results/tuning_cache.jsonl``,
+so seeds and tuners that meet a schedule again do not simulate it again and a
+re-run resumes.
+
+Per workload it reports, median over seeds, how many trials each tuner needs
+to come within 5 % of the best schedule any tuner found (``None``: not within
+the budget), the ratio random / xgb of those, and best found against the
+default. Writes ``benchmarks/results/tuning.json`` and ``tuning.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vdla.bench.executor import Pool
+from vdla.compiler import Conv2d, Dense
+from vdla.compiler.workloads import resnet18_layer
+from vdla.hw.config import load_config
+from vdla.tune import tune
+from vdla.tune.log import TuneLog, make_record, measurement_key, read_jsonl, record_measurement
+from vdla.tune.target import get_target
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+TUNERS = ("xgb", "random", "grid")
+WITHIN = 0.05
+
+# Non-ResNet shapes: batch > 1, a dense layer, odd channel counts.
+EXTRA = {
+    "batch4": Conv2d(4, 32, 64, 14, 14, kernel=3, stride=2, padding=1, bias=True, shift=8,
+                     relu=True),
+    "dense": Dense(16, 512, 256, bias=True, shift=8),
+    "odd": Conv2d(1, 45, 83, 17, 17, kernel=3, stride=2, padding=1, bias=True, shift=8),
+}
+
+
+class _Cache(dict):
+    """Measurements by `measurement_key`, persisted as JSON lines (one per new entry)."""
+
+    def __init__(self, path: Path, target: str):
+        super().__init__()
+        self.target, self.writer = target, TuneLog(path)
+        for record in read_jsonl(path, required="key"):
+            super().__setitem__(record["key"], record_measurement(record))
+
+    def __setitem__(self, key, measurement):
+        super().__setitem__(key, measurement)
+        self.writer.append({"key": key, "cost": measurement.cost, "correct": measurement.correct,
+                            "error": measurement.error, "details": measurement.details})
+
+
+def trials_to_reach(curve: list[float | None], goal: float) -> int | None:
+    """1-based trial at which a best-so-far curve first reaches ``goal`` (None: never)."""
+    for index, value in enumerate(curve, start=1):
+        if value is not None and value <= goal:
+            return index
+    return None
+
+
+def _median(values: list[int | None], budget: int) -> float | None:
+    """Median with 'never' counted as beyond the budget (None if the median is)."""
+    ranked = sorted(budget + 1 if v is None else v for v in values)
+    median = statistics.median(ranked)
+    return None if median > budget else median
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="default")
+    parser.add_argument("--layers", default="C4,C7,C10")
+    parser.add_argument("--extra", default=",".join(EXTRA))
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--output", default=str(RESULTS / "tuning.json"))
+    args = parser.parse_args()
+    config = load_config(args.config)
+    workloads = {name: resnet18_layer(name).op for name in args.layers.split(",") if name}
+    workloads.update({name: EXTRA[name] for name in args.extra.split(",") if name})
+    target = get_target("accel")
+    cache = _Cache(RESULTS / "tuning_cache.jsonl", "accel")
+    report = {"command": "python benchmarks/tuning.py " + " ".join(sys.argv[1:]),
+              "config": config.name, "trials": args.trials, "seeds": args.seeds,
+              "batch": args.batch, "within": WITHIN, "workloads": {}}
+    began = time.perf_counter()
+    with Pool(args.jobs) as pool:
+        options = target.prepare(config, shared=True)
+        for name, op in workloads.items():
+            default = target.default(op, config)
+            key = measurement_key("accel", op, config, default)
+            if key not in cache:
+                cache[key] = target.measure(op, config, default, options)
+            curves = {}
+            for tuner in TUNERS:
+                seeds = range(args.seeds) if tuner != "grid" else range(1)  # grid: no randomness
+                curves[tuner] = [
+                    tune(op, config, tuner=tuner, trials=args.trials, pool=pool, seed=seed,
+                         batch=args.batch, cache=cache, start_from_default=False).best_so_far()
+                    for seed in seeds]
+            best = min(v for runs in curves.values() for curve in runs for v in curve
+                       if v is not None)
+            goal = best * (1 + WITHIN)
+            reach = {tuner: [trials_to_reach(curve, goal) for curve in runs]
+                     for tuner, runs in curves.items()}
+            medians = {tuner: _median(values, args.trials) for tuner, values in reach.items()}
+            xgb, rnd = medians["xgb"], medians["random"]
+            ratio = (rnd if rnd is not None else args.trials + 1) / xgb if xgb else None
+            row = {"op": op.describe(), "default_cycles": cache[key].cost, "best_cycles": best,
+                   "tuned_cycles": min(best, cache[key].cost),
+                   "best_over_default": best / cache[key].cost,
+                   "trials_to_within": reach, "median_trials_to_within": medians,
+                   "random_over_xgb": ratio, "random_never": rnd is None,
+                   "meets_3x": ratio is not None and ratio >= 3, "curves": curves}
+            report["workloads"][name] = row
+            _write(report, args.output, began, cache)      # after each workload: partial runs count
+            print(f"{name:6s} default {cache[key].cost:>11,.0f}  best {best:>11,.0f} "
+                  f"({best / cache[key].cost:.3f}x)  median trials to 5%: "
+                  + "  ".join(f"{t} {medians[t]}" for t in TUNERS)
+                  + f"  random/xgb {'>' if rnd is None else ''}"
+                  + (f"{ratio:.1f}" if ratio else "-"), flush=True)
+    report = _write(report, args.output, began, cache)
+    print(f"{report['summary']}; wrote {args.output}")
+    return 0
+
+
+def _write(report: dict, output: str, began: float, cache: dict) -> dict:
+    report["seconds"] = round(time.perf_counter() - began, 1)
+    report["simulated_schedules"] = len(cache)
+    rows = report["workloads"].values()
+    report["summary"] = {"workloads": len(rows),
+                         "meets_3x": sum(row["meets_3x"] for row in rows),
+                         "tuned_never_slower": all(row["tuned_cycles"] <= row["default_cycles"]
+                                                   for row in rows)}
+    Path(output).write_text(json.dumps(report, indent=1))
+    _plot(report, Path(output).with_suffix(".png"))
+    return report
+
+
+def _plot(report: dict, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    names = list(report["workloads"])
+    columns = min(4, len(names))
+    rows = -(-len(names) // columns)
+    figure = Figure(figsize=(4 * columns, 3 * rows))
+    FigureCanvasAgg(figure)
+    colours = {"xgb": "#c62828", "random": "#1565c0", "grid": "#757575"}
+    for index, name in enumerate(names):
+        row = report["workloads"][name]
+        axes = figure.add_subplot(rows, columns, index + 1)
+        for tuner, runs in row["curves"].items():
+            data = np.array([[np.nan if v is None else row["best_cycles"] / v for v in curve]
+                             for curve in runs])
+            trials = np.arange(1, data.shape[1] + 1)
+            axes.plot(trials, np.nanmedian(data, axis=0), color=colours[tuner], label=tuner)
+            if len(runs) > 1:
+                axes.fill_between(trials, np.nanmin(data, axis=0), np.nanmax(data, axis=0),
+                                  color=colours[tuner], alpha=0.15)
+        axes.axhline(row["best_cycles"] / row["default_cycles"], color="black", ls=":",
+                     label="default")
+        axes.axhline(1 / (1 + WITHIN), color="#2e7d32", ls="--", lw=0.8, label="within 5%")
+        axes.set_title(f"{name}: {row['op']}", fontsize=7)
+        axes.set_xlabel("trials", fontsize=7)
+        axes.set_ylabel("best found / best-so-far", fontsize=7)
+        axes.set_ylim(0, 1.05)
+        axes.tick_params(labelsize=6)
+        if index == 0:
+            axes.legend(fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path, dpi=130)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

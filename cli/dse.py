@@ -1,0 +1,82 @@
+"""``vdla dse``: sweep accelerator configurations for a workload; time, area, Pareto front.
+
+``vdla dse --space space.json --workload resnet18 [--layers C4,C7]
+[--scheduler ...]`` evaluates every configuration of the space (see
+`bench.dse`) on the RTL with its synthesis estimate, appends each result to
+``--log`` as it finishes (``--resume`` continues), and writes the table and
+the Pareto front of time against area as JSON (``--out``) and a plot
+(``--plot``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from vdla.cli.options import fail
+
+
+@click.command("dse")
+@click.option("--space", "space_path", required=True, metavar="SPACE.json",
+              help="Configurations to sweep (see `vdla.bench.dse`).")
+@click.option("--workload", default="resnet18", show_default=True, help="Network to run.")
+@click.option("--layers", default=None, help="Comma-separated layers (default: all).")
+@click.option("--log", "log_path", default="dse.jsonl", show_default=True, metavar="FILE.jsonl")
+@click.option("--resume", is_flag=True, help="Continue the log's sweep.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--scheduler", default=None, metavar="tcp://HOST:PORT|local",
+              help="Run on this Dask scheduler, or 'local' to start a cluster.")
+@click.option("--metric", default="luts", show_default=True,
+              type=click.Choice(["luts", "ffs", "brams", "dsps"]), help="Area for the front.")
+@click.option("--out", "out_path", default="dse.json", show_default=True,
+              help="Table and front as JSON.")
+@click.option("--plot", "plot_path", default="dse.png", show_default=True,
+              help="Pareto plot (PNG).")
+def command(space_path, workload, layers, log_path, resume, jobs, scheduler, metric, out_path,
+            plot_path):
+    """Find the best accelerator configuration per unit of area for a workload."""
+    from tqdm import tqdm
+    from vdla.bench import dse
+    from vdla.bench.plots import pareto
+    from vdla.bench.suite import select_workloads
+    try:
+        space = dse.load_space(space_path)
+        workloads = select_workloads(layers, workload)
+        configs, skipped = space.configs()
+    except ValueError as error:
+        fail(str(error))
+    for reason in skipped:
+        click.echo(f"skipping invalid config {reason}", err=True)
+    bar = tqdm(total=len(configs), desc=f"dse {workload}", unit="config")
+
+    def progress(record):
+        bar.update(1)
+        bar.set_postfix_str(record["name"] + (": failed" if record["error"] else ""))
+
+    try:
+        records = dse.run_dse(space, workloads, log=log_path, resume=resume, jobs=jobs,
+                              scheduler=scheduler, progress=progress)
+        front = dse.pareto_front(records, metric)
+    except KeyboardInterrupt:
+        raise click.Abort() from None
+    except (ValueError, OSError) as error:
+        fail(str(error))
+    finally:
+        bar.close()
+    report = {"command": "vdla dse " + " ".join(click.get_os_args()), "workload": workload,
+              "layers": [w.name for w in workloads], "metric": metric, "configs": records,
+              "front": [r["name"] for r in front]}
+    with open(out_path, "w") as file:
+        json.dump(report, file, indent=1)
+    if any(r.get("error") is None for r in records):
+        pareto(records, front, metric, plot_path)
+    click.echo(f"{'config':40s} {'cycles':>12s} {metric:>8s} {'MHz':>6s} {'time ms':>9s}")
+    for record in records:
+        if record.get("error"):
+            click.echo(f"{record['name']:40s} failed: {record['error']}")
+            continue
+        mark = " *" if record in front else ""
+        click.echo(f"{record['name']:40s} {record['cycles']:12,d} {record['area'][metric]:8,d} "
+                   f"{record['clock_mhz']:6.1f} {record['time_s'] * 1e3:9.3f}{mark}")
+    click.echo(f"* Pareto front ({len(front)} of {len(records)}); wrote {out_path}, {plot_path}")

@@ -1,0 +1,91 @@
+"""``vdla hw synth`` and ``vdla hw bitstream``: synthesis reports and board bitstreams.
+
+``synth`` runs `hw.synth` (Yosys, then nextpnr unless ``--estimate``) on the
+accelerator of a config and prints LUTs, flip-flops, block RAMs, DSPs, whether
+it fits the part and the Fmax per clock domain; ``--json`` writes the report.
+``bitstream`` builds a board's bitstream of the board top (`hw.boards`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from vdla.cli.options import config_option, fail
+
+__all__ = ["synth", "bitstream"]
+
+
+@click.command("synth")
+@config_option
+@click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
+              help="FPGA family.")
+@click.option("--device", default=None,
+              help="FPGA part (default: LFE5U-85F for ecp5, iCE40UP5K for ice40).")
+@click.option("--estimate", is_flag=True,
+              help="Synthesis only (no place and route): resources in seconds, no Fmax.")
+@click.option("--clock-mhz", type=float, default=None,
+              help="Clock goal for place and route (default 100 on ecp5, 30 on ice40).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the report as JSON to this file ('-': standard output).")
+def synth(config, target, device, estimate, clock_mhz, json_path):
+    """Synthesise the accelerator: resources, fit, and (after place and route) Fmax."""
+    from vdla.hw import synth as flow
+    if device is not None and (device not in flow.DEVICES or flow.DEVICES[device].target != target):
+        choices = ", ".join(d.name for d in flow.DEVICES.values() if d.target == target)
+        fail(f"--device {device!r}: not an {target} part vdla knows (available: {choices})")
+    if clock_mhz is not None and clock_mhz <= 0:
+        fail(f"--clock-mhz: must be positive, got {clock_mhz:g}")
+    click.echo(f"synthesising config {config.name} for {target} "
+               f"({'synthesis only' if estimate else 'with place and route'}; the first run "
+               "compiles the tools, ~2 min)...", err=True)
+    try:
+        if estimate:
+            report = flow.estimate(config, target, device)
+        else:
+            report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz)
+    except flow.SynthError as error:
+        fail(str(error).splitlines()[0])
+    data = {"config": config.name, "config_hash": config.hash, **report.to_dict()}
+    if json_path is not None and str(json_path) == "-":
+        click.echo(json.dumps(data))
+        return
+    if json_path is not None:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
+    click.echo(f"config {config.name}: {report.summary()}"
+               + (" (cached)" if report.cached else f" in {report.seconds:g} s"))
+
+
+@click.command("bitstream")
+@click.option("--board", required=True, metavar="NAME",
+              help="Board: ulx3s-85f (ECP5) or icebreaker (iCE40 UP5K).")
+@config_option
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Bitstream file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def bitstream(board, config, output, as_json):
+    """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
+    from vdla.hw.boards import BOARDS, build_bitstream
+    from vdla.hw.synth import SynthError
+    if board not in BOARDS:
+        fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
+    chosen = BOARDS[board]
+    # --config defaults to `default`; on a board that means the board's preset.
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
+        config = chosen.config
+    click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
+               err=True)
+    try:
+        report = build_bitstream(chosen, output, config)
+    except SynthError as error:
+        fail(str(error).splitlines()[0])
+    if as_json:
+        click.echo(json.dumps(report.to_dict()))
+        return
+    clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in report.fmax_by_clock.items())
+    click.echo(f"wrote {output}: {report.bytes} bytes, config {config.name}, runs at "
+               f"{report.clock_mhz:g} MHz (Fmax {clocks}), UART {chosen.baud} baud, "
+               f"{report.seconds:g} s")

@@ -1,0 +1,146 @@
+"""On-chip memory standing in for DRAM on a board: the accelerator's memory port
+served from one block RAM, and a byte port for the host link.
+
+The memory is ``memory_bytes`` deep in words of the DRAM bus width, in banks
+of `BANK_WORDS` words, each with one read port and one byte-enabled write port
+(what ECP5 and iCE40 block RAMs offer). Reads are pipelined (`READ_LATENCY`)
+so that no block RAM output meets the bank multiplexer in the same cycle. ``host_owns`` chooses who drives the ports: the host link between
+programs, the accelerator while one runs; the two never use it at once, so no
+arbitration is needed.
+
+Accelerator side (the contract of `hw.accelerator`'s ``mem_*`` ports). A read
+burst is taken when no other read burst is in progress; its beats leave at one
+per cycle through the read pipeline and a small FIFO. A write burst is taken when the previous one has had all its beats; each beat
+is written with its byte strobes. Addresses wrap at the memory's size (the
+host driver checks that a program fits).
+
+Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
+writes one byte; ``host_read`` reads one, on ``host_rdata`` `READ_LATENCY`
+cycles later.
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from vdla.hw.config import HwConfig
+from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
+
+__all__ = ["OnChipMemory", "READ_LATENCY"]
+
+# Words per bank: one ECP5 DP16KD deep (512 x 36), two iCE40 SB_RAM40_4K.
+BANK_WORDS = 512
+# Cycles from a read's address to its word in the last pipeline register.
+READ_LATENCY = 3
+# Read data buffered towards the accelerator: enough to keep one beat per
+# cycle flowing with READ_LATENCY reads in the pipeline.
+READ_FIFO_DEPTH = 4
+
+
+class OnChipMemory(wiring.Component):
+    """Block RAM behind the accelerator's DRAM port, with a host byte port."""
+
+    def __init__(self, config: HwConfig, memory_bytes: int):
+        if memory_bytes < config.dram_bus_bytes or memory_bytes & (memory_bytes - 1):
+            raise ValueError(f"memory_bytes: a power of two of at least {config.dram_bus_bytes} "
+                             f"bytes (one bus word), got {memory_bytes}")
+        self.config = config
+        self.memory_bytes = memory_bytes
+        super().__init__({
+            "host_owns": In(1),
+            "host_addr": In(32),
+            "host_write": In(1),
+            "host_wdata": In(8),
+            "host_read": In(1),
+            "host_rdata": Out(8),
+            "rd_req": In(stream.Signature(REQUEST_LAYOUT)),
+            "rd_data": Out(stream.Signature(config.dram_bus_bits)),
+            "wr_req": In(stream.Signature(REQUEST_LAYOUT)),
+            "wr_data": In(stream.Signature(write_beat_layout(config))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        bus_bytes = config.dram_bus_bytes
+        depth = self.memory_bytes // bus_bytes
+        word_shift = log2(bus_bytes)
+        bank_words = min(depth, BANK_WORDS)
+        bank_bits = log2(bank_words)
+        banks = []
+        for index in range(depth // bank_words):
+            bank = memory.Memory(shape=config.dram_bus_bits, depth=bank_words, init=[])
+            m.submodules[f"bank{index}"] = bank
+            banks.append((bank.read_port(), bank.write_port(granularity=8)))
+
+        # Who drives the ports this cycle: the host between programs, else the accelerator.
+        read_word = Signal(32)
+        write_word = Signal(32)
+        host_word = self.host_addr >> word_shift
+        read_address = Mux(self.host_owns, host_word, read_word)
+        write_address = Mux(self.host_owns, host_word, write_word)
+        host_lane = self.host_addr[:word_shift] if word_shift else 0
+        beat = self.wr_data.valid & self.wr_data.ready
+        write_data = Mux(self.host_owns, self.host_wdata.replicate(bus_bytes),
+                         self.wr_data.payload.data)
+        write_strobes = Mux(self.host_owns, Mux(self.host_write, 1 << host_lane, 0),
+                            Mux(beat, self.wr_data.payload.strb, 0))
+
+        # ------------------------------------------------ the read pipeline
+        # Cycle 1: every bank reads. Cycle 2: each bank's word is registered
+        # (a block RAM's slow output drives only its own register). Cycle 3: the
+        # addressed bank's word is registered. Then a small FIFO towards the
+        # accelerator: backpressure needs no hold logic on the RAM.
+        index_bits = max(1, log2(len(banks)))
+        bank_select = read_address[bank_bits:bank_bits + index_bits]
+        write_bank = write_address[bank_bits:bank_bits + index_bits]
+        stage_bank = [Signal(range(len(banks)), name=f"stage{i}_bank") for i in (1, 2)]
+        bank_data = [Signal(config.dram_bus_bits, name=f"bank{i}_data") for i in range(len(banks))]
+        word = Signal(config.dram_bus_bits)
+        for (read, write), data, index in zip(banks, bank_data, range(len(banks))):
+            m.d.comb += [read.addr.eq(read_address[:bank_bits]),
+                         write.addr.eq(write_address[:bank_bits]), write.data.eq(write_data),
+                         write.en.eq(Mux(write_bank == index, write_strobes, 0)
+                                     if len(banks) > 1 else write_strobes)]
+            m.d.sync += data.eq(read.data)
+        m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
+                     stage_bank[1].eq(stage_bank[0]),
+                     word.eq(Array(bank_data)[stage_bank[1]])]
+
+        # ------------------------------------------------ accelerator reads
+        m.submodules.read_fifo = read_fifo = SyncFIFOBuffered(width=config.dram_bus_bits,
+                                                              depth=READ_FIFO_DEPTH)
+        reads_left = Signal(16)
+        in_pipeline = Signal(READ_LATENCY)  # one bit per stage holding an accelerator read
+        room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < READ_FIFO_DEPTH
+        issue = ~self.host_owns & (reads_left != 0) & room
+        m.d.comb += self.rd_req.ready.eq(~self.host_owns & (reads_left == 0))
+        with m.If(self.rd_req.valid & self.rd_req.ready):
+            m.d.sync += [read_word.eq(self.rd_req.payload.addr >> word_shift),
+                         reads_left.eq(self.rd_req.payload.beats)]
+        with m.Elif(issue):
+            m.d.sync += [read_word.eq(read_word + 1), reads_left.eq(reads_left - 1)]
+        m.d.sync += in_pipeline.eq(Cat(issue, in_pipeline[:-1]))
+        m.d.comb += [read_fifo.w_data.eq(word), read_fifo.w_en.eq(in_pipeline[-1]),
+                     self.rd_data.valid.eq(read_fifo.r_rdy),
+                     self.rd_data.payload.eq(read_fifo.r_data),
+                     read_fifo.r_en.eq(self.rd_data.ready)]
+
+        # ------------------------------------------------ accelerator writes
+        writes_left = Signal(16)
+        m.d.comb += [self.wr_req.ready.eq(~self.host_owns & (writes_left == 0)),
+                     self.wr_data.ready.eq(~self.host_owns & (writes_left != 0))]
+        with m.If(self.wr_req.valid & self.wr_req.ready):
+            m.d.sync += [write_word.eq(self.wr_req.payload.addr >> word_shift),
+                         writes_left.eq(self.wr_req.payload.beats)]
+        with m.Elif(beat):
+            m.d.sync += [write_word.eq(write_word + 1), writes_left.eq(writes_left - 1)]
+
+        # ------------------------------------------------ host bytes
+        # The addressed byte of the pipeline's word, READ_LATENCY cycles after
+        # `host_read` (the host link holds `host_addr` meanwhile).
+        m.d.comb += self.host_rdata.eq(word.word_select(host_lane, 8) if word_shift else word)
+        return m

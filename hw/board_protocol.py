@@ -1,0 +1,117 @@
+"""The byte protocol between a host and the board top, over the board's UART.
+
+Stated once here, in plain Python (no Amaranth): the board's host link
+(`hw.board_host_link`) builds its decoder from these tables and the host
+driver (`runtime.board`) encodes its requests with them; `c_header` writes the
+same facts for C/C++ hosts.
+
+Framing. The host sends a command byte, then the command's fixed argument
+bytes (`ARGUMENT_BYTES`, little-endian fields), then, for `Command.WRITE`, the
+data. The board answers with the command's reply bytes (`reply_bytes`), then
+one `Status` byte. The host sends the next command only after that status
+byte: there is no flow control on the wire, and the board consumes a byte in
+a few clock cycles, far inside one UART character time.
+
+Commands (arguments / reply):
+
+``INFO``      - / ``PROTOCOL_VERSION``, bus bytes, log2 of the memory bytes,
+              the 8-byte config hash (`HwConfig.hash`, big-endian)
+``WRITE``     address (4), count (4), then ``count`` data bytes / -
+``READ``      address (4), count (4) / ``count`` bytes
+``SET_REG``   `Register` (1), value (4) / -
+``START``     - / -  (pulses the accelerator's ``start``)
+``STATUS``    - / one byte of `STATUS_DONE` | `STATUS_RUNNING`
+``COUNTERS``  - / every counter of `hw.counters.RTL_COUNTERS`, 4 bytes each
+
+Memory commands and ``START`` while a program runs are refused with
+`Status.BUSY` (a refused ``WRITE`` still consumes its data bytes; a refused
+``READ`` still sends ``count`` bytes, all zero). An unknown command byte gets
+`Status.UNKNOWN` at once.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from vdla.hw.counters import RTL_COUNTERS
+
+__all__ = ["PROTOCOL_VERSION", "Command", "Status", "Register", "ARGUMENT_BYTES",
+           "STATUS_DONE", "STATUS_RUNNING", "INFO_BYTES", "reply_bytes", "encode_command",
+           "c_header"]
+
+PROTOCOL_VERSION = 1
+
+
+class Command(enum.IntEnum):
+    """Command bytes (printable, so a serial terminal shows them)."""
+    INFO = ord("I")
+    WRITE = ord("W")
+    READ = ord("R")
+    SET_REG = ord("S")
+    START = ord("G")
+    STATUS = ord("P")
+    COUNTERS = ord("C")
+
+
+class Status(enum.IntEnum):
+    """The byte that ends every reply."""
+    OK = ord("K")
+    BUSY = ord("B")
+    UNKNOWN = ord("?")
+
+
+class Register(enum.IntEnum):
+    """Registers ``SET_REG`` writes: the accelerator's program inputs."""
+    INSN_ADDR = 0
+    INSN_COUNT = 1
+
+
+# Fixed argument bytes after each command byte.
+ARGUMENT_BYTES = {Command.INFO: 0, Command.WRITE: 8, Command.READ: 8, Command.SET_REG: 5,
+                  Command.START: 0, Command.STATUS: 0, Command.COUNTERS: 0}
+
+# Bits of the STATUS reply byte.
+STATUS_DONE = 1      # the last program has finished (the accelerator's `done`)
+STATUS_RUNNING = 2   # a program runs
+
+# INFO's reply: version, bus bytes, log2(memory bytes), 8 hash bytes.
+INFO_BYTES = 11
+COUNTER_BYTES = 4
+
+
+def reply_bytes(command: Command, count: int = 0) -> int:
+    """Bytes the board sends before the status byte (``count``: READ's length)."""
+    return {Command.INFO: INFO_BYTES, Command.READ: count, Command.STATUS: 1,
+            Command.COUNTERS: COUNTER_BYTES * len(RTL_COUNTERS)}.get(command, 0)
+
+
+def encode_command(command: Command, *fields: int) -> bytes:
+    """The command byte and its argument fields, little-endian.
+
+    ``WRITE``/``READ`` take (address, count); ``SET_REG`` (register, value).
+    """
+    widths = {Command.WRITE: (4, 4), Command.READ: (4, 4), Command.SET_REG: (1, 4)}.get(command, ())
+    if len(fields) != len(widths):
+        raise ValueError(f"{command.name} takes {len(widths)} fields, got {len(fields)}")
+    out = bytearray([command])
+    for value, width in zip(fields, widths):
+        if not 0 <= value < 1 << (8 * width):
+            raise ValueError(f"{command.name}: field {value} does not fit {width} bytes")
+        out += value.to_bytes(width, "little")
+    assert len(out) == 1 + ARGUMENT_BYTES[command]
+    return bytes(out)
+
+
+def c_header() -> str:
+    """The protocol as a C header, for hosts written in C or C++."""
+    lines = ["// Generated from vdla/hw/board_protocol.py; do not edit.", "#pragma once",
+             f"#define VDLA_BOARD_PROTOCOL_VERSION {PROTOCOL_VERSION}"]
+    lines += [f"#define VDLA_BOARD_CMD_{c.name} 0x{c.value:02x}  /* {ARGUMENT_BYTES[c]} argument bytes */"
+              for c in Command]
+    lines += [f"#define VDLA_BOARD_STATUS_{s.name} 0x{s.value:02x}" for s in Status]
+    lines += [f"#define VDLA_BOARD_REG_{r.name} {r.value}" for r in Register]
+    lines += [f"#define VDLA_BOARD_STATUS_DONE {STATUS_DONE}",
+              f"#define VDLA_BOARD_STATUS_RUNNING {STATUS_RUNNING}",
+              f"#define VDLA_BOARD_INFO_BYTES {INFO_BYTES}",
+              f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}"]
+    return "\n".join(lines) + "\n"

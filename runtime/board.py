@@ -1,0 +1,217 @@
+"""The host driver of a board: runs programs over the UART byte protocol.
+
+`BoardLink` speaks `hw.board_protocol` over a *transport*: anything with
+``write(bytes)`` and ``read(n) -> bytes`` (exactly n bytes, or an exception).
+Two transports exist: `SerialTransport` (a real board's USB serial port,
+through pyserial, the ``board`` extra) and `sim.board_sim.SimulatedBoard` (the
+board top under Verilator with a UART model on its pins). The driver cannot
+tell them apart, which is the point: what the simulation checks is what a
+board would be sent.
+
+`BoardBackend` puts the link behind the `sim.backend` interface, so
+`runtime.device.Device` (and ``vdla run --sim board``) run a program on a
+board with the same inputs/outputs contract as ``fsim`` and ``rtl``: it
+uploads the DRAM image, sets the program's address and count, starts, polls
+until done, reads the image back and the counters. Registered names:
+``board`` (a serial port: ``port=``) and ``board-sim`` (the simulated board).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+import numpy as np
+
+from vdla.hw import board_protocol as protocol
+from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_COUNTERS
+from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.errors import SimulationError
+
+__all__ = ["Transport", "SerialTransport", "BoardLink", "BoardError", "BoardBackend",
+           "DEFAULT_BAUD", "CHUNK_BYTES"]
+
+Command, Status = protocol.Command, protocol.Status
+DEFAULT_BAUD = 1_000_000
+# Bytes per WRITE/READ command: long enough to amortise the command, short
+# enough that a lost byte is noticed quickly.
+CHUNK_BYTES = 4096
+
+
+class BoardError(SimulationError):
+    """The board answered unexpectedly, refused a command, or is other hardware."""
+
+
+class Transport(Protocol):
+    """A byte pipe to a board."""
+
+    def write(self, data: bytes) -> None:
+        """Send bytes."""
+
+    def read(self, count: int) -> bytes:
+        """Receive exactly ``count`` bytes (raise on timeout)."""
+
+
+class SerialTransport:
+    """A board's USB serial port (pyserial; ``pip install vdla[board]``).
+
+    Parameters
+    ----------
+    port : str
+        The serial device, e.g. ``/dev/ttyUSB1``.
+    baud : int
+        Must match the bitstream's (`hw.boards.Board.baud`).
+    timeout : float
+        Seconds a ``read`` waits.
+    """
+
+    def __init__(self, port: str, baud: int = DEFAULT_BAUD, timeout: float = 5.0):
+        try:
+            import serial
+        except ImportError:
+            raise BoardError("talking to a board needs pyserial: pip install 'vdla[board]'") from None
+        try:
+            self._serial = serial.Serial(port, baud, timeout=timeout)
+        except serial.SerialException as error:
+            raise BoardError(f"cannot open serial port {port}: {error}") from None
+        self.port = port
+
+    def write(self, data: bytes) -> None:
+        self._serial.write(data)
+
+    def read(self, count: int) -> bytes:
+        data = self._serial.read(count)
+        if len(data) != count:
+            raise BoardError(f"the board on {self.port} sent {len(data)} of {count} bytes "
+                             "before the timeout (wrong port or baud rate, or no bitstream?)")
+        return data
+
+    def close(self) -> None:
+        self._serial.close()
+
+
+class BoardLink:
+    """The protocol of `hw.board_protocol`, one method per command."""
+
+    def __init__(self, transport: Transport):
+        self.transport = transport
+
+    def _command(self, command: Command, *fields: int, data: bytes = b"",
+                 reply: int = 0) -> bytes:
+        self.transport.write(protocol.encode_command(command, *fields) + data)
+        answer = self.transport.read(reply + 1)
+        status = answer[-1]
+        if status != Status.OK:
+            name = Status(status).name if status in Status._value2member_map_ else hex(status)
+            raise BoardError(f"the board answered {command.name} with status {name}")
+        return answer[:-1]
+
+    def info(self) -> dict:
+        """Protocol version, bus bytes, memory bytes and config hash of the bitstream."""
+        data = self._command(Command.INFO, reply=protocol.reply_bytes(Command.INFO))
+        return {"version": data[0], "bus_bytes": data[1], "memory_bytes": 1 << data[2],
+                "config_hash": data[3:11].hex()}
+
+    def write_memory(self, address: int, data: bytes) -> None:
+        for offset in range(0, len(data), CHUNK_BYTES):
+            chunk = bytes(data[offset:offset + CHUNK_BYTES])
+            self._command(Command.WRITE, address + offset, len(chunk), data=chunk)
+
+    def read_memory(self, address: int, count: int) -> bytes:
+        out = bytearray()
+        for offset in range(0, count, CHUNK_BYTES):
+            size = min(CHUNK_BYTES, count - offset)
+            out += self._command(Command.READ, address + offset, size, reply=size)
+        return bytes(out)
+
+    def set_register(self, register: protocol.Register, value: int) -> None:
+        self._command(Command.SET_REG, int(register), value)
+
+    def start(self) -> None:
+        self._command(Command.START)
+
+    def status(self) -> int:
+        """The STATUS byte (`board_protocol.STATUS_DONE`, `STATUS_RUNNING` bits)."""
+        return self._command(Command.STATUS, reply=1)[0]
+
+    def counters(self) -> dict[str, int]:
+        data = self._command(Command.COUNTERS, reply=protocol.reply_bytes(Command.COUNTERS))
+        width = protocol.COUNTER_BYTES
+        return {name: int.from_bytes(data[width * i:width * (i + 1)], "little")
+                for i, name in enumerate(RTL_COUNTERS)}
+
+
+class BoardBackend:
+    """A board (or its simulation) behind the `sim.backend.Backend` interface.
+
+    Parameters
+    ----------
+    config : HwConfig
+        Must be the hardware of the bitstream (checked against INFO's hash).
+    transport : Transport
+    poll_seconds : float
+        Pause between STATUS polls (0 for a simulation, whose time only
+        passes while the host reads).
+    timeout_seconds : float
+        Give up waiting for ``done`` after this long.
+    """
+
+    name = "board"
+
+    def __init__(self, config: HwConfig, transport: Transport, poll_seconds: float = 0.01,
+                 timeout_seconds: float = 600.0):
+        self.config = config
+        self.link = BoardLink(transport)
+        self.poll_seconds = poll_seconds
+        self.timeout_seconds = timeout_seconds
+        info = self.link.info()
+        if info["version"] != protocol.PROTOCOL_VERSION:
+            raise BoardError(f"the board speaks protocol version {info['version']}, this host "
+                             f"{protocol.PROTOCOL_VERSION}")
+        if info["config_hash"] != config.hash:
+            raise BoardError(f"the board's bitstream is for config hash {info['config_hash']}, "
+                             f"not {config.name!r} ({config.hash})")
+        self.memory_bytes = info["memory_bytes"]
+
+    def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
+        if dram.size > self.memory_bytes:
+            raise BoardError(f"the program's DRAM image ({dram.size} bytes) does not fit the "
+                             f"board's {self.memory_bytes}-byte on-chip memory")
+        began = time.monotonic()
+        self.link.write_memory(0, dram.tobytes())
+        self.link.set_register(protocol.Register.INSN_ADDR, insn_offset)
+        self.link.set_register(protocol.Register.INSN_COUNT, insn_count)
+        self.link.start()
+        while not self.link.status() & protocol.STATUS_DONE:
+            if time.monotonic() - began > self.timeout_seconds:
+                raise BoardError(f"the board did not finish within {self.timeout_seconds:g} s")
+            time.sleep(self.poll_seconds)
+        counters = self.link.counters()
+        dram[:] = np.frombuffer(self.link.read_memory(0, dram.size), dtype=np.uint8)
+        return RunResult(cycles=counters["cycles"], counters=counters,
+                         details={"memory_bytes": self.memory_bytes,
+                                  "host_seconds": round(time.monotonic() - began, 3)})
+
+
+def _serial_board(config: HwConfig, port: str | None = None, baud: int = DEFAULT_BAUD,
+                  **options) -> BoardBackend:
+    if not port:
+        raise BoardError("--sim board needs the board's serial port (--port /dev/ttyUSB1); "
+                         "--sim board-sim runs the simulated board instead")
+    return BoardBackend(config, SerialTransport(port, baud), **options)
+
+
+def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
+                     clocks_per_bit: int | None = None, **options) -> BoardBackend:
+    from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
+    from vdla.sim.board_sim import SimulatedBoard
+    board = SimulatedBoard(config, memory_bytes or DEFAULT_MEMORY_BYTES,
+                           clocks_per_bit or DEFAULT_CLOCKS_PER_BIT)
+    backend = BoardBackend(config, board, poll_seconds=0.0, **options)
+    backend.name = "board-sim"
+    return backend
+
+
+register_backend("board", _serial_board)
+register_backend("board-sim", _simulated_board)

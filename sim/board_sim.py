@@ -1,0 +1,147 @@
+"""The whole board top in Verilator, with a UART model on its pins: a serial port
+that is a simulation.
+
+`build_board_model` turns `hw.board_top.board_verilog` and ``board_uart.cpp``
+(the UART model and a C ABI) into a shared library, cached like the RTL tier's
+models (under ``cache_root()/board``, keyed by the Verilog, the harness, the
+flags and the Verilator version; built in a private directory and renamed
+into place). `SimulatedBoard` loads it and offers the transport interface of
+`runtime.board` (``write`` bytes, ``read`` exactly n bytes), so the host
+driver that would talk to a real board's serial port talks to the simulated
+pins through the same bytes.
+
+Time passes only while the host waits for bytes (``read``): the simulated
+board runs its clock until the bytes asked for have arrived, or gives up
+after ``timeout_cycles`` and raises `TransportTimeout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from vdla.hw.cache import cache_root
+from vdla.hw.config import HwConfig
+from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, verilator_version
+
+__all__ = ["build_board_model", "SimulatedBoard", "TransportTimeout"]
+
+LIBRARY_NAME = "libvdla_board.so"
+RECIPE_VERSION = 1
+VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "-Wno-fatal", "--prefix", "Vboard",
+                   "--top-module", "vdla_board", "--x-assign", "fast", "--x-initial", "fast")
+OPT_FAST = "-O2"
+
+
+class TransportTimeout(TimeoutError):
+    """The board did not send the bytes the host waited for."""
+
+
+def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int) -> Path:
+    """Build (or find in the cache) the simulated board; returns the shared library."""
+    from vdla.hw.board_top import board_verilog  # Amaranth loads only for a cold build
+    harness = resources.files("vdla.sim").joinpath("board_uart.cpp").read_text()
+    header = (f"#pragma once\n#define VDLA_CLOCKS_PER_BIT {clocks_per_bit}\n")
+    # The Verilog depends on the hw sources: key on their digest, not on the text,
+    # so a cache hit does not pay for Amaranth's conversion.
+    from vdla.hw.generate import hw_source_digest
+    digest = hashlib.sha256()
+    for part in (f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
+                 hw_source_digest(), harness, header, verilator_version(),
+                 " ".join(VERILATOR_FLAGS), OPT_FAST):
+        digest.update(part.encode())
+        digest.update(b"\0")
+    final = cache_root() / "board" / f"{config.hash}-{digest.hexdigest()[:16]}"
+    if (final / LIBRARY_NAME).exists():
+        return final / LIBRARY_NAME
+    check_toolchain()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{final.name}-"))
+    try:
+        (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit))
+        (work / "board_uart.cpp").write_text(harness)
+        (work / "board_config.h").write_text(header)
+        command = [str(verilator_bin()), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 2),
+                   "-Mdir", "obj", "-o", f"../{LIBRARY_NAME}",
+                   "-CFLAGS", "-fPIC", "-CFLAGS", "-I..", "-LDFLAGS", "-shared",
+                   "board.v", "board_uart.cpp"]
+        result = subprocess.run(command, cwd=work, env=verilator_env(opt_fast=OPT_FAST),
+                                capture_output=True, text=True)
+        if result.returncode != 0 or not (work / LIBRARY_NAME).exists():
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
+            raise RuntimeError(f"building the simulated board failed (exit "
+                               f"{result.returncode}); last lines:\n{tail}")
+        shutil.rmtree(work / "obj")
+        try:
+            os.rename(work, final)
+        except OSError:  # another process built it first
+            shutil.rmtree(work, ignore_errors=True)
+        return final / LIBRARY_NAME
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+class SimulatedBoard:
+    """The board top under Verilator, as a byte transport (``write``/``read``).
+
+    Parameters
+    ----------
+    config : HwConfig
+    memory_bytes : int
+        The on-chip memory standing in for DRAM.
+    clocks_per_bit : int
+        UART clocks per bit (small values simulate faster).
+    timeout_cycles : int
+        Cycles ``read`` waits for its bytes before raising `TransportTimeout`.
+    """
+
+    def __init__(self, config: HwConfig, memory_bytes: int, clocks_per_bit: int = 8,
+                 timeout_cycles: int = 50_000_000):
+        self.config = config
+        self.memory_bytes = memory_bytes
+        self.clocks_per_bit = clocks_per_bit
+        self.timeout_cycles = timeout_cycles
+        lib = ctypes.CDLL(str(build_board_model(config, memory_bytes, clocks_per_bit)))
+        lib.board_create.restype = ctypes.c_void_p
+        lib.board_destroy.argtypes = [ctypes.c_void_p]
+        lib.board_write.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_long]
+        lib.board_read.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_long,
+                                   ctypes.c_uint64]
+        lib.board_read.restype = ctypes.c_long
+        lib.board_cycles.argtypes = [ctypes.c_void_p]
+        lib.board_cycles.restype = ctypes.c_uint64
+        self._lib = lib
+        self._handle = lib.board_create()
+
+    @property
+    def cycles(self) -> int:
+        """Clock cycles simulated so far (UART traffic included)."""
+        return int(self._lib.board_cycles(self._handle))
+
+    def write(self, data: bytes) -> None:
+        """Queue bytes for the board's ``uart_rx`` pin."""
+        self._lib.board_write(self._handle, bytes(data), len(data))
+
+    def read(self, count: int) -> bytes:
+        """Run the board until ``count`` bytes came from its ``uart_tx`` pin."""
+        buffer = ctypes.create_string_buffer(max(count, 1))
+        got = self._lib.board_read(self._handle, buffer, count, self.timeout_cycles)
+        if got < count:
+            raise TransportTimeout(f"the simulated board sent {got} of {count} bytes in "
+                                   f"{self.timeout_cycles} cycles")
+        return buffer.raw[:count]
+
+    def close(self) -> None:
+        if self._handle:
+            self._lib.board_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()

@@ -1,0 +1,125 @@
+"""The synthesis flow (`hw.synth`) and board bitstreams (`hw.boards`) on small designs.
+
+Designs with a known make-up (n signed 8x8 multipliers, a memory of known
+size, a register bank of known width) are synthesised and the report is
+checked against what they must map to; place and route must give an Fmax and
+fail to fit where the part is too small. The accelerator itself takes minutes
+to synthesise, so the full-config reports come from `benchmarks/synth.py`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.back import rtlil
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from vdla.hw.synth import DEVICES, SynthError, synthesize_rtlil
+
+pytestmark = pytest.mark.slow
+
+
+class Multipliers(wiring.Component):
+    """``count`` registered signed 8x8 products into a memory of ``depth`` 16-bit words."""
+
+    def __init__(self, count: int, depth: int):
+        self.count, self.depth = count, depth
+        super().__init__({"a": In(8 * count), "b": In(8 * count), "addr": In(16),
+                          "out": Out(16)})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = memory.Memory(shape=16, depth=self.depth, init=[])
+        read, write = mem.read_port(), mem.write_port()
+        total = Signal(16)
+        products = []
+        for i in range(self.count):
+            product = Signal(16, name=f"product_{i}")
+            m.d.sync += product.eq(self.a.word_select(i, 8).as_signed()
+                                   * self.b.word_select(i, 8).as_signed())
+            products.append(product)
+        m.d.sync += total.eq(sum(products))
+        m.d.comb += [write.addr.eq(self.addr), write.data.eq(total), write.en.eq(1),
+                     read.addr.eq(self.addr + 1)]
+        m.d.sync += self.out.eq(read.data)
+        return m
+
+
+class Registers(wiring.Component):
+    """``width`` flip-flops in a shift chain (one LUT-free FF each)."""
+
+    def __init__(self, width: int):
+        self.width = width
+        super().__init__({"i": In(1), "o": Out(1)})
+
+    def elaborate(self, platform):
+        m = Module()
+        chain = Signal(self.width)
+        m.d.sync += chain.eq(chain << 1 | self.i)
+        m.d.comb += self.o.eq(chain[-1])
+        return m
+
+
+def _rtlil(design) -> str:
+    return rtlil.convert(design, name="top", emit_src=False)
+
+
+@pytest.mark.parametrize("target, count, brams", [("ecp5", 3, 1), ("ice40", 2, 2)])
+def test_estimate_counts_multipliers_and_block_ram(target, count, brams):
+    # 512 x 16 bits: one ECP5 DP16KD (18 kbit), two iCE40 SB_RAM40_4K (4 kbit).
+    report = synthesize_rtlil(_rtlil(Multipliers(count, 512)), "top", target)
+    assert report.dsps == count
+    assert report.brams == brams
+    assert report.lutrams == 0 and report.fits and report.fmax_mhz is None
+    assert report.stage == "estimate" and report.ffs >= 16 and report.luts > 0
+    again = synthesize_rtlil(_rtlil(Multipliers(count, 512)), "top", target)
+    assert again.cached and again.to_dict() | {"cached": False} == report.to_dict()
+
+
+def test_estimate_says_when_it_does_not_fit():
+    device = DEVICES["iCE40HX1K"]
+    report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40", "iCE40HX1K")
+    assert report.ffs == device.ffs + 100
+    assert not report.fits
+    assert "DOES NOT FIT" in report.summary()
+
+
+@pytest.mark.parametrize("target", ["ecp5", "ice40"])
+def test_place_and_route_reports_fmax(target):
+    report = synthesize_rtlil(_rtlil(Registers(64)), "top", target, place=True, clock_mhz=50)
+    assert report.fits and report.stage == "place_and_route" and report.clock_mhz == 50
+    assert report.fmax_by_clock and report.fmax_mhz == min(report.fmax_by_clock.values())
+    # A shift register is among the fastest logic there is.
+    assert report.meets_clock
+    assert report.utilization
+
+
+def test_place_and_route_of_a_design_too_big_for_the_part():
+    report = synthesize_rtlil(_rtlil(Registers(DEVICES["iCE40HX1K"].ffs + 100)), "top", "ice40",
+                              "iCE40HX1K", place=True)
+    assert not report.fits and report.fmax_mhz is None
+
+
+@pytest.mark.parametrize("target, device, message", [
+    ("vhdl", None, r"unknown target 'vhdl' \(available: ecp5, ice40\)"),
+    ("ecp5", "iCE40UP5K", r"unknown ecp5 device 'iCE40UP5K' \(available: LFE5U-25F"),
+])
+def test_bad_target_or_device(target, device, message):
+    with pytest.raises(SynthError, match=message):
+        synthesize_rtlil(_rtlil(Registers(4)), "top", target, device)
+
+
+def test_icebreaker_bitstream_of_the_board_top(tmp_path):
+    from vdla.hw.boards import build_bitstream
+    from vdla.hw.config import PRESETS
+    from tests.rtl.standin import StandIn
+    config = PRESETS["tiny"]
+    # The stand-in core keeps this test to seconds; the board top around it is the real one.
+    report = build_bitstream("icebreaker", tmp_path / "top.bin", config, core=StandIn(config))
+    data = Path(report.output).read_bytes()
+    assert report.bytes == len(data) > 100_000  # an UP5K image is ~104 kB
+    assert data[:4] == b"\xff\x00\x00\xff"  # iCE40 bitstream preamble
+    assert report.clock_mhz == 12 and report.fmax_by_clock

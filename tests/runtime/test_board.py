@@ -1,0 +1,121 @@
+"""The host driver against the whole board top simulated in Verilator, UART pins and all.
+
+The driver (`runtime.board`) talks to `sim.board_sim.SimulatedBoard` through
+the byte protocol exactly as it would to a serial port. References: numpy
+(the layer's `reference`), the bytes the test wrote, the RTL tier's micro-op
+counters, and the protocol's stated refusals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vdla.compiler import Conv2d, Dense, compile_op
+from vdla.hw import board_protocol as protocol
+from vdla.hw.config import PRESETS
+from vdla.runtime.board import BoardBackend, BoardError, BoardLink
+from vdla.runtime.device import Device
+from vdla.sim.backend import get_backend
+
+pytestmark = pytest.mark.rtl
+
+TINY = PRESETS["tiny"]
+MEMORY_BYTES = 16384
+
+
+@pytest.fixture(scope="module")
+def board():
+    from vdla.sim.board_sim import SimulatedBoard
+    return SimulatedBoard(TINY, MEMORY_BYTES, clocks_per_bit=8)
+
+
+@pytest.mark.parametrize("op", [
+    Conv2d(batch=1, in_channels=8, out_channels=8, height=6, width=5, kernel=(3, 3),
+           padding=(1, 1), bias=True, shift=6, relu=True),
+    Conv2d(batch=1, in_channels=5, out_channels=7, height=7, width=4, kernel=(3, 2),
+           stride=(2, 1), shift=5),
+    Dense(batch=3, in_features=13, out_features=6, bias=True, shift=4),
+], ids=["conv3x3-relu", "conv-odd-strided", "dense"])
+def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
+    program = compile_op(op, TINY)
+    inputs = op.random_inputs(np.random.default_rng(7))
+    result = Device(TINY, sim="board-sim", memory_bytes=MEMORY_BYTES).run(program, inputs)
+    np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
+    # The board's counters came over the UART: the micro-op counts are the RTL tier's.
+    rtl = Device(TINY, sim="rtl").run(program, inputs)
+    assert result.counters["gemm_uops"] == rtl.counters["gemm_uops"] > 0
+    assert result.counters["alu_uops"] == rtl.counters["alu_uops"]
+    assert result.cycles == result.counters["cycles"] > 0
+    assert result.sim == "board-sim"
+
+
+def test_memory_round_trip_at_odd_addresses(board):
+    link = BoardLink(board)
+    rng = np.random.default_rng(3)
+    for address, size in ((0, 1), (3, 37), (MEMORY_BYTES - 11, 11), (1001, 5000)):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        link.write_memory(address, data)
+        assert link.read_memory(address, size) == data
+
+
+def test_info_names_the_hardware(board):
+    info = BoardLink(board).info()
+    assert info == {"version": protocol.PROTOCOL_VERSION, "bus_bytes": TINY.dram_bus_bytes,
+                    "memory_bytes": MEMORY_BYTES, "config_hash": TINY.hash}
+
+
+def test_unknown_command_is_answered(board):
+    board.write(b"\x00")
+    assert board.read(1)[0] == protocol.Status.UNKNOWN
+    # The link is still in step: the next command works.
+    assert BoardLink(board).status() & protocol.STATUS_RUNNING == 0
+
+
+def test_memory_and_start_are_refused_while_running():
+    from vdla.sim.board_sim import SimulatedBoard
+    board = SimulatedBoard(TINY, MEMORY_BYTES, clocks_per_bit=8)  # left running: its own
+    link = BoardLink(board)
+    link.write_memory(0, bytes(64))
+    # Zero instructions: no FINISH ever retires, so the program runs until reset.
+    link.set_register(protocol.Register.INSN_ADDR, 0)
+    link.set_register(protocol.Register.INSN_COUNT, 0)
+    link.start()
+    assert link.status() == protocol.STATUS_RUNNING
+    with pytest.raises(BoardError, match="answered START with status BUSY"):
+        link.start()
+    with pytest.raises(BoardError, match="answered WRITE with status BUSY"):
+        link.write_memory(0, b"\x01\x02\x03")
+    # A refused READ still sends its bytes (zeros) before the status.
+    board.write(protocol.encode_command(protocol.Command.READ, 0, 4))
+    assert board.read(5) == bytes(4) + bytes([protocol.Status.BUSY])
+
+
+def test_other_hardware_and_oversized_images_are_refused(board):
+    odd = PRESETS["odd"]
+    with pytest.raises(BoardError, match=rf"bitstream is for config hash {TINY.hash}, not 'odd'"):
+        BoardBackend(odd, board)
+
+
+def test_image_larger_than_the_memory_is_refused():
+    backend = get_backend("board-sim", TINY, memory_bytes=MEMORY_BYTES)
+    with pytest.raises(BoardError, match=r"DRAM image \(16400 bytes\) does not fit the "
+                                         r"board's 16384-byte on-chip memory"):
+        backend.run(np.zeros(MEMORY_BYTES + 16, np.uint8), 0, 1)
+
+
+def test_serial_board_needs_a_port():
+    with pytest.raises(BoardError, match=r"--sim board needs the board's serial port"):
+        get_backend("board", TINY)
+
+
+def test_protocol_encoding_and_header():
+    assert protocol.encode_command(protocol.Command.WRITE, 0x10, 3) == \
+        b"W" + (0x10).to_bytes(4, "little") + (3).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="SET_REG takes 2 fields, got 1"):
+        protocol.encode_command(protocol.Command.SET_REG, 1)
+    with pytest.raises(ValueError, match="READ: field 4294967296 does not fit 4 bytes"):
+        protocol.encode_command(protocol.Command.READ, 1 << 32, 1)
+    header = protocol.c_header()
+    for command in protocol.Command:
+        assert f"#define VDLA_BOARD_CMD_{command.name} 0x{command.value:02x}" in header

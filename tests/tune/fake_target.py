@@ -1,0 +1,38 @@
+"""A tuning target with deterministic costs and no simulation, for tuner and log tests.
+
+Its cost is a fixed function of the plan that the learned model does not see
+directly: the analytical estimate scaled by a penalty on loop orders and
+resident operands, so the best point is not the estimate's minimum.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from vdla.compiler.schedule import estimate_cost
+from vdla.tune.target import AccelTarget, Measurement, register_target
+
+
+def fake_cost(space, schedule) -> float | None:
+    plan = space.plan(schedule)
+    if plan is None:
+        return None
+    penalty = 1 + 0.3 * schedule.loop_order.index("k") + 0.2 * schedule.resident_input
+    return round(estimate_cost(plan) * penalty)
+
+
+class FakeTarget(AccelTarget):
+    name = "fake"
+    unit = "cycles"
+
+    def prepare(self, config, shared, progress=None):
+        return {"delay": float(os.environ.get("VDLA_FAKE_DELAY", "0"))}
+
+    def measure(self, op, config, schedule, options):
+        time.sleep(options.get("delay", 0))
+        cost = fake_cost(self.space(op, config), schedule)
+        return Measurement(float(cost), True, None, {"pid": os.getpid()})
+
+
+register_target(FakeTarget())

@@ -1,0 +1,20 @@
+"""Autotuning: search a layer's declared schedule space with real measurements.
+
+`tune` runs a search (`tuners`: grid, random, or an XGBoost ranking model
+proposing batches by simulated annealing) over the knobs `compiler.schedule`
+declares, measuring each candidate on a target (`target`: RTL cycles on the
+accelerator, bit-exactness checked) through one executor (`bench.executor`:
+local processes or Dask), and appends every trial to a JSON-lines log (`log`)
+that survives a ``kill -9`` and from which `vdla compile --tuned` applies the
+best schedule.
+"""
+
+from vdla.tune.log import TuneLog, best_record, read_log, workload_key
+from vdla.tune.session import TuneResult, tune
+from vdla.tune.target import (TARGETS, Measurement, Target, TuneError, get_target,
+                              register_target)
+from vdla.tune.tuners import TUNERS, make_tuner
+
+__all__ = ["tune", "TuneResult", "TuneLog", "read_log", "best_record", "workload_key",
+           "Target", "Measurement", "TuneError", "TARGETS", "get_target", "register_target",
+           "TUNERS", "make_tuner"]

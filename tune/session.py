@@ -1,0 +1,210 @@
+"""One tuning run: propose, measure on the executor, log each trial, learn, repeat.
+
+`tune` searches a layer's declared knob space on one config with a tuner
+(`tune.tuners`), measuring batches of candidates through `bench.executor.Pool`
+(local processes, or a Dask cluster) and appending every finished trial to the
+log before anything else happens. The first trial of every run is the
+target's default schedule (unless ``start_from_default=False``), so a tuned
+schedule is never slower than the default one. With
+``resume`` the trials already in the log for this workload and config count as
+done: they are neither lost nor measured again, and the tuner learns from them
+first. A ``cache`` of earlier measurements (keyed by `tune.log.measurement_key`)
+spares repeated runs, e.g. benchmark seeds, from re-simulating a schedule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from vdla.bench.executor import Pool
+from vdla.compiler.errors import ScheduleError
+from vdla.compiler.ops import op_from_dict
+from vdla.hw.config import HwConfig
+from vdla.tune.log import (TuneLog, make_record, measurement_key, read_log, record_measurement,
+                           workload_key)
+from vdla.tune.target import Measurement, TuneError, get_target
+from vdla.tune.tuners import make_tuner
+
+__all__ = ["tune", "TuneResult", "transfer_data"]
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """The trials of this workload and config in the log, in trial order, and the best."""
+
+    records: list[dict[str, Any]]
+    measured: int                   # trials simulated by this call (not resumed or cached)
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        good = [r for r in self.records if r["correct"] and r["cost"] is not None]
+        return min(good, key=lambda r: r["cost"], default=None)
+
+    def best_so_far(self) -> list[float | None]:
+        """Lowest cost after each trial (None until one succeeds)."""
+        curve, best = [], None
+        for record in self.records:
+            if record["correct"] and record["cost"] is not None:
+                best = record["cost"] if best is None else min(best, record["cost"])
+            curve.append(best)
+        return curve
+
+
+def _measure(task) -> Measurement:
+    target_name, op, config, schedule, options = task
+    return get_target(target_name).measure(op, config, schedule, options)
+
+
+def transfer_data(records: Iterable[dict], target: str, exclude: str
+                  ) -> list[tuple[np.ndarray, list[float | None]]]:
+    """Features and costs of other workloads' trials, one group per (workload, config)."""
+    chosen = get_target(target)
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        if record["target"] == target and record["workload"] + record["config_hash"] != exclude:
+            groups.setdefault((record["workload"], record["config_hash"]), []).append(record)
+    data = []
+    for group in groups.values():
+        op = op_from_dict(group[0]["op"])
+        config = HwConfig.from_dict(group[0]["config"])
+        space = chosen.space(op, config)
+        rows, costs = [], []
+        for record in group:
+            x = chosen.features(space, space.decode(record["schedule"]))
+            if x is not None:
+                rows.append(x)
+                costs.append(record["cost"] if record["correct"] else None)
+        if rows:
+            data.append((np.stack(rows), costs))
+    return data
+
+
+def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", trials: int = 32,
+         log: str | Path | None = None, resume: bool = False, pool: Pool | None = None,
+         jobs: int = 1, scheduler: str | None = None, batch: int | None = None, seed: int = 0,
+         transfer: Iterable[dict] = (), cache: dict[str, Measurement] | None = None,
+         progress: Callable[[dict], None] | None = None,
+         message: Callable[[str], None] | None = None,
+         start_from_default: bool = True) -> TuneResult:
+    """Tune one layer on one config.
+
+    Parameters
+    ----------
+    op : Conv2d or Dense
+    config : HwConfig
+    target, tuner : str
+        A registered target (`tune.target`) and a tuner name (`tune.tuners`).
+    trials : int
+        Trials in all, those resumed from the log included.
+    log : path, optional
+        JSON-lines log every trial is appended to.
+    resume : bool
+        Continue the log's trials of this workload and config; without it a
+        log that already holds some is refused.
+    pool : Pool, optional
+        Where to measure (not closed here); else one of ``jobs`` local
+        processes or the Dask ``scheduler``.
+    batch : int, optional
+        Candidates per round (default: twice the workers, at least 4).
+    seed : int
+    transfer : iterable of records
+        Other workloads' trials to warm-start the xgb model.
+    cache : dict, optional
+        Known measurements by `measurement_key`; new ones are added.
+    progress : callable, optional
+        Called with each trial's record as it is logged.
+    message : callable, optional
+        Told about slow preparation (a cold rtl model build).
+    start_from_default : bool
+        Measure the default schedule first (False: the tuner alone chooses
+        every trial, for comparing search strategies).
+
+    Raises
+    ------
+    TuneError
+        For bad arguments or a log that cannot be continued.
+    """
+    if not isinstance(trials, int) or trials < 1:
+        raise TuneError(f"trials: expected a positive integer, got {trials!r}")
+    chosen = get_target(target)
+    space = chosen.space(op, config)
+    key = workload_key(op)
+    previous = read_log(log) if log is not None else []
+    done = [r for r in previous if r["workload"] == key and r["config_hash"] == config.hash
+            and r["target"] == target]
+    if done and not resume:
+        raise TuneError(f"log {log} already holds {len(done)} trial(s) of {op.describe()} on "
+                        f"{config.name!r}: pass --resume to continue them or use another --log")
+    writer = TuneLog(log) if log is not None else None
+    search = make_tuner(tuner, space, chosen, seed,
+                        transfer=transfer_data(transfer, target, key + config.hash))
+    visited = {space.point(space.decode(r["schedule"])) for r in done}
+    search.update([(space.point(space.decode(r["schedule"])), record_measurement(r))
+                   for r in done])
+    records = list(done)
+    cache = {} if cache is None else cache
+    own_pool = pool is None
+    pool = Pool(jobs, scheduler) if own_pool else pool
+    measured = 0
+    try:
+        options = chosen.prepare(config, shared=not pool.remote, progress=message)
+        while len(records) < trials:
+            want = min(batch or max(4, 2 * pool.jobs), trials - len(records))
+            first = [] if records or not start_from_default else \
+                [p for p in [_default_point(chosen, space, op, config)] if p is not None]
+            proposals = first + search.propose(want - len(first), visited | set(first))
+            if not proposals:
+                break                           # the space holds no more legal points
+            visited.update(proposals)
+            results: dict[tuple, Measurement] = {}
+            for point, measurement, simulated in _measure_batch(
+                    pool, target, op, config, space, proposals, options, cache):
+                measured += simulated
+                results[point] = measurement
+                records.append(_log(writer, target, op, config, space, point, measurement,
+                                    tuner, seed, len(records), progress))
+            # Learn in proposal order, whatever order the workers finished in.
+            search.update([(point, results[point]) for point in proposals])
+    finally:
+        if own_pool:
+            pool.close()
+    return TuneResult(records, measured)
+
+
+def _measure_batch(pool, target, op, config, space, points, options, cache):
+    """Yield ``(point, measurement, simulated)``: cached points at once, the others as
+    the workers finish them (each then added to the cache)."""
+    waiting = {}                        # the task tuples submitted, by identity
+    for point in points:
+        schedule = space.schedule(point)
+        key = measurement_key(target, op, config, schedule)
+        if key in cache:
+            yield point, cache[key], False
+        else:
+            task = (target, op, config, schedule, options)
+            waiting[id(task)] = (task, key, point)
+    for task, measurement in pool.map_unordered(_measure, [t for t, _, _ in waiting.values()]):
+        _, key, point = waiting[id(task)]
+        cache[key] = measurement
+        yield point, measurement, True
+
+
+def _default_point(target, space, op, config):
+    try:
+        return space.point(target.default(op, config))
+    except ScheduleError:
+        return None             # a default outside the declared space: search without it
+
+
+def _log(writer, target, op, config, space, point, measurement, tuner, seed, trial, progress):
+    record = make_record(target, op, config, space.schedule(point), measurement,
+                         tuner=tuner, seed=seed, trial=trial)
+    if writer is not None:
+        writer.append(record)
+    if progress is not None:
+        progress(record)
+    return record
