@@ -25,7 +25,7 @@ from vdla.compiler.schedule import Schedule
 from vdla.hw.config import HwConfig
 from vdla.tune.target import Measurement, TuneError
 
-__all__ = ["LOG_VERSION", "workload_key", "measurement_key", "make_record", "read_log", "read_jsonl",
+__all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record", "read_log", "read_jsonl",
            "TuneLog", "best_record", "record_measurement"]
 
 LOG_VERSION = 1
@@ -37,10 +37,23 @@ def workload_key(op) -> str:
     return f"{op.describe()} #{digest}"
 
 
+def design_digest(target: str) -> str:
+    """What a measurement depends on beyond the config: the accelerator's RTL sources.
+
+    A config's hash names its parameters, not the design they parameterise, so
+    the same config measures different cycles after the RTL changes.
+    """
+    if target != "accel":
+        return ""
+    from vdla.hw.generate import hw_source_digest
+    return hw_source_digest()
+
+
 def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> str:
-    """What makes two measurements the same: target, workload, hardware and schedule."""
-    return json.dumps([target, workload_key(op), config.hash, schedule.to_dict()],
-                      sort_keys=True)
+    """What makes two measurements the same: target, workload, hardware (config and
+    design) and schedule."""
+    return json.dumps([target, workload_key(op), config.hash, design_digest(target),
+                       schedule.to_dict()], sort_keys=True)
 
 
 def make_record(target: str, op, config: HwConfig, schedule: Schedule,
@@ -48,7 +61,7 @@ def make_record(target: str, op, config: HwConfig, schedule: Schedule,
     """One log line's object (``extra``: tuner, trial number, seed, ...)."""
     return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
             "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "schedule": schedule.to_dict(), "cost": measurement.cost,
+            "design": design_digest(target), "schedule": schedule.to_dict(), "cost": measurement.cost,
             "correct": measurement.correct, "error": measurement.error,
             "details": measurement.details, "time": round(time.time(), 3), **extra}
 
