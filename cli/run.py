@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, fail
 from vdla.runtime.device import Device
 from vdla.runtime.program_file import load
@@ -136,9 +137,14 @@ def _jsonable(value):
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
+@click.option("--port", default=None, metavar="DEVICE",
+              help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
+@click.option("--baud", type=click.IntRange(min=1), default=None,
+              help="--sim board: the bitstream's UART baud rate (default 1000000).")
+@clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
-            timeline_window, as_json):
+            timeline_window, port, baud, clock_mhz, as_json):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -155,6 +161,12 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     output_paths = _output_paths(outputs, program)
     arrays = _read_inputs(input_paths)
     options = {}
+    if (port is not None or baud is not None) and sim != "board":
+        fail(f"--port and --baud are for --sim board (got --sim {sim})")
+    if port is not None:
+        options["port"] = port
+    if baud is not None:
+        options["baud"] = baud
     if trace is not None:
         options["trace"] = trace
     if cycle_limit is not None:
@@ -187,9 +199,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     counters = {name: int(value) for name, value in result.counters.items()}
     per_module = {module: counters.get(f"{module}_insns")
                   for module in ("load", "compute", "store")}
+    time = time_report(program.config, result.cycles, clock_mhz)
     if as_json:
         report = {
             "program": str(program_file), "sim": result.sim, "cycles": result.cycles,
+            "time": time,
             "instructions": result.instructions, "instructions_per_module": per_module,
             "counters": counters,
             "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
@@ -205,7 +219,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     click.echo(f"program: {program_file} ({program.config.name}, "
                f"{program.metadata.get('layer', 'layer')})")
     click.echo(f"sim: {result.sim}")
-    click.echo(f"cycles: {result.cycles if result.cycles is not None else 'n/a (untimed)'}")
+    click.echo(f"cycles: {result.cycles if result.cycles is not None else 'n/a (untimed)'}"
+               + (f" = {time_text(time)}" if time else ""))
     modules = ", ".join(f"{module} {count}" for module, count in per_module.items()
                         if count is not None)
     click.echo(f"instructions: {result.instructions}" + (f" ({modules})" if modules else ""))

@@ -50,7 +50,8 @@ from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
-           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path"]
+           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
+           "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see.
 RECIPE_VERSION = 1
@@ -477,7 +478,50 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     from vdla.hw.generate import TOP_NAME
     if target == "ice40":
         from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-        return synthesize_rtlil(board_rtlil(config), BOARD_TOP_NAME, target, device, place=True,
-                                clock_mhz=clock_mhz, top_kind="board")
-    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
-                            clock_mhz=clock_mhz, out_of_context=True)
+        report = synthesize_rtlil(board_rtlil(config), BOARD_TOP_NAME, target, device,
+                                  place=True, clock_mhz=clock_mhz, top_kind="board")
+    else:
+        report = synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
+                                  clock_mhz=clock_mhz, out_of_context=True)
+    record_fmax(config, report)
+    return report
+
+
+# ------------------------------------------------------------------ cycles -> time
+def _fmax_record(config: HwConfig) -> Path:
+    from vdla.hw.generate import hw_source_digest
+    return cache_root() / "synth" / "fmax" / f"{config.hash}-{hw_source_digest()}.json"
+
+
+def record_fmax(config: HwConfig, report: SynthReport) -> None:
+    """Remember ``report``'s Fmax for ``config`` (this design's sources), for `known_fmax`."""
+    if report.fmax_mhz is None:
+        return
+    path = _fmax_record(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"fmax_mhz": report.fmax_mhz, "target": report.target,
+                                "device": report.device, "top": report.top}) + "\n")
+
+
+def known_fmax(config: HwConfig) -> dict | None:
+    """The last place-and-route Fmax of ``config`` for the current hw sources, if any.
+
+    Cheap (no tool runs): `place_and_route` and the synthesis benchmark record it.
+    """
+    path = _fmax_record(config)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def clock_for(config: HwConfig, clock_mhz: float | None = None) -> tuple[float, str] | None:
+    """The clock to turn cycles into time, and where it comes from.
+
+    ``clock_mhz`` when given (``--clock-mhz``), else the Fmax `known_fmax`
+    has for ``config``, else None (cycles only).
+    """
+    if clock_mhz is not None:
+        return float(clock_mhz), "--clock-mhz"
+    known = known_fmax(config)
+    if known is None:
+        return None
+    return float(known["fmax_mhz"]), (f"Fmax of config {config.name} placed on {known['target']} "
+                                      f"{known['device']} ({known['top']}), vdla hw synth")
