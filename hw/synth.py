@@ -459,7 +459,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
 
     On ECP5 the accelerator core is placed out of context. On iCE40
     (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
-    core with `hw.board_top.BoardTop`'s on-chip memory and UART link.
+    core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
+    the `hw.boards` board with that part (8 KiB on the iCEBreaker's UP5K).
 
     Parameters
     ----------
@@ -477,9 +478,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     """
     from vdla.hw.generate import TOP_NAME
     if target == "ice40":
-        from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-        report = synthesize_rtlil(board_rtlil(config), BOARD_TOP_NAME, target, device,
-                                  place=True, clock_mhz=clock_mhz, top_kind="board")
+        from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
+        from vdla.hw.boards import BOARDS
+        part = _device(target, device).name
+        memory_bytes = next((board.memory_bytes for board in BOARDS.values()
+                             if board.device == part), DEFAULT_MEMORY_BYTES)
+        report = synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
+                                  device, place=True, clock_mhz=clock_mhz, top_kind="board")
     else:
         report = synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                   clock_mhz=clock_mhz, out_of_context=True)

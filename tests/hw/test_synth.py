@@ -123,3 +123,18 @@ def test_icebreaker_bitstream_of_the_board_top(tmp_path):
     assert report.bytes == len(data) > 100_000  # an UP5K image is ~104 kB
     assert data[:4] == b"\xff\x00\x00\xff"  # iCE40 bitstream preamble
     assert report.clock_mhz == 12 and report.fmax_by_clock
+
+
+def test_cycles_become_time_at_the_recorded_fmax(tmp_path, monkeypatch):
+    from vdla.hw.config import PRESETS
+    from vdla.hw.synth import SynthReport, clock_for, known_fmax, record_fmax
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
+    tiny, odd = PRESETS["tiny"], PRESETS["odd"]
+    assert known_fmax(tiny) is None and clock_for(tiny) is None
+    assert clock_for(tiny, 125) == (125.0, "--clock-mhz")
+    record_fmax(tiny, SynthReport(luts=1, ffs=1, brams=0, dsps=0, fmax_mhz=87.5,
+                                  device="LFE5U-85F", fits=True, stage="place_and_route"))
+    assert clock_for(tiny) == (87.5, "Fmax of config tiny placed on ecp5 LFE5U-85F (core), "
+                                     "vdla hw synth")
+    assert clock_for(tiny, 50)[0] == 50.0  # the option wins
+    assert clock_for(odd) is None  # another design
