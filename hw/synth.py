@@ -450,7 +450,8 @@ def estimate(config: HwConfig, target: str = "ecp5", device: str | None = None) 
         ``fmax_mhz`` is None; ``fits`` compares the counts with the part's capacity.
     """
     from vdla.hw.generate import TOP_NAME
-    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device)
+    return _remembered(config, ("estimate", target, device), lambda: synthesize_rtlil(
+        _core_rtlil(config), TOP_NAME, target, device))
 
 
 def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
@@ -477,18 +478,43 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
         ``fits`` False (and no Fmax) when nextpnr cannot place it on the part.
     """
     from vdla.hw.generate import TOP_NAME
-    if target == "ice40":
-        from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
-        from vdla.hw.boards import BOARDS
-        part = _device(target, device).name
-        memory_bytes = next((board.memory_bytes for board in BOARDS.values()
-                             if board.device == part), DEFAULT_MEMORY_BYTES)
-        report = synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
-                                  device, place=True, clock_mhz=clock_mhz, top_kind="board")
-    else:
-        report = synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
-                                  clock_mhz=clock_mhz, out_of_context=True)
+
+    def run() -> SynthReport:
+        if target == "ice40":
+            from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
+            from vdla.hw.boards import BOARDS
+            part = _device(target, device).name
+            memory_bytes = next((board.memory_bytes for board in BOARDS.values()
+                                 if board.device == part), DEFAULT_MEMORY_BYTES)
+            return synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
+                                    device, place=True, clock_mhz=clock_mhz, top_kind="board")
+        return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
+                                clock_mhz=clock_mhz, out_of_context=True)
+
+    report = _remembered(config, ("place_and_route", target, device, clock_mhz), run)
     record_fmax(config, report)
+    return report
+
+
+def _remembered(config: HwConfig, question: tuple, answer) -> SynthReport:
+    """``answer()``, remembered by config and `hw.generate.hw_source_digest`.
+
+    The report cache is keyed by the RTLIL text; this index in front of it
+    lets a repeated question skip Amaranth's conversion (seconds per config in
+    a sweep), with the same key as the cached Verilog.
+    """
+    from vdla.hw.generate import hw_source_digest
+    _device(question[1], question[2])  # bad target or device: the error, before any work
+    digest = hashlib.sha256(repr((question, _tool_versions(), RECIPE_VERSION)).encode())
+    path = (cache_root() / "synth" / "by-config"
+            / f"{config.hash}-{hw_source_digest()}-{digest.hexdigest()[:16]}.json")
+    if path.exists():
+        return SynthReport.from_dict({**json.loads(path.read_text()), "cached": True})
+    report = answer()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(report.to_dict()) + "\n")
+    os.replace(temporary, path)
     return report
 
 

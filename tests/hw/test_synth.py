@@ -124,3 +124,27 @@ def test_cycles_become_time_at_the_recorded_fmax(tmp_path, monkeypatch):
                                      "vdla hw synth")
     assert clock_for(tiny, 50)[0] == 50.0  # the option wins
     assert clock_for(odd) is None  # another design
+
+
+def test_config_reports_are_remembered_and_record_fmax(tmp_path, monkeypatch):
+    """`estimate` / `place_and_route` of a config: the second ask converts nothing."""
+    import vdla.hw.synth as synth
+    from vdla.hw.config import PRESETS
+    from vdla.hw.generate import TOP_NAME
+    monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
+    conversions = []
+
+    def small_core(config):  # a stand-in for the accelerator's RTLIL, sized by the config
+        conversions.append(config.name)
+        return rtlil.convert(Registers(8 * config.block_in), name=TOP_NAME, emit_src=False)
+
+    monkeypatch.setattr(synth, "_core_rtlil", small_core)
+    tiny = PRESETS["tiny"]
+    first = synth.estimate(tiny, "ecp5")
+    assert first.ffs == 8 * tiny.block_in and not first.cached
+    assert synth.estimate(tiny, "ecp5").cached and conversions == ["tiny"]
+    placed = synth.place_and_route(tiny, "ecp5", clock_mhz=80)
+    assert placed.fits and placed.fmax_mhz and conversions == ["tiny", "tiny"]
+    assert synth.clock_for(tiny) == (placed.fmax_mhz, "Fmax of config tiny placed on ecp5 "
+                                                      "LFE5U-85F (core), vdla hw synth")
