@@ -64,14 +64,19 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
+@click.option("--clock-mhz", type=float, default=None,
+              help="The design's clock, from the FPGA's PLL (default: the board's, e.g. "
+                   "100 on ulx3s-85f, 30 on icebreaker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def bitstream(board, config, output, as_json):
+def bitstream(board, config, output, clock_mhz, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
     from vdla.hw.boards import BOARDS, build_bitstream
     from vdla.hw.synth import SynthError
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]
+    if clock_mhz is not None and clock_mhz <= 0:
+        fail(f"--clock-mhz: must be positive, got {clock_mhz:g}")
     # --config defaults to `default`; on a board that means the board's preset.
     ctx = click.get_current_context()
     if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
@@ -79,7 +84,7 @@ def bitstream(board, config, output, as_json):
     click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
                err=True)
     try:
-        report = build_bitstream(chosen, output, config)
+        report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz)
     except SynthError as error:
         fail(str(error).splitlines()[0])
     if as_json:
@@ -88,4 +93,5 @@ def bitstream(board, config, output, as_json):
     clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in report.fmax_by_clock.items())
     click.echo(f"wrote {output}: {report.bytes} bytes, config {config.name}, runs at "
                f"{report.clock_mhz:g} MHz (Fmax {clocks}), UART {chosen.baud} baud, "
-               f"{report.seconds:g} s")
+               f"{report.seconds:g} s; host: vdla run PROGRAM --sim board --port PORT "
+               f"--baud {chosen.baud}")

@@ -17,6 +17,8 @@ from tests.cli.click_runner import invoke
      "iCE40HX1K)"),
     (["synth", "--target", "gowin"], "Invalid value for '--target'"),
     (["synth", "--clock-mhz", "-5"], "--clock-mhz: must be positive, got -5"),
+    (["bitstream", "--board", "icebreaker", "--clock-mhz", "0", "-o", "x.bin"],
+     "--clock-mhz: must be positive, got 0"),
     (["bitstream", "--board", "arty", "-o", "x.bit"],
      "--board 'arty': unknown board (available: ulx3s-85f, icebreaker)"),
 ])
