@@ -88,7 +88,7 @@ class Board:
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
           1_000_000, "ecp5", "LFE5U-85F", clock_mhz=100.0),
-    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 8 * 1024,
+    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 4 * 1024,
           1_000_000, "ice40", "iCE40UP5K", clock_mhz=30.0, led="led_g"),
 )}
 

@@ -461,7 +461,7 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     On ECP5 the accelerator core is placed out of context. On iCE40
     (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
     core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
-    the `hw.boards` board with that part (8 KiB on the iCEBreaker's UP5K).
+    the `hw.boards` board with that part (4 KiB on the iCEBreaker's UP5K).
 
     Parameters
     ----------
