@@ -3,7 +3,8 @@
 ``synth`` runs `hw.synth` (Yosys, then nextpnr unless ``--estimate``) on the
 accelerator of a config and prints LUTs, flip-flops, block RAMs, DSPs, whether
 it fits the part and the Fmax per clock domain; ``--json`` writes the report.
-``bitstream`` builds a board's bitstream of the board top (`hw.boards`).
+``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
+``board-header`` writes the board's UART protocol as a C header.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 
 from vdla.cli.options import config_option, fail
 
-__all__ = ["synth", "bitstream"]
+__all__ = ["synth", "bitstream", "board_header"]
 
 
 @click.command("synth")
@@ -95,3 +96,15 @@ def bitstream(board, config, output, clock_mhz, as_json):
                f"{report.clock_mhz:g} MHz (Fmax {clocks}), UART {chosen.baud} baud, "
                f"{report.seconds:g} s; host: vdla run PROGRAM --sim board --port PORT "
                f"--baud {chosen.baud}")
+
+
+@click.command("board-header")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the header here (default: standard output).")
+def board_header(output):
+    """The board's UART protocol (hw/board_protocol.py) as a C header, for C/C++ hosts."""
+    from vdla.hw.board_protocol import c_header
+    if output is None:
+        click.echo(c_header(), nl=False)
+    else:
+        output.write_text(c_header())

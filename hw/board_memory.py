@@ -1,18 +1,20 @@
 """On-chip memory standing in for DRAM on a board: the accelerator's memory port
-served from one block RAM, and a byte port for the host link.
+served from block RAM, and a byte port for the host link.
 
 The memory is ``memory_bytes`` deep in words of the DRAM bus width, in banks
 of `BANK_WORDS` words, each with one read port and one byte-enabled write port
 (what ECP5 and iCE40 block RAMs offer). Reads are pipelined (`READ_LATENCY`)
-so that no block RAM output meets the bank multiplexer in the same cycle. ``host_owns`` chooses who drives the ports: the host link between
-programs, the accelerator while one runs; the two never use it at once, so no
+so that no block RAM output meets the bank multiplexer in the same cycle.
+``host_owns`` chooses who drives the ports: the host link between programs,
+the accelerator while one runs; the two never use them at once, so no
 arbitration is needed.
 
 Accelerator side (the contract of `hw.accelerator`'s ``mem_*`` ports). A read
 burst is taken when no other read burst is in progress; its beats leave at one
-per cycle through the read pipeline and a small FIFO. A write burst is taken when the previous one has had all its beats; each beat
-is written with its byte strobes. Addresses wrap at the memory's size (the
-host driver checks that a program fits).
+per cycle through the read pipeline and a small FIFO. A write burst is taken
+when the previous one has had all its beats; each beat is written with its
+byte strobes. Addresses wrap at the memory's size (the host driver checks that
+a program fits).
 
 Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
 writes one byte; ``host_read`` reads one, on ``host_rdata`` `READ_LATENCY`

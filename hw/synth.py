@@ -291,8 +291,8 @@ def _fits(counts: dict[str, int], device: Device) -> bool:
 
 
 # nextpnr's words when a design is too big for the part (not a tool failure).
-_DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|failed to place|"
-                           r"Failed to route",
+_DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|"
+                           r"failed to place|Failed to route",
                            re.IGNORECASE)
 
 
@@ -414,8 +414,8 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     result = _run(command, work, work / "nextpnr.log", f"{command[0]}", allow_failure=True)
     fields: dict[str, Any] = {"stage": "place_and_route", "clock_mhz": clock}
     if result.returncode != 0:
-        log = (work / "nextpnr.log").read_text(errors="replace") if (work / "nextpnr.log").exists() \
-            else ""
+        log_path = work / "nextpnr.log"
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
         if _DOES_NOT_FIT.search(log + result.stderr):
             return {**fields, "fits": False, "fmax_by_clock": {}}
         tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])

@@ -1,4 +1,5 @@
-"""``vdla hw synth`` and ``vdla hw bitstream``: one-line errors for bad options.
+"""``vdla hw synth``, ``bitstream`` and ``board-header``: one-line errors for bad options,
+the protocol header.
 
 The flows themselves are tested in `tests.hw.test_synth` and `tests.hw.test_boards`.
 """
@@ -26,3 +27,12 @@ def test_bad_options_are_one_line(args, message):
     result = invoke(hw_command, args)
     assert result.exit_code != 0
     assert message in result.output
+
+
+def test_board_header_states_the_protocol(tmp_path):
+    from vdla.hw import board_protocol as protocol
+    result = invoke(hw_command, ["board-header", "-o", tmp_path / "board.h"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "board.h").read_text()
+    assert text == protocol.c_header()
+    assert f"#define VDLA_BOARD_STATUS_OK 0x{protocol.Status.OK:02x}" in text
