@@ -240,12 +240,16 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
         try:
             products = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                       build_dir=build_dir, do_program=False)
-        except Exception as error:  # Amaranth raises a plain error with the tool's output
+        except Exception as error:  # Amaranth raises a plain error ("... exit status 1")
             log = Path(build_dir) / "top.tim"
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) \
-                if log.exists() else ""
-            raise SynthError(f"building the {board.name} bitstream failed: {error}\n{tail}") \
-                from None
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            # nextpnr's own first error says why (e.g. a clock it cannot meet).
+            cause = next((line.removeprefix("ERROR: ") for line in lines
+                          if line.startswith("ERROR:")), str(error))
+            hint = "; a lower --clock-mhz may meet timing" if "FAIL at" in cause else ""
+            tail = "\n".join(lines[-20:])
+            raise SynthError(f"building the {board.name} bitstream failed: {cause}{hint}\n"
+                             f"{tail}") from None
         suffix = "bit" if board.target == "ecp5" else "bin"
         bitstream = products.get(f"top.{suffix}")
         timing = products.get("top.tim", "t")
