@@ -13,7 +13,10 @@ Accelerator side (the contract of `hw.accelerator`'s ``mem_*`` ports). A read
 burst is taken when no other read burst is in progress; its beats leave at one
 per cycle through the read pipeline and a small FIFO. A write burst is taken
 when the previous one has had all its beats; each beat is written with its
-byte strobes. Addresses wrap at the memory's size (the host driver checks that
+byte strobes, into the block RAM the cycle after it is accepted (a read of
+the same word issued in that cycle sees the old data: the accelerator never
+does that, a store and a later load are ordered by dependency tokens across
+many cycles). Addresses wrap at the memory's size (the host driver checks that
 a program fits).
 
 Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
@@ -102,11 +105,17 @@ class OnChipMemory(wiring.Component):
         stage_bank = [Signal(range(len(banks)), name=f"stage{i}_bank") for i in (1, 2)]
         bank_data = [Signal(config.dram_bus_bits, name=f"bank{i}_data") for i in range(len(banks))]
         word = Signal(config.dram_bus_bits)
+        # Writes reach the banks one cycle after they are accepted, from registers:
+        # the address and data fan out to every bank from one flip-flop each.
+        stored_address = Signal(bank_bits)
+        stored_data = Signal(config.dram_bus_bits)
+        m.d.sync += [stored_address.eq(write_address[:bank_bits]), stored_data.eq(write_data)]
         for (read, write), data, index in zip(banks, bank_data, range(len(banks))):
-            m.d.comb += [read.addr.eq(read_address[:bank_bits]),
-                         write.addr.eq(write_address[:bank_bits]), write.data.eq(write_data),
-                         write.en.eq(Mux(write_bank == index, write_strobes, 0)
-                                     if len(banks) > 1 else write_strobes)]
+            strobes = Signal(bus_bytes, name=f"bank{index}_strobes")
+            m.d.sync += strobes.eq(Mux(write_bank == index, write_strobes, 0)
+                                   if len(banks) > 1 else write_strobes)
+            m.d.comb += [read.addr.eq(read_address[:bank_bits]), write.addr.eq(stored_address),
+                         write.data.eq(stored_data), write.en.eq(strobes)]
             m.d.sync += data.eq(read.data)
         m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
                      stage_bank[1].eq(stage_bank[0]),
