@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, config_option, fail
 from vdla.hw.config import HwConfig
 from vdla.bench import suite as bench
@@ -219,8 +220,9 @@ def _progress_bar(total: int, description: str):
               help="Run the layers on this Dask scheduler instead (needs 'distributed').")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the random inputs.")
+@clock_option
 def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
-            roofline_path, check_path, update_path, jobs, scheduler, seed):
+            roofline_path, check_path, update_path, jobs, scheduler, seed, clock_mhz):
     """Run NETWORK's layers (resnet18: C2–C11), check them and report cycles."""
     try:
         workloads = bench.select_workloads(layers, benchmark)
@@ -287,6 +289,10 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
     main = results[0]
     report = bench.bench_report(main, results[1] if ablation else None, jobs=jobs)
     lines = report_lines(main, report)
+    time = time_report(config, main.total_cycles, clock_mhz)
+    if time is not None:
+        report["time"] = time
+        lines.append(f"total {main.total_cycles:,} cycles = {time_text(time)}")
 
     failed = not all(result.all_correct for result in results)
     if baseline is not None:

@@ -46,5 +46,6 @@ def verilog_command(config, output, top, as_json):
 hw.add_command(__import__("vdla.cli.hw_model", fromlist=["model"]).model)  # vdla hw model
 hw.add_command(__import__("vdla.cli.hw_synth", fromlist=["synth"]).synth)  # vdla hw synth
 hw.add_command(__import__("vdla.cli.hw_synth", fromlist=["bitstream"]).bitstream)  # vdla hw bitstream
+hw.add_command(__import__("vdla.cli.hw_synth", fromlist=["board_header"]).board_header)
 
 command = hw

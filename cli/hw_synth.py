@@ -3,7 +3,8 @@
 ``synth`` runs `hw.synth` (Yosys, then nextpnr unless ``--estimate``) on the
 accelerator of a config and prints LUTs, flip-flops, block RAMs, DSPs, whether
 it fits the part and the Fmax per clock domain; ``--json`` writes the report.
-``bitstream`` builds a board's bitstream of the board top (`hw.boards`).
+``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
+``board-header`` writes the board's UART protocol as a C header.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import click
 
 from vdla.cli.options import config_option, fail
 
-__all__ = ["synth", "bitstream"]
+__all__ = ["synth", "bitstream", "board_header"]
 
 
 @click.command("synth")
@@ -64,14 +65,19 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
+@click.option("--clock-mhz", type=float, default=None,
+              help="The design's clock, from the FPGA's PLL (default: the board's, e.g. "
+                   "100 on ulx3s-85f, 30 on icebreaker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def bitstream(board, config, output, as_json):
+def bitstream(board, config, output, clock_mhz, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
     from vdla.hw.boards import BOARDS, build_bitstream
     from vdla.hw.synth import SynthError
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]
+    if clock_mhz is not None and clock_mhz <= 0:
+        fail(f"--clock-mhz: must be positive, got {clock_mhz:g}")
     # --config defaults to `default`; on a board that means the board's preset.
     ctx = click.get_current_context()
     if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
@@ -79,7 +85,7 @@ def bitstream(board, config, output, as_json):
     click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
                err=True)
     try:
-        report = build_bitstream(chosen, output, config)
+        report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz)
     except SynthError as error:
         fail(str(error).splitlines()[0])
     if as_json:
@@ -88,4 +94,17 @@ def bitstream(board, config, output, as_json):
     clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in report.fmax_by_clock.items())
     click.echo(f"wrote {output}: {report.bytes} bytes, config {config.name}, runs at "
                f"{report.clock_mhz:g} MHz (Fmax {clocks}), UART {chosen.baud} baud, "
-               f"{report.seconds:g} s")
+               f"{report.seconds:g} s; host: vdla run PROGRAM --sim board --port PORT "
+               f"--baud {chosen.baud}")
+
+
+@click.command("board-header")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the header here (default: standard output).")
+def board_header(output):
+    """The board's UART protocol (hw/board_protocol.py) as a C header, for C/C++ hosts."""
+    from vdla.hw.board_protocol import c_header
+    if output is None:
+        click.echo(c_header(), nl=False)
+    else:
+        output.write_text(c_header())

@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, fail, program_config_option
 from vdla.cli.run_report import run_report, text_lines
 from vdla.runtime.device import Device
@@ -129,10 +130,15 @@ def _draw_timeline(path: str, result, program, window) -> str:
               show_default=True, help="Run on the simulated accelerator or on this CPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="Threads of --target cpu.")
+@click.option("--port", default=None, metavar="DEVICE",
+              help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
+@click.option("--baud", type=click.IntRange(min=1), default=None,
+              help="--sim board: the bitstream's UART baud rate (default 1000000).")
+@clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
-            timeline_window, target, threads, as_json, config):
+            timeline_window, target, threads, port, baud, clock_mhz, as_json, config):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -149,6 +155,12 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     output_paths = _output_paths(outputs, program)
     arrays = _read_inputs(input_paths)
     options = {}
+    if (port is not None or baud is not None) and sim != "board":
+        fail(f"--port and --baud are for --sim board (got --sim {sim})")
+    if port is not None:
+        options["port"] = port
+    if baud is not None:
+        options["baud"] = baud
     if trace is not None:
         options["trace"] = trace
     if cycle_limit is not None:
@@ -183,6 +195,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     if timeline_path is not None:
         drawn = _draw_timeline(timeline_path, result, program, window)
     report = run_report(program_file, program, result, written)
+    # cycles become time at a clock only on the accelerator; the cpu target is timed
+    report["time"] = None if target == "cpu" else time_report(program.config, result.cycles,
+                                                              clock_mhz)
     if as_json:
         if timeline_path is not None:
             report["timeline"] = {"file": str(timeline_path), "window": list(window) if window
@@ -193,6 +208,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     if result.sim == "cpu":
         click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
                    f"threads, {result.details['mode']}, {result.details['isa']})")
+    if report["time"] is not None:
+        click.echo(f"time: {time_text(report['time'])}")
     if timeline_path is not None:
         span = f" (cycles {window[0]:,} to {window[1]:,})" if window else ""
         click.echo(f"timeline{span}, {drawn}: {timeline_path}")

@@ -1,18 +1,23 @@
 """On-chip memory standing in for DRAM on a board: the accelerator's memory port
-served from one block RAM, and a byte port for the host link.
+served from block RAM, and a byte port for the host link.
 
 The memory is ``memory_bytes`` deep in words of the DRAM bus width, in banks
 of `BANK_WORDS` words, each with one read port and one byte-enabled write port
 (what ECP5 and iCE40 block RAMs offer). Reads are pipelined (`READ_LATENCY`)
-so that no block RAM output meets the bank multiplexer in the same cycle. ``host_owns`` chooses who drives the ports: the host link between
-programs, the accelerator while one runs; the two never use it at once, so no
+so that no block RAM output meets the bank multiplexer in the same cycle.
+``host_owns`` chooses who drives the ports: the host link between programs,
+the accelerator while one runs; the two never use them at once, so no
 arbitration is needed.
 
 Accelerator side (the contract of `hw.accelerator`'s ``mem_*`` ports). A read
 burst is taken when no other read burst is in progress; its beats leave at one
-per cycle through the read pipeline and a small FIFO. A write burst is taken when the previous one has had all its beats; each beat
-is written with its byte strobes. Addresses wrap at the memory's size (the
-host driver checks that a program fits).
+per cycle through the read pipeline and a small FIFO. A write burst is taken
+when the previous one has had all its beats; each beat is written with its
+byte strobes, into the block RAM the cycle after it is accepted (a read of
+the same word issued in that cycle sees the old data: the accelerator never
+does that, a store and a later load are ordered by dependency tokens across
+many cycles). Addresses wrap at the memory's size (the host driver checks that
+a program fits).
 
 Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
 writes one byte; ``host_read`` reads one, on ``host_rdata`` `READ_LATENCY`
@@ -100,11 +105,17 @@ class OnChipMemory(wiring.Component):
         stage_bank = [Signal(range(len(banks)), name=f"stage{i}_bank") for i in (1, 2)]
         bank_data = [Signal(config.dram_bus_bits, name=f"bank{i}_data") for i in range(len(banks))]
         word = Signal(config.dram_bus_bits)
+        # Writes reach the banks one cycle after they are accepted, from registers:
+        # the address and data fan out to every bank from one flip-flop each.
+        stored_address = Signal(bank_bits)
+        stored_data = Signal(config.dram_bus_bits)
+        m.d.sync += [stored_address.eq(write_address[:bank_bits]), stored_data.eq(write_data)]
         for (read, write), data, index in zip(banks, bank_data, range(len(banks))):
-            m.d.comb += [read.addr.eq(read_address[:bank_bits]),
-                         write.addr.eq(write_address[:bank_bits]), write.data.eq(write_data),
-                         write.en.eq(Mux(write_bank == index, write_strobes, 0)
-                                     if len(banks) > 1 else write_strobes)]
+            strobes = Signal(bus_bytes, name=f"bank{index}_strobes")
+            m.d.sync += strobes.eq(Mux(write_bank == index, write_strobes, 0)
+                                   if len(banks) > 1 else write_strobes)
+            m.d.comb += [read.addr.eq(read_address[:bank_bits]), write.addr.eq(stored_address),
+                         write.data.eq(stored_data), write.en.eq(strobes)]
             m.d.sync += data.eq(read.data)
         m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
                      stage_bank[1].eq(stage_bank[0]),

@@ -106,8 +106,8 @@ def c_header() -> str:
     """The protocol as a C header, for hosts written in C or C++."""
     lines = ["// Generated from vdla/hw/board_protocol.py; do not edit.", "#pragma once",
              f"#define VDLA_BOARD_PROTOCOL_VERSION {PROTOCOL_VERSION}"]
-    lines += [f"#define VDLA_BOARD_CMD_{c.name} 0x{c.value:02x}  /* {ARGUMENT_BYTES[c]} argument bytes */"
-              for c in Command]
+    lines += [f"#define VDLA_BOARD_CMD_{c.name} 0x{c.value:02x}  "
+              f"/* {ARGUMENT_BYTES[c]} argument bytes */" for c in Command]
     lines += [f"#define VDLA_BOARD_STATUS_{s.name} 0x{s.value:02x}" for s in Status]
     lines += [f"#define VDLA_BOARD_REG_{r.name} {r.value}" for r in Register]
     lines += [f"#define VDLA_BOARD_STATUS_DONE {STATUS_DONE}",

@@ -24,8 +24,9 @@ __all__ = ["UartReceiver", "UartTransmitter", "MIN_CLOCKS_PER_BIT"]
 MIN_CLOCKS_PER_BIT = 4
 
 
-def _check(clocks_per_bit: int) -> int:
+def _check(component, clocks_per_bit: int) -> int:
     if not isinstance(clocks_per_bit, int) or clocks_per_bit < MIN_CLOCKS_PER_BIT:
+        component._MustUse__silence = True  # never elaborated: no "unused" warning
         raise ValueError(f"clocks_per_bit: at least {MIN_CLOCKS_PER_BIT}, got {clocks_per_bit!r}")
     return clocks_per_bit
 
@@ -34,7 +35,7 @@ class UartReceiver(wiring.Component):
     """8N1 receiver: ``rx`` pin in, a stream of bytes out."""
 
     def __init__(self, clocks_per_bit: int):
-        self.clocks_per_bit = _check(clocks_per_bit)
+        self.clocks_per_bit = _check(self, clocks_per_bit)
         super().__init__({"rx": In(1, init=1), "data": Out(stream.Signature(8))})
 
     def elaborate(self, platform):
@@ -79,7 +80,7 @@ class UartTransmitter(wiring.Component):
     """8N1 transmitter: a stream of bytes in, ``tx`` pin out."""
 
     def __init__(self, clocks_per_bit: int):
-        self.clocks_per_bit = _check(clocks_per_bit)
+        self.clocks_per_bit = _check(self, clocks_per_bit)
         super().__init__({"data": In(stream.Signature(8)), "tx": Out(1, init=1)})
 
     def elaborate(self, platform):

@@ -6,8 +6,9 @@ UART's baud rate. `build_bitstream` wraps `hw.board_top.BoardTop` with the
 board's UART pins and a LED (lit while a program runs) and runs the
 platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
 so a bitstream needs nothing beyond ``pip install``. The design runs on the
-board's oscillator clock (ULX3S 25 MHz, iCEBreaker 12 MHz); `hw.synth`'s
-place-and-route report says what clock the same logic could reach.
+board's PLL, which makes `Board.clock_mhz` (ULX3S 100 MHz from 25, iCEBreaker
+30 MHz from 12) from the oscillator; nextpnr refuses a design that cannot meet
+it, so a bitstream that builds runs at that clock.
 
 The host talks to the bitstream with `runtime.board` (``vdla run --sim board
 --port ...``) at the board's baud rate.
@@ -20,11 +21,13 @@ import dataclasses
 import importlib
 import os
 import re
+import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from amaranth import Elaboratable, Module
+from amaranth import (ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal,
+                      Signal)
 from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop
@@ -54,6 +57,8 @@ class Board:
         ``ecp5`` or ``ice40`` (for `hw.synth`).
     device : str
         The FPGA part (a `hw.synth.DEVICES` name).
+    clock_mhz : float
+        The design's clock, made by the FPGA's PLL from the board's oscillator.
     led : str
         The platform resource lit while a program runs.
     """
@@ -65,6 +70,7 @@ class Board:
     baud: int
     target: str
     device: str
+    clock_mhz: float
     led: str = "led"
 
     def platform_instance(self):
@@ -81,9 +87,9 @@ class Board:
 
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
-          1_000_000, "ecp5", "LFE5U-85F"),
-    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 8 * 1024,
-          1_000_000, "ice40", "iCE40UP5K", led="led_g"),
+          1_000_000, "ecp5", "LFE5U-85F", clock_mhz=100.0),
+    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 4 * 1024,
+          1_000_000, "ice40", "iCE40UP5K", clock_mhz=30.0, led="led_g"),
 )}
 
 
@@ -103,28 +109,77 @@ class BitstreamReport:
         return dataclasses.asdict(self)
 
 
-class _BoardDesign(Elaboratable):
-    """`BoardTop` with a platform's UART pins and LED."""
+def pll_verilog(board: Board, input_mhz: float, output_mhz: float) -> str:
+    """Verilog of a PLL module ``vdla_pll`` (``clkin`` -> ``clkout``, ``locked``) for
+    ``board``'s FPGA, from Project Trellis's ``ecppll`` or IceStorm's ``icepll``.
 
-    def __init__(self, board: Board, config: HwConfig, core=None):
-        self.board, self.config, self.core = board, config, core
+    On iCE40 it is an ``SB_PLL40_PAD``: its input must be the clock pin itself.
+    """
+    with tempfile.TemporaryDirectory(prefix="vdla-pll-") as work:
+        path = Path(work) / "pll.v"
+        if board.target == "ecp5":
+            command = [tool_path("yowasp-ecppll"), "-n", "vdla_pll", "--clkin_name", "clkin",
+                       "--clkout0_name", "clkout", "-i", f"{input_mhz:g}", "-o",
+                       f"{output_mhz:g}", "-f", path.name]
+        else:
+            command = [tool_path("yowasp-icepll"), "-i", f"{input_mhz:g}", "-o", f"{output_mhz:g}",
+                       "-p", "-m", "-n", "vdla_pll", "-q", "-f", path.name]
+        # The WebAssembly tools see only their working directory.
+        result = subprocess.run(command, cwd=work, env=yowasp_env(), capture_output=True,
+                                text=True)
+        if result.returncode != 0 or not path.exists():
+            raise SynthError(f"no {board.target} PLL makes {output_mhz:g} MHz from "
+                             f"{input_mhz:g} MHz: {(result.stdout + result.stderr).strip()}")
+        text = path.read_text()
+    # ecppll prints what it achieved, icepll writes it into the module's header.
+    achieved = re.search(r"(?:clkout0 frequency|Achieved output frequency):\s+([\d.]+) MHz",
+                         result.stdout + text)
+    if achieved is None or abs(float(achieved.group(1)) - output_mhz) > 0.01 * output_mhz:
+        reached = f"{achieved.group(1)} MHz" if achieved else "an unknown frequency"
+        raise SynthError(f"no {board.target} PLL makes {output_mhz:g} MHz from {input_mhz:g} MHz "
+                         f"(the nearest is {reached}; choose another --clock-mhz)")
+    if board.target == "ice40":  # icepll names the ports differently
+        text = text.replace("clock_in", "clkin").replace("clock_out", "clkout")
+    return text
+
+
+class _BoardDesign(Elaboratable):
+    """`BoardTop` with a platform's UART pins and LED, clocked by the FPGA's PLL."""
+
+    def __init__(self, board: Board, config: HwConfig, clock_mhz: float, core=None):
+        self.board, self.config, self.clock_mhz, self.core = board, config, clock_mhz, core
 
     def elaborate(self, platform):
         m = Module()
+        # The `sync` domain runs on the PLL's output; reset is held until it locks.
+        oscillator = platform.request(platform.default_clk, dir="-")
+        platform.add_file("vdla_pll.v", pll_verilog(
+            self.board, platform.default_clk_frequency / 1e6, self.clock_mhz))
+        if self.board.target == "ice40":
+            clock_in = oscillator.io  # SB_PLL40_PAD takes the pin itself
+        else:
+            m.submodules.oscillator = buffer = io.Buffer("i", oscillator)
+            clock_in = buffer.i
+        m.domains.sync = ClockDomain("sync")
+        locked = Signal()
+        m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_clkout=ClockSignal("sync"),
+                                    o_locked=locked)
+        m.d.comb += ResetSignal("sync").eq(~locked)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx = rx = io.Buffer("i", uart.rx)
         m.submodules.tx = tx = io.Buffer("o", uart.tx)
         m.submodules.led = led = io.Buffer("o", platform.request(self.board.led, 0, dir="-"))
-        clocks_per_bit = self.board.clocks_per_bit(platform.default_clk_frequency)
+        clocks_per_bit = self.board.clocks_per_bit(self.clock_mhz * 1e6)
         m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
                                           core=self.core)
         m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx), led.o.eq(top.running)]
         return m
 
 
-def board_design(board: Board, config: HwConfig | None = None, core=None) -> Elaboratable:
-    """The elaboratable a platform builds: `BoardTop` wired to ``board``'s pins."""
-    return _BoardDesign(board, config or board.config, core)
+def board_design(board: Board, config: HwConfig | None = None, core=None,
+                 clock_mhz: float | None = None) -> Elaboratable:
+    """The elaboratable a platform builds: `BoardTop` wired to ``board``'s pins and PLL."""
+    return _BoardDesign(board, config or board.config, clock_mhz or board.clock_mhz, core)
 
 
 @contextlib.contextmanager
@@ -152,7 +207,7 @@ _FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
 
 def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = None,
-                    core=None) -> BitstreamReport:
+                    core=None, clock_mhz: float | None = None) -> BitstreamReport:
     """Build ``board``'s bitstream of the board top and write it to ``output``.
 
     Parameters
@@ -165,6 +220,9 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
         The accelerator (default: the board's preset).
     core : wiring.Component, optional
         A stand-in for the accelerator (tests).
+    clock_mhz : float, optional
+        The design's clock (default: the board's `Board.clock_mhz`). nextpnr
+        refuses a design that cannot meet it.
 
     Raises
     ------
@@ -180,14 +238,18 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools():
         try:
-            products = platform.build(board_design(board, config, core), name="top",
+            products = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                       build_dir=build_dir, do_program=False)
-        except Exception as error:  # Amaranth raises a plain error with the tool's output
+        except Exception as error:  # Amaranth raises a plain error ("... exit status 1")
             log = Path(build_dir) / "top.tim"
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:]) \
-                if log.exists() else ""
-            raise SynthError(f"building the {board.name} bitstream failed: {error}\n{tail}") \
-                from None
+            lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+            # nextpnr's own first error says why (e.g. a clock it cannot meet).
+            cause = next((line.removeprefix("ERROR: ") for line in lines
+                          if line.startswith("ERROR:")), str(error))
+            hint = "; a lower --clock-mhz may meet timing" if "FAIL at" in cause else ""
+            tail = "\n".join(lines[-20:])
+            raise SynthError(f"building the {board.name} bitstream failed: {cause}{hint}\n"
+                             f"{tail}") from None
         suffix = "bit" if board.target == "ecp5" else "bin"
         bitstream = products.get(f"top.{suffix}")
         timing = products.get("top.tim", "t")
@@ -198,5 +260,5 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
         fmax[clock] = float(mhz)  # the last report (after routing) wins
     return BitstreamReport(board=board.name, config=config.name, output=str(output),
                            bytes=len(bitstream),
-                           clock_mhz=platform.default_clk_frequency / 1e6, fmax_by_clock=fmax,
+                           clock_mhz=clock_mhz or board.clock_mhz, fmax_by_clock=fmax,
                            seconds=round(time.monotonic() - began, 1))

@@ -246,15 +246,18 @@ PRESETS: dict[str, HwConfig] = {
                     token_queue_depth=2, name="odd"),
     # Board presets (hw/boards.py): what fits each board's FPGA beside the
     # on-chip memory that stands in for DRAM and the UART host link.
-    # ULX3S-85F (ECP5 LFE5U-85F: 208 18-kbit block RAMs, 156 18x18 multipliers):
-    # a 1x8x8 core (64 multipliers) with buffers of 88 block RAMs, leaving 64
-    # for 128 KiB of on-chip memory.
+    # ULX3S-85F (ECP5 LFE5U-85F: 208 18-kbit block RAMs of 512x36, 156 18x18
+    # multipliers): a 1x8x8 core (64 multipliers); its buffers take ~58 block
+    # RAMs (wgt 30, acc 16, uop, inp and out 4 each), the 128 KiB of on-chip
+    # memory 64.
     "ulx3s": HwConfig(batch=1, block_in=8, block_out=8, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
-    # iCEBreaker (iCE40 UP5K: 5280 LUTs, 30 4-kbit block RAMs, 8 DSPs): a 1x4x4
-    # core with 4.5 KiB of buffers, leaving 16 block RAMs for 8 KiB of memory.
+    # iCEBreaker (iCE40 UP5K: 5280 LUTs, 30 4-kbit block RAMs of 256x16, 8 DSPs):
+    # a 1x4x4 core. Block RAMs are 16 bits wide, so the buffers take 22 whatever
+    # their depth (wgt and acc rows are 128 bits: 8 each; uop, inp, out 2 each);
+    # the 4 KiB of on-chip memory the other 8.
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=4, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=2048,
                            dram_bus_bits=32, dram_read_latency=8, cmd_queue_depth=2,

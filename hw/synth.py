@@ -50,7 +50,8 @@ from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
-           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path"]
+           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
+           "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see.
 RECIPE_VERSION = 1
@@ -290,8 +291,8 @@ def _fits(counts: dict[str, int], device: Device) -> bool:
 
 
 # nextpnr's words when a design is too big for the part (not a tool failure).
-_DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|failed to place|"
-                           r"Failed to route",
+_DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|"
+                           r"failed to place|Failed to route",
                            re.IGNORECASE)
 
 
@@ -413,8 +414,8 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     result = _run(command, work, work / "nextpnr.log", f"{command[0]}", allow_failure=True)
     fields: dict[str, Any] = {"stage": "place_and_route", "clock_mhz": clock}
     if result.returncode != 0:
-        log = (work / "nextpnr.log").read_text(errors="replace") if (work / "nextpnr.log").exists() \
-            else ""
+        log_path = work / "nextpnr.log"
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
         if _DOES_NOT_FIT.search(log + result.stderr):
             return {**fields, "fits": False, "fmax_by_clock": {}}
         tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])
@@ -449,7 +450,8 @@ def estimate(config: HwConfig, target: str = "ecp5", device: str | None = None) 
         ``fmax_mhz`` is None; ``fits`` compares the counts with the part's capacity.
     """
     from vdla.hw.generate import TOP_NAME
-    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device)
+    return _remembered(config, ("estimate", target, device), lambda: synthesize_rtlil(
+        _core_rtlil(config), TOP_NAME, target, device))
 
 
 def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
@@ -458,7 +460,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
 
     On ECP5 the accelerator core is placed out of context. On iCE40
     (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
-    core with `hw.board_top.BoardTop`'s on-chip memory and UART link.
+    core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
+    the `hw.boards` board with that part (4 KiB on the iCEBreaker's UP5K).
 
     Parameters
     ----------
@@ -475,9 +478,81 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
         ``fits`` False (and no Fmax) when nextpnr cannot place it on the part.
     """
     from vdla.hw.generate import TOP_NAME
-    if target == "ice40":
-        from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-        return synthesize_rtlil(board_rtlil(config), BOARD_TOP_NAME, target, device, place=True,
-                                clock_mhz=clock_mhz, top_kind="board")
-    return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
-                            clock_mhz=clock_mhz, out_of_context=True)
+
+    def run() -> SynthReport:
+        if target == "ice40":
+            from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
+            from vdla.hw.boards import BOARDS
+            part = _device(target, device).name
+            memory_bytes = next((board.memory_bytes for board in BOARDS.values()
+                                 if board.device == part), DEFAULT_MEMORY_BYTES)
+            return synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
+                                    device, place=True, clock_mhz=clock_mhz, top_kind="board")
+        return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
+                                clock_mhz=clock_mhz, out_of_context=True)
+
+    report = _remembered(config, ("place_and_route", target, device, clock_mhz), run)
+    record_fmax(config, report)
+    return report
+
+
+def _remembered(config: HwConfig, question: tuple, answer) -> SynthReport:
+    """``answer()``, remembered by config and `hw.generate.hw_source_digest`.
+
+    The report cache is keyed by the RTLIL text; this index in front of it
+    lets a repeated question skip Amaranth's conversion (seconds per config in
+    a sweep), with the same key as the cached Verilog.
+    """
+    from vdla.hw.generate import hw_source_digest
+    _device(question[1], question[2])  # bad target or device: the error, before any work
+    digest = hashlib.sha256(repr((question, _tool_versions(), RECIPE_VERSION)).encode())
+    path = (cache_root() / "synth" / "by-config"
+            / f"{config.hash}-{hw_source_digest()}-{digest.hexdigest()[:16]}.json")
+    if path.exists():
+        return SynthReport.from_dict({**json.loads(path.read_text()), "cached": True})
+    report = answer()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(json.dumps(report.to_dict()) + "\n")
+    os.replace(temporary, path)
+    return report
+
+
+# ------------------------------------------------------------------ cycles -> time
+def _fmax_record(config: HwConfig) -> Path:
+    from vdla.hw.generate import hw_source_digest
+    return cache_root() / "synth" / "fmax" / f"{config.hash}-{hw_source_digest()}.json"
+
+
+def record_fmax(config: HwConfig, report: SynthReport) -> None:
+    """Remember ``report``'s Fmax for ``config`` (this design's sources), for `known_fmax`."""
+    if report.fmax_mhz is None:
+        return
+    path = _fmax_record(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"fmax_mhz": report.fmax_mhz, "target": report.target,
+                                "device": report.device, "top": report.top}) + "\n")
+
+
+def known_fmax(config: HwConfig) -> dict | None:
+    """The last place-and-route Fmax of ``config`` for the current hw sources, if any.
+
+    Cheap (no tool runs): `place_and_route` and the synthesis benchmark record it.
+    """
+    path = _fmax_record(config)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def clock_for(config: HwConfig, clock_mhz: float | None = None) -> tuple[float, str] | None:
+    """The clock to turn cycles into time, and where it comes from.
+
+    ``clock_mhz`` when given (``--clock-mhz``), else the Fmax `known_fmax`
+    has for ``config``, else None (cycles only).
+    """
+    if clock_mhz is not None:
+        return float(clock_mhz), "--clock-mhz"
+    known = known_fmax(config)
+    if known is None:
+        return None
+    return float(known["fmax_mhz"]), (f"Fmax of config {config.name} placed on {known['target']} "
+                                      f"{known['device']} ({known['top']}), vdla hw synth")

@@ -70,7 +70,8 @@ class SerialTransport:
         try:
             import serial
         except ImportError:
-            raise BoardError("talking to a board needs pyserial: pip install 'vdla[board]'") from None
+            raise BoardError("talking to a board needs pyserial: "
+                             "pip install 'vdla[board]'") from None
         try:
             self._serial = serial.Serial(port, baud, timeout=timeout)
         except serial.SerialException as error:

@@ -13,6 +13,7 @@ import pytest
 
 from vdla.compiler import Conv2d, Dense, compile_op
 from vdla.hw import board_protocol as protocol
+from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
 from vdla.hw.config import PRESETS
 from vdla.runtime.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.device import Device
@@ -21,7 +22,7 @@ from vdla.sim.backend import get_backend
 pytestmark = pytest.mark.rtl
 
 TINY = PRESETS["tiny"]
-MEMORY_BYTES = 16384
+MEMORY_BYTES = DEFAULT_MEMORY_BYTES  # the board-sim default: one Verilator build for all
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def board():
 def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
     program = compile_op(op, TINY)
     inputs = op.random_inputs(np.random.default_rng(7))
-    result = Device(TINY, sim="board-sim", memory_bytes=MEMORY_BYTES).run(program, inputs)
+    result = Device(TINY, sim="board-sim").run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
     # The board's counters came over the UART: the micro-op counts are the RTL tier's.
     rtl = Device(TINY, sim="rtl").run(program, inputs)
@@ -99,8 +100,8 @@ def test_other_hardware_and_oversized_images_are_refused(board):
 
 def test_image_larger_than_the_memory_is_refused():
     backend = get_backend("board-sim", TINY, memory_bytes=MEMORY_BYTES)
-    with pytest.raises(BoardError, match=r"DRAM image \(16400 bytes\) does not fit the "
-                                         r"board's 16384-byte on-chip memory"):
+    with pytest.raises(BoardError, match=rf"DRAM image \({MEMORY_BYTES + 16} bytes\) does not "
+                                         rf"fit the board's {MEMORY_BYTES}-byte on-chip memory"):
         backend.run(np.zeros(MEMORY_BYTES + 16, np.uint8), 0, 1)
 
 

@@ -1,0 +1,112 @@
+"""Resources, Fmax and ResNet-18 time of `default` and of each board preset.
+
+Usage::
+
+    python benchmarks/synth.py [--configs default,ulx3s,icebreaker] [--estimate] [--jobs 2]
+
+For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
+is placed as its board top (accelerator, on-chip memory, UART link) on its
+board's part (`hw.boards.BOARDS`); `default` as the accelerator core alone, out
+of context, on an LFE5U-85F. ResNet-18 C2–C11 cycles (sum of cycles x uses)
+come from ``bench/baselines/<config>.json`` when it matches the config, else
+from a run on the RTL tier; milliseconds are those cycles at the reported
+Fmax. Prints a markdown table and writes ``benchmarks/results/synth.json``
+(with the command that made it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from vdla.bench.suite import baseline_path, load_baseline, run_bench
+from vdla.compiler.workloads import RESNET18
+from vdla.hw.boards import BOARDS
+from vdla.hw.config import PRESETS
+from vdla.hw.synth import estimate, place_and_route, record_fmax, synthesize_rtlil
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
+    """C2–C11 total cycles (x uses) at ``config`` and where the figure came from."""
+    path = baseline_path(config)
+    if path.exists():
+        baseline = load_baseline(path)
+        if baseline.get("config_hash") == config.hash and baseline.get("resnet18_total_cycles"):
+            return baseline["resnet18_total_cycles"], str(path.relative_to(path.parents[2]))
+    try:
+        result = run_bench(RESNET18, config, "rtl", jobs=jobs)
+    except ValueError as error:
+        return None, f"RTL run failed: {error}"
+    return result.total_cycles, "RTL run"
+
+
+def board_report(name: str, estimate_only: bool):
+    """`hw.synth` report of a board preset's board top on its board's part."""
+    from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
+    board = next(b for b in BOARDS.values() if b.preset == name)
+    platform_clock = board.platform_instance().default_clk_frequency
+    rtlil = board_rtlil(board.config, board.memory_bytes, board.clocks_per_bit(platform_clock))
+    report = synthesize_rtlil(rtlil, BOARD_TOP_NAME, board.target, board.device,
+                              place=not estimate_only, top_kind="board")
+    record_fmax(board.config, report)
+    return report, board
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default="default,ulx3s,icebreaker")
+    parser.add_argument("--estimate", action="store_true", help="synthesis only (no Fmax)")
+    parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))
+    args = parser.parse_args()
+    rows = []
+    for name in args.configs.split(","):
+        config = PRESETS[name]
+        began = time.monotonic()
+        if any(board.preset == name for board in BOARDS.values()):
+            report, board = board_report(name, args.estimate)
+            where = f"{board.name} board top"
+        else:
+            report = (estimate(config, "ecp5") if args.estimate
+                      else place_and_route(config, "ecp5"))
+            where = "core, out of context"
+        cycles, source = resnet18_cycles(config, args.jobs)
+        milliseconds = (cycles / (report.fmax_mhz * 1e3)
+                        if cycles and report.fmax_mhz else None)
+        rows.append({"config": name, "what": where, "report": report.to_dict(),
+                     "resnet18_cycles": cycles, "cycles_from": source,
+                     "resnet18_ms_at_fmax": milliseconds,
+                     "seconds": round(time.monotonic() - began, 1)})
+        print(f"{name}: {report.summary()}; ResNet-18 C2-C11 {cycles} cycles ({source})",
+              flush=True)
+
+    print("\n| config | placed | part | LUTs | FFs | block RAMs | DSPs | fits | Fmax (MHz) "
+          "| C2–C11 cycles | ms at Fmax |")
+    print("|---|---|---|--:|--:|--:|--:|---|--:|--:|--:|")
+    for row in rows:
+        r = row["report"]
+        fmax = f"{r['fmax_mhz']:.1f}" if r["fmax_mhz"] else "—"
+        ms = f"{row['resnet18_ms_at_fmax']:.1f}" if row["resnet18_ms_at_fmax"] else "—"
+        cycles = f"{row['resnet18_cycles']:,}" if row["resnet18_cycles"] else "—"
+        print(f"| `{row['config']}` | {row['what']} | {r['device']} | {r['luts']:,} | "
+              f"{r['ffs']:,} | {r['brams']} | {r['dsps']} | {'yes' if r['fits'] else 'no'} | "
+              f"{fmax} | {cycles} | {ms} |")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    result = {"command": "python benchmarks/synth.py " + " ".join(sys.argv[1:]),
+              "commit": commit, "measured": time.strftime("%Y-%m-%d"),
+              "python": platform.python_version(), "rows": rows}
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

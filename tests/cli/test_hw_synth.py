@@ -1,0 +1,38 @@
+"""``vdla hw synth``, ``bitstream`` and ``board-header``: one-line errors for bad options,
+the protocol header.
+
+The flows themselves are tested in `tests.hw.test_synth` and `tests.hw.test_boards`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vdla.cli.hw import command as hw_command
+from tests.cli.click_runner import invoke
+
+
+@pytest.mark.parametrize("args, message", [
+    (["synth", "--target", "ice40", "--device", "LFE5U-85F"],
+     "--device 'LFE5U-85F': not an ice40 part vdla knows (available: iCE40UP5K, iCE40HX8K, "
+     "iCE40HX1K)"),
+    (["synth", "--target", "gowin"], "Invalid value for '--target'"),
+    (["synth", "--clock-mhz", "-5"], "--clock-mhz: must be positive, got -5"),
+    (["bitstream", "--board", "icebreaker", "--clock-mhz", "0", "-o", "x.bin"],
+     "--clock-mhz: must be positive, got 0"),
+    (["bitstream", "--board", "arty", "-o", "x.bit"],
+     "--board 'arty': unknown board (available: ulx3s-85f, icebreaker)"),
+])
+def test_bad_options_are_one_line(args, message):
+    result = invoke(hw_command, args)
+    assert result.exit_code != 0
+    assert message in result.output
+
+
+def test_board_header_states_the_protocol(tmp_path):
+    from vdla.hw import board_protocol as protocol
+    result = invoke(hw_command, ["board-header", "-o", tmp_path / "board.h"])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "board.h").read_text()
+    assert text == protocol.c_header()
+    assert f"#define VDLA_BOARD_STATUS_OK 0x{protocol.Status.OK:02x}" in text

@@ -1,0 +1,61 @@
+"""``vdla run --sim board|board-sim`` and ``--clock-mhz``.
+
+The run goes through the simulated board top (UART pins and all); its output
+is checked against numpy and its time against cycles / clock.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from vdla.cli.run import command as run_command
+from vdla.compiler import Conv2d, compile_op
+from vdla.hw.config import PRESETS
+from vdla.runtime.program_file import save
+from tests.cli.click_runner import invoke
+
+
+@pytest.fixture
+def conv(tmp_path):
+    op = Conv2d(batch=1, in_channels=4, out_channels=8, height=5, width=5, kernel=(3, 3),
+                padding=(1, 1), bias=True, shift=5, relu=True)
+    path = save(compile_op(op, PRESETS["tiny"]), tmp_path / "conv.vdla")
+    inputs = op.random_inputs(np.random.default_rng(11))
+    args = []
+    for name, array in inputs.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
+    return path, args, op.reference(**inputs), tmp_path
+
+
+@pytest.mark.rtl
+def test_run_on_the_simulated_board_reports_time_at_the_given_clock(conv):
+    path, args, expected, tmp = conv
+    result = invoke(run_command, [path, *args, "--sim", "board-sim", "--clock-mhz", "40",
+                                  "--output", tmp / "out.npy", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    np.testing.assert_array_equal(np.load(tmp / "out.npy"), expected)
+    assert report["sim"] == "board-sim" and report["cycles"] > 0
+    assert report["time"] == {"ms": report["cycles"] / 40e3, "clock_mhz": 40.0,
+                              "clock": "--clock-mhz"}
+    text = invoke(run_command, [path, *args, "--sim", "board-sim", "--clock-mhz", "40"])
+    assert f"time: {report['cycles'] / 40e3:.3f} ms at 40 MHz (--clock-mhz)" in text.stdout
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--sim", "board"], "--sim board needs the board's serial port (--port /dev/ttyUSB1)"),
+    (["--sim", "board", "--port", "/nonexistent/tty"], "cannot open serial port /nonexistent/tty"),
+    (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port and --baud are for --sim board "
+                                                  "(got --sim fsim)"),
+    (["--clock-mhz", "0"], "Invalid value for '--clock-mhz'"),
+])
+def test_run_board_errors(conv, extra, message):
+    path, args, _, _ = conv
+    result = invoke(run_command, [path, *args, *extra])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,63 @@
+"""`hw.boards`: a board's bitstream of the board top, through the YoWASP tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vdla.hw.boards import BOARDS, build_bitstream
+from vdla.hw.config import PRESETS
+from vdla.hw.synth import SynthError
+from tests.rtl.standin import StandIn
+
+pytestmark = pytest.mark.slow
+
+
+def test_icebreaker_bitstream_of_the_board_top(tmp_path):
+    config = PRESETS["tiny"]
+    # The stand-in core keeps this test to seconds; the board top around it is the real one.
+    report = build_bitstream("icebreaker", tmp_path / "top.bin", config, core=StandIn(config))
+    data = Path(report.output).read_bytes()
+    assert report.bytes == len(data) > 100_000  # an UP5K image is ~104 kB
+    assert data[:4] == b"\xff\x00\x00\xff"  # iCE40 bitstream preamble
+    # The PLL makes the board's 30 MHz from its 12 MHz oscillator, and timing was met.
+    assert report.clock_mhz == 30 and min(report.fmax_by_clock.values()) >= 30
+
+
+
+
+@pytest.mark.parametrize("board, output_mhz, message", [
+    ("icebreaker", 1000, "no ice40 PLL makes 1000 MHz from 12 MHz"),
+    ("ulx3s-85f", 2000, "no ecp5 PLL makes 2000 MHz from 25 MHz"),
+])
+def test_impossible_pll_frequencies(board, output_mhz, message):
+    from vdla.hw.boards import pll_verilog
+    input_mhz = BOARDS[board].platform_instance().default_clk_frequency / 1e6
+    with pytest.raises(SynthError, match=message):
+        pll_verilog(BOARDS[board], input_mhz, output_mhz)
+
+
+@pytest.mark.parametrize("board", list(BOARDS))
+def test_pll_of_each_board(board):
+    from vdla.hw.boards import pll_verilog
+    chosen = BOARDS[board]
+    input_mhz = chosen.platform_instance().default_clk_frequency / 1e6
+    text = pll_verilog(chosen, input_mhz, chosen.clock_mhz)
+    assert "module vdla_pll" in text and "clkin" in text and "clkout" in text
+    assert ("EHXPLLL" if chosen.target == "ecp5" else "SB_PLL40_PAD") in text
+
+
+def test_unknown_board():
+    with pytest.raises(SynthError,
+                       match=r"unknown board 'arty' \(available: ulx3s-85f, icebreaker\)"):
+        build_bitstream("arty", Path("x.bit"))
+
+
+@pytest.mark.parametrize("name", list(BOARDS))
+def test_board_presets_are_the_boards_hardware(name):
+    board = BOARDS[name]
+    assert board.config.name == board.preset
+    # The UART divisor at the board's oscillator: within 2 % of the baud rate.
+    clock = board.platform_instance().default_clk_frequency
+    assert abs(clock / board.clocks_per_bit(clock) / board.baud - 1) < 0.02
