@@ -92,6 +92,7 @@ class FunctionalSimulator:
     """
 
     name = "fsim"
+    checks_programs = True   # _Machine is a sim.checker.ProgramChecker
 
     def __init__(self, config: HwConfig, check_races: bool = True, dump_sram: bool = False,
                  max_uop_executions: int = MAX_UOP_EXECUTIONS, **options):
