@@ -20,8 +20,11 @@ import click
 import numpy as np
 
 from vdla.cli.options import check_sim, fail
-from vdla.runtime.device import Device
+from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
+
+# Seconds between progress lines of a long RTL run.
+RTL_PROGRESS_SECONDS = 10
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -36,18 +39,48 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
     return pairs
 
 
-def _read_inputs(pairs: dict[str, str]) -> dict[str, np.ndarray]:
-    arrays = {}
-    for name, path in pairs.items():
-        try:
-            arrays[name] = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            fail(f"input {name!r}: no such file {path}")
-        except (OSError, ValueError) as error:
-            fail(f"input {name!r}: cannot read {path} as a .npy array ({error})")
-        if not isinstance(arrays[name], np.ndarray):
-            fail(f"input {name!r}: {path} holds several arrays (.npz); give one .npy array")
-    return arrays
+def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
+    """One ``.npy`` array, its header checked before any data is read.
+
+    ``expected`` (a `TensorRegion`) bounds what is read: an array of another
+    dtype or shape is refused from its header, so a file announcing a huge
+    shape (or a special file such as ``/dev/zero``) is never read in.
+    """
+    from numpy.lib import format as npy
+    try:
+        with open(path, "rb") as handle:
+            try:
+                version = npy.read_magic(handle)
+                read_header = {(1, 0): npy.read_array_header_1_0,
+                               (2, 0): npy.read_array_header_2_0}.get(version)
+                if read_header is None:
+                    raise ValueError(f".npy format version {version} is not supported")
+                shape, _, dtype = read_header(handle)
+            except (ValueError, EOFError, SyntaxError) as error:
+                fail(f"{what}: cannot read {path} as a .npy array "
+                     f"({str(error) or 'empty file'})")
+            if dtype.hasobject:
+                fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
+            if expected is not None:
+                want = (np.dtype(expected.dtype), tuple(expected.shape))
+                if (dtype, tuple(shape)) != want:
+                    fail(f"{what}: expected {describe_array(*want)}, got "
+                         f"{describe_array(dtype, shape)} ({path})")
+            handle.seek(0)
+            array = np.load(handle, allow_pickle=False)
+    except FileNotFoundError:
+        fail(f"{what}: no such file {path}")
+    except IsADirectoryError:
+        fail(f"{what}: {path} is a directory")
+    except (OSError, ValueError, EOFError) as error:
+        fail(f"{what}: cannot read {path} as a .npy array ({error})")
+    return array
+
+
+def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
+    expected = {region.name: region for region in program.inputs}
+    return {name: _read_npy(path, f"input {name!r}", expected.get(name))
+            for name, path in pairs.items()}
 
 
 def _output_paths(values, program) -> dict[str, Path]:
@@ -61,11 +94,36 @@ def _output_paths(values, program) -> dict[str, Path]:
                 fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
                       "use --output NAME=FILE")
             name, path = names[0], value
+        if name in paths:
+            fail(f"--output {name!r} given twice")
+        if not path:
+            fail(f"--output {value!r}: expected [NAME=]FILE")
         if name not in names:
             fail(f"--output {name!r}: the program has no such output "
                   f"(outputs: {', '.join(names)})")
-        paths[name] = Path(path)
+        paths[name] = _writable(path, f"--output {name}")
     return paths
+
+
+def _writable(path: str, option: str, exists_ok_special: bool = True) -> Path:
+    """``path`` if its folder exists (nothing is created); else fail with one line."""
+    path = Path(path)
+    if path.is_dir():
+        fail(f"{option} {path}: is a directory")
+    if not path.parent.is_dir():
+        fail(f"{option} {path}: the folder {path.parent} does not exist")
+    if not exists_ok_special and path.exists() and not path.is_file():
+        fail(f"{option} {path}: not a regular file")
+    return path
+
+
+def _check_trace_path(trace: str) -> None:
+    """Fail unless ``trace`` is a regular file we can create: the FST writer aborts
+    the process on a write error, so a special file is refused up front."""
+    import os
+    path = _writable(trace, "--trace", exists_ok_special=False)
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        fail(f"--trace {path}: cannot write there (permission denied)")
 
 
 def _parse_window(value: str | None) -> tuple[int, int] | None:
@@ -153,12 +211,19 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     except ValueError as error:
         fail(str(error))
     output_paths = _output_paths(outputs, program)
-    arrays = _read_inputs(input_paths)
+    if trace is not None:
+        _check_trace_path(trace)
+    if timeline_path is not None:
+        _writable(timeline_path, "--timeline")
+    arrays = _read_inputs(input_paths, program)
     options = {}
     if trace is not None:
         options["trace"] = trace
     if cycle_limit is not None:
         options["cycle_limit"] = cycle_limit
+    if sim == "rtl":   # a cold build and long runs say what they are doing, on stderr
+        options["progress"] = lambda line: click.echo(f"vdla: {line}", err=True)
+        options["progress_every"] = RTL_PROGRESS_SECONDS
     if timeline_path is not None:
         options["activity"] = True
         if window is not None:
@@ -171,10 +236,14 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     written = {}
     for name, path in output_paths.items():
         try:
-            np.save(path, result.outputs[name], allow_pickle=False)
+            # Through a handle: np.save(path) would append ".npy" to other names.
+            with open(path, "wb") as handle:
+                np.save(handle, result.outputs[name], allow_pickle=False)
         except OSError as error:
             fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
         written[name] = str(path)
+    if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
+        fail(f"--trace {trace}: the simulator wrote no trace there")
     drawn = None
     if window is not None and window[0] >= result.cycles:
         fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")

@@ -24,7 +24,7 @@ from vdla.runtime.verify import dram_image, verify_plan
 from vdla.sim.backend import get_backend
 from vdla.sim.checker import check_program
 
-__all__ = ["Device", "DeviceResult", "InputError", "ProgramError"]
+__all__ = ["Device", "DeviceResult", "InputError", "ProgramError", "describe_array"]
 
 
 @dataclasses.dataclass
@@ -55,11 +55,11 @@ class DeviceResult:
     instructions: int
 
 
-def _describe(array_dtype, shape) -> str:
+def describe_array(array_dtype, shape) -> str:
+    """``"int32 (4,)"``, with the byte order when it is not the native one."""
     dtype = np.dtype(array_dtype)
-    order = {">": " big-endian", "<": " little-endian"}.get(dtype.byteorder, "")
-    return f"{dtype.name}{order if dtype.byteorder != '=' and not dtype.isnative else ''} " \
-           f"{tuple(shape)}"
+    order = "" if dtype.isnative else {">": " big-endian", "<": " little-endian"}[dtype.byteorder]
+    return f"{dtype.name}{order} {tuple(shape)}"
 
 
 class Device:
@@ -96,14 +96,14 @@ class Device:
         for name, region in expected.items():
             if name not in inputs:
                 raise InputError(f"missing input {name!r}: expected "
-                                 f"{_describe(region.dtype, region.shape)}")
+                                 f"{describe_array(region.dtype, region.shape)}")
             array = inputs[name]
-            got = (_describe(array.dtype, array.shape) if isinstance(array, np.ndarray)
+            got = (describe_array(array.dtype, array.shape) if isinstance(array, np.ndarray)
                    else type(array).__name__)
             if (not isinstance(array, np.ndarray) or array.dtype != region.dtype
                     or tuple(array.shape) != tuple(region.shape)):
                 raise InputError(f"input {name!r}: expected "
-                                 f"{_describe(region.dtype, region.shape)}, got {got}")
+                                 f"{describe_array(region.dtype, region.shape)}, got {got}")
 
     def build_image(self, program: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The DRAM image the host would write: instructions, micro-ops and packed inputs."""
