@@ -4,12 +4,16 @@ Usage::
 
     python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
     python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
+    python benchmarks/differential.py --programs 10000 \
+        --output benchmarks/results/differential_10k.json   # 6000 tiny, 2000 default, 2000 odd
 
 Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
 (a third of them with 30 % random DRAM backpressure; a quarter with the
 stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
-DRAM images must be byte-equal. Programs use ALU REQUANT and ``overlap``
+DRAM images must be byte-equal. The rtl backend applies `sim.checker` to
+every program before it runs, so each one also passes the verifier. The
+report tallies mismatches (images differ) and errors (a tier failed) apart. Programs use ALU REQUANT and ``overlap``
 (``--no-requant`` / ``--no-overlap`` for RTL without them). Prints pass counts
 per config and writes ``benchmarks/results/differential.json`` with every
 failing seed and the feature counts (REQUANT instructions, overlap flags,
@@ -91,6 +95,8 @@ def run_config(config: HwConfig, count: int, first_seed: int, features: dict) ->
                              "difference": program.describe_difference(expected, actual)})
     return {"config": config.name, "config_hash": config.hash, "programs": count,
             "first_seed": first_seed, "passed": passed, "failed": len(failures),
+            "mismatches": sum("difference" in f for f in failures),
+            "errors": sum("error" in f for f in failures),
             "failures": failures, "instructions": instructions, "rtl_cycles": cycles,
             "features": dict(features), **used,
             "seconds": round(time.perf_counter() - started, 2),
@@ -104,6 +110,9 @@ def main(argv=None) -> int:
     parser.add_argument("--default", type=int, default=100, help="programs at default")
     parser.add_argument("--odd", type=int, default=100,
                         help="programs at an odd shape (128-bit bus, batch 2, depth-2 queues)")
+    parser.add_argument("--programs", type=int, default=None,
+                        help="total programs, split 3:1:1 over tiny, default and odd "
+                             "(overrides --tiny/--default/--odd)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--no-requant", action="store_true",
                         help="no ALU REQUANT (for RTL without it)")
@@ -111,6 +120,9 @@ def main(argv=None) -> int:
                         help="no overlap flags (for RTL that runs compute in order)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.programs is not None:
+        args.default = args.odd = args.programs // 5
+        args.tiny = args.programs - args.default - args.odd
     features = {"requant": not args.no_requant, "overlap": not args.no_overlap}
     reports = []
     for config, count in ((PRESETS["tiny"], args.tiny), (PRESETS["default"], args.default),
@@ -130,14 +142,17 @@ def main(argv=None) -> int:
                   f"{failure.get('error') or failure.get('difference')}", flush=True)
     total = sum(r["programs"] for r in reports)
     passed = sum(r["passed"] for r in reports)
-    print(f"total    {passed:4d}/{total} passed")
+    mismatches = sum(r["mismatches"] for r in reports)
+    errors = sum(r["errors"] for r in reports)
+    print(f"total    {passed:4d}/{total} passed; {mismatches} mismatches, {errors} errors")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({
         "benchmark": "differential fsim vs rtl on random programs",
         "command": "python benchmarks/differential.py " + " ".join(argv or sys.argv[1:]),
         "machine": platform.platform(), "python": platform.python_version(),
         "features": features,
-        "total": total, "passed": passed, "configs": reports}, indent=2) + "\n")
+        "total": total, "passed": passed, "mismatches": mismatches, "errors": errors,
+        "configs": reports}, indent=2) + "\n")
     print(f"wrote {args.output}")
     return 0 if passed == total else 1
 
