@@ -134,7 +134,7 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     a broken file; `runtime.device.Device` verifies again before a run).
     """
     if len(data) < _PREAMBLE.size:
-        if data[:len(data)] != MAGIC[:len(data)] or not data:
+        if not data or not MAGIC.startswith(data[:len(MAGIC)]):
             raise ProgramFileError(f"{source}: not a vdla program file (it does not start "
                                    f"with {MAGIC!r})")
         raise ProgramFileError(f"{source}: truncated ({len(data)} bytes; a program file "

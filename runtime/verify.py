@@ -61,13 +61,17 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
                 len(program.uops) * isa.UOP_BYTES)]
     names = set()
     for tensor in program.tensors:
-        what = f"tensor {tensor.name!r}"
+        what = f"tensor {tensor.name!r:.40}"
         if not isinstance(tensor.name, str) or not tensor.name:
             raise ProgramError(f"DRAM plan: a tensor name must be a non-empty string, got "
                                f"{tensor.name!r}")
         if tensor.name in names:
             raise ProgramError(f"DRAM plan: two tensors are called {tensor.name!r}")
         names.add(tensor.name)
+        for field in ("role", "layout"):
+            if not isinstance(getattr(tensor, field), str):
+                raise ProgramError(f"DRAM plan: {what} has a {field} that is no string: "
+                                   f"{getattr(tensor, field)!r:.40}")
         if tensor.role not in ROLES:
             raise ProgramError(f"DRAM plan: {what} has role {tensor.role!r} (known: "
                                f"{', '.join(ROLES)})")
