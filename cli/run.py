@@ -14,6 +14,7 @@ line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
+import tokenize
 from pathlib import Path
 
 import click
@@ -39,6 +40,12 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
     return pairs
 
 
+# What numpy's .npy header parser raises on damaged headers (it tokenizes and
+# evaluates a Python literal).
+_NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
+                      tokenize.TokenError)
+
+
 def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
     """One ``.npy`` array, its header checked before any data is read.
 
@@ -56,7 +63,7 @@ def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
                 if read_header is None:
                     raise ValueError(f".npy format version {version} is not supported")
                 shape, _, dtype = read_header(handle)
-            except (ValueError, EOFError, SyntaxError) as error:
+            except _NPY_HEADER_ERRORS as error:
                 fail(f"{what}: cannot read {path} as a .npy array "
                      f"({str(error) or 'empty file'})")
             if dtype.hasobject:
