@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
     python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
-    python benchmarks/differential.py --programs 10000 \
+    python benchmarks/differential.py --programs 10000 --jobs 3 \
         --output benchmarks/results/differential_10k.json   # 6000 tiny, 2000 default, 2000 odd
 
 Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
@@ -47,6 +47,38 @@ RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 
 def _style(seed: int) -> str:
     return {3: "stress", 1: "concurrent"}.get(seed % 4, "base")
+
+
+def _merge(parts: list[dict]) -> dict:
+    """One config's report from the reports of its seed chunks."""
+    merged = dict(parts[0])
+    for part in parts[1:]:
+        for key, value in part.items():
+            if key == "failures":
+                merged[key] = merged[key] + value
+            elif key in ("seconds", "build_seconds", "fsim_seconds", "rtl_seconds"):
+                merged[key] = round(merged[key] + value, 2)
+            elif isinstance(value, int) and key not in ("first_seed",):
+                merged[key] += value
+    merged["first_seed"] = min(part["first_seed"] for part in parts)
+    return merged
+
+
+def run_configs(plan: list[tuple[HwConfig, int]], first_seed: int, features: dict,
+                jobs: int) -> list[dict]:
+    """`run_config` for every (config, count), each split into ``jobs`` seed chunks run
+    in worker processes (``seconds`` then sums the workers' time)."""
+    if jobs <= 1:
+        return [run_config(config, count, first_seed, features) for config, count in plan]
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(jobs) as pool:
+        futures = []
+        for config, count in plan:
+            size = -(-count // jobs)
+            futures.append([pool.submit(run_config, config, min(size, count - start),
+                                        first_seed + start, features)
+                            for start in range(0, count, size)])
+        return [_merge([future.result() for future in chunks]) for chunks in futures]
 
 
 def run_config(config: HwConfig, count: int, first_seed: int, features: dict) -> dict:
@@ -114,6 +146,8 @@ def main(argv=None) -> int:
                         help="total programs, split 3:1:1 over tiny, default and odd "
                              "(overrides --tiny/--default/--odd)")
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes (each config's seeds split between them)")
     parser.add_argument("--no-requant", action="store_true",
                         help="no ALU REQUANT (for RTL without it)")
     parser.add_argument("--no-overlap", action="store_true",
@@ -124,13 +158,15 @@ def main(argv=None) -> int:
         args.default = args.odd = args.programs // 5
         args.tiny = args.programs - args.default - args.odd
     features = {"requant": not args.no_requant, "overlap": not args.no_overlap}
-    reports = []
-    for config, count in ((PRESETS["tiny"], args.tiny), (PRESETS["default"], args.default),
-                          (ODD, args.odd)):
-        if count <= 0:
-            continue
-        report = run_config(config, count, args.first_seed, features)
-        reports.append(report)
+    plan = [(config, count) for config, count in ((PRESETS["tiny"], args.tiny),
+                                                  (PRESETS["default"], args.default),
+                                                  (ODD, args.odd)) if count > 0]
+    # Build each model once, before workers race to build it.
+    for config, _ in plan:
+        for backpressure in (0, 30):
+            get_backend("rtl", config, backpressure=backpressure)
+    reports = run_configs(plan, args.first_seed, features, args.jobs)
+    for report in reports:
         print(f"{report['config']:8s} {report['passed']:4d}/{report['programs']} passed  "
               f"({report['instructions']} instructions, {report['rtl_cycles']} RTL cycles, "
               f"{report['requant_instructions']} REQUANT, {report['overlap_instructions']} "
