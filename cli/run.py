@@ -196,13 +196,16 @@ def _jsonable(value):
               help="Waveform/trace file, for backends that trace (passed as trace=).")
 @click.option("--cycle-limit", type=click.IntRange(min=1), default=None,
               help="Stop a timed backend after N cycles (passed as cycle_limit=).")
+@click.option("--work-limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Refuse programs asking for more than N GEMM/ALU micro-op executions "
+                   "(default 2^32).")
 @click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE.png",
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
+def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, timeline_path,
             timeline_window, as_json):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
@@ -228,6 +231,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         options["trace"] = trace
     if cycle_limit is not None:
         options["cycle_limit"] = cycle_limit
+    if work_limit is not None:
+        options["max_uop_executions"] = work_limit
     if sim == "rtl":   # a cold build and long runs say what they are doing, on stderr
         options["progress"] = lambda line: click.echo(f"vdla: {line}", err=True)
         options["progress_every"] = RTL_PROGRESS_SECONDS

@@ -275,3 +275,13 @@ def test_negative_seed_is_a_usage_error(monkeypatch, capsys):
     code, _, err = vdla(monkeypatch, capsys, "bench", "resnet18", "--config", "tiny",
                         "--seed", "-1")
     assert code == 2 and "-1 is not in the range x>=0" in err
+
+
+@pytest.mark.parametrize("sim", ["fsim", pytest.param("rtl", marks=pytest.mark.rtl)])
+def test_work_past_the_stated_limit_is_one_line(monkeypatch, capsys, layer, sim):
+    path, files, _, _ = layer
+    code, _, err = vdla(monkeypatch, capsys, "run", path, *_input_args(files), "--sim", sim,
+                        "--work-limit", 3)
+    # GEMM: 3 rows x 2 k-blocks; three ALU passes over 3 rows: 6 + 9 executions.
+    assert_one_line_error(code, err, "the program asks for 15 micro-op executions, more than "
+                                     "the limit of 3")

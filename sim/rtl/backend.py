@@ -23,7 +23,7 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES
 from vdla.sim.backend import RunResult, register_backend
-from vdla.sim.checker import check_program
+from vdla.sim.checker import MAX_UOP_EXECUTIONS, check_program
 from vdla.sim.errors import AddressError, DeadlockError
 from vdla.sim.rtl.build import ModelBuild, build_model
 
@@ -440,6 +440,8 @@ class RtlSimulator:
     progress_every : float, optional
         With ``progress``, report cycles run so far every this many seconds
         of a long run.
+    max_uop_executions : int
+        The checker's work limit (`sim.checker.MAX_UOP_EXECUTIONS`).
     """
 
     name = "rtl"
@@ -451,18 +453,20 @@ class RtlSimulator:
                  progress=None, activity: bool = False,
                  activity_window: tuple[int, int | None] | None = None,
                  activity_segments: int = ACTIVITY_MAX_SEGMENTS, check: bool = True,
-                 progress_every: float | None = None, **options):
+                 progress_every: float | None = None,
+                 max_uop_executions: int = MAX_UOP_EXECUTIONS, **options):
         if options:
             raise TypeError(f"unknown option(s) for the rtl simulator: {', '.join(sorted(options))}"
                             " (known: trace, cycle_limit, backpressure, seed, verilog, build, "
                             "activity, activity_window, activity_segments, check, "
-                            "progress_every)")
+                            "progress_every, max_uop_executions)")
         if cycle_limit is not None and cycle_limit <= 0:
             raise ValueError(f"cycle_limit must be positive, got {cycle_limit}")
         if not 0 <= backpressure < 100:
             raise ValueError(f"backpressure is a percentage in [0, 100), got {backpressure}")
         self.config = config
         self.check = bool(check)
+        self.max_uop_executions = int(max_uop_executions)
         self.progress = progress
         self.progress_every = progress_every
         self.trace = Path(trace) if trace is not None else None
@@ -510,7 +514,8 @@ class RtlSimulator:
         if self.check:
             # The rules fsim applies (sim.checker): the model never runs a
             # program they reject, so its result can never be a silent wrong one.
-            check_program(self.config, dram, insn_offset, insn_count)
+            check_program(self.config, dram, insn_offset, insn_count,
+                          max_uop_executions=self.max_uop_executions)
         instructions = _decode_instructions(self.config, dram, insn_offset, insn_count)
         limit = self.cycle_limit or default_cycle_limit(self.config, instructions)
 
