@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
     python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
-    python benchmarks/differential.py --programs 10000 --jobs 3 \
+    python benchmarks/differential.py --programs 10000 --jobs 8 \
         --output benchmarks/results/differential_10k.json   # 6000 tiny, 2000 default, 2000 odd
 
 Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
@@ -43,6 +43,8 @@ STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
 CONCURRENT = dict(actions=(30, 50), max_uops_per_insn=256, overlap_probability=1.0,
                   burst_probability=0.9)
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
+# Programs per work unit of `run_configs`.
+CHUNK = 100
 
 
 def _style(seed: int) -> str:
@@ -65,20 +67,29 @@ def _merge(parts: list[dict]) -> dict:
 
 
 def run_configs(plan: list[tuple[HwConfig, int]], first_seed: int, features: dict,
-                jobs: int) -> list[dict]:
-    """`run_config` for every (config, count), each split into ``jobs`` seed chunks run
-    in worker processes (``seconds`` then sums the workers' time)."""
-    if jobs <= 1:
-        return [run_config(config, count, first_seed, features) for config, count in plan]
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(jobs) as pool:
-        futures = []
-        for config, count in plan:
-            size = -(-count // jobs)
-            futures.append([pool.submit(run_config, config, min(size, count - start),
-                                        first_seed + start, features)
-                            for start in range(0, count, size)])
-        return [_merge([future.result() for future in chunks]) for chunks in futures]
+                jobs: int, on_progress=None) -> list[dict]:
+    """`run_config` for every (config, count) in chunks of at most `CHUNK` seeds, run
+    in ``jobs`` worker processes (``seconds`` then sums the workers' time).
+
+    ``on_progress(reports)`` is called with the merged reports so far after
+    every chunk, so a long run leaves its results behind as it goes.
+    """
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    chunks = [(config, start, min(CHUNK, count - start)) for config, count in plan
+              for start in range(0, count, CHUNK)]
+    done: dict[str, list[dict]] = {config.name: [] for config, _ in plan}
+
+    def merged() -> list[dict]:
+        return [_merge(parts) for parts in done.values() if parts]
+
+    with ProcessPoolExecutor(max(1, jobs)) as pool:
+        futures = {pool.submit(run_config, config, size, first_seed + start, features): config
+                   for config, start, size in chunks}
+        for future in as_completed(futures):
+            done[futures[future].name].append(future.result())
+            if on_progress is not None:
+                on_progress(merged())
+    return merged()
 
 
 def run_config(config: HwConfig, count: int, first_seed: int, features: dict) -> dict:
@@ -107,7 +118,10 @@ def run_config(config: HwConfig, count: int, first_seed: int, features: dict) ->
         fsim_seconds += time.perf_counter() - t0
         if backpressure not in rtls:
             t0 = time.perf_counter()
-            rtls[backpressure] = get_backend("rtl", config, backpressure=backpressure)
+            # check=False: fsim has just applied the same rules (sim.checker) to
+            # this program and accepted it; checking twice would only cost time.
+            rtls[backpressure] = get_backend("rtl", config, backpressure=backpressure,
+                                             check=False)
             build_seconds = (build_seconds or 0.0) + time.perf_counter() - t0
         t0 = time.perf_counter()
         try:
@@ -147,7 +161,7 @@ def main(argv=None) -> int:
                              "(overrides --tiny/--default/--odd)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1,
-                        help="worker processes (each config's seeds split between them)")
+                        help="worker processes (the seeds run in chunks of CHUNK programs)")
     parser.add_argument("--no-requant", action="store_true",
                         help="no ALU REQUANT (for RTL without it)")
     parser.add_argument("--no-overlap", action="store_true",
@@ -164,8 +178,27 @@ def main(argv=None) -> int:
     # Build each model once, before workers race to build it.
     for config, _ in plan:
         for backpressure in (0, 30):
-            get_backend("rtl", config, backpressure=backpressure)
-    reports = run_configs(plan, args.first_seed, features, args.jobs)
+            get_backend("rtl", config, backpressure=backpressure, check=False)
+    planned = sum(count for _, count in plan)
+
+    def write(reports: list[dict]) -> tuple[int, int]:
+        total = sum(r["programs"] for r in reports)
+        passed = sum(r["passed"] for r in reports)
+        mismatches = sum(r["mismatches"] for r in reports)
+        errors = sum(r["errors"] for r in reports)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({
+            "benchmark": "differential fsim vs rtl on random programs",
+            "command": "python benchmarks/differential.py " + " ".join(argv or sys.argv[1:]),
+            "machine": platform.platform(), "python": platform.python_version(),
+            "features": features, "complete": total == planned,
+            "total": total, "passed": passed, "mismatches": mismatches, "errors": errors,
+            "configs": reports}, indent=2) + "\n")
+        print(f"  {total}/{planned} programs run: {passed} passed, {mismatches} mismatches, "
+              f"{errors} errors", flush=True)
+        return total, passed
+
+    reports = run_configs(plan, args.first_seed, features, args.jobs, on_progress=write)
     for report in reports:
         print(f"{report['config']:8s} {report['passed']:4d}/{report['programs']} passed  "
               f"({report['instructions']} instructions, {report['rtl_cycles']} RTL cycles, "
@@ -176,19 +209,7 @@ def main(argv=None) -> int:
             print(f"  FAIL seed {failure['seed']} ({failure['style']}, "
                   f"backpressure={failure['backpressure']}%): "
                   f"{failure.get('error') or failure.get('difference')}", flush=True)
-    total = sum(r["programs"] for r in reports)
-    passed = sum(r["passed"] for r in reports)
-    mismatches = sum(r["mismatches"] for r in reports)
-    errors = sum(r["errors"] for r in reports)
-    print(f"total    {passed:4d}/{total} passed; {mismatches} mismatches, {errors} errors")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps({
-        "benchmark": "differential fsim vs rtl on random programs",
-        "command": "python benchmarks/differential.py " + " ".join(argv or sys.argv[1:]),
-        "machine": platform.platform(), "python": platform.python_version(),
-        "features": features,
-        "total": total, "passed": passed, "mismatches": mismatches, "errors": errors,
-        "configs": reports}, indent=2) + "\n")
+    total, passed = write(reports)
     print(f"wrote {args.output}")
     return 0 if passed == total else 1
 
