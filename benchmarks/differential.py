@@ -7,7 +7,7 @@ Usage::
     python benchmarks/differential.py --programs 10000 --jobs 8 \
         --output benchmarks/results/differential_10k.json   # 6000 tiny, 2000 default, 2000 odd
 
-Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
+Every program (`vdla.sim.programs.generate`) runs on fsim and on the "rtl" backend
 (a third of them with 30 % random DRAM backpressure; a quarter with the
 stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
@@ -35,7 +35,7 @@ import numpy as np
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Alu, AluOp, Gemm
 from vdla.sim.backend import get_backend
-from vdla.sim.random_program import GeneratorOptions, generate
+from vdla.sim.programs import GeneratorOptions, generate
 
 ODD = PRESETS["odd"]
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,

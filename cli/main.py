@@ -12,7 +12,7 @@ import click
 from vdla import __version__
 
 # Each module defines a click command (or group) called ``command``.
-SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "demo"]
+SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "demo", "config", "inputs"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -91,6 +91,9 @@ class HwConfig(JsonRecord):
     INSN_BITS = 128
     UOP_BITS = 32
     DRAM_ADDR_BITS = 32
+    # acc and out are split into this many 1-read 1-write block RAM banks by
+    # their high index bits (fewer when the buffer is tiny); see `acc_bank_rows`.
+    ACC_BANKS = 4
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -188,6 +191,16 @@ class HwConfig(JsonRecord):
         if kind == "out":
             return self.depth("acc")
         return getattr(self, f"{kind}_buffer_bytes") // self.element_bytes(kind)
+
+    @property
+    def acc_banks(self) -> int:
+        """Banks of the acc (and out) buffer: each a 1R1W block RAM (rule in `hw.isa`)."""
+        return max(1, min(self.ACC_BANKS, self.depth("acc") // 2))
+
+    @property
+    def acc_bank_rows(self) -> int:
+        """acc (and out) entries per bank: entry ``e`` lies in bank ``e // acc_bank_rows``."""
+        return self.depth("acc") // self.acc_banks
 
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""

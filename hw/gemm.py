@@ -1,20 +1,25 @@
 """The GEMM core's datapath: one ``BATCH x BLOCK_IN`` by ``BLOCK_OUT x BLOCK_IN``
-int8 product per cycle.
+int8 product per cycle, in two pipeline stages.
 
-`GemmCore` is combinational: ``inp`` (an inp element) and ``wgt`` (a wgt
-element) in, ``product`` out, where ``product[b, o] = sum_k inp[b, k] *
-wgt[o, k]`` in int32, wrapping (``acc += inp @ wgt.T`` once added to the
-accumulator). Elements are packed little endian, scalar ``[r, c]`` of an
-``R x C`` element at bits ``8 * (r * C + c)`` (32 * ... for int32), the DRAM
-layout of `runtime.layout`. Each dot product is summed by a balanced adder
-tree. The compute module (`hw.compute`) registers the inputs (SRAM read data)
-and the output, so the core is one pipeline stage there and accepts one
-micro-op per cycle.
+`GemmCore` takes ``inp`` (an inp element) and ``wgt`` (a wgt element) every
+cycle and gives ``product[b, o] = sum_k inp[b, k] * wgt[o, k]`` (an acc
+element, int32 lanes) `LATENCY` cycles later, where the compute unit adds it to
+the accumulator (``acc += inp @ wgt.T``). Elements are packed little endian,
+scalar ``[r, c]`` of an ``R x C`` element at bits ``8 * (r * C + c)`` (32 * ...
+for int32), the DRAM layout of `runtime.layout`.
+
+Stage 1 multiplies: ``BATCH * BLOCK_OUT * BLOCK_IN`` signed 8x8 -> 16-bit
+multipliers (what FPGA DSP blocks or small LUT multipliers implement), fed
+straight from the SRAM read data, products registered. Stage 2 sums each dot
+product with a balanced adder tree whose widths grow one bit per level (a
+16-term dot product is at most 20 bits, so no sum wraps), registered and sign
+extended to the int32 lane. Nothing is wider than it needs to be: the
+synthesised netlist shows 8x8 ``$mul`` cells (a test checks it).
 """
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,13 +28,11 @@ from vdla.hw.config import HwConfig
 __all__ = ["GemmCore", "adder_tree"]
 
 
-def adder_tree(terms, bits=None):
-    """Sum values with a balanced tree; with ``bits``, every partial sum wraps to ``bits``."""
+def adder_tree(terms):
+    """Sum values with a balanced tree (Amaranth widths grow one bit per level)."""
     terms = list(terms)
     while len(terms) > 1:
         paired = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if bits is not None:
-            paired = [term[:bits] for term in paired]
         if len(terms) % 2:
             paired.append(terms[-1])
         terms = paired
@@ -37,14 +40,17 @@ def adder_tree(terms, bits=None):
 
 
 class GemmCore(wiring.Component):
-    """``product = inp @ wgt.T`` (int8 x int8 -> int32, wrapping), combinational.
+    """``product = inp @ wgt.T`` (int8 x int8 -> int32), `LATENCY` cycles after its operands.
 
     Ports
     -----
     inp : In(inp element bits)
     wgt : In(wgt element bits)
     product : Out(acc element bits)
+        Registered; the product of the operands given `LATENCY` cycles earlier.
     """
+
+    LATENCY = 2   # multipliers, then the adder tree
 
     def __init__(self, config: HwConfig):
         self.config = config
@@ -60,36 +66,25 @@ class GemmCore(wiring.Component):
         in_bits, wgt_bits, acc_bits = (config.element_bits(k) for k in ("inp", "wgt", "acc"))
         block_in = config.block_in
 
-        def sign_extended(value, bits):
-            # (v ^ 2^(n-1)) - 2^(n-1), as an unsigned add modulo 2^32: Yosys would
-            # write a plain sign extension as a concatenation of copied sign bits,
-            # which Verilator evaluates bit by bit.
-            half = 1 << (bits - 1)
-            return ((value ^ half) + ((1 << acc_bits) - half))[:acc_bits]
-
         def inp(b, k):
-            return sign_extended(self.inp.word_select(b * block_in + k, in_bits), in_bits)
+            return self.inp.word_select(b * block_in + k, in_bits).as_signed()
 
         def wgt(o, k):
-            return sign_extended(self.wgt.word_select(o * block_in + k, wgt_bits), wgt_bits)
+            return self.wgt.word_select(o * block_in + k, wgt_bits).as_signed()
 
-        # All arithmetic is modulo 2^32 on unsigned words: each int8 is sign
-        # extended once, products and sums keep their low 32 bits. That is the
-        # wrapping int32 result, and it simulates much faster than letting
-        # widths grow (Verilator re-extends signed operands at every step).
-        def widen(name, value):
-            word = Signal(acc_bits, name=name)
-            m.d.comb += word.eq(value)
-            return word
-
-        inputs = {(b, k): widen(f"inp_{b}_{k}", inp(b, k))
-                  for b in range(config.batch) for k in range(block_in)}
-        weights = {(o, k): widen(f"wgt_{o}_{k}", wgt(o, k))
-                   for o in range(config.block_out) for k in range(block_in)}
+        # Data registers without reset: the compute unit reads them only under
+        # its own valid bits.
         for b in range(config.batch):
             for o in range(config.block_out):
-                products = [(inputs[b, k] * weights[o, k])[:acc_bits] for k in range(block_in)]
-                total = adder_tree(products, acc_bits)
-                self_lane = self.product.word_select(b * config.block_out + o, acc_bits)
-                m.d.comb += self_lane.eq(total)
+                products = []
+                for k in range(block_in):
+                    product = Signal(signed(in_bits + wgt_bits), name=f"product_{b}_{o}_{k}",
+                                     reset_less=True)
+                    m.d.sync += product.eq(inp(b, k) * wgt(o, k))
+                    products.append(product)
+                total = adder_tree(products)
+                lane = self.product.word_select(b * config.block_out + o, acc_bits)
+                dot = Signal(signed(len(total)), name=f"dot_{b}_{o}", reset_less=True)
+                m.d.sync += dot.eq(total)
+                m.d.comb += lane.eq(dot)   # sign extended to the int32 lane
         return m

@@ -48,6 +48,12 @@ Semantics (the functional simulator is their executable form):
   program order once it and every earlier compute instruction have completed.
   Instructions that run at the same time must not touch the same acc/out
   entry where either writes it (the functional simulator reports a race).
+* acc and out are split into ``HwConfig.acc_banks`` banks of
+  ``HwConfig.acc_bank_rows`` consecutive entries (block RAMs with one read
+  and one write port each). A GEMM and an ALU instruction that run at the
+  same time must not use (read or write) the same bank; the functional
+  simulator reports a race. An ALU instruction that reads ``acc[src]``
+  (neither ``use_imm`` nor ``reset``) runs one micro-op every two cycles.
 * Every acc write -- GEMM, ALU and acc LOAD alike -- also writes ``out[dst]``,
   the low 8 bits of each element.
 * FINISH ends the program once it retires on compute and load and store have
@@ -71,7 +77,8 @@ __all__ = [
     "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "encode", "decode", "encode_program", "decode_program",
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
-    "MODULES", "TOKEN_QUEUES", "module_of", "flag_queue", "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
+    "MODULES", "TOKEN_QUEUES", "DEPENDENCY_FLAGS", "QUEUE_FLAGS", "module_of", "flag_queue",
+    "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
 ]
 
 INSN_BYTES = HwConfig.INSN_BITS // 8
@@ -127,6 +134,17 @@ def flag_queue(module: int, flag: str) -> tuple[int, int] | None:
     if not 0 <= other < len(MODULES):
         return None
     return (module, other) if verb == "push" else (other, module)
+
+
+# The header's dependency flags, and for each token queue the flags that feed
+# and drain it: (producer's push flag, consumer's pop flag), from `flag_queue`.
+DEPENDENCY_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+QUEUE_FLAGS = {
+    queue: tuple(next(flag for flag in DEPENDENCY_FLAGS
+                      if flag.startswith(verb) and flag_queue(module, flag) == queue)
+                 for verb, module in (("push", queue[0]), ("pop", queue[1])))
+    for queue in TOKEN_QUEUES
+}
 
 
 # ALU shifts use the operand's low SHIFT_BITS bits; REQUANT's imm holds the
@@ -500,6 +518,8 @@ def reference_markdown(config: HwConfig) -> str:
             signed = " (signed)" if field.signed else ""
             lines.append(f"| {span} | `{name}` | {field.doc}{signed} |")
         lines += ["", f"{sum(f.bits for f in fields)} of {HwConfig.INSN_BITS} bits used.", ""]
+    lines += [f"acc banks at this config: {config.acc_banks} of {config.acc_bank_rows} entries.",
+              ""]
     lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]
     for field, (lsb, bits) in zip(uop_fields(config), field_offsets(uop_fields(config)).values()):
         lines.append(f"| {lsb + bits - 1}:{lsb} | `{field.name}` | {field.doc} |")

@@ -52,7 +52,9 @@ with out (every acc write also writes out; GEMM and ALU write, ALU reads its
 source, store reads out), uop (written by uop LOADs, read by GEMM and ALU).
 Any write not ordered after another component's access of the entry, or read
 not ordered after its write, is a `RaceError` naming both instructions and
-the entry. Whatever the program, the checker terminates.
+the entry. So is the two compute units using the same acc bank without being
+ordered (`_BankClocks`, the ISA's bank rule). Whatever the program, the
+checker terminates.
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
-from vdla.hw.isa import (COMPUTE_MODULE, LOAD_MODULE, MODULES, STORE_MODULE, TOKEN_QUEUES, Alu,
-                         Finish, Gemm, Load, MemType, Opcode, Store, module_of)
+from vdla.hw.isa import (COMPUTE_MODULE, DEPENDENCY_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE,
+                         TOKEN_QUEUES, Alu, Finish, Gemm, Load, MemType, Opcode, Store,
+                         flag_queue, module_of)
 from vdla.sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                              SimulationError, TokenError, describe_instruction)
 
@@ -183,6 +186,41 @@ class _EntryClocks:
         self.write_insn[entries] = index
 
 
+class _BankClocks:
+    """The acc bank rule: the two compute units never use the same acc bank at once.
+
+    acc and out are banks of one-read one-write block RAMs (`HwConfig.acc_banks`),
+    and each unit uses a bank's ports every cycle it runs there; so an access
+    of a bank by one unit must be ordered after the other unit's last access to
+    that bank (reads and writes alike). Times as in `_EntryClocks`.
+    """
+
+    def __init__(self, config: HwConfig):
+        self.rows = config.acc_bank_rows
+        banks = config.acc_banks
+        self.time = {unit: np.zeros(banks, np.int64) for unit in (GEMM_CLOCK, ALU_CLOCK)}
+        self.insn = {unit: np.full(banks, -1, np.int64) for unit in (GEMM_CLOCK, ALU_CLOCK)}
+
+    def access(self, rows: np.ndarray, component: int, vc: np.ndarray, index: int, machine) -> None:
+        if not len(rows):
+            return
+        banks = np.unique(rows // self.rows)
+        other = ALU_CLOCK if component == GEMM_CLOCK else GEMM_CLOCK
+        bad = self.time[other][banks] > vc[other]
+        if bad.any():
+            bank = int(banks[np.argmax(bad)])
+            low, high = bank * self.rows, (bank + 1) * self.rows - 1
+            earlier = machine.describe(int(self.insn[other][bank]))
+            raise RaceError(
+                f"{machine.describe(index)} on compute's {COMPONENTS[component]} uses acc bank "
+                f"{bank} (acc/out[{low}..{high}]) while {earlier} "
+                f"on compute's {COMPONENTS[other]} may still use it: units that run at the same "
+                f"time (overlap set) must use different acc banks of {self.rows} entries "
+                "(clear overlap or move one of them to another bank)", index)
+        self.time[component][banks] = vc[component]
+        self.insn[component][banks] = index
+
+
 def _place(component: int, other: int) -> str:
     """Where an access ran, as precise as telling it from the other access needs."""
     module = _MODULE_OF_COMPONENT[component]
@@ -238,6 +276,7 @@ class ProgramChecker:
         self.uop_fields = {field: np.zeros(self.depth["uop"], dtype=np.int64)
                            for field in ("dst", "src", "wgt")}
         self.clocks = {kind: _EntryClocks(kind, config.depth(kind)) for kind in _TRACKED}
+        self.banks = _BankClocks(config)
         self.counters: dict[str, int] = collections.Counter()
         for name in ("load_insns", "compute_insns", "store_insns", "bytes_loaded_inp",
                      "bytes_loaded_wgt", "bytes_loaded_acc", "bytes_loaded_uop",
@@ -327,22 +366,12 @@ class ProgramChecker:
 
     # ------------------------------------------------------------ scheduling
     @staticmethod
-    def _neighbours(module: int) -> tuple[int | None, int | None]:
-        return (module - 1 if module > 0 else None,
-                module + 1 if module < len(MODULES) - 1 else None)
-
-    def _token_queues(self, module: int, insn) -> tuple[list[str], list[str]]:
+    def _token_queues(module: int, insn) -> tuple[list[str], list[str]]:
         """Names of the queues the instruction pops from and pushes to."""
-        prev, nxt = self._neighbours(module)
         pops, pushes = [], []
-        if insn.pop_prev:
-            pops.append(QUEUES[(prev, module)])
-        if insn.pop_next:
-            pops.append(QUEUES[(nxt, module)])
-        if insn.push_prev:
-            pushes.append(QUEUES[(module, prev)])
-        if insn.push_next:
-            pushes.append(QUEUES[(module, nxt)])
+        for flag in DEPENDENCY_FLAGS:
+            if getattr(insn, flag):   # `_module_of` refused flags towards no module
+                (pops if flag.startswith("pop") else pushes).append(QUEUES[flag_queue(module, flag)])
         return pops, pushes
 
     def execute(self) -> None:
@@ -629,6 +658,8 @@ class ProgramChecker:
         if read_acc is not None:
             self.clocks["acc"].read(np.flatnonzero(read_acc), component, vc, index, self)
         self.clocks["acc"].write(written, component, vc, index, self)
+        rows = written if read_acc is None else np.union1d(written, np.flatnonzero(read_acc))
+        self.banks.access(rows, component, vc, index, self)
 
     def _gemm(self, index: int, insn: Gemm, component: int, vc: np.ndarray) -> None:
         buffers = {"dst": ("acc", "dst")}

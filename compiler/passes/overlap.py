@@ -23,6 +23,9 @@ unit ``U`` may overlap when every earlier instruction ``j`` of the other unit
 that conflicts with it on acc/out entries (either writes) has completed before
 ``i`` starts, i.e. some instruction ``k`` with ``j < k < i`` waits for ``j``
 (``k`` does not overlap, or is of ``j``'s unit, or belongs to both units).
+Two instructions also conflict when they use the same acc bank, which the
+units cannot share while they run side by side (`hw.isa`); virtual threads
+give each thread's acc slot a bank of its own for that reason.
 The result, for two threads and a tile per slot::
 
     GEMM  t      (overlap)      GEMMs of tile t, slot A
@@ -142,6 +145,9 @@ def mark_overlap(stream: list[ir.Insn], config) -> dict:
     units = (GEMM_UNIT, ALU_UNIT)
     last_write = {u: np.full(depth, -1, dtype=np.int64) for u in units}
     last_read = {u: np.full(depth, -1, dtype=np.int64) for u in units}
+    # The units may share no acc bank while they run side by side (hw/isa.py).
+    bank_rows = config.acc_bank_rows
+    last_bank = {u: np.full(config.acc_banks, -1, dtype=np.int64) for u in units}
     # barrier[u]: latest instruction that waited for every earlier one of unit u.
     barrier = {u: -1 for u in units}
     counts = {GEMM_UNIT: 0, ALU_UNIT: 0}
@@ -162,6 +168,9 @@ def mark_overlap(stream: list[ir.Insn], config) -> dict:
         for _, low, high in writes:
             needed = max(needed, int(last_write[other][low:high].max(initial=-1)),
                          int(last_read[other][low:high].max(initial=-1)))
+        banks = sorted({bank for _, low, high in reads + writes if high > low
+                        for bank in range(low // bank_rows, (high - 1) // bank_rows + 1)})
+        needed = max(needed, int(last_bank[other][banks].max(initial=-1)))
         overlap = needed < 0 or needed < barrier[other]
         insn.instruction = insn.instruction.replace(overlap=overlap)
         if overlap:
@@ -173,4 +182,5 @@ def mark_overlap(stream: list[ir.Insn], config) -> dict:
             last_read[unit][low:high] = index
         for _, low, high in writes:
             last_write[unit][low:high] = index
+        last_bank[unit][banks] = index
     return counts

@@ -60,19 +60,46 @@ def assign_virtual_threads(function: ir.Function) -> ir.Function:
     return function
 
 
+def _acc_bank_stride(function: ir.Function, threads: int) -> int | None:
+    """Entries from one thread's acc slot to the next when each gets its own acc bank.
+
+    The compute units may only run side by side on different acc banks
+    (`hw.isa`), and the ALU epilogue of one thread runs beside the GEMMs of the
+    next: so with several threads each acc slot starts a bank, and the shared
+    acc buffers (the bias, read by every thread's epilogue) get a bank of their
+    own after them. None when that does not fit (slots are then packed and
+    `mark_overlap` overlaps less).
+    """
+    config = function.config
+    rows = config.acc_bank_rows
+    slot = sum(b.entries for b in function.buffers
+               if b.scope == "acc" and b.name in _REPLICATED)
+    shared = sum(b.entries for b in function.buffers
+                 if b.scope == "acc" and b.name not in _REPLICATED)
+    if threads < 2 or slot > rows or threads * rows + shared > config.depth("acc"):
+        return None
+    return rows
+
+
 def _replicate(function: ir.Function, threads: int) -> list[dict[str, ir.Buffer]]:
     """Give each thread its own copy of each tile buffer; the bias stays shared."""
     per_thread = [dict() for _ in range(threads)]
     buffers, next_base = [], {"inp": 0, "wgt": 0, "acc": 0}
+    acc_stride = _acc_bank_stride(function, threads)
     for buffer in function.buffers:
         if buffer.name not in _REPLICATED:
             continue
         for thread in range(threads):
-            copy = ir.Buffer(f"{buffer.name}.t{thread}", buffer.scope, buffer.entries,
-                             next_base[buffer.scope])
-            next_base[buffer.scope] += buffer.entries
+            base = next_base[buffer.scope]
+            if buffer.scope == "acc" and acc_stride is not None:
+                base += thread * acc_stride
+            copy = ir.Buffer(f"{buffer.name}.t{thread}", buffer.scope, buffer.entries, base)
+            if buffer.scope != "acc" or acc_stride is None:
+                next_base[buffer.scope] += buffer.entries
             per_thread[thread][buffer.name] = copy
             buffers.append(copy)
+    if acc_stride is not None:
+        next_base["acc"] = threads * acc_stride
     for buffer in function.buffers:
         if buffer.name not in _REPLICATED:
             buffer.base = next_base[buffer.scope]

@@ -25,15 +25,9 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
+from vdla.sim.oracles import requant
 
-__all__ = ["overlap_program", "requant_reference"]
-
-
-def requant_reference(acc: np.ndarray, bias, imm: int) -> np.ndarray:
-    """``clip((acc + bias) >> (imm & 31), lo, 127)`` in int64 with the int32 add wrapping."""
-    total = (acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)) & 0xFFFFFFFF
-    total = total.astype(np.uint32).view(np.int32).astype(np.int64)
-    return np.clip(total >> (imm & 31), 0 if imm & 32 else -128, 127)
+__all__ = ["overlap_program"]
 
 
 def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k: int = 3,
@@ -45,7 +39,12 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
     inp = rng.integers(-128, 128, (tiles, m, k, b, bi)).astype(np.int8)
     wgt = rng.integers(-128, 128, (n, k, bo, bi)).astype(np.int8)
     bias = rng.integers(-3000, 3000, (n, b, bo)).astype(np.int32)
-    bias_row, long_row, short_row, chain_row = 2 * mn, 2 * mn + n, 2 * mn + n + 1, 2 * mn + n + 2
+    # Rows by acc bank (the units may run side by side only on different banks):
+    # the two tile buffers in banks 0 and 1, the bias and the ALU's own rows in
+    # bank 2, the long GEMM's row in bank 3.
+    bank = config.acc_bank_rows
+    assert config.acc_banks == 4 and bank >= max(mn, n + 2)
+    bias_row, short_row, chain_row, long_row = 2 * bank, 2 * bank + n, 2 * bank + n + 1, 3 * bank
     builder = ImageBuilder(config, max_instructions=tiles * (k + 8) + 16)
     _, inp_base = builder.place("inp", inp)
     _, wgt_base = builder.place("wgt", wgt)
@@ -57,9 +56,9 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
         uops.extend(new)
         return len(uops) - len(new)
 
-    tile_uops = [add_uops([Uop(dst=(t % 2) * mn, src=t * m * k + kk, wgt=kk) for kk in range(k)])
+    tile_uops = [add_uops([Uop(dst=(t % 2) * bank, src=t * m * k + kk, wgt=kk) for kk in range(k)])
                  for t in range(tiles)]
-    buffer_uops = [add_uops([Uop(dst=buffer * mn, src=bias_row)]) for buffer in range(2)]
+    buffer_uops = [add_uops([Uop(dst=buffer * bank, src=bias_row)]) for buffer in range(2)]
     long_uops = add_uops([Uop(dst=long_row, src=kk, wgt=kk) for kk in range(k)])
     long_reset = add_uops([Uop(dst=long_row)])
     short_uop = add_uops([Uop(dst=short_row)])
@@ -95,7 +94,7 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
             Alu(alu_op=AluOp.REQUANT, use_imm=not with_bias[t], imm=requant_imms[t],
                 push_next=True, overlap=overlap, **loops),
             Store(pop_prev=True, push_prev=t + 2 < tiles, memory_type=MemType.OUT,
-                  sram_base=buffer * mn, dram_base=out_base + t * mn, y_size=1, x_size=mn,
+                  sram_base=buffer * bank, dram_base=out_base + t * mn, y_size=1, x_size=mn,
                   x_stride=mn),
         ]
 
@@ -123,7 +122,9 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
         Alu(alu_op=AluOp.ADD, use_imm=True, imm=5, uop_begin=short_uop, uop_end=short_uop + 1,
             overlap=overlap, push_next=True),
         Store(pop_prev=True, memory_type=MemType.OUT, sram_base=long_row,
-              dram_base=out_base + tiles * mn, y_size=1, x_size=2, x_stride=2),
+              dram_base=out_base + tiles * mn, y_size=1, x_size=1, x_stride=1),
+        Store(memory_type=MemType.OUT, sram_base=short_row,
+              dram_base=out_base + tiles * mn + 1, y_size=1, x_size=1, x_stride=1),
         # A GEMM without overlap accumulating onto a row the ALU unit is still
         # adding to (one micro-op per cycle on one row): it must wait for the ALU.
         Alu(alu_op=AluOp.MIN, use_imm=True, imm=0, reset=True, uop_begin=chain_uop,
@@ -143,7 +144,7 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
     for t in range(tiles):
         acc = products[t] + adds[t]
         operand = bias.astype(np.int64)[None] if with_bias[t] else 0
-        out[t * mn:(t + 1) * mn] = requant_reference(acc, operand, requant_imms[t]).reshape(mn, b, bo)
+        out[t * mn:(t + 1) * mn] = requant(acc, operand, requant_imms[t]).reshape(mn, b, bo)
     out[tiles * mn] = reps * np.einsum("kbi,koi->bo", inp[0, 0].astype(np.int64),
                                        wgt[0].astype(np.int64))
     out[tiles * mn + 1] = 5

@@ -18,7 +18,7 @@ import pytest
 from vdla.sim.errors import AddressError, SimulationError
 from vdla.sim.fsim import FunctionalSimulator
 from vdla.sim.illegal import MUTATIONS, mutate
-from vdla.sim.random_program import generate
+from vdla.sim.programs import generate
 from vdla.sim.rtl import RtlSimulator
 
 pytestmark = pytest.mark.rtl

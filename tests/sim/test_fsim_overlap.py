@@ -18,16 +18,24 @@ from vdla.sim.errors import RaceError
 from tests.sim.image import TINY, Image, random_elements
 
 ROWS = 4   # every GEMM/ALU below covers 4 consecutive acc rows
+# The bodies name acc rows 0..31; each group of 8 lies in its own acc bank
+# (hw/isa.py's bank rule), so rows 0..7 and 8..15 never share a bank.
+BANK = TINY.acc_bank_rows
+
+
+def row(logical: int) -> int:
+    """The acc entry of a body's row ``logical``: group ``logical // 8`` in bank ``logical // 8``."""
+    return (logical // 8) * BANK + logical % 8
 
 
 class Builder:
-    """Hand-written compute bodies over a prologue that fills inp, wgt, acc[0..32)."""
+    """Hand-written compute bodies over a prologue that fills inp, wgt and acc."""
 
     def __init__(self):
         self.uops: list[Uop] = []
 
     def _uop(self, dst: int, src: int = 0) -> int:
-        self.uops.append(Uop(dst=dst, src=src, wgt=0))
+        self.uops.append(Uop(dst=row(dst), src=src, wgt=0))
         return len(self.uops) - 1
 
     def gemm(self, rows: int, overlap: bool = False, reset: bool = False, **flags) -> Gemm:
@@ -37,7 +45,7 @@ class Builder:
 
     def alu(self, rows: int, src: int | None = None, overlap: bool = False,
             op: AluOp = AluOp.REQUANT, imm: int = 8 | 32, reset: bool = False, **flags) -> Alu:
-        u = self._uop(rows, 0 if src is None else src)
+        u = self._uop(rows, 0 if src is None else row(src))
         return Alu(uop_begin=u, uop_end=u + 1, iter_out=ROWS, dst_factor_out=1,
                    src_factor_out=1, alu_op=op, use_imm=src is None, imm=imm, reset=reset,
                    overlap=overlap, **flags)
@@ -47,7 +55,7 @@ class Builder:
         return [
             image.load_all("inp", random_elements(rng, TINY, "inp", 8)),
             image.load_all("wgt", random_elements(rng, TINY, "wgt", 8), push_next=True),
-            image.load_all("acc", random_elements(rng, TINY, "acc", 32, -5000, 5000),
+            image.load_all("acc", random_elements(rng, TINY, "acc", TINY.depth("acc"), -5000, 5000),
                            pop_prev=True),
             image.load_uops(self.uops),
             *body,
@@ -73,11 +81,11 @@ LEGAL = {
     "requant-beside-gemm": lambda b: [b.alu(8, src=16), b.gemm(0, overlap=True)],
     "both-overlap": lambda b: [b.gemm(0, overlap=True), b.alu(8, overlap=True),
                                b.gemm(4, overlap=True), b.alu(12, src=20, overlap=True)],
-    # the ALU reads rows 0..3 the first GEMM wrote: the second GEMM waited for the
-    # first, and the ALU issued after the second GEMM started
-    "ordered-through-own-unit": lambda b: [b.gemm(0), b.alu(8, overlap=True),
-                                           b.gemm(4, overlap=True),
-                                           b.alu(12, src=0, overlap=True)],
+    # the ALU reads rows 16..19 the first GEMM wrote: the second GEMM waited for
+    # the first, and the ALU issued after the second GEMM started
+    "ordered-through-own-unit": lambda b: [b.gemm(16), b.alu(8, overlap=True),
+                                           b.gemm(0, overlap=True),
+                                           b.alu(12, src=16, overlap=True)],
     # an instruction without overlap waits for both units
     "no-overlap-waits": lambda b: [b.gemm(0, overlap=True), b.alu(0, src=0)],
     "no-overlap-gemm-waits": lambda b: [b.alu(0, overlap=True), b.gemm(0)],
@@ -85,9 +93,9 @@ LEGAL = {
     "uop-load-between": lambda b: [b.gemm(0, overlap=True), Load(memory_type=MemType.UOP,
                                                                  sram_base=500, y_size=0),
                                    b.alu(0, overlap=True)],
-    "reads-beside-reads": lambda b: [b.alu(8, src=0, overlap=True),
-                                     b.alu(12, src=0, overlap=True),
-                                     b.gemm(4, overlap=True), b.alu(16, src=0, overlap=True)],
+    "reads-beside-reads": lambda b: [b.alu(8, src=24, overlap=True),
+                                     b.alu(12, src=24, overlap=True),
+                                     b.gemm(4, overlap=True), b.alu(16, src=24, overlap=True)],
 }
 
 RACES = {
@@ -115,6 +123,16 @@ RACES = {
     "earlier-without-overlap-still-runs": (
         lambda b: [b.alu(0, src=16), b.gemm(0, overlap=True)],
         r"instruction 5 \(GEMM\) .* overwrites acc\[0\] written by instruction 4 \(ALU\)"),
+    # different rows of one acc bank: the units would meet on its ports
+    "same-bank": (
+        lambda b: [b.gemm(0), b.alu(4, overlap=True)],
+        rf"instruction 5 \(ALU\) on compute's ALU unit uses acc bank 0 "
+        rf"\(acc/out\[0\.\.{BANK - 1}\]\) while instruction 4 \(GEMM\) on compute's GEMM unit "
+        r"may still use it: .*different acc banks"),
+    # the bias read from the bank the GEMM runs in
+    "bias-in-the-gemm-bank": (
+        lambda b: [b.gemm(0), b.alu(8, src=4, overlap=True)],
+        r"instruction 5 \(ALU\) .* uses acc bank 0 .* instruction 4 \(GEMM\)"),
     # the second ALU waits for the first, not for the GEMM that runs beside both
     "two-alus-beside-a-gemm": (
         lambda b: [b.gemm(0), b.alu(8, overlap=True), b.alu(12, src=3, overlap=True)],
@@ -146,7 +164,7 @@ def test_conflicting_twin_without_overlap_runs(name):
 
 @pytest.mark.parametrize("third, conflict", [
     (lambda b, overlap: b.alu(0, src=8, overlap=overlap), r"acc\[0\] written by instruction 4"),
-    (lambda b, overlap: b.gemm(8, overlap=overlap), r"acc\[8\] written by instruction 5"),
+    (lambda b, overlap: b.gemm(8, overlap=overlap), rf"acc\[{row(8)}\] written by instruction 5"),
 ])
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_later_instruction_without_overlap_is_ordered(third, conflict, overlap):
@@ -163,12 +181,13 @@ def test_a_later_instruction_without_overlap_is_ordered(third, conflict, overlap
 
 def test_push_carries_completion_of_every_earlier_compute_instruction():
     """GEMM writes rows 0..3, an overlap ALU rows 8..11 and pushes to store, which
-    reads out rows 0..11: the push orders the concurrent GEMM's writes too."""
+    reads out rows 0..11 (and the rows between their banks): the push orders the
+    concurrent GEMM's writes too."""
     builder = Builder()
     image = Image(TINY)
     body = [builder.gemm(0), builder.alu(8, overlap=True, push_next=True),
-            Store(dram_base=image.element(image.alloc(16 * 64), "out"), y_size=1, x_size=12,
-                  x_stride=12, pop_prev=True)]
+            Store(dram_base=image.element(image.alloc(16 * 128), "out"), y_size=1,
+                  x_size=row(12), x_stride=row(12), pop_prev=True)]
     image.run(builder.program(image, body))
 
 
@@ -177,13 +196,13 @@ def test_store_needs_the_token_of_the_instruction_that_wrote():
     builder = Builder()
     image = Image(TINY)
     body = [builder.gemm(0, push_next=True), builder.alu(8, overlap=True),
-            Store(dram_base=image.element(image.alloc(16 * 64), "out"), y_size=1, x_size=12,
-                  x_stride=12, pop_prev=True)]
+            Store(dram_base=image.element(image.alloc(16 * 128), "out"), y_size=1,
+                  x_size=row(12), x_stride=row(12), pop_prev=True)]
     # Which of the two unordered accesses fsim meets first is its own business.
-    with pytest.raises(RaceError, match=r"instruction 6 \(STORE out\) on store reads out\[8\] "
+    with pytest.raises(RaceError, match=rf"instruction 6 \(STORE out\) on store reads out\[{row(8)}\] "
                                         r"written by instruction 5 \(ALU\) on compute "
                                         r".*missing compute->store|"
-                                        r"instruction 5 \(ALU\) on compute overwrites out\[8\] "
+                                        rf"instruction 5 \(ALU\) on compute overwrites out\[{row(8)}\] "
                                         r"read by instruction 6 \(STORE out\)"):
         image.run(builder.program(image, body))
 

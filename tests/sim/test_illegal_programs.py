@@ -19,7 +19,7 @@ from vdla.sim.checker import WorkLimitError, check_program
 from vdla.sim.errors import AddressError, InstructionError, SimulationError
 from vdla.sim.fsim import FunctionalSimulator
 from vdla.sim.illegal import MUTATIONS, mutate
-from vdla.sim.random_program import generate
+from vdla.sim.programs import generate
 
 
 def _outcome(function):

@@ -1,0 +1,133 @@
+"""The loop sequencer: stage S0 of a compute unit, one micro-op per cycle.
+
+A GEMM or ALU instruction runs ``for i in iter_out: for j in iter_in: for u in
+[uop_begin, uop_end)``; every micro-op index is the micro-op's own plus
+``i * factor_out + j * factor_in`` (`hw.isa`). `LoopSequencer` walks that nest
+with counters and running index offsets (adders, no multipliers): when
+``begin`` is high it latches the instruction on ``insn`` and from the next
+cycle emits one micro-op per cycle (``valid``, ``u`` and the offsets), or one
+every other cycle while ``paced`` is high (the ALU's two-read micro-ops, whose
+second acc read takes the next cycle's port). ``ready`` is high in the cycle
+the sequencer can take the next instruction: it is idle, or it sends its last
+micro-op now, so a unit's instructions follow each other without a bubble.
+``last`` marks the end of an instruction: its last micro-op, or a write-less
+marker one cycle after an empty instruction (zero trip count or empty uop
+range) began, so every instruction completes exactly once.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from vdla.hw import isa
+from vdla.hw.config import HwConfig
+
+__all__ = ["LoopSequencer", "loop_layout", "index_kinds"]
+
+
+def index_kinds(with_wgt: bool) -> tuple[str, ...]:
+    """The micro-op index fields a unit offsets: GEMM has a wgt index, the ALU not."""
+    return ("dst", "src", "wgt") if with_wgt else ("dst", "src")
+
+
+def _index_bits(config: HwConfig) -> dict[str, int]:
+    return {"dst": config.acc_index_bits, "src": config.uop_src_bits, "wgt": config.wgt_index_bits}
+
+
+def loop_layout(config: HwConfig, with_wgt: bool) -> data.StructLayout:
+    """The loop fields of a GEMM / ALU instruction the sequencer reads."""
+    fields = {f.name: f.bits for f in isa.formats(config)[isa.Opcode.GEMM]}
+    names = ["uop_begin", "uop_end", "iter_out", "iter_in"]
+    names += [f"{k}_factor_{side}" for k in index_kinds(with_wgt) for side in ("out", "in")]
+    return data.StructLayout({name: fields[name] for name in names})
+
+
+class LoopSequencer(wiring.Component):
+    """Walks one GEMM / ALU loop nest at a time (see the module docstring).
+
+    Parameters
+    ----------
+    config : HwConfig
+    with_wgt : bool
+        Whether micro-ops carry a wgt index (the GEMM unit).
+
+    Ports
+    -----
+    begin : In(1)
+        Take the instruction on ``insn`` this cycle (only when ``ready``).
+    insn : In(loop_layout)
+    paced : In(1)
+        Latched with ``begin``: emit a micro-op every other cycle.
+    ready, valid, last : Out(1)
+    u : Out(uop index bits + 1)
+        The micro-op to read (valid with ``valid``).
+    offset : Out(struct of index offsets ``dst``, ``src`` [, ``wgt``])
+    """
+
+    def __init__(self, config: HwConfig, with_wgt: bool):
+        self.config = config
+        self.with_wgt = with_wgt
+        bits = _index_bits(config)
+        super().__init__({
+            "begin": In(1),
+            "insn": In(loop_layout(config, with_wgt)),
+            "paced": In(1),
+            "ready": Out(1),
+            "valid": Out(1),
+            "last": Out(1),
+            "u": Out(config.index_bits("uop") + 1),
+            "offset": Out(data.StructLayout({k: bits[k] for k in index_kinds(with_wgt)})),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config, insn = self.config, self.insn
+        kinds = index_kinds(self.with_wgt)
+        bits = _index_bits(config)
+        uop_bits = len(self.u)
+        u, u_first, u_last = self.u, Signal(uop_bits), Signal(uop_bits)
+        i, i_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
+        j, j_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
+        factor_out = {k: Signal(bits[k], name=f"{k}_factor_out") for k in kinds}
+        factor_in = {k: Signal(bits[k], name=f"{k}_factor_in") for k in kinds}
+        outer = {k: Signal(bits[k], name=f"{k}_outer") for k in kinds}
+        off = {k: getattr(self.offset, k) for k in kinds}
+        issuing, marker, paced, gap = Signal(), Signal(), Signal(), Signal()
+
+        # A paced instruction emits on the cycles where `gap` is low.
+        emitting = issuing & ~gap
+        end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
+        at_last = emitting & end_u & end_j & end_i
+        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker),
+                     self.ready.eq(~issuing | (at_last & ~paced))]
+        m.d.sync += gap.eq(paced & emitting)
+        with m.If(emitting):
+            with m.If(end_u):
+                m.d.sync += u.eq(u_first)
+                with m.If(end_j):
+                    m.d.sync += [j.eq(0), i.eq(i + 1)]
+                    for k in kinds:
+                        following = outer[k] + factor_out[k]
+                        m.d.sync += [outer[k].eq(following), off[k].eq(following)]
+                    with m.If(end_i):
+                        m.d.sync += issuing.eq(0)
+                with m.Else():
+                    m.d.sync += j.eq(j + 1)
+                    m.d.sync += [off[k].eq(off[k] + factor_in[k]) for k in kinds]
+            with m.Else():
+                m.d.sync += u.eq(u + 1)
+        m.d.sync += marker.eq(0)
+        with m.If(self.begin):
+            nonempty = (insn.iter_out != 0) & (insn.iter_in != 0) & (insn.uop_end > insn.uop_begin)
+            m.d.sync += [
+                u.eq(insn.uop_begin), u_first.eq(insn.uop_begin), u_last.eq(insn.uop_end - 1),
+                i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
+                issuing.eq(nonempty), marker.eq(~nonempty), paced.eq(self.paced), gap.eq(0),
+            ]
+            for k in kinds:
+                m.d.sync += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
+                             factor_in[k].eq(getattr(insn, f"{k}_factor_in")),
+                             outer[k].eq(0), off[k].eq(0)]
+        return m

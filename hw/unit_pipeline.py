@@ -1,0 +1,252 @@
+"""One compute unit's pipeline: the GEMM unit and the ALU unit are two instances.
+
+`UnitPipeline` takes one GEMM (``unit="gemm"``) or ALU (``unit="alu"``)
+instruction at a time on ``begin`` / ``insn`` and runs its loop nest one
+micro-op per cycle (the ALU's micro-ops that read ``acc[src]``: one every
+other cycle, see below); once a micro-op has entered, it never stalls:
+
+====  =====================================================================
+S0    `LoopSequencer` (i, j, u) and index offsets; uop SRAM read of ``u``
+S1    uop word + offsets -> dst, src [, wgt] indices (registered)
+S2    SRAM reads: acc[dst] (none for ``reset``); GEMM inp[src], wgt[wgt]
+S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
+      inp / wgt data, products registered; ALU: acc[src] read (not with
+      ``use_imm`` or ``reset``)
+S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
+      (`GemmCore`); ALU: acc[src] data forwarded and registered
+S5    result = acc + product, ALU op (`VectorAlu`), or 0 (reset); acc[dst]
+      and out[dst] written through the unit's own write ports
+====  =====================================================================
+
+No stage holds more than one of: an SRAM read, the multipliers, an adder tree,
+the ALU. Every SRAM port is a block RAM port: the unit reads acc through one
+port, so an ALU micro-op that reads acc[dst] and acc[src] reads them in
+consecutive cycles (S2, S3) and the sequencer paces such an instruction at
+one micro-op every other cycle; with ``use_imm`` or ``reset`` it runs at full
+rate.
+
+Read-after-write hazards on acc within the unit: a read does not see the
+write made in the same cycle (ports are not transparent), and results of the
+micro-ops ahead are written after the read. So an operand read in S2 takes,
+in S3, the result written this cycle (S5) or last cycle (S6), else the SRAM
+data, and in S4 the result written this cycle; acc[src], read in S3, takes in
+S4 the result written this cycle or last cycle. Back-to-back micro-ops on the
+same acc row run at full rate, across instruction boundaries too. Nothing is
+forwarded from the other unit; the compute module (`hw.compute`) orders the
+units.
+
+``completes`` pulses when an instruction's last micro-op (or its write-less
+marker, for an empty loop) leaves S5; ``executes`` pulses for every micro-op in
+S5 (reset ones included).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from vdla.hw import isa
+from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, VectorAlu
+from vdla.hw.config import HwConfig
+from vdla.hw.gemm import GemmCore
+from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
+                             uop_layout)
+from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
+
+__all__ = ["UnitPipeline", "UNITS", "out_of_acc"]
+
+UNITS = ("gemm", "alu")
+
+
+def out_of_acc(config: HwConfig, acc_value):
+    """The out element mirroring an acc element: the low bits of every scalar."""
+    acc_bits, out_bits = config.element_bits("acc"), config.element_bits("out")
+    count = config.batch * config.block_out
+    return Cat(*(acc_value.word_select(e, acc_bits)[:out_bits] for e in range(count)))
+
+
+def _field_bits(config: HwConfig, opcode: isa.Opcode, name: str) -> int:
+    return next(f.bits for f in isa.formats(config)[opcode] if f.name == name)
+
+
+def _control_layout(config: HwConfig, unit: str) -> data.StructLayout:
+    """What a micro-op carries down the pipeline besides its indices."""
+    if unit == "gemm":
+        return data.StructLayout({"reset": 1})
+    assert RELU_BIT == SHIFT_MASK_BITS
+    return data.StructLayout({
+        "reset": 1, "op": _field_bits(config, isa.Opcode.ALU, "alu_op"), "use_imm": 1,
+        "imm": SHIFT_MASK_BITS + 1,               # REQUANT's shift and relu bits
+        "operand": config.element_bits("acc"),    # the immediate operand, sign extended
+    })
+
+
+class UnitPipeline(wiring.Component):
+    """The pipeline of one compute unit (see the module docstring).
+
+    Parameters
+    ----------
+    config : HwConfig
+    unit : str
+        ``"gemm"`` or ``"alu"``.
+
+    Ports
+    -----
+    begin : In(1)
+        Take the instruction word on ``insn`` (only while ``ready``).
+    insn : In(instruction bits)
+    ready : Out(1)
+        The sequencer can take an instruction this cycle.
+    uop_read, acc_read : In(SRAM read port signature)
+        The micro-op read and the acc[dst] read.
+    inp_read, wgt_read : In(SRAM read port signature)
+        GEMM only.
+    acc_src_read : In(SRAM read port signature)
+        ALU only: acc[src].
+    acc_write, out_write : In(SRAM write port signature)
+    completes, executes : Out(1)
+    """
+
+    def __init__(self, config: HwConfig, unit: str):
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        self.config = config
+        self.unit = unit
+        members = {
+            "begin": In(1),
+            "insn": In(HwConfig.INSN_BITS),
+            "ready": Out(1),
+            "uop_read": In(sram_read_signature(config, "uop")),
+            "acc_read": In(sram_read_signature(config, "acc")),
+            "acc_write": In(sram_write_signature(config, "acc")),
+            "out_write": In(sram_write_signature(config, "out")),
+            "completes": Out(1),
+            "executes": Out(1),
+        }
+        if unit == "gemm":
+            members["inp_read"] = In(sram_read_signature(config, "inp"))
+            members["wgt_read"] = In(sram_read_signature(config, "wgt"))
+        else:
+            members["acc_src_read"] = In(sram_read_signature(config, "acc"))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        gemm = self.unit == "gemm"
+        opcode = isa.Opcode.GEMM if gemm else isa.Opcode.ALU
+        layout = instruction_layout(config, opcode)
+        insn = data.View(layout, self.insn[:layout.size])
+        acc_bits = config.element_bytes("acc") * 8
+        scalar_bits = config.element_bits("acc")
+        scalars = config.batch * config.block_out
+        index_bits = {"dst": config.acc_index_bits,
+                      "src": config.uop_src_bits if gemm else config.acc_index_bits,
+                      "wgt": config.wgt_index_bits}
+        kinds = index_kinds(gemm)
+
+        # Pipeline data registers: read only where their stage's valid bit (which
+        # is reset) is set, so they need no reset. Without one, their next-state
+        # logic does not depend on the rst / start inputs, and Verilator
+        # evaluates it once per cycle instead of again on every input change.
+        def Data(shape=1, name=None):  # noqa: N802 (reads as a Signal constructor)
+            return Signal(shape, reset_less=True, name=name)
+
+        # ------------------------------------------------------------ S0
+        m.submodules.sequencer = seq = LoopSequencer(config, with_wgt=gemm)
+        m.d.comb += [seq.begin.eq(self.begin), self.ready.eq(seq.ready)]
+        m.d.comb += [getattr(seq.insn, name).eq(getattr(insn, name))
+                     for name in loop_layout(config, gemm).members]
+        if not gemm:
+            m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
+        control = _control_layout(config, self.unit)
+        c0 = Data(control)
+        with m.If(self.begin):
+            m.d.sync += c0.reset.eq(insn.reset)
+            if not gemm:
+                # Latched sign extension: a register keeps Yosys from inlining the
+                # extension bit by bit into the operand mux.
+                m.d.sync += [
+                    c0.op.eq(insn.alu_op), c0.use_imm.eq(insn.use_imm),
+                    c0.imm.eq(insn.imm[:SHIFT_MASK_BITS + 1]),
+                    c0.operand.eq(Mux(insn.alu_op == isa.AluOp.REQUANT, 0, insn.imm)),
+                ]
+        m.d.comb += [self.uop_read.addr.eq(seq.u), self.uop_read.en.eq(seq.valid)]
+
+        def stage(previous, name, indices=()):
+            """The next stage's valid, last and control registers, and the named indices."""
+            valid, last = Signal(name=f"{name}_valid"), Signal(name=f"{name}_last")
+            ctl = Data(control, name=f"{name}_control")
+            m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"]),
+                         ctl.eq(previous["control"])]
+            following = {"valid": valid, "last": last, "control": ctl}
+            for k in indices:
+                following[k] = Data(index_bits[k], name=f"{name}_{k}")
+                m.d.sync += following[k].eq(previous[k])
+            return following
+
+        # ------------------------------------------------------------ S1
+        s0 = {"valid": seq.valid, "last": seq.last, "control": c0}
+        s0.update({k: getattr(seq.offset, k) for k in kinds})
+        s1 = stage(s0, "s1", kinds)
+
+        # ------------------------------------------------------------ S2
+        uop = data.View(uop_layout(config), self.uop_read.data[:uop_layout(config).size])
+        s2 = stage(s1, "s2")
+        for k in kinds:
+            s2[k] = Data(index_bits[k], name=f"s2_{k}")
+            m.d.sync += s2[k].eq(getattr(uop, k) + s1[k])
+        # Reads only for a micro-op that uses them: idle cycles copy no wide
+        # SRAM words in simulation.
+        reads = s2["valid"] & ~s2["control"].reset
+        m.d.comb += [self.acc_read.addr.eq(s2["dst"]), self.acc_read.en.eq(reads)]
+        if gemm:
+            m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads),
+                         self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads)]
+
+        # ------------------------------------------------------------ S3 .. S6
+        s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
+        s4 = stage(s3, "s4", ("dst",) if gemm else ("dst", "src"))
+        s5 = stage(s4, "s5", ("dst",))
+        result = Signal(acc_bits)
+        v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
+        m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result)]
+
+        def forwarded(index, value, with_previous):
+            """``value`` (acc[index]), or a newer result written this / last cycle."""
+            if with_previous:
+                value = Mux(v6 & (dst6 == index), result6, value)
+            return Mux(s5["valid"] & (s5["dst"] == index), result, value)
+
+        a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
+        m.d.sync += [a4.eq(forwarded(s3["dst"], self.acc_read.data, True)),
+                     a5.eq(forwarded(s4["dst"], a4, False))]
+        if gemm:
+            m.submodules.core = core = GemmCore(config)
+            assert core.LATENCY == 2   # S3 multiplies, S4 sums: the product is ready in S5
+            m.d.comb += [core.inp.eq(self.inp_read.data), core.wgt.eq(self.wgt_read.data)]
+            computed = Cat(*((a5.word_select(e, scalar_bits)
+                              + core.product.word_select(e, scalar_bits))[:scalar_bits]
+                             for e in range(scalars)))
+        else:
+            m.d.comb += [self.acc_src_read.addr.eq(s3["src"]),
+                         self.acc_src_read.en.eq(s3["valid"] & ~s3["control"].reset
+                                                 & ~s3["control"].use_imm)]
+            b5 = Data(acc_bits, name="s5_b")
+            operand_vector = Cat(*([s4["control"].operand] * scalars))
+            m.d.sync += b5.eq(Mux(s4["control"].use_imm, operand_vector,
+                                  forwarded(s4["src"], self.acc_src_read.data, True)))
+            m.submodules.alu = alu = VectorAlu(config)
+            c5 = s5["control"]
+            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a5), alu.b.eq(b5), alu.imm.eq(c5.imm)]
+            computed = alu.result
+        m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))
+        m.d.comb += [
+            self.acc_write.en.eq(s5["valid"]), self.acc_write.addr.eq(s5["dst"]),
+            self.acc_write.data.eq(result),
+            self.out_write.en.eq(s5["valid"]), self.out_write.addr.eq(s5["dst"]),
+            self.out_write.data.eq(out_of_acc(config, result)),
+            self.completes.eq(s5["last"]), self.executes.eq(s5["valid"]),
+        ]
+        return m
