@@ -567,27 +567,54 @@ def make_baseline(result: BenchResult, previous: dict | None = None) -> dict[str
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
-    """Read a baseline file.
+    """Read and check a baseline file (read no further than a baseline can be long).
+
+    A baseline has at least one layer, every layer positive integer
+    ``cycles``, and an optional ``tolerance`` (a fraction in [0, 1]).
 
     Raises
     ------
     BenchError
-        When the file is missing or not a baseline.
+        When the file is missing, unreadable or not a baseline.
     """
+    from vdla.hw.records import parse_json, read_record_text
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BenchError(f"no baseline {path} (record one with --update-baseline)") from None
-    except (OSError, json.JSONDecodeError) as error:
-        raise BenchError(f"baseline {path} is not readable JSON ({error})") from None
+    if not path.exists():
+        raise BenchError(f"no baseline {path} (record one with --update-baseline)")
+    data = parse_json(read_record_text(path, BenchError, "baseline"), BenchError,
+                      f"baseline {path}")
     layers = data.get("layers") if isinstance(data, dict) else None
-    if not isinstance(layers, dict) or not all(
-            isinstance(entry, dict) and isinstance(entry.get("cycles"), int)
-            for entry in layers.values()):
-        raise BenchError(f"baseline {path}: expected {{\"layers\": {{NAME: {{\"cycles\": "
-                         "INT, ...}}}}}}")
+    shape = ('expected an object with "layers": {NAME: {"cycles": POSITIVE INT, ...}, ...} '
+             "naming at least one layer")
+    if not isinstance(layers, dict) or not layers:
+        raise BenchError(f"baseline {path}: {shape}")
+    for name, entry in layers.items():
+        cycles = entry.get("cycles") if isinstance(entry, dict) else None
+        if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles <= 0:
+            raise BenchError(f"baseline {path}: layer {name!r} has cycles {cycles!r:.40}; "
+                             f"{shape}")
+    tolerance = data.get("tolerance", BASELINE_TOLERANCE)
+    if (not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool)
+            or not 0 <= tolerance <= 1):
+        raise BenchError(f"baseline {path}: tolerance {tolerance!r:.40} is not a fraction "
+                         "in [0, 1]")
     return data
+
+
+def check_baseline_target(baseline: dict, config: HwConfig, benchmark: str,
+                          path: str | Path = "baseline") -> None:
+    """Raise `BenchError` unless ``baseline`` is for this benchmark and hardware.
+
+    Called before a bench runs, so a mismatch costs nothing.
+    """
+    if baseline.get("benchmark", benchmark) != benchmark:
+        raise BenchError(f"baseline {path} is for benchmark {baseline.get('benchmark')!r}, "
+                         f"not {benchmark!r}")
+    recorded = baseline.get("config_hash")
+    if recorded is not None and recorded != config.hash:
+        raise BenchError(f"baseline {path} was recorded on other hardware (config hash "
+                         f"{recorded}, this config {config.hash}); "
+                         "regenerate it with --update-baseline")
 
 
 def write_baseline(result: BenchResult, path: str | Path) -> Path:
@@ -682,29 +709,27 @@ class BaselineCheck:
 
 
 def check_baseline(result: BenchResult, baseline: dict, path: str | Path = "baseline",
-                   tolerance: float = BASELINE_TOLERANCE) -> BaselineCheck:
+                   tolerance: float | None = None) -> BaselineCheck:
     """Compare a run's cycles with a baseline, layer by layer.
 
-    A layer fails when its cycles grow by more than ``tolerance`` (a fraction)
+    A layer fails when its cycles grow by more than ``tolerance`` (a fraction;
+    by default the baseline's own ``tolerance``, else `BASELINE_TOLERANCE`)
     or when it has no cycles although the baseline has some. Layers of the
-    baseline that this run did not select are not compared.
+    baseline that this run did not select are not compared; a baseline that
+    records none of the run's layers is an error (comparing nothing passes
+    nothing).
 
     Raises
     ------
     BenchError
-        When the result has no cycles, or the baseline was recorded on other
-        hardware or for another benchmark.
+        When the result has no cycles, the baseline was recorded on other
+        hardware or for another benchmark, or it shares no layer with the run.
     """
     if all(layer.cycles is None and layer.error is None for layer in result.layers):
         raise BenchError("the baseline check needs cycles: run on a timed simulator (--sim rtl)")
-    if baseline.get("benchmark", result.benchmark) != result.benchmark:
-        raise BenchError(f"baseline {path} is for benchmark {baseline.get('benchmark')!r}, "
-                         f"not {result.benchmark!r}")
-    recorded = baseline.get("config_hash")
-    if recorded is not None and recorded != result.config.hash:
-        raise BenchError(f"baseline {path} was recorded on other hardware (config hash "
-                         f"{recorded}, this config {result.config.hash}); "
-                         "regenerate it with --update-baseline")
+    check_baseline_target(baseline, result.config, result.benchmark, path)
+    if tolerance is None:
+        tolerance = baseline.get("tolerance", BASELINE_TOLERANCE)
     entries = []
     for layer in result.layers:
         old = baseline["layers"].get(layer.name, {}).get("cycles")
@@ -722,5 +747,9 @@ def check_baseline(result: BenchResult, baseline: dict, path: str | Path = "base
         else:
             status = "unchanged"
         entries.append(BaselineEntry(layer.name, old, new, status))
+    if not any(entry.old is not None for entry in entries):
+        raise BenchError(f"baseline {path} records none of this run's layers "
+                         f"({', '.join(layer.name for layer in result.layers)}): nothing to "
+                         "compare")
     return BaselineCheck(str(path), tuple(entries), tolerance)
 

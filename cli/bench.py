@@ -218,7 +218,7 @@ def _progress_bar(total: int, description: str):
               help="Layers simulated at once (worker processes).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Run the layers on this Dask scheduler instead (needs 'distributed').")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Seed of the random inputs.")
 @clock_option
 def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
@@ -247,10 +247,16 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
         baseline_file = Path(check_path) if check_path else bench.baseline_path(config)
         try:
             baseline = bench.load_baseline(baseline_file)
+            bench.check_baseline_target(baseline, config, benchmark, baseline_file)
         except BenchError as error:
             fail(str(error))
     if update_path is not None:
         baseline_file = Path(update_path) if update_path else bench.baseline_path(config)
+
+    for option, value in (("--roofline", roofline_path), ("--json", json_path),
+                          ("--update-baseline", update_path and baseline_file)):
+        if value and value != "-" and not Path(value).parent.is_dir():
+            fail(f"{option} {value}: the folder {Path(value).parent} does not exist")
 
     variants = (True, False) if ablation else (not no_latency_hiding,)
     to_stdout = json_path == "-"

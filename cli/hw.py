@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import config_option
+from vdla.cli.options import check_identifier, config_option
 
 
 @click.group()
@@ -21,7 +21,8 @@ def hw():
 @config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the Verilog here (default: standard output).")
-@click.option("--top", default=None, help="Name of the top Verilog module.")
+@click.option("--top", default=None, help="Name of the top Verilog module.",
+              callback=lambda ctx, param, value: check_identifier(value, "--top"))
 @click.option("--json", "as_json", is_flag=True, help="Report as JSON (with -o).")
 def verilog_command(config, output, top, as_json):
     """Generate the accelerator's Verilog for a config."""

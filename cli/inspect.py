@@ -20,6 +20,7 @@ from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program_file import load
+from vdla.runtime.verify import verify_plan
 from vdla.hw.isa import DEPENDENCY_FLAGS, MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
@@ -113,10 +114,15 @@ def describe(program) -> dict:
 def command(program_file, as_json, all_uops, config):
     """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
     try:
-        program = load(program_file, config)
+        program = load(program_file, config, verify=False)  # show a broken plan, and say so
     except ValueError as error:
         fail(str(error))
     report = describe(program)
+    try:
+        verify_plan(program)
+        report["verification"] = "ok"
+    except ValueError as error:
+        report["verification"] = str(error)
     if as_json:
         click.echo(json.dumps(report))
         return
@@ -130,6 +136,8 @@ def command(program_file, as_json, all_uops, config):
          f"token queues {config['token_queue_depth']}")
     counts = ", ".join(f"{m} {n}" for m, n in report["instructions_per_module"].items())
     echo(f"instructions: {report['instructions']} ({counts})")
+    echo("DRAM plan verification: " + ("ok" if report["verification"] == "ok"
+                                       else f"FAILED: {report['verification']}"))
     executions = report["micro_op_executions"]
     echo(f"micro-op executions: GEMM {executions['gemm']}, ALU {executions['alu']}")
     for module, items in report["listing"].items():

@@ -18,6 +18,15 @@ def fail(message: str):
     raise click.ClickException(message)
 
 
+def check_identifier(value: str | None, option: str) -> str | None:
+    """``value`` if it is a plain Verilog identifier (or None); else fail with one line."""
+    import re
+    if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value):
+        fail(f"{option} {value!r}: expected a Verilog identifier (a letter or '_', then "
+             "letters, digits or '_')")
+    return value
+
+
 def check_sim(sim: str) -> None:
     """Fail with one line unless ``sim`` is a registered simulation backend."""
     from vdla.sim.backend import backend_names

@@ -16,6 +16,7 @@ line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
+import tokenize
 from pathlib import Path
 
 import click
@@ -24,8 +25,11 @@ import numpy as np
 from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, fail, program_config_option
 from vdla.cli.run_report import run_report, text_lines
-from vdla.runtime.device import Device
+from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
+
+# Seconds between progress lines of a long RTL run.
+RTL_PROGRESS_SECONDS = 10
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -40,18 +44,54 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
     return pairs
 
 
-def _read_inputs(pairs: dict[str, str]) -> dict[str, np.ndarray]:
-    arrays = {}
-    for name, path in pairs.items():
-        try:
-            arrays[name] = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
-            fail(f"input {name!r}: no such file {path}")
-        except (OSError, ValueError) as error:
-            fail(f"input {name!r}: cannot read {path} as a .npy array ({error})")
-        if not isinstance(arrays[name], np.ndarray):
-            fail(f"input {name!r}: {path} holds several arrays (.npz); give one .npy array")
-    return arrays
+# What numpy's .npy header parser raises on damaged headers (it tokenizes and
+# evaluates a Python literal).
+_NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
+                      tokenize.TokenError)
+
+
+def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
+    """One ``.npy`` array, its header checked before any data is read.
+
+    ``expected`` (a `TensorRegion`) bounds what is read: an array of another
+    dtype or shape is refused from its header, so a file announcing a huge
+    shape (or a special file such as ``/dev/zero``) is never read in.
+    """
+    from numpy.lib import format as npy
+    try:
+        with open(path, "rb") as handle:
+            try:
+                version = npy.read_magic(handle)
+                read_header = {(1, 0): npy.read_array_header_1_0,
+                               (2, 0): npy.read_array_header_2_0}.get(version)
+                if read_header is None:
+                    raise ValueError(f".npy format version {version} is not supported")
+                shape, _, dtype = read_header(handle)
+            except _NPY_HEADER_ERRORS as error:
+                fail(f"{what}: cannot read {path} as a .npy array "
+                     f"({str(error) or 'empty file'})")
+            if dtype.hasobject:
+                fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
+            if expected is not None:
+                want = (np.dtype(expected.dtype), tuple(expected.shape))
+                if (dtype, tuple(shape)) != want:
+                    fail(f"{what}: expected {describe_array(*want)}, got "
+                         f"{describe_array(dtype, shape)} ({path})")
+            handle.seek(0)
+            array = np.load(handle, allow_pickle=False)
+    except FileNotFoundError:
+        fail(f"{what}: no such file {path}")
+    except IsADirectoryError:
+        fail(f"{what}: {path} is a directory")
+    except (OSError, ValueError, EOFError) as error:
+        fail(f"{what}: cannot read {path} as a .npy array ({error})")
+    return array
+
+
+def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
+    expected = {region.name: region for region in program.inputs}
+    return {name: _read_npy(path, f"input {name!r}", expected.get(name))
+            for name, path in pairs.items()}
 
 
 def _output_paths(values, program) -> dict[str, Path]:
@@ -65,11 +105,36 @@ def _output_paths(values, program) -> dict[str, Path]:
                 fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
                       "use --output NAME=FILE")
             name, path = names[0], value
+        if name in paths:
+            fail(f"--output {name!r} given twice")
+        if not path:
+            fail(f"--output {value!r}: expected [NAME=]FILE")
         if name not in names:
             fail(f"--output {name!r}: the program has no such output "
                   f"(outputs: {', '.join(names)})")
-        paths[name] = Path(path)
+        paths[name] = _writable(path, f"--output {name}")
     return paths
+
+
+def _writable(path: str, option: str, exists_ok_special: bool = True) -> Path:
+    """``path`` if its folder exists (nothing is created); else fail with one line."""
+    path = Path(path)
+    if path.is_dir():
+        fail(f"{option} {path}: is a directory")
+    if not path.parent.is_dir():
+        fail(f"{option} {path}: the folder {path.parent} does not exist")
+    if not exists_ok_special and path.exists() and not path.is_file():
+        fail(f"{option} {path}: not a regular file")
+    return path
+
+
+def _check_trace_path(trace: str) -> None:
+    """Fail unless ``trace`` is a regular file we can create: the FST writer aborts
+    the process on a write error, so a special file is refused up front."""
+    import os
+    path = _writable(trace, "--trace", exists_ok_special=False)
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        fail(f"--trace {path}: cannot write there (permission denied)")
 
 
 def _parse_window(value: str | None) -> tuple[int, int] | None:
@@ -121,6 +186,9 @@ def _draw_timeline(path: str, result, program, window) -> str:
               help="Waveform/trace file, for backends that trace (passed as trace=).")
 @click.option("--cycle-limit", type=click.IntRange(min=1), default=None,
               help="Stop a timed backend after N cycles (passed as cycle_limit=).")
+@click.option("--work-limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Refuse programs asking for more than N GEMM/ALU micro-op executions "
+                   "(default 2^32).")
 @click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None,
               metavar="FILE.png",
               help="Draw each module's activity over the cycles of the run (rtl only).")
@@ -137,7 +205,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
-def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
+def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, timeline_path,
             timeline_window, target, threads, port, baud, clock_mhz, as_json, config):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
@@ -153,7 +221,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     except ValueError as error:
         fail(str(error))
     output_paths = _output_paths(outputs, program)
-    arrays = _read_inputs(input_paths)
+    if trace is not None:
+        _check_trace_path(trace)
+    if timeline_path is not None:
+        _writable(timeline_path, "--timeline")
+    arrays = _read_inputs(input_paths, program)
     options = {}
     if (port is not None or baud is not None) and sim != "board":
         fail(f"--port and --baud are for --sim board (got --sim {sim})")
@@ -165,13 +237,19 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         options["trace"] = trace
     if cycle_limit is not None:
         options["cycle_limit"] = cycle_limit
+    if work_limit is not None:
+        options["max_uop_executions"] = work_limit
     if timeline_path is not None:
         options["activity"] = True
         if window is not None:
             options["activity_window"] = window
-    if sim == "rtl":  # a cold Verilator build takes about a minute: say so first
-        options["progress"] = lambda text: click.echo(
-            f"{text} (first run for this hardware only, about a minute)...", err=True)
+    if sim == "rtl":  # a cold Verilator build (about a minute) and long runs say so first
+        def progress(text: str) -> None:
+            if text.startswith("building"):
+                text += " (first run for this hardware only, about a minute)..."
+            click.echo(text, err=True)
+        options["progress"] = progress
+        options["progress_every"] = RTL_PROGRESS_SECONDS
     if target == "cpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
@@ -185,10 +263,14 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     written = {}
     for name, path in output_paths.items():
         try:
-            np.save(path, result.outputs[name], allow_pickle=False)
+            # Through a handle: np.save(path) would append ".npy" to other names.
+            with open(path, "wb") as handle:
+                np.save(handle, result.outputs[name], allow_pickle=False)
         except OSError as error:
             fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
         written[name] = str(path)
+    if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
+        fail(f"--trace {trace}: the simulator wrote no trace there")
     drawn = None
     if window is not None and window[0] >= result.cycles:
         fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")

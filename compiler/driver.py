@@ -39,6 +39,26 @@ def _resolve_schedule(op, config: HwConfig, schedule: Schedule | dict | None,
     return schedule.replace(**changes) if changes else schedule
 
 
+# Compile time and memory grow with a layer's tensors; beyond this many bytes
+# of packed tensors (64 MiB; ResNet-18's largest layer needs under 1 MiB) a
+# layer is refused up front rather than exhausting memory part-way.
+MAX_LAYER_BYTES = 1 << 26
+
+
+def _check_size(op: Conv2d | Dense, config: HwConfig) -> None:
+    """Raise `CompileError` when the layer's packed tensors exceed `MAX_LAYER_BYTES`."""
+    from vdla.runtime.layout import packed_nbytes
+    geometry = op.geometry()
+    sizes = {name: packed_nbytes(geometry.layouts[name], tuple(geometry.shapes[name]), config)
+             for name in geometry.layouts if name in geometry.shapes}
+    total = sum(sizes.values())
+    if total > MAX_LAYER_BYTES:
+        biggest = max(sizes, key=sizes.get)
+        raise CompileError(f"{op.describe()} is too large to compile: its tensors need "
+                           f"{total:,} bytes of DRAM ({biggest} {sizes[biggest]:,}), more than "
+                           f"vdla's limit of {MAX_LAYER_BYTES:,} bytes per layer")
+
+
 def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict | None = None,
                      *, virtual_threads: int | None = None, latency_hiding: bool = True,
                      fold: bool = True, fused_epilogue: bool = True) -> ir.Function:
@@ -50,6 +70,7 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     """
     if not isinstance(op, (Conv2d, Dense)):
         raise CompileError(f"cannot compile {type(op).__name__}: expected Conv2d or Dense")
+    _check_size(op, config)
     timings = {}
     start = time.perf_counter()
     schedule = _resolve_schedule(op, config, schedule, virtual_threads, latency_hiding)

@@ -272,12 +272,8 @@ def load_schedule(path: str | Path) -> Schedule:
     ScheduleError
         If the file is missing or malformed.
     """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise ScheduleError(f"cannot read schedule {path}: {error.strerror}") from None
-    return Schedule.from_json(text)
+    from vdla.hw.records import read_record_text
+    return Schedule.from_json(read_record_text(Path(path), ScheduleError, "schedule"))
 
 
 # ---------------------------------------------------------------- the knob space

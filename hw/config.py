@@ -11,16 +11,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import ClassVar
 
-from vdla.hw.records import JsonRecord
+from vdla.hw.records import JsonRecord, read_record_text
 
 __all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
 
 
 class ConfigError(ValueError):
     """An impossible or malformed accelerator configuration."""
+
+
+# A config's name names files (baselines, reports): a plain label only.
+_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,63}")
+# Upper bounds that keep elaboration and simulation memory in reason; the
+# ISA's 16-bit SRAM addresses bound the buffers (below).
+_UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_depth": 1024,
+                 "token_queue_depth": 4096}
+MAX_MACS_PER_CYCLE = 1 << 14
 
 
 def _is_power_of_two(value: int) -> bool:
@@ -89,8 +99,10 @@ class HwConfig(JsonRecord):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "name":
-                if not isinstance(value, str):
-                    raise ConfigError(f"name: expected a string, got {value!r}")
+                if not isinstance(value, str) or not _NAME.fullmatch(value):
+                    raise ConfigError(f"name: expected a label of letters, digits, '_', '-', "
+                                      f"'+' or '.' (1-64 characters, not starting with '.'), "
+                                      f"got {value!r}")
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{field.name}: expected an integer, got {value!r}")
@@ -123,6 +135,13 @@ class HwConfig(JsonRecord):
                 "acc/inp/wgt_buffer_bytes: a micro-op needs "
                 f"{self.acc_index_bits}+{self.uop_src_bits}+{self.wgt_index_bits} = "
                 f"{self.uop_index_bits} index bits, more than the {self.UOP_BITS}-bit micro-op")
+        for name, limit in _UPPER_BOUNDS.items():
+            if getattr(self, name) > limit:
+                raise ConfigError(f"{name}: at most {limit}, got {getattr(self, name)}")
+        if self.macs_per_cycle > MAX_MACS_PER_CYCLE:
+            raise ConfigError(f"batch x block_in x block_out: {self.macs_per_cycle} MACs per "
+                              f"cycle, more than the {MAX_MACS_PER_CYCLE} vdla elaborates and "
+                              "simulates")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -274,4 +293,4 @@ def load_config(spec: str | Path | None) -> HwConfig:
     path = Path(spec)
     if not path.exists():
         raise ConfigError(f"config {spec!s}: no such preset ({', '.join(PRESETS)}) or file")
-    return HwConfig.from_json(path.read_text())
+    return HwConfig.from_json(read_record_text(path, ConfigError, "config"))

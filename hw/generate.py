@@ -32,7 +32,7 @@ from amaranth.back import rtlil
 from amaranth.back.verilog import _convert_rtlil_text
 
 from vdla.hw.accelerator import Accelerator
-from vdla.hw.cache import cache_root
+from vdla.hw.cache import cache_root, tool_cache_environment
 from vdla.hw.config import HwConfig
 
 __all__ = ["verilog", "cached_verilog", "hw_source_digest", "TOP_NAME"]
@@ -99,7 +99,8 @@ def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = 
         The Verilog source; ports as documented in `hw.accelerator`.
     """
     text = rtlil_text(config, name=name, keep_memory_init=keep_memory_init)
-    return _convert_rtlil_text(text, strip_internal_attrs=True)
+    with tool_cache_environment():   # Yosys's wasm cache follows VDLA_CACHE_DIR
+        return _convert_rtlil_text(text, strip_internal_attrs=True)
 
 
 @functools.lru_cache(maxsize=1)

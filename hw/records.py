@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import ClassVar
 
-__all__ = ["JsonRecord"]
+__all__ = ["JsonRecord", "parse_json", "read_record_text", "MAX_RECORD_BYTES"]
 
 
 class JsonRecord:
@@ -44,11 +44,46 @@ class JsonRecord:
 
     @classmethod
     def from_json(cls, text: str):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise cls.record_error(f"{cls.record_kind} is not valid JSON: {error}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(parse_json(text, cls.record_error, cls.record_kind))
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
+
+
+# A record file is a few hundred bytes; anything far larger is no record.
+MAX_RECORD_BYTES = 1 << 20
+
+
+def parse_json(text: str | bytes, error: type[Exception], what: str):
+    """``json.loads`` whose every failure is one ``error`` naming ``what``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as problem:
+        raise error(f"{what} is not valid JSON: {problem}") from None
+    except RecursionError:
+        raise error(f"{what}: JSON nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as problem:
+        raise error(f"{what} is not valid JSON: {problem}") from None
+
+
+def read_record_text(path, error: type[Exception], what: str,
+                     limit: int = MAX_RECORD_BYTES) -> str:
+    """The text of a small JSON file, read no further than ``limit`` bytes.
+
+    Raises
+    ------
+    error
+        If the file cannot be read, is larger than ``limit`` (special files
+        such as ``/dev/zero`` included) or is not UTF-8.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as problem:
+        raise error(f"cannot read {what} {path}: {problem.strerror or problem}") from None
+    if len(data) > limit:
+        raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise error(f"{what} {path}: not UTF-8 text") from None

@@ -1,6 +1,7 @@
 """The host side: tensor layouts, compiled programs, program files and devices."""
 
-from vdla.runtime.device import Device, DeviceResult, InputError, ProgramError
+from vdla.runtime.device import Device, DeviceResult
+from vdla.runtime.errors import InputError, ProgramError
 from vdla.runtime.layout import LAYOUTS, LayoutError, pack, packed_nbytes, packed_shape, unpack
 from vdla.runtime.program import FORMAT_VERSION, Program, TensorRegion
 from vdla.runtime.program_file import ProgramFileError, load, save

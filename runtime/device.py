@@ -1,8 +1,12 @@
 """Run a compiled program on a simulation backend, as a host driver would.
 
-`Device` checks the user's tensors against the program's DRAM plan, builds the
-DRAM image (instructions, micro-ops, packed inputs), hands it to a backend from
-the `sim.backend` registry and unpacks the outputs back to logical arrays.
+`Device` checks the user's tensors against the program's DRAM plan, verifies
+the program (`runtime.verify`), builds the DRAM image (instructions,
+micro-ops, packed inputs), hands it to a backend from the `sim.backend`
+registry and unpacks the outputs back to logical arrays. A backend that does
+not declare ``checks_programs = True`` (applying `sim.checker` itself, as
+fsim and rtl do) gets the image only after `sim.checker.check_program`
+accepted it, so no tier runs a program the verifier rejects.
 ``Device(target="cpu")`` runs ``cpu`` programs (generated C, `compiler.cpu`)
 under the same inputs/outputs contract instead; each kind of device refuses
 the other's programs.
@@ -15,24 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.runtime.layout import LayoutError, pack, packed_nbytes, unpack
+from vdla.runtime.errors import InputError, ProgramError
 from vdla.runtime.program import TARGETS, Program
+from vdla.runtime.verify import dram_image, verify_plan
 from vdla.sim.backend import get_backend
+from vdla.sim.checker import check_program
 
-__all__ = ["Device", "DeviceResult", "InputError", "ProgramError"]
-
-
-class InputError(ValueError):
-    """Inputs that do not match the program: missing, unknown, wrong dtype or shape."""
-
-
-class ProgramError(InputError):
-    """A program that cannot run on this device (other hardware, or a broken DRAM plan).
-
-    A subclass of `InputError`: the program is one of `Device.run`'s inputs.
-    """
+__all__ = ["Device", "DeviceResult", "InputError", "ProgramError", "describe_array"]
 
 
 @dataclasses.dataclass
@@ -63,8 +58,11 @@ class DeviceResult:
     instructions: int
 
 
-def _describe(array_dtype, shape) -> str:
-    return f"{np.dtype(array_dtype).name} {tuple(shape)}"
+def describe_array(array_dtype, shape) -> str:
+    """``"int32 (4,)"``, with the byte order when it is not the native one."""
+    dtype = np.dtype(array_dtype)
+    order = "" if dtype.isnative else {">": " big-endian", "<": " little-endian"}[dtype.byteorder]
+    return f"{dtype.name}{order} {tuple(shape)}"
 
 
 class Device:
@@ -125,14 +123,14 @@ class Device:
         for name, region in expected.items():
             if name not in inputs:
                 raise InputError(f"missing input {name!r}: expected "
-                                 f"{_describe(region.dtype, region.shape)}")
+                                 f"{describe_array(region.dtype, region.shape)}")
             array = inputs[name]
-            got = (_describe(array.dtype, array.shape) if isinstance(array, np.ndarray)
+            got = (describe_array(array.dtype, array.shape) if isinstance(array, np.ndarray)
                    else type(array).__name__)
             if (not isinstance(array, np.ndarray) or array.dtype != region.dtype
                     or tuple(array.shape) != tuple(region.shape)):
                 raise InputError(f"input {name!r}: expected "
-                                 f"{_describe(region.dtype, region.shape)}, got {got}")
+                                 f"{describe_array(region.dtype, region.shape)}, got {got}")
 
     def build_image(self, program: Program, inputs: dict[str, np.ndarray]) -> np.ndarray:
         """The DRAM image the host would write: instructions, micro-ops and packed inputs."""
@@ -143,14 +141,8 @@ class Device:
                 f"{program.config.hash}) cannot run on {self.config.name!r} (config hash "
                 f"{self.config.hash})")
         self.check_inputs(program, inputs)
-        dram = np.zeros(int(program.dram_bytes), dtype=np.uint8)
-        try:
-            code = isa.encode_program(program.instructions, self.config)
-            uops = isa.encode_uops(program.uops, self.config).astype("<u4").view(np.uint8)
-        except isa.IsaError as error:
-            raise ProgramError(f"program does not encode: {error}") from None
-        self._place(dram, program.insn_offset, code, "instructions")
-        self._place(dram, program.uop_offset, uops, "micro-ops")
+        verify_plan(program)
+        dram = dram_image(program)
         for region in program.inputs:
             try:
                 packed = pack(region.layout, inputs[region.name], self.config, region.name)
@@ -175,23 +167,25 @@ class Device:
         InputError
             Missing, unknown, mistyped or misshapen inputs.
         ProgramError
-            A program for other hardware or with a DRAM plan that does not fit.
+            A program for other hardware or with a DRAM plan that
+            `runtime.verify.verify_plan` rejects.
         sim.errors.SimulationError
-            When the backend finds the program cannot run (deadlock, race, ...).
+            A program that breaks a rule of `sim.checker` (deadlock, race, ...),
+            found before any backend runs it; or a failure of the run itself
+            (a timed backend's cycle limit).
         """
         if self.target == "cpu":
             self.check_target(program)
             self.check_inputs(program, inputs)
             return self.backend.run_program(program, inputs)
         dram = self.build_image(program, inputs)
+        if not getattr(self.backend, "checks_programs", False):
+            # The backend does not apply sim.checker's rules itself: check first.
+            check_program(self.config, dram, program.insn_offset, len(program.instructions))
         result = self.backend.run(dram, program.insn_offset, len(program.instructions))
         outputs = {}
         for region in program.outputs:
-            nbytes = packed_nbytes(region.layout, region.shape, self.config)
-            if region.dram_offset < 0 or region.dram_offset + nbytes > dram.size:
-                raise ProgramError(f"DRAM plan: output {region.name!r} at bytes "
-                                   f"[{region.dram_offset}, {region.dram_offset + nbytes}) "
-                                   f"does not fit the {dram.size}-byte DRAM image")
+            nbytes = packed_nbytes(region.layout, region.shape, self.config)  # verified to fit
             flat = dram[region.dram_offset:region.dram_offset + nbytes]
             outputs[region.name] = unpack(region.layout, flat, region.shape, self.config)
         return DeviceResult(outputs=outputs, cycles=result.cycles, counters=dict(result.counters),

@@ -15,7 +15,10 @@ Layout (all integers little-endian)::
 The instructions and micro-ops are stored encoded, the form every backend
 consumes, so a file is also a check that the program encodes for its config.
 Any damage (a flipped bit, truncation) fails the digest before anything is
-parsed.
+parsed. A file whose digest holds may still have been written by hand, so
+`load` also bounds what it reads, checks the header field by field (types,
+``config_hash`` against the config) and verifies the DRAM plan
+(`runtime.verify.verify_plan`) before a `Program` comes back.
 """
 
 from __future__ import annotations
@@ -29,13 +32,20 @@ import numpy as np
 
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
+from vdla.hw.records import parse_json
+from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import FORMAT_VERSION, TARGETS, Program, TensorRegion
+from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan
 
-__all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION"]
+__all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION",
+           "MAX_HEADER_BYTES", "max_file_bytes"]
 
 MAGIC = b"VDLAPROG"
 _PREAMBLE = struct.Struct("<8sII")  # magic, version, header length
 _DIGEST_BYTES = 32
+# The header holds the config, the DRAM plan and the compiler's metadata: a few
+# kilobytes; 16 MiB leaves room for any metadata while bounding what is read.
+MAX_HEADER_BYTES = 1 << 24
 
 
 class ProgramFileError(ValueError):
@@ -87,15 +97,51 @@ def save(program: Program, path: str | Path) -> Path:
     -------
     pathlib.Path
         The path written.
+
+    Raises
+    ------
+    ProgramFileError
+        If the program cannot be serialised or the file cannot be written.
     """
     path = Path(path)
-    path.write_bytes(dumps(program))
+    data = dumps(program)
+    try:
+        path.write_bytes(data)
+    except OSError as error:
+        raise ProgramFileError(f"{path}: cannot write ({error.strerror or error})") from None
     return path
 
 
-def loads(data: bytes, config: HwConfig | None = None, source: str = "program file") -> Program:
-    """Parse the bytes of a ``.vdla`` file; see `load`."""
-    if len(data) < _PREAMBLE.size or data[:len(MAGIC)] != MAGIC:
+def _integer(value, what: str) -> int:
+    """A JSON integer (not a float, bool or string) or a `ProgramFileError`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProgramFileError(f"{what} must be an integer, got {value!r:.60}")
+    return value
+
+
+def _header(text: bytes, source: str) -> dict:
+    """The parsed header object, or one `ProgramFileError` naming what is wrong."""
+    header = parse_json(text, ProgramFileError, f"{source}: header")
+    if not isinstance(header, dict):
+        raise ProgramFileError(f"{source}: malformed header (a JSON object is needed, got "
+                               f"{type(header).__name__})")
+    return header
+
+
+def loads(data: bytes, config: HwConfig | None = None, source: str = "program file", *,
+          verify: bool = True) -> Program:
+    """Parse the bytes of a ``.vdla`` file; see `load`.
+
+    ``verify=False`` skips `runtime.verify.verify_plan` (for tools that show
+    a broken file; `runtime.device.Device` verifies again before a run).
+    """
+    if len(data) < _PREAMBLE.size:
+        if not data or not MAGIC.startswith(data[:len(MAGIC)]):
+            raise ProgramFileError(f"{source}: not a vdla program file (it does not start "
+                                   f"with {MAGIC!r})")
+        raise ProgramFileError(f"{source}: truncated ({len(data)} bytes; a program file "
+                               f"starts with a {_PREAMBLE.size}-byte preamble)")
+    if data[:len(MAGIC)] != MAGIC:
         raise ProgramFileError(f"{source}: not a vdla program file (bad magic "
                                f"{data[:len(MAGIC)]!r}, expected {MAGIC!r})")
     _, version, header_length = _PREAMBLE.unpack_from(data)
@@ -109,19 +155,33 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     if hashlib.sha256(body).digest() != digest:
         raise ProgramFileError(f"{source}: damaged or truncated (SHA-256 integrity check "
                                "failed)")
+    header = _header(body[_PREAMBLE.size:_PREAMBLE.size + header_length], source)
     try:
-        header = json.loads(body[_PREAMBLE.size:_PREAMBLE.size + header_length])
         file_config = HwConfig.from_dict(header["config"])
-        insn_count, uop_count = int(header["insn_count"]), int(header["uop_count"])
+        if header["config_hash"] != file_config.hash:
+            raise ProgramFileError(f"config_hash {header['config_hash']!r:.40} does not match "
+                                   f"its config (hash {file_config.hash})")
+        insn_count = _integer(header["insn_count"], "insn_count")
+        uop_count = _integer(header["uop_count"], "uop_count")
+        if not isinstance(header["tensors"], list) or not all(
+                isinstance(t, dict) for t in header["tensors"]):
+            raise ProgramFileError("tensors must be a list of objects")
         tensors = [TensorRegion(name=t["name"], role=t["role"], layout=t["layout"],
-                                shape=tuple(int(n) for n in t["shape"]),
-                                dram_offset=int(t["dram_offset"])) for t in header["tensors"]]
-        offsets = {key: int(header[key]) for key in ("insn_offset", "uop_offset", "dram_bytes")}
+                                shape=tuple(_integer(n, f"tensor {t['name']!r:.40}'s shape")
+                                            for n in t["shape"]),
+                                dram_offset=_integer(t["dram_offset"], "dram_offset"))
+                   for t in header["tensors"]]
+        offsets = {key: _integer(header[key], key)
+                   for key in ("insn_offset", "uop_offset", "dram_bytes")}
         metadata = header["metadata"]
         target = header.get("target", "accel")
-    except (ValueError, KeyError, TypeError, ConfigError) as error:
-        raise ProgramFileError(f"{source}: malformed header ({type(error).__name__}: "
-                               f"{error})") from None
+        if not isinstance(metadata, dict):
+            raise ProgramFileError(f"metadata must be a JSON object, got "
+                                   f"{type(metadata).__name__}")
+    except (ProgramFileError, KeyError, TypeError, ConfigError) as error:
+        what = str(error) if isinstance(error, (ProgramFileError, ConfigError)) \
+            else f"{type(error).__name__}: {error}"
+        raise ProgramFileError(f"{source}: malformed header ({what})") from None
     if config is not None and not config.same_hardware(file_config):
         raise ProgramFileError(
             f"{source}: compiled for hardware {file_config.name!r} (config hash "
@@ -133,7 +193,7 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     start = _PREAMBLE.size + header_length
     code_end = start + insn_count * isa.INSN_BYTES
     uop_end = code_end + uop_count * isa.UOP_BYTES
-    if uop_end != len(body):
+    if insn_count < 0 or uop_count < 0 or uop_end != len(body):
         raise ProgramFileError(f"{source}: the header announces {insn_count} instructions and "
                                f"{uop_count} micro-ops, which do not match the file's size")
     try:
@@ -143,12 +203,32 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     words = np.frombuffer(body[code_end:uop_end], dtype="<u4")
     dst, src, wgt = isa.decode_uops(words, file_config)
     uops = [isa.Uop(int(d), int(s), int(w)) for d, s, w in zip(dst, src, wgt)]
-    return Program(config=file_config, instructions=instructions, uops=uops, tensors=tensors,
-                   metadata=metadata, target=target, **offsets)
+    program = Program(config=file_config, instructions=instructions, uops=uops, tensors=tensors,
+                      metadata=metadata, target=target, **offsets)
+    if verify:
+        try:
+            verify_plan(program)
+        except ProgramError as error:
+            raise ProgramFileError(f"{source}: {error}") from None
+    return program
 
 
-def load(path: str | Path, config: HwConfig | None = None) -> Program:
-    """Read a ``.vdla`` file.
+def max_file_bytes(header_length: int) -> int:
+    """The most bytes a valid file with this header length can have.
+
+    Its instructions and micro-ops live in the program's DRAM image, which
+    `runtime.verify.MAX_DRAM_BYTES` bounds.
+    """
+    return _PREAMBLE.size + header_length + MAX_DRAM_BYTES + _DIGEST_BYTES
+
+
+def load(path: str | Path, config: HwConfig | None = None, *, verify: bool = True) -> Program:
+    """Read a ``.vdla`` file, verifying its header and DRAM plan (`runtime.verify`).
+
+    Reading stops as soon as the file is known not to be a valid one: a
+    wrong preamble after 16 bytes, a header longer than `MAX_HEADER_BYTES`,
+    or more bytes than `max_file_bytes` (so special files such as
+    ``/dev/zero`` end in an error, not in memory exhaustion).
 
     Parameters
     ----------
@@ -156,16 +236,31 @@ def load(path: str | Path, config: HwConfig | None = None) -> Program:
     config : HwConfig, optional
         When given, the file must have been compiled for the same hardware
         (same `HwConfig.hash`; the name may differ).
+    verify : bool
+        As for `loads`.
 
     Raises
     ------
     ProgramFileError
         Missing, damaged or truncated file, wrong magic, unsupported format
-        version, malformed header, or a program for other hardware.
+        version, malformed header, a DRAM plan `runtime.verify.verify_plan`
+        rejects, or a program for other hardware.
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as handle:
+            data = handle.read(_PREAMBLE.size)
+            if len(data) == _PREAMBLE.size and data.startswith(MAGIC):
+                header_length = _PREAMBLE.unpack_from(data)[2]
+                if header_length > MAX_HEADER_BYTES:
+                    raise ProgramFileError(f"{path}: header of {header_length} bytes announced, "
+                                           f"more than any program file has "
+                                           f"({MAX_HEADER_BYTES})")
+                limit = max_file_bytes(header_length)
+                data += handle.read(limit - len(data) + 1)
+                if len(data) > limit:
+                    raise ProgramFileError(f"{path}: larger than any valid program file "
+                                           f"({limit} bytes)")
     except OSError as error:
         raise ProgramFileError(f"{path}: cannot read ({error.strerror or error})") from None
-    return loads(data, config, source=str(path))
+    return loads(data, config, source=str(path), verify=verify)

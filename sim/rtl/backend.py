@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, STATUS_BITS
 from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.checker import MAX_UOP_EXECUTIONS, check_program
 from vdla.sim.errors import AddressError, DeadlockError
 from vdla.sim.rtl.build import ModelBuild, RunStatus, build_model
 
@@ -259,8 +262,12 @@ class RtlModel:
         """Run up to ``cycles`` cycles, stopping at ``done``: DONE, TIMEOUT or MEMORY_ERROR."""
         return self._lib.vdla_step(self._handle, cycles)
 
-    def run(self, insn_addr: int, insn_count: int, cycle_limit: int) -> int:
-        """Start and step in slices until done, an error, or ``cycle_limit`` cycles."""
+    def run(self, insn_addr: int, insn_count: int, cycle_limit: int,
+            on_slice: Callable[[int], None] | None = None) -> int:
+        """Start and step in slices until done, an error, or ``cycle_limit`` cycles.
+
+        ``on_slice(cycles)`` is called after every slice of `STEP_SLICE` cycles.
+        """
         status = self.start(insn_addr, insn_count)
         while status == DONE and not self.done:
             remaining = cycle_limit - self.cycles
@@ -269,6 +276,8 @@ class RtlModel:
             status = self.step(min(STEP_SLICE, remaining))
             if status == TIMEOUT and self.cycles < cycle_limit:
                 status = DONE  # the slice ended, not the limit
+            if on_slice is not None and not self.done:
+                on_slice(self.cycles)
         return status
 
     @property
@@ -422,25 +431,41 @@ class RtlSimulator:
         Record only cycles ``start <= cycle < end`` since start.
     activity_segments : int
         Exact runs kept per module before coarsening into cycle bins.
+    check : bool
+        Apply `sim.checker.check_program` before every run (default True;
+        only tests that probe the hardware's own error handling turn it off).
+    progress_every : float, optional
+        With ``progress``, report cycles run so far every this many seconds
+        of a long run.
+    max_uop_executions : int
+        The checker's work limit (`sim.checker.MAX_UOP_EXECUTIONS`).
     """
 
     name = "rtl"
+    checks_programs = True   # run() applies sim.checker before the model starts
 
     def __init__(self, config: HwConfig, trace: str | Path | None = None,
                  cycle_limit: int | None = None, *, backpressure: int = 0, seed: int = 1,
                  verilog: str | None = None, build: ModelBuild | None = None,
                  progress=None, activity: bool = False,
                  activity_window: tuple[int, int | None] | None = None,
-                 activity_segments: int = ACTIVITY_MAX_SEGMENTS, **options):
+                 activity_segments: int = ACTIVITY_MAX_SEGMENTS, check: bool = True,
+                 progress_every: float | None = None,
+                 max_uop_executions: int = MAX_UOP_EXECUTIONS, **options):
         if options:
             raise TypeError(f"unknown option(s) for the rtl simulator: {', '.join(sorted(options))}"
                             " (known: trace, cycle_limit, backpressure, seed, verilog, build, "
-                            "activity, activity_window, activity_segments)")
+                            "activity, activity_window, activity_segments, check, "
+                            "progress_every, max_uop_executions)")
         if cycle_limit is not None and cycle_limit <= 0:
             raise ValueError(f"cycle_limit must be positive, got {cycle_limit}")
         if not 0 <= backpressure < 100:
             raise ValueError(f"backpressure is a percentage in [0, 100), got {backpressure}")
         self.config = config
+        self.check = bool(check)
+        self.max_uop_executions = int(max_uop_executions)
+        self.progress = progress
+        self.progress_every = progress_every
         self.trace = Path(trace) if trace is not None else None
         self.cycle_limit = cycle_limit
         self.backpressure = backpressure
@@ -468,6 +493,9 @@ class RtlSimulator:
             lists every token and command queue's occupancy.
         AddressError
             When the chip reads or writes outside the DRAM image or misaligned.
+        sim.errors.SimulationError
+            When `sim.checker.check_program` rejects the program (before the
+            model runs it).
         """
         from vdla.hw.isa import INSN_BYTES
         if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1 \
@@ -480,6 +508,11 @@ class RtlSimulator:
         if insn_offset % self.model.bus_bytes:
             raise AddressError(f"insn_offset {insn_offset} is not aligned to the "
                                f"{self.model.bus_bytes}-byte DRAM bus")
+        if self.check:
+            # The rules fsim applies (sim.checker): the model never runs a
+            # program they reject, so its result can never be a silent wrong one.
+            check_program(self.config, dram, insn_offset, insn_count,
+                          max_uop_executions=self.max_uop_executions)
         instructions = _decode_instructions(self.config, dram, insn_offset, insn_count)
         limit = self.cycle_limit or default_cycle_limit(self.config, instructions)
 
@@ -490,7 +523,7 @@ class RtlSimulator:
             self.trace.parent.mkdir(parents=True, exist_ok=True)
             model.open_trace(self.trace)
         try:
-            status = model.run(insn_offset, insn_count, limit)
+            status = model.run(insn_offset, insn_count, limit, self._progress_reporter(limit))
         finally:
             if self.trace is not None:
                 model.close_trace()
@@ -502,6 +535,23 @@ class RtlSimulator:
             raise DeadlockError(message, first)
         model.store_dram(dram)
         return self._result(instructions)
+
+    def _progress_reporter(self, limit: int) -> Callable[[int], None] | None:
+        """``on_slice`` for `RtlModel.run`: a line every ``progress_every`` seconds."""
+        if self.progress is None or not self.progress_every:
+            return None
+        began = time.monotonic()
+        last = [began]
+
+        def report(cycles: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= self.progress_every:
+                last[0] = now
+                rate = cycles / max(now - began, 1e-9)
+                self.progress(f"rtl: {cycles:,} cycles in {now - began:.0f} s "
+                              f"({rate / 1e6:.2f} M cycles/s; stops at the cycle limit "
+                              f"{limit:,})")
+        return report
 
     def _hang_message(self, insn_count: int, limit: int,
                       instructions: list | None) -> tuple[str, int | None]:

@@ -10,6 +10,10 @@ version and the build flags; ``<cache>`` is ``$VDLA_CACHE_DIR/rtl`` or
 ``~/.cache/vdla/rtl``. A build runs in a private temporary directory next to
 its final place and is renamed into it atomically, so two processes building
 the same model at once both succeed (the loser discards its copy). The
+manifest records the library's size and SHA-256; an entry whose library no
+longer matches is discarded and rebuilt before anything loads it, and
+private build folders left by killed processes are removed after
+`STALE_BUILD_SECONDS`. The
 Verilog of a config is cached too, keyed by the config and a digest of the
 ``hw`` package sources, so a cache hit does not pay for Amaranth's conversion.
 """
@@ -35,7 +39,8 @@ from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_ST
 from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir", "RunStatus"]
+__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir", "RunStatus",
+           "entry_problem"]
 
 
 class RunStatus(enum.IntEnum):
@@ -191,6 +196,60 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
     ])
 
 
+def entry_problem(directory: Path) -> str | None:
+    """What is wrong with a cache entry (None: its library matches its manifest).
+
+    The manifest records the library's size and SHA-256 at build time; a
+    truncated library would kill the process with SIGBUS when loaded, a
+    replaced one would load whatever it holds.
+    """
+    try:
+        manifest = json.loads((directory / MANIFEST_NAME).read_text())
+        expected = (manifest["library_bytes"], manifest["library_sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its manifest is unreadable or records no library checksum"
+    library = directory / LIBRARY_NAME
+    try:
+        size = library.stat().st_size
+        if size != expected[0]:
+            return f"{LIBRARY_NAME} has {size} bytes, {expected[0]} were built"
+        if hashlib.sha256(library.read_bytes()).hexdigest() != expected[1]:
+            return f"{LIBRARY_NAME} does not match the checksum recorded at build time"
+    except OSError as error:
+        return f"{LIBRARY_NAME} cannot be read ({error.strerror or error})"
+    return None
+
+
+def _discard(directory: Path, problem: str) -> None:
+    """Remove a damaged entry (moved aside first, so a concurrent reader never sees half)."""
+    aside = directory.parent / f".discard-{directory.name}-{os.getpid()}"
+    try:
+        os.rename(directory, aside)
+    except FileNotFoundError:
+        return  # another process discarded it already
+    except OSError as error:
+        raise RtlBuildError(f"the cached RTL model {directory} is damaged ({problem}) and "
+                            f"cannot be removed ({error.strerror or error}); remove it with: "
+                            f"rm -rf '{directory}'") from None
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+# A build takes a minute or two; a private build folder older than this was
+# left by a process that was killed.
+STALE_BUILD_SECONDS = 3 * 3600
+
+
+def _clean_stale_builds(root: Path) -> None:
+    """Remove ``.build-*`` and ``.discard-*`` folders that killed processes left behind."""
+    now = time.time()
+    for folder in list(root.glob(".build-*")) + list(root.glob(".discard-*")):
+        try:
+            if now - folder.stat().st_mtime > STALE_BUILD_SECONDS:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass   # removed meanwhile
+
+
 def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool,
                opt_fast: str = DEFAULT_OPT_FAST) -> str:
     digest = hashlib.sha256()
@@ -247,8 +306,16 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
     harness = _harness_source()
     key = _cache_key(config, verilog, harness, trace, opt_fast)
     final = cache_dir() / key
+    _clean_stale_builds(final.parent)
     if (final / MANIFEST_NAME).exists() and not force:
-        return ModelBuild(final, key, trace, True, time.monotonic() - began)
+        problem = entry_problem(final)
+        if problem is None:
+            return ModelBuild(final, key, trace, True, time.monotonic() - began)
+        # A damaged entry (truncated, deleted or replaced library) would crash
+        # the loader or the process: throw it away and build it again.
+        if progress:
+            progress(f"the cached RTL model {final} is damaged ({problem}); rebuilding it")
+        _discard(final, problem)
 
     check_toolchain()
     if progress:
@@ -275,11 +342,13 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
             raise RtlBuildError(f"building the RTL model of config {config.name!r} failed "
                                 f"(exit {result.returncode}); last lines of the output:\n{tail}")
         shutil.rmtree(work / "obj")  # objects are large and not needed to run
+        library = (work / LIBRARY_NAME).read_bytes()
         seconds = time.monotonic() - began
         manifest = {
             "key": key, "config": config.to_dict(), "config_hash": config.hash, "trace": trace,
             "verilator": verilator_version(), "library": LIBRARY_NAME, "verilog": VERILOG_NAME,
             "opt_fast": opt_fast, "portable": "native" not in opt_fast,
+            "library_bytes": len(library), "library_sha256": hashlib.sha256(library).hexdigest(),
             "counters": list(RTL_COUNTERS), "status": list(RTL_STATUS),
             "activity": list(RTL_ACTIVITY),
             "build_seconds": round(seconds, 2), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),

@@ -37,6 +37,8 @@ def test_inspect_json_and_long_uop_tables(tmp_path):
     path = save(program, tmp_path / "long.vdla")
     text = invoke(inspect_command, [path]).stdout
     assert "... 24 more" in text
+    # 40 micro-ops no longer fit their region: shown, and reported as failing verification.
+    assert "DRAM plan verification: FAILED: DRAM plan: micro-ops at bytes" in text
     assert "load->compute   pushes      0  pops      1  UNBALANCED" in text
     result = invoke(inspect_command, [path, "--json"])
     report = json.loads(result.stdout.strip().splitlines()[-1])

@@ -153,6 +153,7 @@ def test_rtl_runs_overlapped_instructions_side_by_side():
         with pytest.raises(RaceError):
             racy.run(_backend("fsim", config))
         expected, _ = racy.run(in_order)
-        actual, _ = racy.run(_backend("rtl", config, backpressure=0, seed=seed))
+        actual, _ = racy.run(_backend("rtl", config, backpressure=0, seed=seed,  # the racy run itself
+                                          check=False))
         differ += not np.array_equal(expected, actual)
     assert differ >= 1

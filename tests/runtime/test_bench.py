@@ -234,7 +234,10 @@ def test_a_layer_without_cycles_fails_and_new_layers_pass():
     check = bench.check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C2": 100}))
     assert not check.ok
     assert {e.name: e.status for e in check.entries} == {"C2": "missing", "C5": "new"}
-    assert bench.check_baseline(_result({"C5": 10}), _baseline({"C2": 100})).ok
+    # A baseline sharing no layer with the run compares nothing: that is no pass.
+    with pytest.raises(BenchError, match=r"records none of this run's layers \(C5\): "
+                                         "nothing to compare"):
+        bench.check_baseline(_result({"C5": 10}), _baseline({"C2": 100}))
 
 
 def test_a_failed_layer_the_baseline_lacks_is_reported_missing():

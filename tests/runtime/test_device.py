@@ -77,8 +77,8 @@ def test_program_for_other_hardware(dense):
 def test_dram_plan_that_does_not_fit(dense):
     program, inputs = dense
     program.dram_bytes = program.insn_offset + 16
-    with pytest.raises(ProgramError, match=r"DRAM plan: instructions at bytes \[\d+, \d+\) do "
-                                           r"not fit the program's \d+-byte DRAM image"):
+    with pytest.raises(ProgramError, match=r"DRAM plan: instructions at bytes \[\d+, \d+\): outside "
+                                           r"the program's \d+-byte DRAM image"):
         Device(TINY).run(program, inputs)
 
 

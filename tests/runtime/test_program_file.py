@@ -53,7 +53,8 @@ uops = st.builds(Uop, dst=st.integers(0, 255), src=st.integers(0, 255), wgt=st.i
 def test_any_program_round_trips(instructions, uops, metadata):
     program = dense_program(TINY, 2, 4, 4)
     program.instructions, program.uops, program.metadata = instructions, uops, metadata
-    assert loads(dumps(program)) == program
+    # Any encodable program serialises losslessly, even one the verifier rejects.
+    assert loads(dumps(program), verify=False) == program
 
 
 @pytest.mark.parametrize("where", [0.3, 0.5, 0.9, -1, -40], ids=lambda w: f"byte@{w}")
