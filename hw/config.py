@@ -24,8 +24,10 @@ class ConfigError(ValueError):
     """An impossible or malformed accelerator configuration."""
 
 
-# A config's name names files (baselines, reports): a plain label only.
-_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,63}")
+# A config's name names files (baselines, reports): a plain label only (no path
+# separator, no leading dot); '=' and ',' let a sweep name a config by its
+# varied fields ("block_out=8,dram_bus_bits=32").
+_NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-=,]{0,63}")
 # Upper bounds that keep elaboration and simulation memory in reason; the
 # ISA's 16-bit SRAM addresses bound the buffers (below).
 _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_depth": 1024,
@@ -101,7 +103,8 @@ class HwConfig(JsonRecord):
             if field.name == "name":
                 if not isinstance(value, str) or not _NAME.fullmatch(value):
                     raise ConfigError(f"name: expected a label of letters, digits, '_', '-', "
-                                      f"'+' or '.' (1-64 characters, not starting with '.'), "
+                                      f"'+', '.', '=' or ',' (1-64 characters, starting with "
+                                      f"none of '.', '=', ','), "
                                       f"got {value!r}")
                 continue
             if not isinstance(value, int) or isinstance(value, bool):

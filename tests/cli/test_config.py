@@ -77,4 +77,4 @@ def test_bad_files_are_one_line(tmp_path, content, message):
 def test_unknown_preset_names_the_presets():
     result = invoke("config", "show", "huge")
     assert result.exit_code != 0
-    assert "config huge: no such preset (default, tiny, odd) or file" in result.stderr
+    assert f"config huge: no such preset ({', '.join(PRESETS)}) or file" in result.stderr
