@@ -136,8 +136,9 @@ def _jsonable(value):
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
-@click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
-              show_default=True, help="Run on the simulated accelerator or on this CPU.")
+@click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default="accel",
+              show_default=True,
+              help="Run on the simulated accelerator, on this CPU or on the CUDA GPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="OpenMP threads of --target cpu.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
@@ -172,6 +173,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target cpu runs no simulator")
         options, sim = {"threads": threads}, "cpu"
+    elif target == "gpu":
+        if options:
+            fail("--trace, --cycle-limit and --timeline are simulator options; "
+                 "--target gpu runs no simulator")
+        sim = "gpu"
     try:
         device = Device(program.config, sim=sim, target=target, **options)
         result = device.run(program, arrays)
@@ -218,6 +224,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     if result.sim == "cpu":
         click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
                    f"threads, {result.details['mode']}, {result.details['isa']})")
+    if result.sim == "gpu":
+        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms with copies "
+                   f"({result.details['device']}, {result.details['mode']})")
     modules = ", ".join(f"{module} {count}" for module, count in per_module.items()
                         if count is not None)
     click.echo(f"instructions: {result.instructions}" + (f" ({modules})" if modules else ""))
