@@ -130,6 +130,9 @@ def run_model(tiling: Tiling, data: np.ndarray, weight: np.ndarray,
                        for col in cols]
             for name, indices in (("a", a_index), ("b", b_index)):
                 for index in indices:
+                    if index.min() < 0 or index.max() >= written[name].shape[1]:
+                        raise TilingError(f"a thread reads an {name.upper()} word outside "
+                                          f"its shared tile (step k0={k0}, kk={kk})")
                     if not np.take_along_axis(written[name], index, axis=1).all():
                         raise TilingError(f"a thread reads an {name.upper()} word nobody "
                                           f"staged (step k0={k0}, kk={kk})")

@@ -55,7 +55,7 @@ class GpuSchedule:
     warps_m: int = 2
     warps_n: int = 2
     thread_m: int = 4
-    thread_n: int = 4
+    thread_n: int = 8
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
