@@ -300,8 +300,7 @@ class GpuRunner(_KernelRunner):
         from vdla.compiler.gpu.kernel import gpu_unavailable_reason
         reason = gpu_unavailable_reason()
         if reason is not None:
-            raise ProgramError("the gpu target cannot run here: "
-                               + reason.removeprefix("not measured (").removesuffix(")"))
+            raise ProgramError(f"the gpu target cannot run here: {reason}")
 
     def _load(self, program: Program):
         from vdla.compiler.gpu.program import kernel_of

@@ -60,20 +60,20 @@ def gpu_unavailable_reason() -> str | None:
     try:
         import cupy
     except ImportError:
-        return "not measured (no CUDA device: CuPy is not installed; pip install 'vdla[gpu]')"
+        return "no CUDA device: CuPy is not installed (pip install 'vdla[gpu]')"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # CuPy raises its own CUDARuntimeError without a driver
-        return f"not measured (no CUDA device: {str(error).splitlines()[0]})"
+        return f"no CUDA device: {str(error).splitlines()[0]}"
     if count < 1:
-        return "not measured (no CUDA device: the driver reports none)"
+        return "no CUDA device: the driver reports none"
     return None
 
 
 def _cupy():
     reason = gpu_unavailable_reason()
     if reason is not None:
-        raise GpuUnavailable(reason.removeprefix("not measured (").removesuffix(")"))
+        raise GpuUnavailable(reason)
     import cupy
     return cupy
 
