@@ -15,9 +15,13 @@ Columns (per layer, and in total weighted by each layer's ``uses``):
   (``pip install 'vdla[compare]'``); otherwise "not measured";
 - ``numpy fp32``: im2col and one matmul (numpy's BLAS, its own threads).
 
-Times are medians of ``repeats`` calls after one warm-up. Idle threads wait
-passively in both the cpu target and onnxruntime (spinning threads steal a
-shared core from their siblings; see `compiler.cpu.kernel`).
+Times are medians of ``repeats`` calls after one checked warm-up call, taken
+round-robin (each repeat calls every implementation of the layer once), so a
+change in the machine's load touches all columns alike (numpy's own loop comes
+after, as its BLAS threads spin on after each call). onnxruntime's idle
+threads do not spin (``session.intra_op.allow_spinning=0``) and the cpu
+target's sleep after ~50 us (`compiler.cpu` ``pool.c``): on a machine whose
+cores other processes share, spinning threads steal them.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import numpy as np
 
 from vdla.compiler.workloads import RESNET18, Workload
 
-__all__ = ["Column", "run_comparison", "format_table", "plot_comparison", "COLUMNS",
-           "median_seconds", "DEFAULT_CLOCK_MHZ"]
+__all__ = ["Column", "run_comparison", "format_table", "markdown_table", "plot_comparison",
+           "COLUMNS",
+           "DEFAULT_CLOCK_MHZ"]
 
 # VTA's published PYNQ (Zynq-7020) clock; no synthesis report states an Fmax yet.
 DEFAULT_CLOCK_MHZ = 100.0
@@ -61,17 +66,6 @@ class Column:
 
 class CheckError(AssertionError):
     """An implementation's output disagrees with the numpy reference."""
-
-
-def median_seconds(call: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls after one warm-up call."""
-    call()
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
 
 
 def _check(name: str, layer: str, ok: bool, what: str) -> str:
@@ -114,28 +108,25 @@ def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
     return column
 
 
-def _cpu_columns(workloads, threads, repeats, inputs, references, progress) -> list[Column]:
+# A timed implementation of one layer: the call, and a check of its output
+# against the layer's references returning (ok, what was checked).
+Timed = tuple[Callable[[], np.ndarray], Callable[[np.ndarray, dict], tuple[bool, str]]]
+
+
+def _cpu_calls(mode: str, workload: Workload, threads: int, inputs) -> tuple[Timed, str]:
     from vdla.compiler.cpu import CpuKernel
     from vdla.compiler.cpu.build import compiler_flags
-    columns = []
-    for mode in ("int8", "fp32"):
-        column = Column(f"cpu {mode}")
-        for workload in workloads:
-            progress(f"cpu {mode} {workload.name}")
-            kernel = CpuKernel(workload.op, mode)
-            tensors = inputs[workload.name] if mode == "int8" else _as_float(inputs[workload.name])
-            kernel.set_weights(tensors["weight"], tensors.get("bias"))
-            out = np.empty(workload.op.output_shape, kernel.dtypes["out"])
-            column.seconds[workload.name] = median_seconds(
-                lambda: kernel.run(tensors["data"], threads, out), repeats)
-            reference = references[workload.name][mode]
-            column.checked[workload.name] = (
-                _check(column.name, workload.name, np.array_equal(out, reference), "bit-exact")
-                if mode == "int8" else
-                _check(column.name, workload.name, _close(out, reference), "rtol 1e-5"))
-        column.note = f"{threads} threads, {kernel.isa}, {' '.join(compiler_flags())}"
-        columns.append(column)
-    return columns
+    kernel = CpuKernel(workload.op, mode)
+    tensors = inputs if mode == "int8" else _as_float(inputs)
+    kernel.set_weights(tensors["weight"], tensors.get("bias"))
+    out = np.empty(workload.op.output_shape, kernel.dtypes["out"])
+
+    def check(result, references):
+        if mode == "int8":
+            return bool(np.array_equal(result, references["int8"])), "bit-exact"
+        return _close(result, references["fp32"]), "rtol 1e-5"
+    note = f"{threads} threads, {kernel.isa}, {' '.join(compiler_flags())}"
+    return (lambda: kernel.run(tensors["data"], threads, out), check), note
 
 
 def _as_float(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -147,41 +138,71 @@ def _close(out: np.ndarray, reference: np.ndarray) -> bool:
     return bool(np.abs(out.astype(np.float64) - reference).max() <= 1e-5 * scale)
 
 
-def _ort_columns(workloads, threads, repeats, inputs, references, progress) -> list[Column]:
-    names = ("ort fp32",) + INT8_ORT
+def _ort_missing() -> str | None:
     try:
         import onnx  # noqa: F401
-        import onnxruntime
+        import onnxruntime  # noqa: F401
     except ImportError as error:
-        reason = (f"not measured: {error.name} is not installed "
-                  "(pip install 'vdla[compare]')")
-        return [Column(name, missing=reason) for name in names]
-    from vdla.bench import onnx_peers
-    columns = {name: Column(name, note=f"onnxruntime {onnxruntime.__version__}, "
-                                       f"{threads} threads") for name in names}
-    for workload in workloads:
+        return f"not measured: {error.name} is not installed (pip install 'vdla[compare]')"
+    return None
+
+
+def _numpy_calls(workload: Workload, inputs) -> Timed:
+    def check(result, references):
+        return _close(result, references["fp32"]), "rtol 1e-5"
+    return _im2col_conv(workload.op, _as_float(inputs)), check
+
+
+def _timed_columns(workloads, targets, threads, repeats, inputs, references,
+                   progress) -> list[Column]:
+    """Every timed column, measured round-robin per layer.
+
+    Each repeat calls every implementation once in turn, so a change in the
+    machine's load during the run touches every column alike.
+    """
+    names = ((["cpu int8", "cpu fp32"] if "cpu" in targets else [])
+             + ["ort fp32", *INT8_ORT, "numpy fp32"])
+    missing = _ort_missing()
+    columns = {name: Column(name, missing=missing if name.startswith("ort") else None)
+               for name in names}
+    if missing is None:
+        import onnxruntime
+        from vdla.bench import onnx_peers
         for name in names:
-            progress(f"{name} {workload.name}")
-            run, check = onnx_peers.session(name, workload.op, inputs[workload.name], threads)
-            out = run()
-            columns[name].seconds[workload.name] = median_seconds(run, repeats)
-            ok, what = check(out, references[workload.name])
-            columns[name].checked[workload.name] = _check(name, workload.name, ok, what)
-    return [columns[name] for name in names]
-
-
-def _numpy_column(workloads, repeats, inputs, references, progress) -> Column:
-    column = Column("numpy fp32", note=f"numpy {np.__version__} im2col + matmul, its BLAS's threads")
+            if name.startswith("ort"):
+                columns[name].note = f"onnxruntime {onnxruntime.__version__}, {threads} threads"
+    columns["numpy fp32"].note = f"numpy {np.__version__} im2col + matmul, its BLAS's threads"
     for workload in workloads:
-        progress(f"numpy fp32 {workload.name}")
-        op, tensors = workload.op, _as_float(inputs[workload.name])
-        run = _im2col_conv(op, tensors)
-        out = run()
-        column.seconds[workload.name] = median_seconds(run, repeats)
-        column.checked[workload.name] = _check(column.name, workload.name,
-                                               _close(out, references[workload.name]["fp32"]),
-                                               "rtol 1e-5")
-    return column
+        progress(f"{workload.name}: building")
+        calls: dict[str, Timed] = {}
+        for name in names:
+            if columns[name].missing:
+                continue
+            if name.startswith("cpu"):
+                calls[name], columns[name].note = _cpu_calls(name.split()[1], workload, threads,
+                                                             inputs[workload.name])
+            elif name.startswith("ort"):
+                calls[name] = onnx_peers.session(name, workload.op, inputs[workload.name],
+                                                 threads)
+            else:
+                calls[name] = _numpy_calls(workload, inputs[workload.name])
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for name, (call, check) in calls.items():
+            ok, what = check(call(), references[workload.name])  # also the warm-up call
+            columns[name].checked[workload.name] = _check(name, workload.name, ok, what)
+        # numpy's BLAS threads keep spinning after a call and would slow
+        # whatever runs next, so numpy is timed after the round-robin.
+        rounds = [[name for name in calls if name != "numpy fp32"]] * repeats
+        rounds += [["numpy fp32"]] * repeats
+        for number, names_in_round in enumerate(rounds):
+            progress(f"{workload.name}: round {number + 1}/{len(rounds)}")
+            for name in names_in_round:
+                began = time.perf_counter()
+                calls[name][0]()
+                times[name].append(time.perf_counter() - began)
+        for name, values in times.items():
+            columns[name].seconds[workload.name] = statistics.median(values)
+    return [columns[name] for name in names]
 
 
 def _im2col_conv(op, tensors) -> Callable[[], np.ndarray]:
@@ -239,6 +260,7 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     """
     from vdla.compiler.cpu.kernel import reference_fp32
     progress = progress or (lambda message: None)
+    load_at_start = _load_average()
     inputs = {w.name: _layer_inputs(w, seed) for w in workloads}
     references = {}
     for w in workloads:
@@ -250,11 +272,17 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     if "accel" in targets:
         progress("accel: baseline cycles, fsim check")
         columns.append(_accel_column(workloads, config, clock_mhz, inputs, references))
-    if "cpu" in targets:
-        columns += _cpu_columns(workloads, threads, repeats, inputs, references, progress)
-    columns += _ort_columns(workloads, threads, repeats, inputs, references, progress)
-    columns.append(_numpy_column(workloads, repeats, inputs, references, progress))
-    return _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    columns += _timed_columns(workloads, targets, threads, repeats, inputs, references, progress)
+    report = _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    report["machine"]["load_average_at_start"] = load_at_start
+    return report
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _machine() -> dict:
@@ -266,11 +294,7 @@ def _machine() -> dict:
                 break
     except OSError:
         pass
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = None
-    return {"cpu": model, "cores": os.cpu_count(), "load_average": load,
+    return {"cpu": model, "cores": os.cpu_count(), "load_average": _load_average(),
             "python": platform.python_version(), "numpy": np.__version__}
 
 
@@ -326,6 +350,20 @@ def format_table(report: dict) -> list[str]:
     for name in names:
         column = columns[name]
         lines.append(f"{name}: " + (column["missing"] if column["missing"] else column["note"]))
+    return lines
+
+
+def markdown_table(report: dict) -> list[str]:
+    """The per-layer table as Markdown rows (ms; measured columns only)."""
+    columns = {name: column for name, column in report["columns"].items()
+               if not column["missing"]}
+    lines = ["| layer | uses | " + " | ".join(columns) + " |",
+             "|---|--:|" + "--:|" * len(columns)]
+    for layer, info in report["layers"].items():
+        cells = [f"{column['seconds'][layer] * 1e3:.3f}" for column in columns.values()]
+        lines.append(f"| {layer} | {info['uses']} | " + " | ".join(cells) + " |")
+    totals = [f"**{column['total_seconds'] * 1e3:.2f}**" for column in columns.values()]
+    lines.append("| **total** (x uses) | | " + " | ".join(totals) + " |")
     return lines
 
 

@@ -4,7 +4,9 @@
 byte) and its achieved throughput (operations per cycle) under the two
 ceilings of the accelerator: the GEMM core (``2 * macs_per_cycle`` operations
 per cycle, a MAC being two operations) and the DRAM port (``dram_bus_bytes``
-bytes per cycle times the intensity).
+bytes per cycle times the intensity). Layers bunch up near the ridge, so
+their names sit in one row above the ceiling, spread apart, each with a
+leader line to its point.
 
 `timeline` draws what the load, compute and store modules did over a run,
 from activity intervals ``{"load": [(start, end, state), ...], ...}`` with
@@ -28,15 +30,22 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from vdla.hw.config import HwConfig
+from vdla.hw.counters import RTL_ACTIVITY
 
 __all__ = ["roofline", "timeline", "ACTIVITY_STATES", "ACTIVITY_MODULES", "PlotError"]
 
-ACTIVITY_MODULES = ("load", "compute", "store")
+ACTIVITY_MODULES = RTL_ACTIVITY
 ACTIVITY_STATES = ("busy", "wait_token", "wait_mem")
 COLOURS = {"busy": "#2e7d32", "wait_token": "#f9a825", "wait_mem": "#c62828",
            "idle": "#e0e0e0"}
 LABELS = {"busy": "busy", "wait_token": "waiting on a token", "wait_mem": "waiting on memory",
           "idle": "idle"}
+
+
+# Roofline labels: one row this many times the compute ceiling, at least this
+# fraction of the axes' width apart (a three-character name at 8 pt).
+LABEL_ROW_HEIGHT = 1.3
+LABEL_GAP = 0.045
 
 
 class PlotError(ValueError):
@@ -113,7 +122,7 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
     axes.plot(intensities, [min(peak, bandwidth * x) for x in intensities], color="black",
               linewidth=1.5)
     axes.axhline(peak, color="black", linestyle=":", linewidth=0.8)
-    axes.text(high, peak * 1.08, f"compute ceiling: {peak} ops/cycle "
+    axes.text(high / 1.05, peak * 1.04, f"compute ceiling: {peak} ops/cycle "
               f"({config.macs_per_cycle} MACs)", ha="right", va="bottom", fontsize=8)
     axes.text(low * 1.3, bandwidth * low * 1.3 * 1.25,
               f"DRAM ceiling: {bandwidth} B/cycle", rotation=0, ha="left", va="bottom",
@@ -129,10 +138,7 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
     if others:
         axes.scatter([], [], facecolors="none", edgecolors="#1565c0", s=36, label=compare_label)
         axes.legend(loc="lower right", fontsize=8)
-    for number, (name, (x, y)) in enumerate(sorted(points.items(), key=lambda item: item[1])):
-        # Alternate above and below so that neighbours' labels do not overlap.
-        axes.annotate(name, (x, y), textcoords="offset points",
-                      xytext=(5, 4) if number % 2 == 0 else (5, -11), fontsize=8)
+    _label_row(axes, points, low, high, peak * LABEL_ROW_HEIGHT)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlim(low, high)
@@ -145,6 +151,44 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
     axes.grid(True, which="both", linewidth=0.3, alpha=0.5)
     _save(figure, path)
     return points
+
+
+def label_positions(fractions: list[float], gap: float = LABEL_GAP, left: float = 0.03,
+                    right: float = 0.97) -> list[float]:
+    """Where a row of labels goes: in their points' order, ``gap`` apart at least.
+
+    ``fractions`` are the points' horizontal positions as fractions of the
+    axes' width, in increasing order. Labels are pushed right of their
+    neighbours as far as needed, then the row is moved back left by the
+    average push (so leader lines fan out both ways), staying within
+    ``[left, right]``.
+    """
+    positions: list[float] = []
+    for fraction in fractions:
+        positions.append(max(fraction, positions[-1] + gap) if positions else fraction)
+    if not positions:
+        return positions
+    shift = sum(p - f for p, f in zip(positions, fractions)) / len(positions)
+    shift = max(shift, positions[-1] - right)   # end by the right edge
+    shift = min(shift, positions[0] - left)     # start after the left edge
+    return [position - shift for position in positions]
+
+
+def _label_row(axes, points: dict[str, tuple[float, float]], low: float, high: float,
+               height: float) -> None:
+    """Name every point in one row above the compute ceiling, with a leader line each.
+
+    Layers crowd near the ridge point (where memory- and compute-bound meet),
+    so labels beside their points overlap; a row spaced apart does not.
+    """
+    span = math.log(high / low)
+    ordered = sorted(points.items(), key=lambda item: item[1])
+    fractions = [math.log(x / low) / span for _, (x, _) in ordered]
+    for (name, point), fraction in zip(ordered, label_positions(fractions)):
+        axes.annotate(name, point, xytext=(low * math.exp(fraction * span), height),
+                      textcoords="data", ha="center", va="bottom", fontsize=8,
+                      arrowprops={"arrowstyle": "-", "color": "#9e9e9e", "lw": 0.6,
+                                  "shrinkA": 1, "shrinkB": 3})
 
 
 def _check_activity(activity) -> dict[str, list[tuple[int, int, str]]]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from vdla.compiler.workloads import RESNET18, Workload
 from vdla.hw.config import HwConfig
+from vdla.hw.isa import MODULES
 
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
@@ -52,7 +53,6 @@ VTA_RESNET18_CYCLES = 7_730_000
 VTA_GEMM_SHAPE = (1, 16, 16)
 # A layer whose cycles grow by more than this fraction fails the baseline check.
 BASELINE_TOLERANCE = 0.01
-MODULES = ("load", "compute", "store")
 # Where committed baselines live: <repo>/bench/baselines/<config name>.json.
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 

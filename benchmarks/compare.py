@@ -8,7 +8,7 @@ Usage::
 Runs `vdla.bench.compare.run_comparison` (every output checked against numpy),
 prints the table and the ratios against issue 10's targets (cpu int8 total at
 most 1.5x onnxruntime's best int8 total and below its fp32 total; cpu fp32
-within 1.25x onnxruntime fp32), and writes ``benchmarks/results/compare_cpu.json``
+within 1.25x onnxruntime fp32), the table as Markdown (for README), and writes ``benchmarks/results/compare_cpu.json``
 and ``benchmarks/results/compare_cpu.png``. Wall-clock figures: the machine's
 load average is recorded with them.
 """
@@ -20,7 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-from vdla.bench.compare import DEFAULT_CLOCK_MHZ, format_table, plot_comparison, run_comparison
+from vdla.bench.compare import (DEFAULT_CLOCK_MHZ, format_table, markdown_table, plot_comparison,
+                                run_comparison)
 from vdla.hw.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +52,7 @@ def main() -> int:
     for name, met in report["targets_met"].items():
         print(f"target {name} <= {TARGETS[name]}: {'met' if met else 'NOT met'} "
               f"({report['ratios'][name]:.2f})")
+    print("\n".join(markdown_table(report)))
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     plot_comparison(report, args.plot)
     print(f"wrote {args.output} and {args.plot}")

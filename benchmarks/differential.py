@@ -5,7 +5,7 @@ Usage::
     python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
     python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
 
-Every program (sim/random_program.py) runs on fsim and on the "rtl" backend
+Every program (`vdla.sim.programs.generate`) runs on fsim and on the "rtl" backend
 (a third of them with 30 % random DRAM backpressure; a quarter with the
 stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
@@ -31,7 +31,7 @@ import numpy as np
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Alu, AluOp, Gemm
 from vdla.sim.backend import get_backend
-from vdla.sim.random_program import GeneratorOptions, generate
+from vdla.sim.programs import GeneratorOptions, generate
 
 ODD = PRESETS["odd"]
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,

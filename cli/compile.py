@@ -1,6 +1,7 @@
 """``vdla compile``: compile a conv2d or dense layer to a ``.vdla`` program file.
 
-Prints a short summary (schedule, instructions per module, uops, DRAM bytes)
+Prints a short summary (schedule, instructions per module, uops, the size of the
+DRAM image the program occupies)
 as text or, with ``--json``, one JSON object. Every user error (a bad shape, a
 schedule that does not fit, an unreadable config or schedule file) is one line
 on stderr and a non-zero exit, never a traceback.
@@ -129,7 +130,8 @@ def _compile(make_op, *, config, schedule_path, virtual_threads, no_latency_hidi
     click.echo(f"{summary['op']} on {config.name}: wrote {output}")
     click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in schedule.items()))
     click.echo(f"  instructions: {summary['instructions']} ({modules})")
-    click.echo(f"  uops: {summary['uops']}   DRAM: {summary['dram_bytes']} bytes   "
+    click.echo(f"  uops: {summary['uops']}   DRAM image: {summary['dram_image_bytes']:,} bytes "
+               "(the memory plan, not traffic)   "
                f"compiled in {summary['compile_seconds'] * 1000:.1f} ms")
 
 

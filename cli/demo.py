@@ -63,7 +63,7 @@ def report_lines(layer: bench.LayerResult, sim: str) -> list[str]:
                 lines.append(f"  {module:<8} {share['busy']:6.1f}%   ({share['wait_mem']:5.1f}%)"
                              f"              {share['wait_token']:5.1f}%")
         if layer.dram_bytes_read is not None:
-            lines.append(f"DRAM:         {_bytes(layer.dram_bytes_read)} read, "
+            lines.append(f"DRAM traffic: {_bytes(layer.dram_bytes_read)} read, "
                          f"{_bytes(layer.dram_bytes_written)} written")
     elif layer.error is None:
         lines.append(f"cycles:       n/a ({sim} is untimed; use --sim rtl for cycles); ideal "

@@ -4,6 +4,8 @@ Shows the config it was compiled for, every instruction grouped by the module
 that runs it (with its dependency flags and key fields), the token pushes and
 pops per queue (a static balance check), the micro-op table, the DRAM plan and
 the compiler's metadata. ``--json`` gives all of it, uop table in full.
+``--config`` is optional (the file carries its config); one that names other
+hardware is refused.
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import json
 
 import click
 
-from vdla.cli.options import fail
+from vdla.cli.options import fail, program_config_option
 from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program_file import load
-from vdla.hw.isa import MODULES, TOKEN_QUEUES, flag_queue, module_of
+from vdla.hw.isa import DEPENDENCY_FLAGS, MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
 
@@ -71,7 +73,7 @@ def describe(program) -> dict:
         module = module_of(insn)
         listing[MODULES[module]].append({"index": index, "flags": insn.flags,
                                          "summary": summary(insn), "fields": fields_of(insn)})
-        for flag in ("pop_prev", "pop_next", "push_prev", "push_next"):
+        for flag in DEPENDENCY_FLAGS:
             queue = flag_queue(module, flag)
             if getattr(insn, flag) and queue:
                 name = TOKEN_QUEUES[queue].replace("_to_", "->")
@@ -107,10 +109,11 @@ def describe(program) -> dict:
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--all-uops", is_flag=True, help="List every micro-op, not only the first ones.")
-def command(program_file, as_json, all_uops):
+@program_config_option
+def command(program_file, as_json, all_uops, config):
     """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
     try:
-        program = load(program_file)
+        program = load(program_file, config)
     except ValueError as error:
         fail(str(error))
     report = describe(program)
@@ -146,7 +149,8 @@ def command(program_file, as_json, all_uops):
         echo(f"  {index:>5} {dst:>6} {src:>6} {wgt:>6}")
     if len(shown) < report["uop_count"]:
         echo(f"  ... {report['uop_count'] - len(shown)} more (--all-uops or --json for all)")
-    echo(f"\nDRAM plan ({report['dram']['bytes']} bytes):")
+    echo(f"\nDRAM plan: a {report['dram']['bytes']:,}-byte image (what the program occupies, not "
+         "its traffic):")
     for region in report["dram"]["regions"]:
         shape = "x".join(str(n) for n in region["shape"])
         echo(f"  {region['dram_offset']:>10}  {region['bytes']:>10} B  {region['name']:<12} "

@@ -10,7 +10,8 @@ import click
 from vdla import __version__
 
 # Each module defines a click command (or group) called ``command``.
-SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "compare", "demo"]
+SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "compare", "demo", "config",
+               "inputs"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

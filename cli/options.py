@@ -34,8 +34,20 @@ def _parse_config(ctx, param, value):
         fail(f"--config: {error}")
 
 
+def _parse_program_config(ctx, param, value):
+    return None if value is None else _parse_config(ctx, param, value)
+
+
 config_option = click.option(
     "--config", "config", default=None, callback=_parse_config, metavar="PRESET|FILE.json",
     help=f"Accelerator config: a preset ({', '.join(PRESETS)}) or a JSON file. "
          "Default: default.")
 """The ``--config`` option: the command receives a validated `HwConfig` as ``config``."""
+
+program_config_option = click.option(
+    "--config", "config", default=None, callback=_parse_program_config,
+    metavar="PRESET|FILE.json",
+    help=f"The accelerator config the program must have been compiled for: a preset "
+         f"({', '.join(PRESETS)}) or a JSON file. Default: the one the program file carries.")
+"""``--config`` for commands that read a program file: ``config`` is None unless given, and
+`runtime.program_file.load` then refuses a program compiled for other hardware."""

@@ -1,8 +1,10 @@
 """``vdla run``: run a compiled ``.vdla`` program on a simulation backend.
 
 Inputs come from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy``
-files; the report (sim, cycles, instruction counts, counters) is human text or,
-with ``--json``, one JSON object on the last line of stdout. ``--timeline``
+files; the report (sim, cycles, instruction counts, GEMM utilization, counters:
+`cli.run_report`) is human text or, with ``--json``, one JSON object on the last
+line of stdout. ``--config`` is optional: a program file carries the config it
+was compiled for, and a ``--config`` that names other hardware is refused. ``--timeline``
 (rtl only) draws what the load, compute and store modules did over the run
 (`bench.plots.timeline`), optionally zoomed with ``--timeline-window``; the
 activity record itself is left out of the JSON report (its segment counts
@@ -19,7 +21,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from vdla.cli.options import check_sim, fail
+from vdla.cli.options import check_sim, fail, program_config_option
+from vdla.cli.run_report import run_report, text_lines
 from vdla.runtime.device import Device
 from vdla.runtime.program_file import load
 
@@ -105,20 +108,6 @@ def _draw_timeline(path: str, result, program, window) -> str:
     return "exact" if bins == 1 else f"binned, {bins:,} cycles per bin"
 
 
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return f"<array {value.dtype} {value.shape}>"
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
-
-
 @click.command("run")
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--sim", default="fsim", show_default=True, metavar="NAME",
@@ -140,10 +129,11 @@ def _jsonable(value):
               show_default=True,
               help="Run on the simulated accelerator, on this CPU or on the CUDA GPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
-              help="OpenMP threads of --target cpu.")
+              help="Threads of --target cpu.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@program_config_option
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_path,
-            timeline_window, target, threads, as_json):
+            timeline_window, target, threads, as_json, config):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -154,7 +144,7 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
     window = _parse_window(timeline_window)
     input_paths = _parse_pairs(inputs, "--input")
     try:
-        program = load(program_file)
+        program = load(program_file, config)
     except ValueError as error:
         fail(str(error))
     output_paths = _output_paths(outputs, program)
@@ -168,6 +158,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         options["activity"] = True
         if window is not None:
             options["activity_window"] = window
+    if sim == "rtl":  # a cold Verilator build takes about a minute: say so first
+        options["progress"] = lambda text: click.echo(
+            f"{text} (first run for this hardware only, about a minute)...", err=True)
     if target == "cpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
@@ -195,48 +188,20 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, timeline_pat
         fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")
     if timeline_path is not None:
         drawn = _draw_timeline(timeline_path, result, program, window)
-    details = dict(result.details)
-    if "activity" in details:
-        details["activity_segments"] = {module: len(rows)
-                                        for module, rows in details.pop("activity").items()}
-    counters = {name: int(value) for name, value in result.counters.items()}
-    per_module = {module: counters.get(f"{module}_insns")
-                  for module in ("load", "compute", "store")}
+    report = run_report(program_file, program, result, written)
     if as_json:
-        report = {
-            "program": str(program_file), "sim": result.sim, "cycles": result.cycles,
-            "instructions": result.instructions, "instructions_per_module": per_module,
-            "counters": counters,
-            "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
-                               "file": written.get(name)}
-                        for name, array in result.outputs.items()},
-            "details": _jsonable(details),
-        }
         if timeline_path is not None:
             report["timeline"] = {"file": str(timeline_path), "window": list(window) if window
                                   else None, "resolution": drawn}
         click.echo(json.dumps(report))
         return
-    click.echo(f"program: {program_file} ({program.config.name}, "
-               f"{program.metadata.get('layer', 'layer')})")
-    click.echo(f"sim: {result.sim}")
-    click.echo(f"cycles: {result.cycles if result.cycles is not None else 'n/a (untimed)'}")
+    click.echo("\n".join(text_lines(report, program)))
     if result.sim == "cpu":
         click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
                    f"threads, {result.details['mode']}, {result.details['isa']})")
     if result.sim == "gpu":
         click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms with copies "
                    f"({result.details['device']}, {result.details['mode']})")
-    modules = ", ".join(f"{module} {count}" for module, count in per_module.items()
-                        if count is not None)
-    click.echo(f"instructions: {result.instructions}" + (f" ({modules})" if modules else ""))
-    click.echo("counters:")
-    width = max((len(name) for name in counters), default=0)
-    for name, value in counters.items():
-        click.echo(f"  {name:<{width}}  {value}")
-    for name, array in result.outputs.items():
-        where = f" -> {written[name]}" if name in written else " (not saved; use --output)"
-        click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}{where}")
     if timeline_path is not None:
         span = f" (cycles {window[0]:,} to {window[1]:,})" if window else ""
         click.echo(f"timeline{span}, {drawn}: {timeline_path}")

@@ -9,8 +9,6 @@ from vdla.runtime.program import Program
 
 __all__ = ["format_instruction", "dump_program", "summarize"]
 
-_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
-
 
 def format_instruction(instruction: isa.Instruction) -> str:
     """One line: opcode, the fields that differ from their defaults, the token flags."""
@@ -20,7 +18,7 @@ def format_instruction(instruction: isa.Instruction) -> str:
     elif isinstance(instruction, isa.Alu):
         parts.append(instruction.alu_op.name)
     for field in dataclasses.fields(instruction):
-        if field.name in _FLAGS or field.name in ("memory_type", "alu_op"):
+        if field.name in isa.DEPENDENCY_FLAGS or field.name in ("memory_type", "alu_op"):
             continue
         value = getattr(instruction, field.name)
         if value != field.default or field.name in ("uop_begin", "uop_end"):
@@ -44,7 +42,7 @@ def dump_program(program: Program) -> str:
 
 
 def summarize(program: Program) -> dict:
-    """Counts a user wants after compiling: instructions per module, uops, DRAM bytes."""
+    """Counts a user wants after compiling: instructions per module, uops, DRAM image bytes."""
     per_module = {name: 0 for name in isa.MODULES}
     per_opcode: dict[str, int] = {}
     for instruction in program.instructions:
@@ -54,4 +52,5 @@ def summarize(program: Program) -> dict:
             name += f" {instruction.memory_type.name}"
         per_opcode[name] = per_opcode.get(name, 0) + 1
     return {"instructions": len(program.instructions), "per_module": per_module,
-            "per_opcode": per_opcode, "uops": len(program.uops), "dram_bytes": program.dram_bytes}
+            "per_opcode": per_opcode, "uops": len(program.uops),
+            "dram_image_bytes": program.dram_bytes}

@@ -47,7 +47,7 @@ bit 0 (``addr`` in the low bits of a request).
     response.
 ``counter_<name>`` (out, 32) for each name of `hw.counters.RTL_COUNTERS`
     Event counters, cleared by ``start``; ``cycles`` counts from start to done.
-``status_<name>`` (out, 16) for each name of `hw.counters.RTL_STATUS`
+``status_<name>`` (out, `hw.counters.STATUS_BITS`) for each name of `hw.counters.RTL_STATUS`
     Token and command queue occupancies, instructions fetched and retired.
 ``activity_<module>`` (out, 2) for each module of `hw.counters.RTL_ACTIVITY`
     The module's state this cycle, an index into `hw.counters.ACTIVITY_STATES`
@@ -63,9 +63,10 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS
 from vdla.hw.dram_arbiter import DramArbiter
 from vdla.hw.fetch import Fetch
+from vdla.hw.isa import MODULES, TOKEN_QUEUES
 from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
 from vdla.hw.load import LoadUnit
 from vdla.hw.store import StoreUnit
@@ -93,7 +94,7 @@ class Accelerator(wiring.Component):
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
-        members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
+        members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
         super().__init__(members)
 
@@ -119,8 +120,8 @@ class Accelerator(wiring.Component):
         store = block("store", StoreUnit(config))
         arbiter = block("arbiter", DramArbiter(config, len(READ_CLIENTS)))
         queues = {name: block(f"tokens_{name}", TokenQueue(config.token_queue_depth))
-                  for name in ("load_to_compute", "compute_to_load",
-                               "compute_to_store", "store_to_compute")}
+                  for name in TOKEN_QUEUES.values()}
+        units = dict(zip(MODULES, (load, compute, store)))
 
         m.d.comb += [fetch.go.eq(go), fetch.insn_addr.eq(insn_addr),
                      fetch.insn_count.eq(insn_count)]
@@ -137,17 +138,13 @@ class Accelerator(wiring.Component):
         connect(m, arbiter.mem_wr_data, flipped(self.mem_wr_data))
 
         # ---------------------------------------------------------- queues
-        connect(m, fetch.load_cmds, load.cmds)
-        connect(m, fetch.compute_cmds, compute.cmds)
-        connect(m, fetch.store_cmds, store.cmds)
-        connect(m, load.to_compute, queues["load_to_compute"].push)
-        connect(m, queues["load_to_compute"].pop, compute.from_load)
-        connect(m, compute.to_load, queues["compute_to_load"].push)
-        connect(m, queues["compute_to_load"].pop, load.from_compute)
-        connect(m, compute.to_store, queues["compute_to_store"].push)
-        connect(m, queues["compute_to_store"].pop, store.from_compute)
-        connect(m, store.to_compute, queues["store_to_compute"].push)
-        connect(m, queues["store_to_compute"].pop, compute.from_store)
+        for name, unit in units.items():
+            connect(m, getattr(fetch, f"{name}_cmds"), unit.cmds)
+        # A unit's token ports are named for the module at the queue's other end.
+        for (producer, consumer), name in TOKEN_QUEUES.items():
+            producer, consumer = MODULES[producer], MODULES[consumer]
+            connect(m, getattr(units[producer], f"to_{consumer}"), queues[name].push)
+            connect(m, queues[name].pop, getattr(units[consumer], f"from_{producer}"))
 
         # ---------------------------------------------------------- shared SRAMs
         srams = {}
@@ -181,7 +178,7 @@ class Accelerator(wiring.Component):
         code = {state: index for index, state in enumerate(ACTIVITY_STATES)}
         assert code["busy"] & code["wait_mem"] & 1 and not code["wait_token"] & 1
         events = {"cycles": running}
-        for name, unit in (("load", load), ("compute", compute), ("store", store)):
+        for name, unit in units.items():
             activity = getattr(self, f"activity_{name}")
             m.d.comb += activity.eq(Mux(unit.wait_mem, code["wait_mem"],
                                         Mux(unit.busy, code["busy"],
@@ -207,17 +204,11 @@ class Accelerator(wiring.Component):
             with m.Elif(events[name]):
                 m.d.sync += count.eq(count + 1)
 
-        status = {
-            "tokens_load_to_compute": queues["load_to_compute"].count,
-            "tokens_compute_to_load": queues["compute_to_load"].count,
-            "tokens_compute_to_store": queues["compute_to_store"].count,
-            "tokens_store_to_compute": queues["store_to_compute"].count,
-            "cmds_load": fetch.load_level, "cmds_compute": fetch.compute_level,
-            "cmds_store": fetch.store_level,
-            "fetched": fetch.fetched,
-            "retired_load": load.retired, "retired_compute": compute.retired,
-            "retired_store": store.retired,
-        }
+        status = {"fetched": fetch.fetched}
+        status.update({f"tokens_{name}": queue.count for name, queue in queues.items()})
+        for name, unit in units.items():
+            status[f"cmds_{name}"] = getattr(fetch, f"{name}_level")
+            status[f"retired_{name}"] = unit.retired
         assert set(status) == set(RTL_STATUS), set(RTL_STATUS) ^ set(status)
         for name in RTL_STATUS:
             m.d.comb += getattr(self, f"status_{name}").eq(status[name])

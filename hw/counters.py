@@ -15,6 +15,8 @@ states (one source): ``<module>_busy`` counts bit 0 (states ``busy`` and
 ``wait_mem`` state.
 """
 
+from vdla.hw.isa import MODULES, TOKEN_QUEUES
+
 RTL_COUNTERS = (
     "cycles",             # cycles from start to done
     "load_busy",          # cycles the load module executes an instruction (memory stalls included)
@@ -34,22 +36,19 @@ RTL_COUNTERS = (
     "alu_busy",           # cycles the ALU unit holds an instruction not yet completed
 )
 
-# Status outputs ``status_<name>`` (16 bits each) that say where a hung program
-# stopped: occupancy of each token and command queue, instructions retired.
+# Status outputs ``status_<name>`` (STATUS_BITS each; they wrap) that say where a
+# hung program stopped: occupancy of each token queue (`hw.isa.TOKEN_QUEUES`)
+# and each module's command queue, instructions fetched, and instructions
+# retired by each module.
+STATUS_BITS = 16
 RTL_STATUS = (
-    "tokens_load_to_compute",
-    "tokens_compute_to_load",
-    "tokens_compute_to_store",
-    "tokens_store_to_compute",
-    "cmds_load",          # instructions waiting in the load command queue
-    "cmds_compute",
-    "cmds_store",
-    "fetched",            # instructions fetched so far
-    "retired_load",       # instructions completed by each module
-    "retired_compute",
-    "retired_store",
+    *(f"tokens_{queue}" for queue in TOKEN_QUEUES.values()),
+    *(f"cmds_{module}" for module in MODULES),
+    "fetched",
+    *(f"retired_{module}" for module in MODULES),
 )
 
-# Modules with an ``activity_<module>`` output, and the states it encodes (by index).
-RTL_ACTIVITY = ("load", "compute", "store")
+# Modules with an ``activity_<module>`` output (every one of `hw.isa.MODULES`),
+# and the states it encodes (by index).
+RTL_ACTIVITY = MODULES
 ACTIVITY_STATES = ("idle", "busy", "wait_token", "wait_mem")

@@ -27,6 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
+from vdla.hw.counters import STATUS_BITS
 from vdla.hw.dma import ElementReader
 from vdla.hw.layouts import MemReadSignature, instruction_layout, log2
 
@@ -50,9 +51,9 @@ class Fetch(wiring.Component):
         Every instruction dispatched.
     idle : Out(1)
         No instruction read outstanding.
-    fetched : Out(16)
+    fetched : Out(STATUS_BITS)
         Instructions read from DRAM so far.
-    load_level, compute_level, store_level : Out(16)
+    load_level, compute_level, store_level : Out(STATUS_BITS)
         Command queue occupancies.
     """
 
@@ -69,10 +70,10 @@ class Fetch(wiring.Component):
             "store_cmds": Out(insn),
             "complete": Out(1),
             "idle": Out(1),
-            "fetched": Out(16),
-            "load_level": Out(16),
-            "compute_level": Out(16),
-            "store_level": Out(16),
+            "fetched": Out(STATUS_BITS),
+            "load_level": Out(STATUS_BITS),
+            "compute_level": Out(STATUS_BITS),
+            "store_level": Out(STATUS_BITS),
         })
 
     def elaborate(self, platform):
@@ -83,7 +84,7 @@ class Fetch(wiring.Component):
         m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                      depth=FETCH_BUFFER)
         queues = {}
-        for name in ("load", "compute", "store"):
+        for name in isa.MODULES:
             queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                  depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue

@@ -71,7 +71,8 @@ __all__ = [
     "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "encode", "decode", "encode_program", "decode_program",
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
-    "MODULES", "TOKEN_QUEUES", "module_of", "flag_queue", "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
+    "MODULES", "TOKEN_QUEUES", "DEPENDENCY_FLAGS", "QUEUE_FLAGS", "module_of", "flag_queue",
+    "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
 ]
 
 INSN_BYTES = HwConfig.INSN_BITS // 8
@@ -127,6 +128,17 @@ def flag_queue(module: int, flag: str) -> tuple[int, int] | None:
     if not 0 <= other < len(MODULES):
         return None
     return (module, other) if verb == "push" else (other, module)
+
+
+# The header's dependency flags, and for each token queue the flags that feed
+# and drain it: (producer's push flag, consumer's pop flag), from `flag_queue`.
+DEPENDENCY_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+QUEUE_FLAGS = {
+    queue: tuple(next(flag for flag in DEPENDENCY_FLAGS
+                      if flag.startswith(verb) and flag_queue(module, flag) == queue)
+                 for verb, module in (("push", queue[0]), ("pop", queue[1])))
+    for queue in TOKEN_QUEUES
+}
 
 
 # ALU shifts use the operand's low SHIFT_BITS bits; REQUANT's imm holds the

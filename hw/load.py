@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
+from vdla.hw.counters import STATUS_BITS
 from vdla.hw.dma import ElementReader
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_write_signature)
@@ -205,7 +206,7 @@ class LoadUnit(wiring.Component):
     sram_inp, sram_wgt : In(SRAM write port signature)
     busy, wait_token, wait_mem : Out(1)   (counter events)
     idle : Out(1)                         (no instruction in progress)
-    retired : Out(16)
+    retired : Out(STATUS_BITS)
     """
 
     KINDS = ("inp", "wgt")
@@ -217,7 +218,7 @@ class LoadUnit(wiring.Component):
             "from_compute": In(TokenSignature),
             "to_compute": Out(TokenSignature),
             "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
-            "retired": Out(16),
+            "retired": Out(STATUS_BITS),
         }
         super().__init__(members | load_ports(config, self.KINDS))
 
@@ -233,7 +234,7 @@ class LoadUnit(wiring.Component):
         word = Signal(HwConfig.INSN_BITS)
         insn = data.View(layout, word[:layout.size])
         ours = (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
-        retired = Signal(16)
+        retired = Signal(STATUS_BITS)
         m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
 
         with m.FSM():

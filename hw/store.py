@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
+from vdla.hw.counters import STATUS_BITS
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
                         instruction_layout, log2, sram_read_signature)
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
@@ -48,7 +49,7 @@ class StoreUnit(wiring.Component):
     out_read : In(SRAM read port signature)
     mem : Out(MemWriteSignature)
     busy, wait_token, wait_mem, idle : Out(1)
-    retired : Out(16)
+    retired : Out(STATUS_BITS)
     """
 
     def __init__(self, config: HwConfig):
@@ -60,7 +61,7 @@ class StoreUnit(wiring.Component):
             "out_read": In(sram_read_signature(config, "out")),
             "mem": Out(MemWriteSignature(config)),
             "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
-            "retired": Out(16),
+            "retired": Out(STATUS_BITS),
         })
 
     def elaborate(self, platform):
@@ -122,7 +123,7 @@ class StoreUnit(wiring.Component):
         byte_addr = (row_addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
         first_lane = row_addr[:lane_bits]
 
-        retired = Signal(16)
+        retired = Signal(STATUS_BITS)
         m.d.comb += self.retired.eq(retired)
         with m.FSM():
             take_instruction(m, self, word)

@@ -21,6 +21,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from vdla.hw.counters import STATUS_BITS
 from vdla.hw.layouts import TokenSignature
 
 __all__ = ["TokenQueue", "take_instruction", "pop_token", "push_token"]
@@ -35,7 +36,7 @@ class TokenQueue(wiring.Component):
         A token from the producer.
     pop : Out(stream of nothing)
         A token to the consumer.
-    count : Out(16)
+    count : Out(STATUS_BITS)
         Tokens held (for status reporting).
     """
 
@@ -46,7 +47,7 @@ class TokenQueue(wiring.Component):
         super().__init__({
             "push": In(TokenSignature),
             "pop": Out(TokenSignature),
-            "count": Out(16),
+            "count": Out(STATUS_BITS),
         })
 
     def elaborate(self, platform):

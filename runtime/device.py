@@ -80,7 +80,7 @@ class Device:
         A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
     target : str, optional
         ``"accel"`` (default: the simulated accelerator), ``"cpu"`` (this
-        machine's processor; ``threads=`` sets its OpenMP threads, 2 by default)
+        machine's processor; ``threads=`` sets its threads, 2 by default)
         or ``"gpu"`` (the current CUDA device; needs ``vdla[gpu]``).
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
@@ -259,7 +259,7 @@ class CpuRunner(_KernelRunner):
     Parameters
     ----------
     threads : int
-        OpenMP threads of each run.
+        Threads of each run (the caller's included).
     """
 
     target = name = "cpu"

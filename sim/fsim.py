@@ -49,8 +49,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
-from vdla.hw.isa import (COMPUTE_MODULE, LOAD_MODULE, MODULES, SHIFT_BITS, STORE_MODULE, TOKEN_QUEUES,
-                    Alu, AluOp, Finish, Gemm, Load, MemType, Opcode, REQUANT_RELU, Store, module_of)
+from vdla.hw.isa import (COMPUTE_MODULE, DEPENDENCY_FLAGS, LOAD_MODULE, MODULES, SHIFT_BITS,
+                         STORE_MODULE, TOKEN_QUEUES, Alu, AluOp, Finish, Gemm, Load, MemType, Opcode,
+                         REQUANT_RELU, Store, flag_queue, module_of)
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.errors import (AddressError, DeadlockError, InstructionError, RaceError,
                         TokenError, describe_instruction)
@@ -378,22 +379,12 @@ class _Machine:
 
     # ------------------------------------------------------------ scheduling
     @staticmethod
-    def _neighbours(module: int) -> tuple[int | None, int | None]:
-        return (module - 1 if module > 0 else None,
-                module + 1 if module < len(MODULES) - 1 else None)
-
-    def _token_queues(self, module: int, insn) -> tuple[list[str], list[str]]:
+    def _token_queues(module: int, insn) -> tuple[list[str], list[str]]:
         """Names of the queues the instruction pops from and pushes to."""
-        prev, nxt = self._neighbours(module)
         pops, pushes = [], []
-        if insn.pop_prev:
-            pops.append(QUEUES[(prev, module)])
-        if insn.pop_next:
-            pops.append(QUEUES[(nxt, module)])
-        if insn.push_prev:
-            pushes.append(QUEUES[(module, prev)])
-        if insn.push_next:
-            pushes.append(QUEUES[(module, nxt)])
+        for flag in DEPENDENCY_FLAGS:
+            if getattr(insn, flag):   # `_module_of` refused flags towards no module
+                (pops if flag.startswith("pop") else pushes).append(QUEUES[flag_queue(module, flag)])
         return pops, pushes
 
     def execute(self) -> None:

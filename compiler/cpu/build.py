@@ -6,8 +6,8 @@ with ``-march=native`` tie a library to this CPU, so the key then includes
 `hw.cache.cpu_fingerprint` as the RTL model's does. Builds are published with
 `hw.cache.publish` (atomic, safe between processes).
 
-Flags. ``$VDLA_CPU_CFLAGS`` overrides the default ``-O3 -march=native
--fopenmp``. When the compiler rejects ``-march=native`` or ``-fopenmp`` the next
+Flags. ``$VDLA_CPU_CFLAGS`` overrides the default ``-O3 -march=native``.
+When the compiler rejects ``-march=native`` the next
 portable set is tried (`FLAG_SETS`); the C chooses its dot product from the
 macros the flags define, so every set computes the same result.
 """
@@ -30,9 +30,9 @@ __all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "
 
 LIBRARY_NAME = "kernel.so"
 MANIFEST_NAME = "manifest.json"
-COMMON_FLAGS = ("-shared", "-fPIC", "-std=gnu11")
+COMMON_FLAGS = ("-shared", "-fPIC", "-std=gnu11", "-pthread")
 # Tried in order; the first the compiler accepts is used.
-FLAG_SETS = (("-O3", "-march=native", "-fopenmp"), ("-O3", "-fopenmp"), ("-O3",))
+FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
 
 
 class CpuBuildError(RuntimeError):
@@ -80,7 +80,7 @@ def cpu_features() -> dict[str, bool]:
     -------
     dict
         ``avx512`` (AVX-512 F/BW/VL: 32 registers of 16 lanes), ``vnni``
-        (AVX512-VNNI ``vpdpbusd``), ``avx_vnni``, ``avx2``, ``openmp``.
+        (AVX512-VNNI ``vpdpbusd``), ``avx_vnni``, ``avx2``.
     """
     flags = compiler_flags()
     probe = subprocess.run([_compiler(), *flags, "-x", "c", "-E", "-dM", "-"], input="",
@@ -91,7 +91,6 @@ def cpu_features() -> dict[str, bool]:
         "vnni": "__AVX512VNNI__" in macros,
         "avx_vnni": "__AVXVNNI__" in macros,
         "avx2": "__AVX2__" in macros,
-        "openmp": "_OPENMP" in macros,
     }
 
 

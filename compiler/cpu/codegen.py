@@ -11,8 +11,9 @@ three entry points, called through ctypes by `compiler.cpu.kernel`:
     ic_block`` (int8 mode: offset by +128 to unsigned, so that padding is 128),
     then compute every register tile (``oc_vectors`` vectors of output
     channels by ``ow_tile`` pixels) over the whole reduction and apply the
-    epilogue, writing the user's output layout directly. OpenMP splits the
-    loops the schedule's ``parallel`` knob names.
+    epilogue, writing the user's output layout directly. The loops the
+    schedule's ``parallel`` knob names are numbered items shared out by a
+    small work-claiming thread pool (``pool.c``, included in every kernel).
 ``vdla_isa()``
     Which dot-product path the preprocessor chose (the build's CPU features).
 
@@ -30,9 +31,14 @@ relu: the float counterpart of the same epilogue (no rounding or clipping).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
 
-__all__ = ["generate_c", "PREAMBLE"]
+__all__ = ["generate_c", "PREAMBLE", "POOL"]
+
+# The work-claiming thread pool every kernel includes (see its header comment).
+POOL = (Path(__file__).with_name("pool.c")).read_text()
 
 # Dot-product paths; the first whose macros the compiler defines wins.
 PREAMBLE = r"""
@@ -50,22 +56,36 @@ typedef float vsf __attribute__((vector_size(LANES * 4)));
 typedef int32_t vsi_u __attribute__((vector_size(LANES * 4), aligned(4)));
 typedef float vsf_u __attribute__((vector_size(LANES * 4), aligned(4)));
 
-static inline int32_t load32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+/* Four activation bytes read as one lane, from any address. */
+typedef int32_t int32_u __attribute__((aligned(1), may_alias));
+
+/* A broadcast straight from memory. vpdpbusd can only broadcast its signed
+   operand (the weights), so the activations need their own broadcast, and
+   GCC left to itself loads them into general registers and spills those to
+   the stack (measured: 3 instructions per broadcast instead of 1). */
+#if defined(__AVX512F__)
+static inline __m512i bcast512(const void *p)
+{ __m512i v; __asm__("vpbroadcastd %1, %0" : "=v"(v) : "m"(*(const int32_t *)p)); return v; }
+#endif
+#if defined(__AVX2__)
+static inline __m256i bcast256(const void *p)
+{ __m256i v; __asm__("vpbroadcastd %1, %0" : "=v"(v) : "m"(*(const int32_t *)p)); return v; }
+#endif
 
 #if LANES == 16 && defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define VDLA_ISA "avx512-vnni"
-#define DOT4(acc, x, w) acc = (vsi)_mm512_dpbusd_epi32((__m512i)(acc), _mm512_set1_epi32(x), (__m512i)(w))
+#define DOT4(acc, xp, w) acc = (vsi)_mm512_dpbusd_epi32((__m512i)(acc), bcast512(xp), (__m512i)(w))
 #elif LANES == 8 && defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define VDLA_ISA "avx512vl-vnni"
-#define DOT4(acc, x, w) acc = (vsi)_mm256_dpbusd_epi32((__m256i)(acc), _mm256_set1_epi32(x), (__m256i)(w))
+#define DOT4(acc, xp, w) acc = (vsi)_mm256_dpbusd_epi32((__m256i)(acc), bcast256(xp), (__m256i)(w))
 #elif LANES == 8 && defined(__AVXVNNI__)
 #define VDLA_ISA "avx-vnni"
-#define DOT4(acc, x, w) acc = (vsi)_mm256_dpbusd_avx_epi32((__m256i)(acc), _mm256_set1_epi32(x), (__m256i)(w))
+#define DOT4(acc, xp, w) acc = (vsi)_mm256_dpbusd_avx_epi32((__m256i)(acc), bcast256(xp), (__m256i)(w))
 #else
 #define VDLA_ISA "generic-vector"
-/* Portable: each lane of w holds four signed bytes, x four unsigned ones. */
-#define DOT4(acc, x, w) do { \
-    vsi w_ = (w); uint32_t x_ = (uint32_t)(x); \
+/* Portable: each lane of w holds four signed bytes, *xp four unsigned ones. */
+#define DOT4(acc, xp, w) do { \
+    vsi w_ = (w); uint32_t x_ = (uint32_t)*(const int32_u *)(xp); \
     acc += ((w_ << 24) >> 24) * (int32_t)(x_ & 0xff); \
     acc += ((w_ << 16) >> 24) * (int32_t)((x_ >> 8) & 0xff); \
     acc += ((w_ << 8) >> 24) * (int32_t)((x_ >> 16) & 0xff); \
@@ -121,20 +141,17 @@ def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
               f"        const {weight} *wp = wt + ((size_t)(cb * KH + r) * KW + s) * ICB * OCB;",
               f"        #pragma GCC unroll {schedule.unroll}",
               "        for (int c = 0; c < ICB / G; c++) {"]
-    if mode == "int8":
-        lines += [f"            vsi w{v} = *(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4);"
-                  for v in vectors]
-        for p in pixels:
-            lines.append(f"            {{ int32_t x = load32(ip + {p} * SW * ICB + c * 4);")
-            lines += [f"              DOT4(acc_{v}_{p}, x, w{v});" for v in vectors]
-            lines.append("            }")
+    if mode == "int8":  # four channels per 32-bit lane
+        load_weight = "*(const vsi_u *)(wp + (c * OCB + {v} * LANES) * 4)"
+        load_input, multiply_add = "const uint8_t *x = ip + {p} * SW * ICB + c * 4", "DOT4({acc}, x, w{v})"
     else:
-        lines += [f"            vsf w{v} = *(const vsf_u *)(wp + c * OCB + {v} * LANES);"
-                  for v in vectors]
-        for p in pixels:
-            lines.append(f"            {{ float x = ip[{p} * SW * ICB + c];")
-            lines += [f"              acc_{v}_{p} += w{v} * x;" for v in vectors]
-            lines.append("            }")
+        load_weight = "*(const vsf_u *)(wp + c * OCB + {v} * LANES)"
+        load_input, multiply_add = "float x = ip[{p} * SW * ICB + c]", "{acc} += w{v} * x"
+    lines += [f"            {vec} w{v} = {load_weight.format(v=v)};" for v in vectors]
+    for p in pixels:
+        lines.append(f"            {{ {load_input.format(p=p)};")
+        lines += [f"              {multiply_add.format(acc=f'acc_{v}_{p}', v=v)};" for v in vectors]
+        lines.append("            }")
     lines += ["        }", "    }"]
     for v in vectors:
         lines.append(f"    {{ const int kv = k0 + {v} * LANES;")
@@ -182,17 +199,23 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
     convert = "(uint8_t)(src[i] ^ 0x80)" if mode == "int8" else "src[i]"
     convert = convert.replace("src[i]", "src[(size_t)n * DS_N + (size_t)cc * DS_C + "
                                         "(size_t)h * DS_H + (size_t)w * DS_W]")
-    loops = {
-        "rows": ("collapse(2)", ["n < N", "oh < OH"], ["kb < KB"]),
-        "channels": ("collapse(2)", ["n < N", "kb < KB"], ["oh < OH"]),
-        "both": ("collapse(3)", ["n < N", "kb < KB", "oh < OH"], []),
+    # The parallel loops become numbered items (outermost first); the others stay loops.
+    parallel_loops, inner_loops = {
+        "rows": (["n < N", "oh < OH"], ["kb < KB"]),
+        "channels": (["n < N", "kb < KB"], ["oh < OH"]),
+        "both": (["n < N", "kb < KB", "oh < OH"], []),
     }[schedule.parallel]
-    collapse, parallel_loops, inner_loops = loops
-    nest = "".join(f"for (int {cond.split()[0]} = 0; {cond}; {cond.split()[0]}++) "
-                   for cond in parallel_loops + inner_loops)
+    decode, stride = [], "1"
+    for condition in reversed(parallel_loops):
+        name, bound = condition.split()[0], condition.split()[2]
+        decode.append(f"    const int {name} = (item / ({stride})) % {bound};\n")
+        stride = f"{stride} * {bound}"
+    items = f"(long){' * '.join(c.split()[2] for c in parallel_loops)}"
+    inner = "".join(f"for (int {c.split()[0]} = 0; {c}; {c.split()[0]}++) " for c in inner_loops)
     tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * ICB, wp, epi, "
                  f"op + (size_t)(OW / P) * P * OS_W, kb * OCB);\n" if tail else "")
-    return f"""
+    decode, tile, parallel = "".join(reversed(decode)), schedule.ow_tile, schedule.parallel
+    return POOL + f"""
 size_t vdla_packed_elements(void) {{ return (size_t)N * CB * HP * WP * ICB; }}
 
 void vdla_init(void *packed_)
@@ -201,45 +224,55 @@ void vdla_init(void *packed_)
     for (size_t i = 0; i < vdla_packed_elements(); i++) packed[i] = {pad};
 }}
 
-/* Called inside the parallel region: its iterations are shared out, and the
-   for's implicit barrier keeps the tiles from reading a half-packed input. */
-static void pack_input(const {source} *src, {element} *dst)
+static const {source} *pack_src;
+static {element} *pack_dst;
+
+/* One item: one input row of one channel block, transposed to ICB-minor. */
+static void pack_row(void *unused, long item)
 {{
-    #pragma omp for collapse(3) schedule(dynamic)
-    for (int n = 0; n < N; n++) for (int cb = 0; cb < CB; cb++)
-        for (int h = 0; h < H; h++) {{
-            {element} *row = dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
-            const int channels = C - cb * ICB < ICB ? C - cb * ICB : ICB;
-            for (int c = 0; c < channels; c++) {{
-                const int cc = cb * ICB + c;
-                for (int w = 0; w < W; w++) row[(size_t)w * ICB + c] = {convert};
-            }}
-        }}
+    const int h = item % H, cb = (item / H) % CB, n = item / ((long)H * CB);
+    {element} *row = pack_dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
+    const {source} *src = pack_src;
+    const int channels = C - cb * ICB < ICB ? C - cb * ICB : ICB;
+    (void)unused;
+    for (int c = 0; c < channels; c++) {{
+        const int cc = cb * ICB + c;
+        for (int w = 0; w < W; w++) row[(size_t)w * ICB + c] = {convert};
+    }}
+}}
+
+static const {element} *run_packed;
+static const {weight} *run_weight;
+static const {epi} *run_epi;
+static {out} *run_out;
+
+/* One item of the parallel loops ({parallel}); the rest of the nest inside. */
+static void compute_item(void *unused, long item)
+{{
+    (void)unused;
+{decode}    {inner}{{
+        const {element} *in = run_packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
+        const {weight} *wp = run_weight + (size_t)kb * CB * KH * KW * ICB * OCB;
+        {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H;
+        const {epi} *epi = run_epi;
+        for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
+            tile_{tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W, kb * OCB);
+{tail_call}    }}
 }}
 
 void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
-              void *packed_, int threads)
+              void *packed, int threads)
 {{
-    {element} *packed = ({element} *)packed_;
-    const {weight} *wt = (const {weight} *)weight;
-    const {epi} *epi = (const {epi} *)epilogue;
-    {out} *result = ({out} *)output;
-    /* One parallel region for packing and tiles. Dynamic scheduling: on a
-       machine whose cores other processes share, a thread that is preempted
-       leaves its work to the others instead of stalling the region. */
-    #pragma omp parallel num_threads(threads)
-    {{
-    pack_input((const {source} *)data, packed);
-    #pragma omp for {collapse} schedule(dynamic) nowait
-    {nest}{{
-        const {element} *in = packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
-        const {weight} *wp = wt + (size_t)kb * CB * KH * KW * ICB * OCB;
-        {out} *op = result + (size_t)n * OS_N + (size_t)oh * OS_H;
-        for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
-            tile_{schedule.ow_tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W,
-                   kb * OCB);
-{tail_call}    }}
-    }}
+    pthread_mutex_lock(&pool_call_mutex);
+    pack_src = (const {source} *)data;
+    pack_dst = ({element} *)packed;
+    pool_parallel(pack_row, 0, (long)N * CB * H, threads);
+    run_packed = (const {element} *)packed;
+    run_weight = (const {weight} *)weight;
+    run_epi = (const {epi} *)epilogue;
+    run_out = ({out} *)output;
+    pool_parallel(compute_item, 0, {items}, threads);
+    pthread_mutex_unlock(&pool_call_mutex);
 }}
 """
 

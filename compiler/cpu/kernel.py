@@ -10,7 +10,6 @@ packing happens inside the timed C call, so a run's time is the whole layer.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -20,13 +19,6 @@ from vdla.compiler.cpu.schedule import MODES, CpuProblem, CpuSchedule, default_c
 from vdla.compiler.errors import ScheduleError, ShapeError
 
 __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
-
-# libgomp's default lets idle threads spin; on a machine whose cores are busy
-# with other processes a spinning thread holds a core its sibling needs, and a
-# 2-thread layer of ~1 ms took ~30 ms (measured here, load 5 on 2 cores). Passive
-# waiting costs microseconds per region. libgomp reads this once, when the first
-# kernel loads it; a user's own setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def dtypes_of(mode: str) -> dict[str, np.dtype]:
@@ -148,7 +140,7 @@ class CpuKernel:
         data : numpy.ndarray
             NCHW activations (dense: ``(M, K)``) of the mode's dtype.
         threads : int
-            OpenMP threads.
+            Threads (the caller's included).
         out : numpy.ndarray, optional
             A C-contiguous output array to reuse.
         """

@@ -13,7 +13,7 @@ layer is a 1x1 convolution over a 1 x M image) into C:
 - ``loop_order``: ``"block_kernel"`` (channel block outside the kernel taps)
   or ``"kernel_block"`` (taps outside);
 - ``unroll``: unroll factor of the innermost channel loop;
-- ``parallel``: the OpenMP-parallel loops, ``"rows"`` (batch x output rows),
+- ``parallel``: the loops split between threads, ``"rows"`` (batch x output rows),
   ``"channels"`` (batch x output-channel blocks) or ``"both"``.
 
 The space is declared apart from the search (`cpu_knob_space` yields the
@@ -29,6 +29,7 @@ import json
 from typing import Iterator
 
 from vdla.compiler.errors import ScheduleError
+from vdla.compiler.ops import _ConvOutput
 
 __all__ = ["CpuSchedule", "CpuProblem", "cpu_knob_space", "estimate_cpu_cost",
            "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
@@ -45,7 +46,7 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class CpuProblem:
+class CpuProblem(_ConvOutput):
     """The convolution a CPU kernel computes, normalised (dense: N=1, H=1, W=batch).
 
     ``data_strides`` and ``out_strides`` are element strides of the user's
@@ -63,14 +64,6 @@ class CpuProblem:
     padding: tuple[int, int]
     data_strides: tuple[int, int, int, int]
     out_strides: tuple[int, int, int, int]
-
-    @property
-    def out_height(self) -> int:
-        return (self.height + 2 * self.padding[0] - self.kernel[0]) // self.stride[0] + 1
-
-    @property
-    def out_width(self) -> int:
-        return (self.width + 2 * self.padding[1] - self.kernel[1]) // self.stride[1] + 1
 
     @property
     def macs(self) -> int:

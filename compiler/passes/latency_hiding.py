@@ -106,15 +106,17 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
     last_any = [-1, -1, -1]
     covered = {}            # (producer module, consumer module) -> latest ordered index
     flags = [dict() for _ in stream]
-    tokens = {"load->compute": 0, "compute->load": 0, "compute->store": 0, "store->compute": 0}
-    neighbours = {LOAD: (COMPUTE,), COMPUTE: (LOAD, STORE), STORE: (COMPUTE,)}
+    tokens = {"->".join(isa.MODULES[m] for m in queue): 0 for queue in isa.TOKEN_QUEUES}
+    # The modules with a token queue into each module.
+    producers = {module: tuple(p for p, c in isa.TOKEN_QUEUES if c == module)
+                 for module in range(len(isa.MODULES))}
     for index, insn in enumerate(stream):
         module = isa.module_of(insn.instruction)
         is_finish = isinstance(insn.instruction, isa.Finish)
         reads, writes = accesses(insn)
         reads = [r for r in reads if r[0] in shared]
         writes = [w for w in writes if w[0] in shared]
-        for other in neighbours[module]:
+        for other in producers[module]:
             already = covered.get((other, module), -1)
             if last_any[other] <= already:
                 continue        # everything the other module did is already ordered
@@ -129,10 +131,10 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
                                  int(last_read[other][scope][low:high].max(initial=-1)))
             if needed <= already:
                 continue
-            # The consumer pops from the producer's side; the producer pushes
-            # towards the consumer.
-            flags[index]["pop_prev" if other < module else "pop_next"] = True
-            flags[needed]["push_next" if module > other else "push_prev"] = True
+            # The producer's instruction pushes, this one pops.
+            push_flag, pop_flag = isa.QUEUE_FLAGS[(other, module)]
+            flags[index][pop_flag] = True
+            flags[needed][push_flag] = True
             covered[(other, module)] = needed
             tokens[f"{isa.MODULES[other]}->{isa.MODULES[module]}"] += 1
         for scope, low, high in reads:

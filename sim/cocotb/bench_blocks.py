@@ -1,4 +1,4 @@
-"""Unit benches of the accelerator's blocks (see tests/cocotb/blocks.py for the top).
+"""Unit benches of the accelerator's blocks (see sim/cocotb/blocks.py for the top).
 
 Every check compares against an independent numpy/Python model written here:
 
@@ -31,6 +31,7 @@ from vdla.hw.isa import AluOp, Load, MemType, Store
 from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
 from vdla.sim.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
                                clock_and_reset, cycle_now, read)
+from vdla.sim.oracles import alu, pack, unpack_signed
 
 CONFIG = BLOCKS_CONFIG
 ACC_SCALARS = CONFIG.batch * CONFIG.block_out
@@ -94,27 +95,6 @@ async def token_queue_reset_clears(dut):
 
 
 # ---------------------------------------------------------------- ALU and GEMM
-def _pack(values, bits: int) -> int:
-    word = 0
-    for i, v in enumerate(values):
-        word |= (int(v) & ((1 << bits) - 1)) << (bits * i)
-    return word
-
-
-def _unpack(word: int, count: int, bits: int) -> np.ndarray:
-    values = [(word >> (bits * i)) & ((1 << bits) - 1) for i in range(count)]
-    return np.array([v - (1 << bits) if v >> (bits - 1) else v for v in values], dtype=np.int64)
-
-
-def _alu_reference(op: AluOp, a: np.ndarray, b: np.ndarray, imm: int = 0) -> np.ndarray:
-    wrap = lambda v: ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)  # noqa: E731
-    shift = b & 31
-    if op == AluOp.REQUANT:   # clip((a + b) >> (imm & 31), relu ? 0 : -128, 127), add wrapping
-        return np.clip(wrap(a + b) >> (imm & 31), 0 if imm & 32 else -128, 127)
-    return {AluOp.MIN: np.minimum(a, b), AluOp.MAX: np.maximum(a, b), AluOp.ADD: wrap(a + b),
-            AluOp.SHR: a >> shift, AluOp.SHL: wrap(a << shift), AluOp.MUL: wrap(a * b)}[op]
-
-
 @cocotb.test()
 async def alu_ops(dut):
     await clock_and_reset(dut)
@@ -142,12 +122,12 @@ async def alu_ops(dut):
             cases.append((a.astype(np.int64), b.astype(np.int64), imm))
         dut.alu__op.value = int(op)
         for a, b, imm in cases:
-            dut.alu__a.value = _pack(a, 32)
-            dut.alu__b.value = _pack(b, 32)
+            dut.alu__a.value = pack(a, 32)
+            dut.alu__b.value = pack(b, 32)
             dut.alu__imm.value = imm & 0xFFFF
             await RisingEdge(dut.clk)   # combinational: sampled at this edge
-            got = _unpack(read(dut.alu__result), ACC_SCALARS, 32)
-            want = _alu_reference(op, a, b, imm)
+            got = unpack_signed(read(dut.alu__result), 32, ACC_SCALARS)
+            want = alu(op, a, b, imm)
             assert np.array_equal(got, want), \
                 f"{op.name}: a={a} b={b} imm={imm} got {got} want {want}"
             checked += 1
@@ -167,10 +147,10 @@ async def gemm_core(dut):
         else:
             inp = rng.integers(-128, 128, (b, bi))
             wgt = rng.integers(-128, 128, (bo, bi))
-        dut.gemm__inp.value = _pack(inp.reshape(-1), 8)
-        dut.gemm__wgt.value = _pack(wgt.reshape(-1), 8)
+        dut.gemm__inp.value = pack(inp.reshape(-1), 8)
+        dut.gemm__wgt.value = pack(wgt.reshape(-1), 8)
         await RisingEdge(dut.clk)
-        got = _unpack(read(dut.gemm__product), b * bo, 32).reshape(b, bo)
+        got = unpack_signed(read(dut.gemm__product), 32, b * bo).reshape(b, bo)
         want = inp.astype(np.int64) @ wgt.astype(np.int64).T
         assert np.array_equal(got, want), f"case {case}: got {got} want {want}"
 

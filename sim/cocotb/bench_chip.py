@@ -22,9 +22,10 @@ from cocotb.triggers import RisingEdge
 
 from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_COUNTERS, RTL_STATUS
+from vdla.hw.isa import MODULES
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
-from vdla.sim.random_program import GeneratorOptions, generate
+from vdla.sim.programs import GeneratorOptions, generate
 from vdla.sim.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
 from vdla.sim.cocotb.harness import bench_config
 
@@ -89,7 +90,7 @@ async def _random_programs(dut, timing: Backpressure, seeds, label: str):
             if counters[name] != reference.counters[name]:
                 failures.append(f"seed {seed}: counter {name} {counters[name]} != fsim "
                                 f"{reference.counters[name]}")
-        retired = status["retired_load"] + status["retired_compute"] + status["retired_store"]
+        retired = sum(status[f"retired_{module}"] for module in MODULES)
         if retired != program.insn_count or status["fetched"] != program.insn_count:
             failures.append(f"seed {seed}: fetched {status['fetched']}, retired {retired} of "
                             f"{program.insn_count} instructions")

@@ -16,6 +16,7 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw import isa
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.sim import oracles
 
 __all__ = ["BuiltProgram", "ImageBuilder", "gemm_program", "alu_program",
            "double_buffer_program", "deadlock_program", "PROGRAMS"]
@@ -166,25 +167,12 @@ def alu_program(config: HwConfig, seed: int = 1) -> BuiltProgram:
     acc = acc.reshape(16, b, bo)
     operand = other.astype(np.int64)
 
-    def wrap(values):
-        return ((values + (1 << 31)) % (1 << 32)) - (1 << 31)
-
     for op, use_imm, imm in steps:
-        rhs = np.int64(imm) if use_imm else operand
-        if op == AluOp.ADD:
-            acc = wrap(acc + rhs)
-        elif op == AluOp.MUL:
-            acc = wrap(acc * rhs)
-        elif op == AluOp.SHR:
-            acc = acc >> (np.asarray(rhs) & 31)
-        elif op == AluOp.SHL:
-            acc = wrap(acc << (np.asarray(rhs) & 31))
-        elif op == AluOp.MAX:
-            acc = np.maximum(acc, rhs)
-        elif op == AluOp.MIN:
-            acc = np.minimum(acc, rhs)
+        # An immediate is the operand; REQUANT's is its shift and relu, with no bias.
+        rhs = np.int64(0 if op == AluOp.REQUANT else imm) if use_imm else operand
+        acc = oracles.alu(op, acc, rhs, imm)
     out = np.zeros((4, 5, b, bo), dtype=np.int8)
-    out[:, :4] = (acc.reshape(4, 4, b, bo) & 0xFF).astype(np.uint8).view(np.int8)
+    out[:, :4] = oracles.to_int8(acc.reshape(4, 4, b, bo))
     return BuiltProgram("alu", dram, 0, count, program, out_offset, out.reshape(-1))
 
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES
+from vdla.hw.counters import ACTIVITY_STATES, STATUS_BITS
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.errors import AddressError, DeadlockError
-from vdla.sim.rtl.build import ModelBuild, build_model
+from vdla.sim.rtl.build import ModelBuild, RunStatus, build_model
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit"]
 
-DONE, TIMEOUT, MEMORY_ERROR, NOT_STARTED = 0, 1, 2, 3
+DONE, TIMEOUT, MEMORY_ERROR, NOT_STARTED = RunStatus
 # Cycles stepped per native call: long enough to amortise the call, short
 # enough (~0.1-1 s) that KeyboardInterrupt is seen promptly.
 STEP_SLICE = 1 << 20
@@ -358,7 +358,7 @@ def _blocked_instructions(instructions: list | None, status: dict[str, int],
     for position, module in enumerate(order):
         retired = status.get(f"retired_{module}")
         queue = queues[module]
-        if retired is None or len(queue) >= 1 << 16:  # 16-bit status counters wrap
+        if retired is None or len(queue) >= 1 << STATUS_BITS:  # status counters wrap
             continue
         if retired >= len(queue):
             lines.append(f"{module} done ({len(queue)} instructions)")
@@ -366,20 +366,17 @@ def _blocked_instructions(instructions: list | None, status: dict[str, int],
         index = queue[retired]
         insn = instructions[index]
         first = index if first is None else min(first, index)
-        prev = order[position - 1] if position > 0 else None
-        nxt = order[position + 1] if position < 2 else None
-        waits = []
-        for flag, other in (("pop_prev", prev), ("pop_next", nxt)):
-            if getattr(insn, flag) and other is not None:
-                name = f"{other}_to_{module}"
-                if tokens.get(name, 0) == 0:
-                    waits.append(f"{other}->{module} (empty)")
-        fulls = []
-        for flag, other in (("push_prev", prev), ("push_next", nxt)):
-            if getattr(insn, flag) and other is not None:
-                name = f"{module}_to_{other}"
-                if tokens.get(name, 0) >= depth:
-                    fulls.append(f"{module}->{other} (full, {depth})")
+        waits, fulls = [], []
+        for flag in isa.DEPENDENCY_FLAGS:
+            queue = isa.flag_queue(position, flag) if getattr(insn, flag) else None
+            if queue is None:
+                continue
+            label = "->".join(isa.MODULES[m] for m in queue)
+            held = tokens.get(isa.TOKEN_QUEUES[queue], 0)
+            if flag.startswith("pop") and held == 0:
+                waits.append(f"{label} (empty)")
+            elif flag.startswith("push") and held >= depth:
+                fulls.append(f"{label} (full, {depth})")
         where = describe_instruction(index, insn)
         if waits:
             lines.append(f"{module} blocked at {where} waiting to pop from {', '.join(waits)}")
@@ -541,26 +538,28 @@ class RtlSimulator:
 
     def _result(self, instructions: list | None) -> RunResult:
         from vdla.hw import isa
-        config, model = self.config, self.model
+        model = self.model
         counters = model.counters()
         memory = model.memory_stats()
         cycles = model.cycles
         gemm_uops = counters.get("gemm_uops", 0)
         if instructions is not None:
-            useful_uops = sum(insn.micro_ops for insn in instructions
-                              if isinstance(insn, isa.Gemm) and not insn.reset)
+            accumulating_uops = sum(insn.micro_ops for insn in instructions
+                                    if isinstance(insn, isa.Gemm) and not insn.reset)
         else:
-            useful_uops = gemm_uops
+            accumulating_uops = gemm_uops
         modules = {}
-        for module in ("load", "compute", "store"):
+        for module in isa.MODULES:
             figures = {kind: counters.get(f"{module}_{kind}", 0)
                        for kind in ("busy", "wait_token", "wait_mem")}
             figures["busy_fraction"] = figures["busy"] / cycles if cycles else 0.0
             modules[module] = figures
+        # Micro-ops, not MACs: a micro-op also computes the zero-padded lanes of a
+        # layer whose channels are no multiple of the block, which only the
+        # compiled layer knows (`vdla run` reports its real GEMM utilization).
         details = {
-            "gemm_utilization": useful_uops / cycles if cycles else 0.0,
-            "useful_gemm_uops": useful_uops,
-            "useful_macs": useful_uops * config.macs_per_cycle,
+            "gemm_uops_per_cycle": accumulating_uops / cycles if cycles else 0.0,
+            "accumulating_gemm_uops": accumulating_uops,
             "rtl_cycle_counter": counters.get("cycles", 0),
             "modules": modules,
             "dram_bytes_read": memory["read_beats"] * model.bus_bytes,

@@ -5,7 +5,9 @@
 //   VDLA_BUS_BITS, VDLA_READ_LATENCY, the request and write-beat field
 //   positions (VDLA_REQUEST_{ADDR,BEATS}_{LSB,BITS}, VDLA_WRITE_STRB_LSB,
 //   VDLA_WRITE_BITS, from hw.layouts), VDLA_COUNTERS(X), VDLA_STATUS(X),
-//   VDLA_ACTIVITY(X), VDLA_TRACE (0/1) and VDLA_BUILD_ID. Port payload types differ between
+//   VDLA_ACTIVITY(X), VDLA_NUM_ACTIVITY_STATES, VDLA_TRACE (0/1),
+//   VDLA_BUILD_ID and the run status codes (kDone, kTimeout,
+//   kMemoryError, kNotStarted, from RunStatus in build.py). Port payload types differ between
 //   configs (CData .. QData, VlWide<N>); the overloads below copy bits in and
 //   out of any of them, so this file is the same for every config.
 //
@@ -87,15 +89,13 @@ inline uint64_t bit_field(const uint32_t* words, int lsb, int bits) {
     return value;
 }
 
-enum Status : int { kDone = 0, kTimeout = 1, kMemoryError = 2, kNotStarted = 3 };
-
 const char* const kActivityNames[] = {
 #define VDLA_NAME(name) #name,
     VDLA_ACTIVITY(VDLA_NAME)
 #undef VDLA_NAME
 };
 constexpr int kNumActivity = sizeof(kActivityNames) / sizeof(kActivityNames[0]);
-constexpr int kNumStates = 4;  // the 2-bit code of hw.counters.ACTIVITY_STATES
+constexpr int kNumStates = VDLA_NUM_ACTIVITY_STATES;  // hw.counters.ACTIVITY_STATES
 
 const char* const kCounterNames[] = {
 #define VDLA_NAME(name) #name,

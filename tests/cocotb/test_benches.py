@@ -1,6 +1,6 @@
 """pytest entry points of the cocotb benches (Verilator through cocotb's runner).
 
-Each model is built once per content hash (tests/cocotb/harness.py: cached
+Each model is built once per content hash (sim/cocotb/harness.py: cached
 across sessions, shared by xdist workers) and each bench runs all its test
 cases in one simulator process; the wrapper then checks that every expected
 test case ran and passed, so a bench that silently runs nothing fails too.

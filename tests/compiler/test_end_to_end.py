@@ -17,8 +17,8 @@ from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import MemType
 from vdla.runtime.device import Device
-from tests.compiler.hb import (module, run_tokens, unordered_compute_conflicts,
-                               unordered_conflicts)
+from tests.compiler.happens_before import (module, run_tokens, unordered_compute_conflicts,
+                                           unordered_conflicts)
 
 DEFAULT, TINY = PRESETS["default"], PRESETS["tiny"]
 # A config whose GEMM core takes two images at once (batch blocks of 2).

@@ -9,7 +9,7 @@ from vdla.compiler.ops import Epilogue
 from vdla.compiler.passes.epilogue import lower_epilogues
 from vdla.hw import isa
 from vdla.hw.config import PRESETS
-from tests.compiler.interp import run_nest
+from tests.compiler.ir_interpreter import run_nest
 
 TINY = PRESETS["tiny"]
 

@@ -5,8 +5,9 @@ import pytest
 from vdla.compiler import Conv2d, Dense, Schedule, compile_op
 from vdla.hw import isa
 from vdla.hw.config import PRESETS
-from tests.compiler.hb import (LOAD, COMPUTE, compute_done_before, module, run_tokens,
-                               unordered_compute_conflicts, unordered_conflicts)
+from tests.compiler.happens_before import (LOAD, COMPUTE, compute_done_before, module,
+                                           run_tokens, unordered_compute_conflicts,
+                                           unordered_conflicts)
 
 TINY = PRESETS["tiny"]
 CONV = Conv2d(1, 6, 6, 8, 8, kernel=3, padding=1, bias=True, shift=2, relu=True)

@@ -7,7 +7,7 @@ from vdla.compiler import Conv2d, CompileError, Schedule, ir
 from vdla.compiler.lower import lower
 from vdla.compiler.passes.tensorize import tensorize, tensorize_stmt
 from vdla.hw.config import PRESETS
-from tests.compiler.interp import new_sram, run_nest
+from tests.compiler.ir_interpreter import new_sram, run_nest
 
 TINY = PRESETS["tiny"]
 

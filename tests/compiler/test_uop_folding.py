@@ -11,7 +11,7 @@ from vdla.compiler.passes.uop_folding import MAX_ITER, fold_nest
 from vdla.hw import isa
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device
-from tests.compiler.interp import new_sram, run_instructions, run_nest
+from tests.compiler.ir_interpreter import new_sram, run_instructions, run_nest
 
 TINY = PRESETS["tiny"]
 

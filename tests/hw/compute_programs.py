@@ -25,15 +25,9 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
+from vdla.sim.oracles import requant
 
-__all__ = ["overlap_program", "requant_reference"]
-
-
-def requant_reference(acc: np.ndarray, bias, imm: int) -> np.ndarray:
-    """``clip((acc + bias) >> (imm & 31), lo, 127)`` in int64 with the int32 add wrapping."""
-    total = (acc.astype(np.int64) + np.asarray(bias, dtype=np.int64)) & 0xFFFFFFFF
-    total = total.astype(np.uint32).view(np.int32).astype(np.int64)
-    return np.clip(total >> (imm & 31), 0 if imm & 32 else -128, 127)
+__all__ = ["overlap_program"]
 
 
 def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k: int = 3,
@@ -143,7 +137,7 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
     for t in range(tiles):
         acc = products[t] + adds[t]
         operand = bias.astype(np.int64)[None] if with_bias[t] else 0
-        out[t * mn:(t + 1) * mn] = requant_reference(acc, operand, requant_imms[t]).reshape(mn, b, bo)
+        out[t * mn:(t + 1) * mn] = requant(acc, operand, requant_imms[t]).reshape(mn, b, bo)
     out[tiles * mn] = reps * np.einsum("kbi,koi->bo", inp[0, 0].astype(np.int64),
                                        wgt[0].astype(np.int64))
     out[tiles * mn + 1] = 5

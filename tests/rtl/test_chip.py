@@ -16,6 +16,7 @@ import pytest
 
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.isa import MODULES
 from vdla.sim.backend import get_backend
 from vdla.sim.errors import DeadlockError
 from vdla.sim.rtl import RtlSimulator, build_model
@@ -57,8 +58,8 @@ def test_program_matches_fsim_and_numpy(tiny, chip, name):
     assert result.details["dram_bytes_read"] == result.counters["dram_read_beats"] * \
         tiny.dram_bus_bytes
     useful = sum(i.micro_ops for i in program.instructions if i.opcode.name == "GEMM" and not i.reset)
-    assert result.details["gemm_utilization"] == pytest.approx(useful / result.cycles)
-    for module in ("load", "compute", "store"):
+    assert result.details["gemm_uops_per_cycle"] == pytest.approx(useful / result.cycles)
+    for module in MODULES:
         figures = result.details["modules"][module]
         assert 0 <= figures["busy"] <= result.cycles
         assert figures["busy"] == result.counters[f"{module}_busy"]

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from vdla.cli.demo import command as demo_command
 from vdla.cli.main import cli
 from vdla.compiler.ops import Conv2d
+from vdla.hw.isa import MODULES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,7 +76,7 @@ def test_demo_on_rtl_reports_the_baselines_cycles():
     assert f"cycles:       {cycles:,} (ideal {512 * 7 * 7 * 256 // 256:,}" in out
     utilization = 512 * 7 * 7 * 256 / (cycles * 256)
     assert f"GEMM utilization: {100 * utilization:.1f}%" in out
-    for module in ("load", "compute", "store"):
+    for module in MODULES:
         assert re.search(rf"^  {module}\s+\d+\.\d%", out, re.MULTILINE), module
-    assert re.search(r"DRAM:\s+[\d,]+ B \([\d.]+ MiB\) read", out)
+    assert re.search(r"DRAM traffic: [\d,]+ B \([\d.]+ MiB\) read", out)
     assert "check:        PASS" in out

@@ -99,8 +99,3 @@ def random_elements(rng: np.random.Generator, config: HwConfig, kind: str, count
     if kind == "uop":
         return rng.integers(0, 1 << 32, (count,), dtype=np.uint64).astype(np.uint32)
     return rng.integers(-128, 128, shape, dtype=np.int8)
-
-
-def wrap32(value: int) -> int:
-    """Python-int two's-complement wrap to int32 (independent of numpy)."""
-    return ((int(value) + (1 << 31)) % (1 << 32)) - (1 << 31)

@@ -7,17 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
-from tests.sim.image import CONFIGS, TINY, Image, random_elements, wrap32
+from vdla.sim.oracles import alu, requant, to_int8, wrap32
+from tests.sim.image import CONFIGS, TINY, Image, random_elements
 
 CONFIG_IDS = [c.name for c in CONFIGS]
-
-
-def low8(values: np.ndarray) -> np.ndarray:
-    return (((np.asarray(values, dtype=np.int64) & 0xFF) ^ 0x80) - 0x80).astype(np.int8)
-
-
-def wrap32_array(values: np.ndarray) -> np.ndarray:
-    return (((values.astype(np.int64) + (1 << 31)) % (1 << 32)) - (1 << 31)).astype(np.int32)
 
 
 def loop_nest(insn):
@@ -66,7 +59,7 @@ def gemm_reference(state, insn, uops):
     if insn.reset:
         for i, j, u in loop_nest(insn):
             acc[uops[u - insn.uop_begin].dst + i * insn.dst_factor_out + j * insn.dst_factor_in] = 0
-        return wrap32_array(acc)
+        return wrap32(acc).astype(np.int32)
     inp, wgt = state["inp"].astype(np.int64), state["wgt"].astype(np.int64)
     for i, j, u in loop_nest(insn):
         uop = uops[u - insn.uop_begin]
@@ -74,7 +67,7 @@ def gemm_reference(state, insn, uops):
         src = uop.src + i * insn.src_factor_out + j * insn.src_factor_in
         w = uop.wgt + i * insn.wgt_factor_out + j * insn.wgt_factor_in
         acc[dst] += inp[src] @ wgt[w].T
-    return wrap32_array(acc)
+    return wrap32(acc).astype(np.int32)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
@@ -90,7 +83,7 @@ def test_gemm_matches_loop_reference(config, data, seed, reset):
     expected = gemm_reference(state, insn, uops)
     sram = result.details["sram"]
     np.testing.assert_array_equal(sram["acc"].reshape(expected.shape), expected)
-    np.testing.assert_array_equal(sram["out"].reshape(expected.shape), low8(expected))
+    np.testing.assert_array_equal(sram["out"].reshape(expected.shape), to_int8(expected))
     executions = insn.iter_out * insn.iter_in * len(uops)
     assert result.counters["gemm_uops"] == executions
     assert result.counters["gemm_macs"] == (0 if reset else executions * config.macs_per_cycle)
@@ -123,25 +116,6 @@ def test_gemm_with_empty_loop_does_nothing():
 
 
 # ------------------------------------------------------------------ ALU
-def alu_scalar(op: AluOp, a: int, b: int, imm: int = 0) -> int:
-    """One ALU lane in Python ints: the semantics written out independently."""
-    if op == AluOp.REQUANT:
-        return min(max(wrap32(a + b) >> (imm % 32), 0 if (imm >> 5) & 1 else -128), 127)
-    if op == AluOp.MIN:
-        return min(a, b)
-    if op == AluOp.MAX:
-        return max(a, b)
-    if op == AluOp.ADD:
-        return wrap32(a + b)
-    if op == AluOp.SHR:
-        return a >> (b & 31)  # Python's >> on negative ints is arithmetic
-    if op == AluOp.SHL:
-        return wrap32(a << (b & 31))
-    if op == AluOp.MUL:
-        return wrap32(a * b)
-    raise AssertionError(op)
-
-
 def alu_reference(acc: np.ndarray, insn: Alu, uops) -> np.ndarray:
     rows = [[int(v) for v in row.reshape(-1)] for row in acc]
     for i, j, u in loop_nest(insn):
@@ -155,7 +129,7 @@ def alu_reference(acc: np.ndarray, insn: Alu, uops) -> np.ndarray:
             operand = [0 if insn.alu_op == AluOp.REQUANT else insn.imm] * len(rows[dst])
         else:
             operand = list(rows[uop.src + i * insn.src_factor_out + j * insn.src_factor_in])
-        rows[dst] = [alu_scalar(insn.alu_op, a, b, insn.imm) for a, b in zip(rows[dst], operand)]
+        rows[dst] = [int(v) for v in alu(insn.alu_op, rows[dst], operand, insn.imm)]
     return np.array(rows, dtype=np.int64).astype(np.int32).reshape(acc.shape)
 
 
@@ -189,7 +163,7 @@ def test_alu_op_on_edge_values(op, use_imm, imm):
     result = run_alu(config, acc, insn, uops)
     expected = alu_reference(acc, insn, uops)
     np.testing.assert_array_equal(result.details["sram"]["acc"][:2 * count], expected)
-    np.testing.assert_array_equal(result.details["sram"]["out"][:2 * count], low8(expected))
+    np.testing.assert_array_equal(result.details["sram"]["out"][:2 * count], to_int8(expected))
     assert result.counters["alu_uops"] == count
 
 
@@ -233,7 +207,7 @@ def test_requant_known_answers(a, b, imm, expected):
     assert (result.details["sram"]["acc"][0] == expected).all()
     no_bias = run_alu(config, acc, Alu(alu_op=AluOp.REQUANT, use_imm=True, imm=imm, uop_end=1),
                       [Uop(dst=0, src=1)])
-    assert (no_bias.details["sram"]["acc"][0] == alu_scalar(AluOp.REQUANT, a, 0, imm)).all()
+    assert (no_bias.details["sram"]["acc"][0] == requant(a, 0, imm)).all()
 
 
 def test_alu_imm_is_sign_extended():
@@ -260,7 +234,7 @@ def test_alu_matches_sequential_reference(config, data, seed, op, use_imm, imm, 
     result = run_alu(config, acc, insn, uops)
     expected = alu_reference(acc, insn, uops)
     np.testing.assert_array_equal(result.details["sram"]["acc"], expected)
-    np.testing.assert_array_equal(result.details["sram"]["out"], low8(expected))
+    np.testing.assert_array_equal(result.details["sram"]["out"], to_int8(expected))
 
 
 @pytest.mark.parametrize("op", [AluOp.MAX, AluOp.MIN, AluOp.ADD, AluOp.SHR, AluOp.MUL],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -31,7 +33,7 @@ def _load(kind, image, source, base, pads, y_size, x_size, x_stride, sram_base):
                          ids=["1x1", "contiguous", "strided", "overlapping-rows-stride0"])
 def test_load_padding_and_strides(config, kind, pads, shape):
     y_size, x_size, x_stride = shape
-    rng = np.random.default_rng(abs(hash((kind, pads, shape))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((kind, pads, shape)).encode()))  # str hash() varies per run
     source = random_elements(rng, config, kind, 64)
     image = Image(config, fill=0x5A)
     base, sram_base = 3, 2

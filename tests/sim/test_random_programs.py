@@ -1,4 +1,4 @@
-"""Random legal programs (sim/random_program.py) against fsim and a reference.
+"""Random legal programs (`vdla.sim.programs`) against fsim and a reference.
 
 The reference here is independent of fsim: a plain loop-by-loop interpreter of
 the ISA semantics (hw/isa.py docstring) that runs the three module queues in a
@@ -22,24 +22,20 @@ import pytest
 
 from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store
+from vdla.hw.isa import QUEUE_FLAGS, Alu, AluOp, Finish, Gemm, Load, MemType, Store
 from vdla.sim.backend import get_backend
 from vdla.sim.errors import DeadlockError, RaceError, TokenError
-from vdla.sim.random_program import (QUEUE_FLAGS, GeneratorOptions, check_token_discipline,
-                                generate)
+from vdla.sim.programs import GeneratorOptions, check_token_discipline, generate
+from vdla.sim import oracles
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 # A third shape: wide bus (sub-beat elements), batch 2, shallow queues.
 ODD = PRESETS["odd"]
 
-LOAD, COMPUTE, STORE = range(3)
+LOAD, COMPUTE, STORE = isa.LOAD_MODULE, isa.COMPUTE_MODULE, isa.STORE_MODULE
 
 
 # ---------------------------------------------------------------- reference
-def _wrap(value):
-    return ((np.asarray(value, dtype=np.int64) + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
 class Reference:
     """Sequential ISA interpreter with a random scheduler over the module queues."""
 
@@ -115,7 +111,7 @@ class Reference:
                             self.acc[dst] = 0
                         else:
                             product = self.inp[src] @ self.wgt[wgt].T
-                            self.acc[dst] = _wrap(self.acc[dst] + product.reshape(-1))
+                            self.acc[dst] = oracles.wrap32(self.acc[dst] + product.reshape(-1))
                     else:
                         self.acc[dst] = self._alu(insn, dst, src)
                     self.out[dst] = self.acc[dst]
@@ -125,26 +121,11 @@ class Reference:
         if insn.reset:
             return np.zeros_like(self.acc[dst])
         a = self.acc[dst]
-        op = insn.alu_op
-        if op == AluOp.REQUANT:
-            # (a + bias) wrapping, arithmetic shift by imm[4:0], clip to [lo, 127]
-            bias = np.zeros_like(a) if insn.use_imm else self.acc[src].copy()
-            low = 0 if (insn.imm >> 5) & 1 else -128
-            return np.clip(_wrap(a + bias) >> (insn.imm & 31), low, 127)
-        b = np.full_like(a, insn.imm) if insn.use_imm else self.acc[src].copy()
-        if op == AluOp.MIN:
-            return np.minimum(a, b)
-        if op == AluOp.MAX:
-            return np.maximum(a, b)
-        if op == AluOp.ADD:
-            return _wrap(a + b)
-        if op == AluOp.SHR:
-            return a >> (b & 31)
-        if op == AluOp.SHL:
-            return _wrap(a << (b & 31))
-        if op == AluOp.MUL:
-            return _wrap(a * b)
-        raise AssertionError(op)
+        if insn.use_imm:   # REQUANT with use_imm adds no bias: imm is its shift and relu
+            b = np.full_like(a, 0 if insn.alu_op == AluOp.REQUANT else insn.imm)
+        else:
+            b = self.acc[src].copy()
+        return oracles.alu(insn.alu_op, a, b, insn.imm)
 
     def run(self, instructions, schedule_seed: int, token_depth: int):
         """Run modules in a random legal order; raise DeadlockError if stuck."""

@@ -1,14 +1,11 @@
-"""cpu programs: the file records the target, Device(target="cpu") runs them, the CLI too,
-and each kind of device refuses the other's programs with a clear error."""
+"""cpu programs (`compiler.cpu.program`): the file records the target,
+Device(target="cpu") runs them, and each kind of device refuses the other's
+programs with a clear error."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
-from vdla.cli.compile import command as compile_command
-from vdla.cli.run import command as run_command
 from vdla.compiler import compile_op
 from vdla.compiler.cpu import reference_fp32
 from vdla.compiler.cpu.program import compile_cpu
@@ -77,44 +74,6 @@ def test_metadata_without_c_is_a_clear_error(cpu_program):
     del program.metadata["cpu"]["source"]
     with pytest.raises(ProgramError, match="holds no generated C"):
         Device(target="cpu").run(program, OP.random_inputs(np.random.default_rng(3)))
-
-
-def test_cli_compiles_and_runs_for_the_cpu(tmp_path):
-    runner = CliRunner()
-    program = tmp_path / "layer.vdla"
-    result = runner.invoke(compile_command, [
-        "conv2d", "--batch", "2", "--in-channels", "13", "--out-channels", "11", "--height", "10",
-        "--width", "9", "--kernel", "3x2", "--stride", "1", "--pad", "1", "--bias",
-        "--shift", "6", "--relu", "--target", "cpu", "-o", str(program)])
-    assert result.exit_code == 0, result.output
-    assert "for the cpu (int8" in result.output
-    op = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), padding=1, bias=True, shift=6, relu=True)
-    inputs = op.random_inputs(np.random.default_rng(4))
-    args = []
-    for name, array in inputs.items():
-        np.save(tmp_path / f"{name}.npy", array)
-        args += ["--input", f"{name}={tmp_path / f'{name}.npy'}"]
-    out = tmp_path / "out.npy"
-    result = runner.invoke(run_command, [str(program), "--target", "cpu", *args,
-                                         "--output", str(out)])
-    assert result.exit_code == 0, result.output
-    np.testing.assert_array_equal(np.load(out), op.reference(**inputs))
-    result = runner.invoke(run_command, [str(program), *args])
-    assert result.exit_code != 0
-    assert "compiled for target 'cpu'" in result.output and "Traceback" not in result.output
-    assert load(program).target == "cpu"
-
-
-def test_cli_rejects_accelerator_knobs_for_the_cpu(tmp_path):
-    result = CliRunner().invoke(compile_command, [
-        "dense", "--in-features", "8", "--out-features", "4", "--target", "cpu",
-        "--virtual-threads", "2", "-o", str(tmp_path / "x.vdla")])
-    assert result.exit_code != 0
-    assert "--virtual-threads and --no-latency-hiding are accelerator knobs" in result.output
-    result = CliRunner().invoke(compile_command, [
-        "dense", "--in-features", "8", "--out-features", "4", "--precision", "fp32",
-        "-o", str(tmp_path / "x.vdla")])
-    assert "the accelerator computes int8 only" in result.output
 
 
 def test_saved_file_round_trip(tmp_path, cpu_program):

@@ -14,6 +14,7 @@ import numpy as np
 
 from vdla.compiler import ir
 from vdla.hw.isa import AluOp
+from vdla.sim.oracles import alu
 
 
 def new_sram(config, rng=None):
@@ -24,14 +25,6 @@ def new_sram(config, rng=None):
     return {"inp": rng.integers(-128, 128, size=shape("inp")).astype(np.int64),
             "wgt": rng.integers(-128, 128, size=shape("wgt")).astype(np.int64),
             "acc": np.zeros(shape("acc"), dtype=np.int64)}
-
-
-def _alu(op, a, b, imm=0):
-    if op == AluOp.REQUANT:
-        total = (a + b + (1 << 31)) % (1 << 32) - (1 << 31)     # int32 wrap
-        return np.clip(total >> (imm & 31), 0 if imm & 32 else -128, 127)
-    return {AluOp.ADD: lambda: a + b, AluOp.MIN: lambda: np.minimum(a, b),
-            AluOp.MAX: lambda: np.maximum(a, b), AluOp.SHR: lambda: a >> (b & 31)}[op]()
 
 
 def run_nest(stmt, sram) -> None:
@@ -62,8 +55,8 @@ def run_nest(stmt, sram) -> None:
                 operand = sram["acc"][at(leaf.src)]
             else:
                 operand = 0 if leaf.op == AluOp.REQUANT else leaf.imm
-            sram["acc"][at(leaf.dst)] = _alu(leaf.op, sram["acc"][at(leaf.dst)], operand,
-                                             leaf.imm or 0)
+            sram["acc"][at(leaf.dst)] = alu(leaf.op, sram["acc"][at(leaf.dst)], operand,
+                                            leaf.imm or 0)
         else:
             raise TypeError(leaf)
 
@@ -91,4 +84,4 @@ def run_instructions(insns, sram) -> None:
                             operand = 0 if i.alu_op == AluOp.REQUANT else i.imm
                         else:
                             operand = sram["acc"][s]
-                        sram["acc"][d] = _alu(i.alu_op, sram["acc"][d], operand, i.imm)
+                        sram["acc"][d] = alu(i.alu_op, sram["acc"][d], operand, i.imm)
