@@ -14,10 +14,9 @@ was staged in that step, and that every output is written exactly once.
 
 What this verifies is the index arithmetic (tiles, shared-memory staging,
 padding, stride, the K loop, the output mapping) and the weight packing. It
-does not execute the CUDA C: the text around the formulas (byte packing,
-``__dp4a``, the epilogue's C) and the compiler's treatment of it are checked
-by compiling with nvcc here and by running on a GPU there
-(``tests/compiler/gpu``).
+does not execute the CUDA C: the kernel's text is run on the CPU by
+`compiler.gpu.host_emulation` (int8 and fp32), compiled for sm_90a by nvcc,
+and run on a GPU only where one exists (``tests/compiler/gpu``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from vdla.hw.cache import cache_root, publish
 
-__all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin"]
+__all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin", "cached_build"]
 
 DEFAULT_ARCH = "sm_90a"
 _REPORT = "report.json"
@@ -85,6 +85,29 @@ def _parse(log: str, arch: str, cubin_bytes: int) -> PtxasReport:
                        stack_bytes=number(r"(\d+) bytes stack frame"), cubin_bytes=cubin_bytes)
 
 
+def cached_build(kind: str, key_parts, produce, marker: str) -> Path:
+    """``<cache>/gpu/<kind>/<key>/<marker>``, made once by ``produce(work_dir)`` and published.
+
+    ``key`` digests ``key_parts``; ``produce`` writes ``marker`` (and anything
+    else) into a fresh directory that is then published atomically
+    (`hw.cache.publish`), so concurrent processes build at most twice and
+    never see half an entry.
+    """
+    digest = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
+    final = cache_root() / "gpu" / kind / digest
+    if (final / marker).exists():
+        return final / marker
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{digest}-"))
+    try:
+        produce(work)
+        publish(work, final, marker)
+        return final / marker
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
     """Compile ``source`` to a cubin for ``arch`` (cached) and return ptxas's report.
 
@@ -93,16 +116,11 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
     NvccError
         Without nvcc, or with nvcc's last lines of output when it fails.
     """
-    digest = hashlib.sha256("\0".join((source, arch, nvcc_version())).encode()).hexdigest()[:24]
-    final = cache_root() / "gpu" / "nvcc" / digest
-    if (final / _REPORT).exists():
-        return PtxasReport(**json.loads((final / _REPORT).read_text()))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{digest}-"))
-    try:
+    command = [_nvcc(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", "kernel.cubin",
+               "kernel.cu"]
+
+    def produce(work: Path) -> None:
         (work / "kernel.cu").write_text(source)
-        command = [_nvcc(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", "kernel.cubin",
-                   "kernel.cu"]
         result = subprocess.run(command, cwd=work, capture_output=True, text=True)
         log = result.stdout + result.stderr
         if result.returncode != 0:
@@ -111,8 +129,5 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
         report = _parse(log, arch, (work / "kernel.cubin").stat().st_size)
         (work / "ptxas.log").write_text(log)
         (work / _REPORT).write_text(json.dumps(dataclasses.asdict(report)) + "\n")
-        publish(work, final, _REPORT)
-        return report
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    path = cached_build("nvcc", (source, arch, nvcc_version()), produce, _REPORT)
+    return PtxasReport(**json.loads(path.read_text()))
