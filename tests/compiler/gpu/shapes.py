@@ -5,17 +5,14 @@ import dataclasses
 from vdla.compiler.ops import Conv2d, Dense
 from vdla.compiler.workloads import RESNET18
 
-# Channels that are not multiples of any tile or of dp4a's 4, stride 2, 1x1,
-# non-square kernels and strides, padding, shifts past 31, dense, batch 8.
-ODD_SHAPES = [
-    Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True),
-    Conv2d(1, 35, 21, 13, 11, kernel=3, padding=1),
-    Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True, shift=5),
-    Conv2d(1, 20, 12, 9, 9, kernel=3, stride=2, padding=1, bias=True, shift=7),
-    Conv2d(1, 4, 10, 4, 4, kernel=1, bias=True, shift=40, relu=True),
-    Conv2d(1, 64, 40, 6, 6, kernel=1, stride=2, bias=True, shift=9),
+from tests.compiler.cpu.test_kernel import SHAPES as CPU_SHAPES
+
+# The cpu target's odd shapes (channels not multiples of a tile or of dp4a's 4, stride 2,
+# 1x1,
+# non-square kernels and strides, padding, shifts past 31, dense), batch 8 added.
+ODD_SHAPES = CPU_SHAPES[:6] + [
     Conv2d(8, 6, 9, 5, 7, kernel=3, padding=1, bias=True, shift=6, relu=True),
-    Dense(3, 37, 21, bias=True, shift=5),
+    CPU_SHAPES[6],
     Dense(8, 300, 17, bias=True, shift=12, relu=True),
 ]
 
