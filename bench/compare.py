@@ -40,9 +40,8 @@ import numpy as np
 from vdla.bench.gpu_compare import GPU_COLUMNS, gpu_columns
 from vdla.compiler.workloads import RESNET18, Workload
 
-__all__ = ["Column", "run_comparison", "format_table", "markdown_table", "plot_comparison",
-           "COLUMNS",
-           "DEFAULT_CLOCK_MHZ"]
+__all__ = ["Column", "CheckError", "run_comparison", "format_table", "markdown_table",
+           "plot_comparison", "COLUMNS", "INT8_ORT", "DEFAULT_CLOCK_MHZ"]
 
 # VTA's published PYNQ (Zynq-7020) clock; no synthesis report states an Fmax yet.
 DEFAULT_CLOCK_MHZ = 100.0
@@ -96,6 +95,10 @@ def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
     baseline = load_baseline(path)
     if baseline.get("config_hash") != config.hash:
         column.missing = f"{path.name} is for other hardware (config hash differs)"
+        return column
+    absent = [w.name for w in workloads if w.name not in baseline.get("layers", {})]
+    if absent:
+        column.missing = f"{path.name} has no cycles for {', '.join(absent)}"
         return column
     device = Device(config, sim="fsim")
     for workload in workloads:

@@ -254,22 +254,27 @@ class Conv2d(_ConvOutput, _Op):
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
                             layouts, shapes)
 
-    def reference(self, data: np.ndarray, weight: np.ndarray,
-                  bias: np.ndarray | None = None) -> np.ndarray:
-        """Independent numpy result, int8 of shape (N, K, OH, OW)."""
-        data = np.asarray(data, dtype=np.int64)
-        weight = np.asarray(weight, dtype=np.int64)
+    def accumulate(self, data: np.ndarray, weight: np.ndarray, dtype=np.int64) -> np.ndarray:
+        """The convolution's sums before the epilogue, in numpy ``dtype`` (exact in int64)."""
+        data = np.asarray(data, dtype=dtype)
+        weight = np.asarray(weight, dtype=dtype)
         _check_shape("data", data.shape, (self.batch, self.in_channels, self.height, self.width))
         _check_shape("weight", weight.shape, (self.out_channels, self.in_channels, *self.kernel))
         (ph, pw), (sh, sw), (kh, kw) = self.padding, self.stride, self.kernel
         padded = np.pad(data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
         oh, ow = self.out_height, self.out_width
-        acc = np.zeros((self.batch, self.out_channels, oh, ow), dtype=np.int64)
+        acc = np.zeros((self.batch, self.out_channels, oh, ow), dtype=dtype)
         # Sum over kernel taps: each tap is one (N, C, OH, OW) x (K, C) contraction.
         for dy in range(kh):
             for dx in range(kw):
                 window = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
                 acc += np.einsum("nchw,kc->nkhw", window, weight[:, :, dy, dx])
+        return acc
+
+    def reference(self, data: np.ndarray, weight: np.ndarray,
+                  bias: np.ndarray | None = None) -> np.ndarray:
+        """Independent numpy result, int8 of shape (N, K, OH, OW)."""
+        acc = self.accumulate(data, weight)
         if self.bias:
             _check_shape("bias", np.shape(bias), (self.out_channels,))
         return self.epilogue.apply(acc, bias, channel_axis=1)

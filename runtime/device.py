@@ -239,7 +239,9 @@ class _KernelRunner:
         if kernel is None:
             try:
                 kernel = self._kernels[source] = self._load(program)
-            except (KeyError, TypeError) as error:
+            except ProgramError:
+                raise
+            except (KeyError, TypeError, ValueError) as error:
                 raise ProgramError(f"{self.target} program: malformed metadata "
                                    f"({type(error).__name__}: {error})") from None
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
@@ -272,7 +274,11 @@ class CpuRunner(_KernelRunner):
 
     def _load(self, program: Program):
         from vdla.compiler.cpu.program import kernel_of
-        return kernel_of(program)
+        from vdla.compiler.cpu.build import CpuBuildError
+        try:
+            return kernel_of(program)
+        except CpuBuildError as error:
+            raise ProgramError(f"cpu program: its C does not build here: {error}") from None
 
     def _run(self, kernel, data: np.ndarray) -> np.ndarray:
         return kernel.run(data, threads=self.threads)

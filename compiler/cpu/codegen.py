@@ -1,8 +1,10 @@
 """Generate the C of one CPU kernel from a `CpuProblem`, a `CpuSchedule` and a mode.
 
 The C is specialised to the layer (every size and stride a constant) and has
-three entry points, called through ctypes by `compiler.cpu.kernel`:
+these entry points, called through ctypes by `compiler.cpu.kernel`:
 
+``vdla_packed_elements()``
+    Elements of the packed-input workspace the caller allocates.
 ``vdla_init(packed)``
     Fill the packed-input workspace with the padding value once (its border
     and padded channels are never written again).
@@ -34,9 +36,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.compiler.errors import ShapeError
 
 __all__ = ["generate_c", "PREAMBLE", "POOL"]
 
+# Items one pool job can number: its claim word holds counts in 24 bits (pool.c).
+MAX_ITEMS = 1 << 24
 # The work-claiming thread pool every kernel includes (see its header comment).
 POOL = (Path(__file__).with_name("pool.c")).read_text()
 
@@ -52,6 +57,7 @@ PREAMBLE = r"""
 typedef int32_t vsi __attribute__((vector_size(LANES * 4)));
 typedef uint32_t vui __attribute__((vector_size(LANES * 4)));
 typedef float vsf __attribute__((vector_size(LANES * 4)));
+typedef int8_t vqi __attribute__((vector_size(LANES)));  /* the clipped lanes, narrowed */
 /* Unaligned views of the same vectors, for loads from any address. */
 typedef int32_t vsi_u __attribute__((vector_size(LANES * 4), aligned(4)));
 typedef float vsf_u __attribute__((vector_size(LANES * 4), aligned(4)));
@@ -175,16 +181,18 @@ _EPILOGUE = {
     vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
     m_ = t_ < lo_; t_ = (t_ & ~m_) | (lo_ & m_); \
     m_ = t_ > hi_; t_ = (t_ & ~m_) | (hi_ & m_); \
-    int32_t v_[LANES]; memcpy(v_, &t_, sizeof v_); \
-    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
-        (dst)[(size_t)((kv) + l_) * OS_K] = (int8_t)v_[l_]; } while (0)
+    int8_t v_[LANES]; vqi b_ = __builtin_convertvector(t_, vqi); memcpy(v_, &b_, sizeof v_); \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+        (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
 """,
     "fp32": r"""
 #define EPILOGUE(acc, e, dst, kv) do { \
     vsf t_ = ((acc) + (e)) * (1.0f / (float)(1u << SHIFT)); \
     if (RELU) { vsi m_ = t_ < (vsf){0}; t_ = (vsf)((vsi)t_ & ~m_); } \
     float v_[LANES]; memcpy(v_, &t_, sizeof v_); \
-    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
+    if (K % OCB == 0) for (int l_ = 0; l_ < LANES; l_++) (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; \
+    else for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) \
         (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
 """,
 }
@@ -196,9 +204,8 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
                             else ("float", "float", "0.0f"))
     weight, epi, out = (("int8_t", "int32_t", "int8_t") if mode == "int8"
                         else ("float", "float", "float"))
-    convert = "(uint8_t)(src[i] ^ 0x80)" if mode == "int8" else "src[i]"
-    convert = convert.replace("src[i]", "src[(size_t)n * DS_N + (size_t)cc * DS_C + "
-                                        "(size_t)h * DS_H + (size_t)w * DS_W]")
+    value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
+    convert = f"(uint8_t)({value} ^ 0x80)" if mode == "int8" else value  # int8: x + 128
     # The parallel loops become numbered items (outermost first); the others stay loops.
     parallel_loops, inner_loops = {
         "rows": (["n < N", "oh < OH"], ["kb < KB"]),
@@ -296,6 +303,11 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     str
     """
     constants = _constants(problem, schedule, mode, shift, relu)
+    items = max(constants["N"] * constants["CB"] * constants["H"],
+                constants["N"] * constants["KB"] * constants["OH"])
+    if items >= MAX_ITEMS:
+        raise ShapeError(f"{problem.batch} x {problem.height} rows give {items} parallel items; "
+                         f"the thread pool numbers at most {MAX_ITEMS - 1} (pool.c)")
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile_function(schedule.ow_tile, schedule, mode)]

@@ -32,18 +32,10 @@ def dtypes_of(mode: str) -> dict[str, np.dtype]:
 def reference_fp32(op, data: np.ndarray, weight: np.ndarray,
                    bias: np.ndarray | None = None) -> np.ndarray:
     """numpy float64 result of ``op`` in fp32 mode: ``relu((acc + bias) * 2**-shift)``."""
-    data, weight = np.asarray(data, np.float64), np.asarray(weight, np.float64)
     if op.kind == "dense":
-        acc = data @ weight.T
+        acc = np.asarray(data, np.float64) @ np.asarray(weight, np.float64).T
     else:
-        (ph, pw), (sh, sw), (kh, kw) = op.padding, op.stride, op.kernel
-        padded = np.pad(data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        oh, ow = op.out_height, op.out_width
-        acc = np.zeros(op.output_shape)
-        for dy in range(kh):
-            for dx in range(kw):
-                window = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
-                acc += np.einsum("nchw,kc->nkhw", window, weight[:, :, dy, dx])
+        acc = op.accumulate(data, weight, np.float64)
     if op.bias:
         acc = acc + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
     acc = acc * 2.0 ** -min(op.shift, 31)
@@ -152,6 +144,10 @@ class CpuKernel:
                              f"got {data.shape}")
         if out is None:
             out = np.empty(self.op.output_shape, dtype=self.dtypes["out"])
+        elif (not isinstance(out, np.ndarray) or out.dtype != self.dtypes["out"]
+              or out.shape != tuple(self.op.output_shape) or not out.flags.c_contiguous):
+            raise ShapeError(f"out: expected a C-contiguous {self.dtypes['out'].name} array of "
+                             f"shape {tuple(self.op.output_shape)}")
         pointer = ctypes.c_void_p
         self._library.vdla_run(data.ctypes.data_as(pointer), self._weight.ctypes.data_as(pointer),
                                self._epilogue.ctypes.data_as(pointer), out.ctypes.data_as(pointer),

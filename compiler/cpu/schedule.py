@@ -152,16 +152,27 @@ def _lane_choices(features: dict) -> tuple[int, ...]:
     return (16, 8) if features.get("avx512") else (8,)
 
 
-def cpu_knob_space(problem: CpuProblem, mode: str, features: dict) -> Iterator[CpuSchedule]:
+def _problem_and_features(problem, features):
+    if not isinstance(problem, CpuProblem):
+        problem = CpuProblem.from_op(problem)
+    if features is None:
+        from vdla.compiler.cpu.build import cpu_features
+        features = cpu_features()
+    return problem, features
+
+
+def cpu_knob_space(problem, mode: str = "int8",
+                   features: dict | None = None) -> Iterator[CpuSchedule]:
     """Every legal schedule of ``problem`` on a CPU with ``features``.
 
     Parameters
     ----------
-    problem : CpuProblem
+    problem : CpuProblem, compiler.ops.Conv2d or compiler.ops.Dense
     mode : str
         ``"int8"`` or ``"fp32"``.
-    features : dict
-        `compiler.cpu.build.cpu_features` output (``avx512``, ``vnni`` ...).
+    features : dict, optional
+        `compiler.cpu.build.cpu_features` output (``avx512``, ``vnni`` ...);
+        this machine's by default.
 
     Yields
     ------
@@ -169,6 +180,7 @@ def cpu_knob_space(problem: CpuProblem, mode: str, features: dict) -> Iterator[C
         Candidates whose accumulators fit the register file and whose blocks
         do not exceed the problem (a tuner measures these).
     """
+    problem, features = _problem_and_features(problem, features)
     registers = _registers(features)
     channels = _ceil_div(problem.in_channels, 4) * 4
     ic_blocks = sorted({b for b in (16, 32, 64, 128, 256) if b < channels} | {min(channels, 256)})
@@ -222,10 +234,14 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     return total / threads * balance * spill * order
 
 
-def default_cpu_schedule(problem: CpuProblem, mode: str, features: dict,
+def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = None,
                          threads: int = 2) -> CpuSchedule:
-    """The candidate of `cpu_knob_space` with the lowest `estimate_cpu_cost`."""
+    """The candidate of `cpu_knob_space` with the lowest `estimate_cpu_cost`.
+
+    ``problem`` and ``features`` as for `cpu_knob_space`.
+    """
     if mode not in MODES:
         raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    problem, features = _problem_and_features(problem, features)
     return min(cpu_knob_space(problem, mode, features),
                key=lambda schedule: estimate_cpu_cost(problem, schedule, mode, threads))

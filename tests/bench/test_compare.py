@@ -61,6 +61,11 @@ def test_accelerator_column_uses_baseline_cycles_at_the_clock():
     assert report["columns"]["accel"]["checked"]["C4"] == "bit-exact on fsim"
 
 
+def test_layers_without_baseline_cycles_leave_the_accelerator_unmeasured():
+    report = compare.run_comparison(PRESETS["tiny"], ("accel",), workloads=SMALL, repeats=1)
+    assert report["columns"]["accel"]["missing"] == "tiny.json has no cycles for C90"
+
+
 def compare_baseline_text() -> str:
     from vdla.bench.suite import baseline_path
     return baseline_path(PRESETS["tiny"]).read_text()

@@ -110,3 +110,15 @@ def test_bad_mode_and_missing_weights_are_clear_errors():
     kernel.set_weights(np.zeros((10, 4, 1, 1), np.int8), np.zeros(10, np.int32))
     with pytest.raises(ShapeError, match=r"data: expected shape \(1, 4, 4, 4\), got \(1, 4, 4, 5\)"):
         kernel.run(np.zeros((1, 4, 4, 5), np.int8))
+    with pytest.raises(ShapeError, match=r"out: expected a C-contiguous int8 array of shape "
+                                         r"\(1, 10, 4, 4\)"):
+        kernel.run(np.zeros((1, 4, 4, 4), np.int8), out=np.zeros((1, 10, 4, 4), np.int32))
+
+
+def test_more_parallel_items_than_the_pool_numbers_is_refused():
+    from vdla.compiler.cpu import CpuProblem
+    from vdla.compiler.cpu.codegen import generate_c
+    problem = CpuProblem.from_op(Conv2d(1 << 12, 4, 4, 1 << 12, 1, kernel=1))
+    with pytest.raises(ShapeError, match="the thread pool numbers at most 16777215"):
+        generate_c(problem, CpuSchedule(lanes=8, oc_vectors=1, ow_tile=1, ic_block=4), "int8",
+                   0, False)

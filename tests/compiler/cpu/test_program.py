@@ -69,6 +69,19 @@ def test_unknown_target_in_a_file_is_refused(cpu_program):
         loads(dumps(program))
 
 
+def test_broken_c_or_schedule_is_a_clear_error(cpu_program):
+    inputs = OP.random_inputs(np.random.default_rng(5))
+    program = loads(dumps(cpu_program))
+    program.metadata["cpu"]["source"] += "\nthis is not C;\n"
+    with pytest.raises(ProgramError, match="its C does not build here: compiling a CPU kernel "
+                                           "failed"):
+        Device(target="cpu").run(program, inputs)
+    program = loads(dumps(cpu_program))
+    program.metadata["cpu"]["schedule"]["lanes"] = 5
+    with pytest.raises(ProgramError, match="malformed metadata .*lanes: expected 8 or 16"):
+        Device(target="cpu").run(program, inputs)
+
+
 def test_metadata_without_c_is_a_clear_error(cpu_program):
     program = loads(dumps(cpu_program))
     del program.metadata["cpu"]["source"]

@@ -32,6 +32,12 @@ def test_default_is_the_cheapest_candidate(mode):
     assert estimate_cpu_cost(problem, chosen, mode) == best
 
 
+def test_space_takes_an_op_and_this_machines_features():
+    op = RESNET18[6].op
+    assert next(iter(cpu_knob_space(op))) == next(iter(cpu_knob_space(CpuProblem.from_op(op))))
+    assert default_cpu_schedule(op, "fp32") in set(cpu_knob_space(op, "fp32"))
+
+
 def test_dense_is_a_1x1_convolution_over_its_batch():
     problem = CpuProblem.from_op(Dense(5, 40, 24))
     assert (problem.batch, problem.in_channels, problem.out_channels) == (1, 40, 24)
