@@ -212,6 +212,7 @@ class _KernelRunner:
     """
 
     target = ""
+    code = "generated code"
 
     def __init__(self):
         self._kernels: dict[str, Any] = {}
@@ -232,7 +233,7 @@ class _KernelRunner:
                 else None)
         source = info.get("source") if isinstance(info, dict) else None
         if not isinstance(source, str):
-            raise ProgramError(f"{self.target} program: its metadata holds no generated code "
+            raise ProgramError(f"{self.target} program: its metadata holds no {self.code} "
                                f"(metadata[{self.target!r}]['source']); recompile it with "
                                f"--target {self.target}")
         kernel = self._kernels.get(source)
@@ -265,6 +266,7 @@ class CpuRunner(_KernelRunner):
     """
 
     target = name = "cpu"
+    code = "generated C"
 
     def __init__(self, threads: int = 2):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -300,6 +302,7 @@ class GpuRunner(_KernelRunner):
     """
 
     target = name = "gpu"
+    code = "generated CUDA C"
 
     def __init__(self):
         super().__init__()
