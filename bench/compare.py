@@ -13,7 +13,9 @@ Columns (per layer, and in total weighted by each layer's ``uses``):
   ``ort convinteger`` (ConvInteger, uint8 activations, int32 out): onnxruntime
   with the same threads, when ``onnxruntime`` and ``onnx`` are installed
   (``pip install 'vdla[compare]'``); otherwise "not measured";
-- ``numpy fp32``: im2col and one matmul (numpy's BLAS, its own threads).
+- ``numpy fp32``: im2col and one matmul (numpy's BLAS, its own threads);
+- with target ``gpu``: the gpu target and PyTorch cuDNN on the CUDA device,
+  at batch 1 and 8 (`bench.gpu_compare`), or "not measured (no CUDA device)".
 
 Times are medians of ``repeats`` calls after one checked warm-up call, taken
 round-robin (each repeat calls every implementation of the layer once), so a
@@ -35,6 +37,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from vdla.bench.gpu_compare import GPU_COLUMNS, gpu_columns
 from vdla.compiler.workloads import RESNET18, Workload
 
 __all__ = ["Column", "CheckError", "run_comparison", "format_table", "markdown_table",
@@ -43,7 +46,7 @@ __all__ = ["Column", "CheckError", "run_comparison", "format_table", "markdown_t
 # VTA's published PYNQ (Zynq-7020) clock; no synthesis report states an Fmax yet.
 DEFAULT_CLOCK_MHZ = 100.0
 COLUMNS = ("accel", "cpu int8", "cpu fp32", "ort fp32", "ort qlinear u8", "ort qlinear s8",
-           "ort convinteger", "numpy fp32")
+           "ort convinteger", "numpy fp32") + GPU_COLUMNS
 INT8_ORT = ("ort qlinear u8", "ort qlinear s8", "ort convinteger")
 
 
@@ -242,7 +245,8 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     config : HwConfig
         The accelerator (its RTL baseline supplies the cycles).
     targets : sequence of str
-        ``"accel"`` and/or ``"cpu"``; the peers (onnxruntime, numpy) always run.
+        ``"accel"``, ``"cpu"`` and/or ``"gpu"``; the CPU peers (onnxruntime,
+        numpy) always run, the GPU peers (PyTorch cuDNN) with ``"gpu"``.
     clock_mhz : float
         The accelerator's clock.
     threads : int
@@ -276,9 +280,30 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
         progress("accel: baseline cycles, fsim check")
         columns.append(_accel_column(workloads, config, clock_mhz, inputs, references))
     columns += _timed_columns(workloads, targets, threads, repeats, inputs, references, progress)
+    gpu = None
+    if "gpu" in targets:
+        gpu_list, gpu = gpu_columns(workloads, Column, lambda w: _layer_inputs(w, seed), _check,
+                                    repeats, progress=progress)
+        columns += gpu_list
     report = _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    if gpu is not None:
+        report["gpu"] = gpu
+        report["ratios"].update(_gpu_ratios(report["columns"], workloads))
     report["machine"]["load_average_at_start"] = load_at_start
     return report
+
+
+def _gpu_ratios(columns: dict, workloads) -> dict[str, float]:
+    """gpu int8 total over cuDNN's best total (per layer the fastest of fp16/tf32/fp32)."""
+    ratios = {}
+    for suffix in ("", " b8"):
+        ours = columns.get(f"gpu int8{suffix}", {}).get("total_seconds")
+        peers = [columns.get(f"cudnn {p}{suffix}", {}) for p in ("fp16", "tf32", "fp32")]
+        if ours is None or any(peer.get("missing") or not peer for peer in peers):
+            continue
+        best = sum(min(peer["seconds"][w.name] for peer in peers) * w.uses for w in workloads)
+        ratios[f"gpu int8{suffix} / cudnn best{suffix}"] = ours / best
+    return ratios
 
 
 def _load_average() -> list[float] | None:
@@ -332,7 +357,9 @@ def _report(columns, workloads, config, clock_mhz, threads, repeats, targets) ->
 def format_table(report: dict) -> list[str]:
     """The report as text lines: ms per layer per column, totals, ratios, notes."""
     columns = report["columns"]
-    names = [name for name in COLUMNS if name in columns]
+    # GPU columns not measured get one line below, not twelve empty table columns.
+    unmeasured_gpu = [name for name in GPU_COLUMNS if columns.get(name, {}).get("missing")]
+    names = [name for name in COLUMNS if name in columns and name not in unmeasured_gpu]
     width = max(len(name) for name in names) + 1
     lines = [f"{report['benchmark']}; {report['machine']['cpu']}, {report['threads']} threads, "
              f"medians of {report['repeats']}; times in ms",
@@ -353,6 +380,10 @@ def format_table(report: dict) -> list[str]:
     for name in names:
         column = columns[name]
         lines.append(f"{name}: " + (column["missing"] if column["missing"] else column["note"]))
+    reasons = {columns[name]["missing"] for name in unmeasured_gpu}
+    for reason in sorted(reasons):
+        lines.append(", ".join(name for name in unmeasured_gpu
+                               if columns[name]["missing"] == reason) + f": {reason}")
     return lines
 
 

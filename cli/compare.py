@@ -3,7 +3,8 @@
 Runs C2–C11 once in this process (`bench.compare.run_comparison`): the
 accelerator's RTL-baseline cycles at ``--clock-mhz`` (its outputs checked on
 fsim), the cpu target in int8 and fp32, onnxruntime (when installed) and
-numpy, medians of ``--repeats`` calls, every output checked against numpy.
+numpy, and with ``--targets ...,gpu`` the gpu target and PyTorch cuDNN at
+batch 1 and 8 ("not measured (no CUDA device)" without one), medians of ``--repeats`` calls, every output checked against numpy.
 Prints a table (or ``--json``), optionally writes the report (``--json-out``)
 and a log-scale bar chart (``--plot``). An output that disagrees with numpy
 is one line on stderr and a non-zero exit.
@@ -18,7 +19,7 @@ import click
 
 from vdla.cli.options import config_option, fail
 
-_TARGETS = ("accel", "cpu")
+_TARGETS = ("accel", "cpu", "gpu")
 
 
 def _targets(value: str) -> tuple[str, ...]:
@@ -32,7 +33,8 @@ def _targets(value: str) -> tuple[str, ...]:
 @click.command("compare")
 @click.argument("network", type=click.Choice(["resnet18"]))
 @click.option("--targets", default="accel,cpu", show_default=True,
-              help="Which of accel,cpu to measure (the CPU libraries always run).")
+              help="Which of accel,cpu,gpu to measure (the CPU libraries always run; "
+                   "gpu adds PyTorch cuDNN on the same GPU, batch 1 and 8).")
 @config_option
 @click.option("--clock-mhz", type=click.FloatRange(min=0, min_open=True), default=None,
               help="The accelerator's clock (default: 100 MHz, VTA's PYNQ clock).")

@@ -93,11 +93,14 @@ def _common(function):
         click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
                      help="Program file to write (.vdla)."),
         click.option("--dump", "dump_path", default=None, type=click.Path(dir_okay=False),
-                     help="Also write the instruction stream (cpu: the generated C) as text."),
-        click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
-                     show_default=True, help="The accelerator, or this machine's CPU (C)."),
-        click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8",
-                     show_default=True, help="Arithmetic of --target cpu."),
+                     help="Also write the instruction stream (cpu: the generated C; gpu: the CUDA C) "
+                          "as text."),
+        click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default="accel",
+                     show_default=True,
+                     help="The accelerator, this machine's CPU (C) or a CUDA GPU (CUDA C)."),
+        click.option("--precision", type=click.Choice(["int8", "fp16", "fp32"]), default="int8",
+                     show_default=True, help="Arithmetic of --target cpu (int8, fp32) or gpu "
+                                             "(int8, fp16, fp32)."),
         click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
     ])
 
@@ -142,9 +145,14 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
     from vdla.runtime.program_file import ProgramFileError, save
     if schedule_path and tuned_path:
         fail("--schedule and --tuned both choose the schedule: pass one")
+    if tuned_path and target != "accel":
+        fail(f"--tuned applies accelerator tuning logs; --target {target} takes --schedule FILE.json")
+    if target == "gpu":
+        return _compile_gpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
+                            output, dump_path, as_json, precision)
     if target == "cpu":
-        if tuned_path:
-            fail("--tuned applies accelerator tuning logs; --target cpu takes --schedule FILE.json")
+        if precision == "fp16":
+            fail("--precision fp16: the cpu target computes int8 or fp32 (fp16 is --target gpu)")
         return _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
                             output, dump_path, as_json, precision)
     if precision != "int8":
@@ -210,3 +218,38 @@ def _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hid
     click.echo(f"{summary['op']} for the cpu ({precision}, {info['isa']}): wrote {output}")
     click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in info["schedule"].items()))
     click.echo(f"  flags: {' '.join(info['flags'])}")
+
+
+def _compile_gpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding, output,
+                 dump_path, as_json, precision):
+    """``--target gpu``: generated CUDA C (compile-checked with nvcc where there is one)."""
+    from vdla.compiler.gpu import GpuSchedule
+    from vdla.compiler.gpu.nvcc import NvccError
+    from vdla.compiler.gpu.program import compile_gpu
+    from vdla.runtime.program_file import ProgramFileError, save
+    if virtual_threads is not None or no_latency_hiding:
+        fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
+             "--target gpu takes a GPU schedule (--schedule FILE.json)")
+    try:
+        schedule = GpuSchedule.load(schedule_path) if schedule_path else None
+        program = compile_gpu(make_op(), precision, schedule, config)
+        save(program, output)
+        if dump_path:
+            Path(dump_path).write_text(program.metadata["gpu"]["source"])
+    except (CompileError, ProgramFileError, NvccError) as error:
+        fail(str(error).splitlines()[0] if isinstance(error, NvccError) else str(error))
+    except OSError as error:
+        fail(f"cannot write {error.filename}: {error.strerror}")
+    info = program.metadata["gpu"]
+    summary = {"op": program.metadata["layer"], "target": "gpu", "precision": precision,
+               "output": str(output), "schedule": info["schedule"], "ptxas": info["ptxas"]}
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    click.echo(f"{summary['op']} for a CUDA GPU ({precision}): wrote {output}")
+    click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in info["schedule"].items()))
+    ptxas = info["ptxas"]
+    click.echo("  nvcc: " + (f"{ptxas['arch']}: {ptxas['registers']} registers, "
+                             f"{ptxas['shared_bytes']} bytes shared, "
+                             f"{ptxas['spill_stores']} bytes spilled" if ptxas
+                             else "not found (CUDA C not compile-checked here)"))

@@ -194,8 +194,9 @@ def _draw_timeline(path: str, result, program, window) -> str:
               help="Draw each module's activity over the cycles of the run (rtl only).")
 @click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
               help="Record and draw only cycles START to END (exclusive) of the run.")
-@click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
-              show_default=True, help="Run on the simulated accelerator or on this CPU.")
+@click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default="accel",
+              show_default=True,
+              help="Run on the simulated accelerator, on this CPU or on the CUDA GPU.")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="Threads of --target cpu.")
 @click.option("--port", default=None, metavar="DEVICE",
@@ -255,6 +256,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target cpu runs no simulator")
         options, sim = {"threads": threads}, "cpu"
+    elif target == "gpu":
+        if options:
+            fail("--trace, --cycle-limit and --timeline are simulator options; "
+                 "--target gpu runs no simulator")
+        sim = "gpu"
     try:
         device = Device(program.config, sim=sim, target=target, **options)
         result = device.run(program, arrays)
@@ -278,7 +284,7 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         drawn = _draw_timeline(timeline_path, result, program, window)
     report = run_report(program_file, program, result, written)
     # cycles become time at a clock only on the accelerator; the cpu target is timed
-    report["time"] = None if target == "cpu" else time_report(program.config, result.cycles,
+    report["time"] = None if target != "accel" else time_report(program.config, result.cycles,
                                                               clock_mhz)
     if as_json:
         if timeline_path is not None:
@@ -290,6 +296,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
     if result.sim == "cpu":
         click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
                    f"threads, {result.details['mode']}, {result.details['isa']})")
+    if result.sim == "gpu":
+        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms with copies "
+                   f"({result.details['device']}, {result.details['mode']})")
     if report["time"] is not None:
         click.echo(f"time: {time_text(report['time'])}")
     if timeline_path is not None:

@@ -8,8 +8,9 @@ not declare ``checks_programs = True`` (applying `sim.checker` itself, as
 fsim and rtl do) gets the image only after `sim.checker.check_program`
 accepted it, so no tier runs a program the verifier rejects.
 ``Device(target="cpu")`` runs ``cpu`` programs (generated C, `compiler.cpu`)
-under the same inputs/outputs contract instead; each kind of device refuses
-the other's programs.
+and ``Device(target="gpu")`` runs ``gpu`` programs (generated CUDA C,
+`compiler.gpu`, on a CUDA device through CuPy) under the same inputs/outputs
+contract instead; each kind of device refuses the others' programs.
 """
 
 from __future__ import annotations
@@ -72,12 +73,13 @@ class Device:
     ----------
     config : HwConfig, optional
         The accelerator; programs must have been compiled for the same hardware.
-        Not needed with ``target="cpu"``.
+        Not needed with ``target="cpu"`` or ``"gpu"``.
     sim : str, optional
         A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
     target : str, optional
-        ``"accel"`` (default: the simulated accelerator) or ``"cpu"`` (this
-        machine's processor; ``threads=`` sets its threads, 2 by default).
+        ``"accel"`` (default: the simulated accelerator), ``"cpu"`` (this
+        machine's processor; ``threads=`` sets its threads, 2 by default)
+        or ``"gpu"`` (the current CUDA device; needs ``vdla[gpu]``).
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's
@@ -90,8 +92,8 @@ class Device:
         if target not in TARGETS:
             raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
         self.config, self.target = config, target
-        if target == "cpu":
-            self.sim, self.backend = "cpu", CpuRunner(**backend_options)
+        if target in _HOST_RUNNERS:
+            self.sim, self.backend = target, _HOST_RUNNERS[target](**backend_options)
             return
         if config is None:
             raise ValueError("Device: the accelerator target needs a config (an HwConfig)")
@@ -102,12 +104,15 @@ class Device:
         """Raise `ProgramError` unless ``program`` was compiled for this device's target."""
         if program.target == self.target:
             return
-        if program.target == "cpu":
-            raise ProgramError(f"program compiled for target 'cpu' (generated C) cannot run "
-                               f"on the accelerator's {self.sim} simulator; run it with "
-                               "--target cpu (Device(target='cpu'))")
+        here = (f"the accelerator's {self.sim} simulator" if self.target == "accel"
+                else f"the {self.target} target")
+        if program.target in _HOST_RUNNERS:
+            what = {"cpu": "generated C", "gpu": "generated CUDA C"}[program.target]
+            raise ProgramError(f"program compiled for target {program.target!r} ({what}) cannot "
+                               f"run on {here}; run it with --target {program.target} "
+                               f"(Device(target={program.target!r}))")
         raise ProgramError(f"program compiled for the accelerator (target "
-                           f"{program.target!r}) cannot run on the cpu target; run it on a "
+                           f"{program.target!r}) cannot run on {here}; run it on a "
                            "simulator (--sim fsim or rtl, Device(config, sim=...))")
 
     def check_inputs(self, program: Program, inputs: dict[str, np.ndarray]) -> None:
@@ -174,7 +179,7 @@ class Device:
             found before any backend runs it; or a failure of the run itself
             (a timed backend's cycle limit).
         """
-        if self.target == "cpu":
+        if self.target in _HOST_RUNNERS:
             self.check_target(program)
             self.check_inputs(program, inputs)
             return self.backend.run_program(program, inputs)
@@ -193,7 +198,59 @@ class Device:
                             instructions=len(program.instructions))
 
 
-class CpuRunner:
+class _KernelRunner:
+    """Runs programs of a generated-code target: kernels loaded once per source, timed runs.
+
+    Subclasses name their ``target`` and load a kernel (``_load``) and say
+    what a run reports (``_details``).
+    """
+
+    target = ""
+    code = "generated code"
+
+    def __init__(self):
+        self._kernels: dict[str, Any] = {}
+
+    def _load(self, program: Program):
+        raise NotImplementedError
+
+    def _run(self, kernel, data: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _details(self, kernel) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def run_program(self, program: Program, inputs: dict[str, np.ndarray]) -> DeviceResult:
+        """Run a checked program of this target on checked inputs."""
+        import time
+        info = (program.metadata.get(self.target) if isinstance(program.metadata, dict)
+                else None)
+        source = info.get("source") if isinstance(info, dict) else None
+        if not isinstance(source, str):
+            raise ProgramError(f"{self.target} program: its metadata holds no {self.code} "
+                               f"(metadata[{self.target!r}]['source']); recompile it with "
+                               f"--target {self.target}")
+        kernel = self._kernels.get(source)
+        if kernel is None:
+            try:
+                kernel = self._kernels[source] = self._load(program)
+            except ProgramError:
+                raise
+            except (KeyError, TypeError, ValueError) as error:
+                raise ProgramError(f"{self.target} program: malformed metadata "
+                                   f"({type(error).__name__}: {error})") from None
+        kernel.set_weights(inputs["weight"], inputs.get("bias"))
+        began = time.perf_counter()
+        out = self._run(kernel, inputs["data"])
+        seconds = time.perf_counter() - began
+        return DeviceResult(outputs={"out": out}, cycles=None, counters={},
+                            details={"seconds": seconds, "mode": kernel.mode,
+                                     "schedule": kernel.schedule.to_dict(),
+                                     **self._details(kernel)},
+                            sim=self.target, instructions=0)
+
+
+class CpuRunner(_KernelRunner):
     """Runs ``cpu`` programs in-process: their C built (cached) and called through ctypes.
 
     Parameters
@@ -202,39 +259,64 @@ class CpuRunner:
         Threads of each run (the caller's included).
     """
 
-    name = "cpu"
+    target = name = "cpu"
+    code = "generated C"
 
     def __init__(self, threads: int = 2):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads: expected a positive integer, got {threads!r}")
+        super().__init__()
         self.threads = threads
-        self._kernels: dict[str, Any] = {}
 
-    def run_program(self, program: Program, inputs: dict[str, np.ndarray]) -> DeviceResult:
-        """Run a checked cpu program on checked inputs."""
-        import time
+    def _load(self, program: Program):
         from vdla.compiler.cpu.program import kernel_of
-        info = program.metadata.get("cpu") if isinstance(program.metadata, dict) else None
-        source = info.get("source") if isinstance(info, dict) else None
-        if not isinstance(source, str):
-            raise ProgramError("cpu program: its metadata holds no generated C "
-                               "(metadata['cpu']['source']); recompile it with --target cpu")
-        kernel = self._kernels.get(source)
-        if kernel is None:
-            from vdla.compiler.cpu.build import CpuBuildError
-            try:
-                kernel = self._kernels[source] = kernel_of(program)
-            except (KeyError, TypeError, ValueError) as error:
-                raise ProgramError(f"cpu program: malformed metadata ({type(error).__name__}: "
-                                   f"{error})") from None
-            except CpuBuildError as error:
-                raise ProgramError(f"cpu program: its C does not build here: {error}") from None
-        kernel.set_weights(inputs["weight"], inputs.get("bias"))
-        began = time.perf_counter()
-        out = kernel.run(inputs["data"], threads=self.threads)
-        seconds = time.perf_counter() - began
-        return DeviceResult(outputs={"out": out}, cycles=None, counters={},
-                            details={"seconds": seconds, "threads": self.threads,
-                                     "isa": kernel.isa, "mode": kernel.mode,
-                                     "schedule": kernel.schedule.to_dict()},
-                            sim="cpu", instructions=0)
+        from vdla.compiler.cpu.build import CpuBuildError
+        try:
+            return kernel_of(program)
+        except CpuBuildError as error:
+            raise ProgramError(f"cpu program: its C does not build here: {error}") from None
+
+    def _run(self, kernel, data: np.ndarray) -> np.ndarray:
+        return kernel.run(data, threads=self.threads)
+
+    def _details(self, kernel) -> dict[str, Any]:
+        return {"threads": self.threads, "isa": kernel.isa}
+
+
+class GpuRunner(_KernelRunner):
+    """Runs ``gpu`` programs on the current CUDA device (CUDA C compiled by NVRTC through CuPy).
+
+    A run's ``seconds`` include the copies in and out that the host-array
+    contract needs; `compiler.gpu.kernel.GpuKernel.launch` is the device-only path.
+
+    Raises
+    ------
+    ProgramError
+        When no CUDA device (or no CuPy) is available, saying which.
+    """
+
+    target = name = "gpu"
+    code = "generated CUDA C"
+
+    def __init__(self):
+        super().__init__()
+        from vdla.compiler.gpu.kernel import gpu_unavailable_reason
+        reason = gpu_unavailable_reason()
+        if reason is not None:
+            raise ProgramError(f"the gpu target cannot run here: {reason}")
+
+    def _load(self, program: Program):
+        from vdla.compiler.gpu.program import kernel_of
+        return kernel_of(program)
+
+    def _run(self, kernel, data: np.ndarray) -> np.ndarray:
+        return kernel.run(data)
+
+    def _details(self, kernel) -> dict[str, Any]:
+        import cupy
+        return {"device": cupy.cuda.runtime.getDeviceProperties(
+            cupy.cuda.Device().id)["name"].decode(), "grid": list(kernel.tiling.grid),
+            "threads_per_block": kernel.tiling.threads}
+
+
+_HOST_RUNNERS = {"cpu": CpuRunner, "gpu": GpuRunner}

@@ -24,11 +24,13 @@ from vdla.hw.isa import Instruction, Uop
 __all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS"]
 
 FORMAT_VERSION = 1
-# What a program runs on: the accelerator (any simulation tier) or the host CPU
-# (generated C, `compiler.cpu`). A file without a target is an accelerator's.
-TARGETS = ("accel", "cpu")
-# A cpu program's tensors are plain C-order arrays of their logical shape.
-HOST_LAYOUTS = {"host_int8": np.int8, "host_int32": np.int32, "host_float32": np.float32}
+# What a program runs on: the accelerator (any simulation tier), the host CPU
+# (generated C, `compiler.cpu`) or a CUDA GPU (generated CUDA C, `compiler.gpu`).
+# A file without a target is an accelerator's.
+TARGETS = ("accel", "cpu", "gpu")
+# A cpu or gpu program's tensors are plain C-order arrays of their logical shape.
+HOST_LAYOUTS = {"host_int8": np.int8, "host_int32": np.int32, "host_float16": np.float16,
+                "host_float32": np.float32}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +93,8 @@ class Program:
         program keeps its op, mode, schedule and C source here).
     target : str
         One of `TARGETS`: ``"accel"`` (instructions for the simulators) or
-        ``"cpu"`` (no instructions; C for `runtime.Device(target="cpu")`).
+        ``"cpu"`` (no instructions; C for `runtime.Device(target="cpu")`) or
+        ``"gpu"`` (no instructions; CUDA C for `runtime.Device(target="gpu")`).
     """
 
     config: HwConfig

@@ -7,7 +7,7 @@ Layout (all integers little-endian)::
     header length    uint32    bytes of the JSON header that follows
     header           JSON      config, config hash, tensors, offsets, dram_bytes,
                                metadata, instruction and micro-op counts,
-                               target ("accel" or "cpu"; absent means "accel")
+                               target ("accel", "cpu" or "gpu"; absent means "accel")
     instructions     insn_count x INSN_BYTES, exactly as DRAM holds them
     micro-ops        uop_count x UOP_BYTES (uint32 words)
     digest           32 bytes  SHA-256 of everything before it

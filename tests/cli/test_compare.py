@@ -8,6 +8,6 @@ from vdla.cli.compare import command as compare_command
 
 
 def test_cli_rejects_unknown_targets():
-    result = CliRunner().invoke(compare_command, ["resnet18", "--targets", "accel,gpu"])
+    result = CliRunner().invoke(compare_command, ["resnet18", "--targets", "accel,tpu"])
     assert result.exit_code != 0
-    assert "--targets 'accel,gpu': expected a comma-separated list of accel, cpu" in result.output
+    assert "--targets 'accel,tpu': expected a comma-separated list of accel, cpu, gpu" in result.output

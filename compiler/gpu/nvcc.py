@@ -1,0 +1,133 @@
+"""Compile generated CUDA C with nvcc, without a GPU, and read ptxas's resource report.
+
+Running a kernel needs a GPU and NVRTC (`compiler.gpu.kernel`); compiling one
+needs neither: nvcc (``$VDLA_NVCC``, else ``nvcc`` on PATH, else
+``/usr/local/cuda/bin/nvcc``) turns the CUDA C into a cubin for a named
+architecture (``sm_90a``, the H100, by default) and ``-Xptxas -v`` reports the
+registers, shared memory, spills and barriers of the kernel. Reports are
+cached under ``<cache>/gpu/nvcc/<key>`` (``key`` digests the source, the
+architecture and nvcc's version) and published atomically (`hw.cache.publish`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from vdla.hw.cache import cache_root, publish
+
+__all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin", "cached_build"]
+
+DEFAULT_ARCH = "sm_90a"
+_REPORT = "report.json"
+
+
+class NvccError(RuntimeError):
+    """nvcc is missing or rejected a kernel."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PtxasReport:
+    """What ptxas says one compiled kernel uses."""
+
+    arch: str
+    registers: int
+    shared_bytes: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+    cubin_bytes: int
+
+
+def find_nvcc() -> str | None:
+    """The nvcc to use, or None when there is none."""
+    for candidate in (os.environ.get("VDLA_NVCC"), shutil.which("nvcc"),
+                      "/usr/local/cuda/bin/nvcc"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def nvcc_version() -> str:
+    """nvcc's ``release ...`` line."""
+    nvcc = _nvcc()
+    output = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    lines = [line for line in output.splitlines() if "release" in line]
+    return lines[0].strip() if lines else output.strip().splitlines()[-1]
+
+
+def _nvcc() -> str:
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise NvccError("no nvcc: set $VDLA_NVCC or put the CUDA toolkit's bin on PATH")
+    return nvcc
+
+
+def _parse(log: str, arch: str, cubin_bytes: int) -> PtxasReport:
+    def number(pattern: str) -> int:
+        found = re.search(pattern, log)
+        return int(found.group(1)) if found else 0
+    if not re.search(r"Used (\d+) registers", log):
+        raise NvccError(f"ptxas printed no resource usage for the kernel:\n{log[-2000:]}")
+    return PtxasReport(arch=arch, registers=number(r"Used (\d+) registers"),
+                       shared_bytes=number(r"(\d+) bytes smem"),
+                       spill_stores=number(r"(\d+) bytes spill stores"),
+                       spill_loads=number(r"(\d+) bytes spill loads"),
+                       stack_bytes=number(r"(\d+) bytes stack frame"), cubin_bytes=cubin_bytes)
+
+
+def cached_build(kind: str, key_parts, produce, marker: str) -> Path:
+    """``<cache>/gpu/<kind>/<key>/<marker>``, made once by ``produce(work_dir)`` and published.
+
+    ``key`` digests ``key_parts``; ``produce`` writes ``marker`` (and anything
+    else) into a fresh directory that is then published atomically
+    (`hw.cache.publish`), so concurrent processes build at most twice and
+    never see half an entry.
+    """
+    digest = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
+    final = cache_root() / "gpu" / kind / digest
+    if (final / marker).exists():
+        return final / marker
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{digest}-"))
+    try:
+        produce(work)
+        publish(work, final, marker)
+        return final / marker
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
+    """Compile ``source`` to a cubin for ``arch`` (cached) and return ptxas's report.
+
+    Raises
+    ------
+    NvccError
+        Without nvcc, or with nvcc's last lines of output when it fails.
+    """
+    command = [_nvcc(), "-cubin", f"-arch={arch}", "-Xptxas", "-v", "-o", "kernel.cubin",
+               "kernel.cu"]
+
+    def produce(work: Path) -> None:
+        (work / "kernel.cu").write_text(source)
+        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
+        log = result.stdout + result.stderr
+        if result.returncode != 0:
+            tail = "\n".join(log.strip().splitlines()[-30:])
+            raise NvccError(f"nvcc failed (exit {result.returncode}, {' '.join(command)}):\n{tail}")
+        report = _parse(log, arch, (work / "kernel.cubin").stat().st_size)
+        (work / "ptxas.log").write_text(log)
+        (work / _REPORT).write_text(json.dumps(dataclasses.asdict(report)) + "\n")
+    path = cached_build("nvcc", (source, arch, nvcc_version()), produce, _REPORT)
+    return PtxasReport(**json.loads(path.read_text()))
