@@ -11,6 +11,8 @@ the Pareto front of time against area as JSON (``--out``) and a plot
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 
 import click
 
@@ -64,7 +66,7 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
         fail(str(error))
     finally:
         bar.close()
-    report = {"command": "vdla dse " + " ".join(click.get_os_args()), "workload": workload,
+    report = {"command": "vdla " + shlex.join(sys.argv[1:]), "workload": workload,
               "layers": [w.name for w in workloads], "metric": metric, "configs": records,
               "front": [r["name"] for r in front]}
     with open(out_path, "w") as file:
