@@ -6,10 +6,16 @@ Instructions arrive in order on ``cmds``; an in-order front end issues them.
   taking one micro-op per cycle, that run at the same time. An instruction
   issues when its unit's loop sequencer is free (in the cycle its previous
   instruction sends its last micro-op, so a unit's instructions follow each
-  other without a bubble or a drain) and, unless its ``overlap`` bit is set,
-  once the *other* unit has completed everything it was given (instructions of
-  its own unit need no wait: its pipeline keeps their order and forwards
-  results). Its tokens are popped as it issues, and an entry
+  other without a bubble or a drain) and once the *other* unit has completed
+  everything it was given -- with ``overlap`` set, everything but its newest
+  instruction. Instructions of its own unit need no wait: its pipeline keeps
+  their order and forwards results. But the ISA lets an ``overlap`` instruction
+  start only once its own unit's earlier ones have completed, and issues in
+  program order, so whatever follows the other unit's newest instruction is
+  ordered after the completion of all that unit's older ones, which the
+  pipelined issue alone does not give (a GEMM still writing its last rows
+  while the next GEMM has issued, and an ALU ``overlap`` instruction after it
+  reading them). Its tokens are popped as it issues, and an entry
   ``{unit, push_prev, push_next}`` goes into the retire queue.
 * The retire queue retires its head, pushing the head's tokens, once that
   instruction has completed (its last micro-op written acc and out). Units
@@ -243,8 +249,10 @@ class Compute(wiring.Component):
         finished = Signal()
         retired = Signal(16)
         m.d.comb += [self.finished.eq(finished), self.retired.eq(retired)]
-        gemm_can_issue = gemm.ready & (head_overlap | (alu_in_flight == 0))
-        alu_can_issue = alu.ready & (head_overlap | (gemm_in_flight == 0))
+        # The other unit must have completed everything it was given, or with
+        # overlap everything but its newest instruction (see the module docstring).
+        gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1, alu_in_flight == 0)
+        alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1, gemm_in_flight == 0)
         unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
         to_load_valid, to_store_valid = Signal(), Signal()
         m.d.comb += [self.to_load.valid.eq(to_load_valid | (retire & oldest.push_prev)),

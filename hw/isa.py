@@ -43,7 +43,9 @@ Semantics (the functional simulator is their executable form):
   instruction with ``overlap`` set waits only for the earlier instructions of
   its own unit, so it may run while the other unit is still busy; every other
   compute instruction (including LOADs of uop/acc and FINISH, which belong to
-  both units) waits until all earlier ones have completed. Tokens are
+  both units) waits until all earlier ones have completed. Instructions
+  start in program order, so one that follows an instruction of the other
+  unit also follows whatever that instruction waited for. Tokens are
   still popped in program order before an instruction starts, and pushed in
   program order once it and every earlier compute instruction have completed.
   Instructions that run at the same time must not touch the same acc/out

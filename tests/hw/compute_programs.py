@@ -27,7 +27,7 @@ from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
 from vdla.sim.oracles import requant
 
-__all__ = ["overlap_program"]
+__all__ = ["overlap_program", "chained_overlap_program"]
 
 
 def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k: int = 3,
@@ -152,3 +152,85 @@ def overlap_program(config: HwConfig, tiles: int = 4, m: int = 2, n: int = 2, k:
     expected = (out & 0xFF).astype(np.uint8).view(np.int8).reshape(-1)
     name = "overlap" if overlap else "overlap_cleared"
     return BuiltProgram(name, dram, 0, count, program, out_offset, expected)
+
+
+def chained_overlap_program(config: HwConfig, first_unit: str = "gemm", middle_overlap: bool = True,
+                            with_middle: bool = True, rows: int = 12, seed: int = 5) -> BuiltProgram:
+    """An ``overlap`` instruction ordered after the other unit's *older* instruction.
+
+    ``A`` (``first_unit``, ``overlap``) writes acc rows ``0 .. rows - 1``, one
+    micro-op per row, the last one last; ``B`` (the same unit, ``overlap`` when
+    ``middle_overlap``) works on a row of another bank; ``C`` (the other unit,
+    ``overlap``) reads row ``rows - 1`` -- a GEMM accumulates onto it, an ALU
+    ADD adds it to row ``rows``. Nothing but ``B`` orders ``C`` after ``A``: B
+    starts once its own unit's earlier ``A`` has completed, and C starts after
+    B (program order), so the program is legal and C must see A's last write,
+    however the hardware pipelines ``A`` and ``B`` on their unit. Without ``B``
+    (``with_middle=False``) the program races: A and C may run side by side.
+    """
+    rng = np.random.default_rng(seed)
+    b, bi, bo = config.batch, config.block_in, config.block_out
+    bank = config.acc_bank_rows
+    assert config.acc_banks >= 2 and bank > rows, "needs two banks of more than `rows` rows"
+    inp = rng.integers(-128, 128, (rows, b, bi)).astype(np.int8)
+    wgt = rng.integers(-128, 128, (1, bo, bi)).astype(np.int8)
+    acc = rng.integers(-5000, 5000, (rows + 1, b, bo)).astype(np.int32)
+    b_row_acc = rng.integers(-5000, 5000, (1, b, bo)).astype(np.int32)
+    imm_a, imm_b = 77, -9
+    builder = ImageBuilder(config, max_instructions=16)
+    _, inp_base = builder.place("inp", inp)
+    _, wgt_base = builder.place("wgt", wgt)
+    _, acc_base = builder.place("acc", acc)
+    _, b_row_base = builder.place("acc", b_row_acc)
+    uops = [Uop(dst=0, src=0, wgt=0),                   # A: row i (+ inp[i] on GEMM)
+            Uop(dst=bank, src=0, wgt=0),                # B: its row, in bank 1
+            Uop(dst=rows - 1, src=0, wgt=0),            # C as GEMM: onto A's last row
+            Uop(dst=rows, src=rows - 1)]                # C as ALU: row rows += row rows - 1
+    uop_base = builder.uops(uops)
+    out_offset, out_base = builder.place("out", None, elements=rows + 2)
+
+    a_loops = dict(iter_out=rows, dst_factor_out=1, src_factor_out=1)
+    if first_unit == "gemm":
+        first = Gemm(uop_begin=0, uop_end=1, overlap=True, **a_loops)
+        middle = Gemm(uop_begin=1, uop_end=2, overlap=middle_overlap)
+        last = Alu(alu_op=AluOp.ADD, uop_begin=3, uop_end=4, overlap=True, push_next=True)
+    else:
+        first = Alu(alu_op=AluOp.ADD, use_imm=True, imm=imm_a, uop_begin=0, uop_end=1,
+                    overlap=True, **a_loops)
+        middle = Alu(alu_op=AluOp.ADD, use_imm=True, imm=imm_b, uop_begin=1, uop_end=2,
+                     overlap=middle_overlap)
+        last = Gemm(uop_begin=2, uop_end=3, overlap=True, push_next=True)
+    program = [
+        Load(memory_type=MemType.INP, sram_base=0, dram_base=inp_base, y_size=1, x_size=rows,
+             x_stride=rows),
+        Load(memory_type=MemType.WGT, sram_base=0, dram_base=wgt_base, y_size=1, x_size=1,
+             x_stride=1, push_next=True),
+        Load(memory_type=MemType.UOP, sram_base=0, dram_base=uop_base, y_size=1,
+             x_size=len(uops), x_stride=len(uops), pop_prev=True),
+        Load(memory_type=MemType.ACC, sram_base=0, dram_base=acc_base, y_size=1, x_size=rows + 1,
+             x_stride=rows + 1),
+        Load(memory_type=MemType.ACC, sram_base=bank, dram_base=b_row_base, y_size=1, x_size=1,
+             x_stride=1),
+        first, *([middle] if with_middle else []), last,
+        Store(pop_prev=True, memory_type=MemType.OUT, sram_base=0, dram_base=out_base,
+              y_size=1, x_size=rows + 1, x_stride=rows + 1),
+        Store(memory_type=MemType.OUT, sram_base=bank, dram_base=out_base + rows + 1, y_size=1,
+              x_size=1, x_stride=1),
+        Finish(),
+    ]
+    dram, count = builder.image(program)
+
+    # numpy reference, straight from the ISA's semantics (program order).
+    result = np.concatenate([acc, b_row_acc]).astype(np.int64)
+    product = np.einsum("rbi,oi->rbo", inp.astype(np.int64), wgt[0].astype(np.int64))
+    if first_unit == "gemm":
+        result[:rows] += product                          # A
+        result[rows + 1] += product[0] * with_middle      # B
+        result[rows] += result[rows - 1]                  # C
+    else:
+        result[:rows] += imm_a                            # A
+        result[rows + 1] += imm_b * with_middle           # B
+        result[rows - 1] += product[0]                    # C
+    expected = (result & 0xFF).astype(np.uint8).view(np.int8).reshape(-1)
+    return BuiltProgram(f"chained_overlap_{first_unit}", dram, 0, count, program, out_offset,
+                        expected)
