@@ -272,8 +272,7 @@ def load_schedule(path: str | Path) -> Schedule:
     ScheduleError
         If the file is missing or malformed.
     """
-    from vdla.hw.records import read_record_text
-    return Schedule.from_json(read_record_text(Path(path), ScheduleError, "schedule"))
+    return Schedule.load(path)
 
 
 # ---------------------------------------------------------------- the knob space

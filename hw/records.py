@@ -46,6 +46,11 @@ class JsonRecord:
     def from_json(cls, text: str):
         return cls.from_dict(parse_json(text, cls.record_error, cls.record_kind))
 
+    @classmethod
+    def load(cls, path):
+        """Read one from a JSON file (bounded read: `read_record_text`)."""
+        return cls.from_json(read_record_text(path, cls.record_error, cls.record_kind))
+
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
 

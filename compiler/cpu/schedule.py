@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 from vdla.compiler.errors import ScheduleError
+from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
 
 __all__ = ["CpuSchedule", "CpuProblem", "cpu_knob_space", "estimate_cpu_cost",
@@ -84,8 +84,11 @@ class CpuProblem(_ConvOutput):
 
 
 @dataclasses.dataclass(frozen=True)
-class CpuSchedule:
+class CpuSchedule(JsonRecord):
     """Knobs of one CPU kernel (see the module docstring for each)."""
+
+    record_kind: ClassVar[str] = "CPU schedule"
+    record_error: ClassVar[type[Exception]] = ScheduleError
 
     lanes: int = 16
     oc_vectors: int = 2
@@ -120,29 +123,6 @@ class CpuSchedule:
     @property
     def accumulators(self) -> int:
         return self.oc_vectors * self.ow_tile
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "CpuSchedule":
-        """Build from `to_dict` output; unknown keys are an error naming them."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ScheduleError(f"unknown CPU schedule knob(s) {', '.join(unknown)} "
-                                f"(known: {', '.join(sorted(known))})")
-        return cls(**data)
-
-    @classmethod
-    def load(cls, path) -> "CpuSchedule":
-        """Read a schedule from a JSON file."""
-        try:
-            with open(path) as handle:
-                return cls.from_dict(json.load(handle))
-        except (OSError, ValueError) as error:
-            raise ScheduleError(f"{path}: cannot read a CPU schedule ({error})") from None
-
 
 def _registers(features: dict) -> int:
     return 32 if features.get("avx512") else 16

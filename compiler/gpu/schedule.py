@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
-from typing import Iterator
+from typing import ClassVar, Iterator
 
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import ScheduleError
+from vdla.hw.records import JsonRecord
 
 __all__ = ["GpuSchedule", "gpu_knob_space", "estimate_gpu_cost", "default_gpu_schedule",
            "MODES", "GROUP", "WARP", "H100"]
@@ -46,8 +46,11 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class GpuSchedule:
+class GpuSchedule(JsonRecord):
     """Knobs of one GPU kernel (see the module docstring for each)."""
+
+    record_kind: ClassVar[str] = "GPU schedule"
+    record_error: ClassVar[type[Exception]] = ScheduleError
 
     block_m: int = 64
     block_n: int = 64
@@ -101,29 +104,6 @@ class GpuSchedule:
     def shared_bytes(self, mode: str) -> int:
         """Shared memory of the two staged tiles (4-byte words: packed int8 or float)."""
         return (self.block_m + self.block_n) * self.block_k * 4
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GpuSchedule":
-        """Build from `to_dict` output; unknown keys are an error naming them."""
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ScheduleError(f"unknown GPU schedule knob(s) {', '.join(unknown)} "
-                                f"(known: {', '.join(sorted(known))})")
-        return cls(**data)
-
-    @classmethod
-    def load(cls, path) -> "GpuSchedule":
-        """Read a schedule from a JSON file."""
-        try:
-            with open(path) as handle:
-                return cls.from_dict(json.load(handle))
-        except (OSError, ValueError) as error:
-            raise ScheduleError(f"{path}: cannot read a GPU schedule ({error})") from None
-
 
 def reduction_words(problem: CpuProblem, mode: str) -> int:
     """``R``: the implicit GEMM's reduction length in shared-memory words."""

@@ -57,10 +57,10 @@ def test_schedule_round_trips_and_unknown_knobs_are_named(tmp_path):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(schedule.to_dict()))
     assert GpuSchedule.load(path) == schedule
-    with pytest.raises(ScheduleError, match=r"unknown GPU schedule knob\(s\) lanes"):
+    with pytest.raises(ScheduleError, match=r"unknown GPU schedule field\(s\): lanes"):
         GpuSchedule.from_dict({"lanes": 4})
     path.write_text("{")
-    with pytest.raises(ScheduleError, match="cannot read a GPU schedule"):
+    with pytest.raises(ScheduleError, match="GPU schedule is not valid JSON"):
         GpuSchedule.load(path)
 
 
