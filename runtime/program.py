@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from vdla.hw.config import HwConfig
+from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Instruction, Uop
 
-__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS"]
+__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS", "host_program"]
 
 FORMAT_VERSION = 1
 # What a program runs on: the accelerator (any simulation tier), the host CPU
@@ -130,3 +130,24 @@ class Program:
     def outputs(self) -> list[TensorRegion]:
         """The regions a run returns, in plan order."""
         return [t for t in self.tensors if t.role == "output"]
+
+
+def host_program(op, dtypes: dict, target: str, info: dict, config=None) -> "Program":
+    """A program for a host target (``cpu``, ``gpu``): no instructions, host-layout tensors.
+
+    ``dtypes`` maps each tensor name to its numpy dtype; ``info`` (the
+    target's mode, schedule and generated source) is kept under
+    ``metadata[target]``; ``config`` only names the accelerator the file was
+    compiled beside (the default preset when None).
+    """
+    shapes = op.geometry().shapes
+    tensors = [TensorRegion(name, "input", f"host_{dtypes[name].name}", tuple(shapes[name]), 0)
+               for name in op.input_names()]
+    tensors.append(TensorRegion("out", "output", f"host_{dtypes['out'].name}",
+                                tuple(op.output_shape), 0))
+    metadata = {"layer": op.describe(), "op": op.to_dict(), "op_description": op.describe(),
+                target: info}
+    return Program(config=config or PRESETS["default"], instructions=[], uops=[],
+                   tensors=tensors, insn_offset=0, uop_offset=0, dram_bytes=0,
+                   metadata=metadata, target=target)
+

@@ -12,8 +12,8 @@ from __future__ import annotations
 from vdla.compiler.cpu.build import compiler_flags
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
 from vdla.compiler.cpu.schedule import CpuSchedule
-from vdla.hw.config import HwConfig, PRESETS
-from vdla.runtime.program import Program, TensorRegion
+from vdla.hw.config import HwConfig
+from vdla.runtime.program import Program, host_program
 
 __all__ = ["compile_cpu", "kernel_of"]
 
@@ -38,20 +38,9 @@ def compile_cpu(op, mode: str = "int8", schedule: CpuSchedule | None = None,
         With ``target="cpu"``.
     """
     kernel = CpuKernel(op, mode, schedule)
-    dtypes = dtypes_of(mode)
-    shapes = op.geometry().shapes
-    tensors = [TensorRegion(name, "input", f"host_{dtypes[name].name}", tuple(shapes[name]), 0)
-               for name in op.input_names()]
-    tensors.append(TensorRegion("out", "output", f"host_{dtypes['out'].name}",
-                                tuple(op.output_shape), 0))
-    metadata = {
-        "layer": op.describe(), "op": op.to_dict(), "op_description": op.describe(),
-        "cpu": {"mode": mode, "schedule": kernel.schedule.to_dict(), "isa": kernel.isa,
-                "flags": list(compiler_flags()), "source": kernel.source},
-    }
-    return Program(config=config or PRESETS["default"], instructions=[], uops=[],
-                   tensors=tensors, insn_offset=0, uop_offset=0, dram_bytes=0,
-                   metadata=metadata, target="cpu")
+    info = {"mode": mode, "schedule": kernel.schedule.to_dict(), "isa": kernel.isa,
+            "flags": list(compiler_flags()), "source": kernel.source}
+    return host_program(op, dtypes_of(mode), "cpu", info, config)
 
 
 def kernel_of(program: Program) -> CpuKernel:

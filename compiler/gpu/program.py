@@ -19,8 +19,8 @@ from vdla.compiler.gpu.kernel import GpuKernel, dtypes_of
 from vdla.compiler.gpu.nvcc import compile_cubin, find_nvcc
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.errors import ScheduleError
-from vdla.hw.config import HwConfig, PRESETS
-from vdla.runtime.program import Program, TensorRegion
+from vdla.hw.config import HwConfig
+from vdla.runtime.program import Program, host_program
 
 __all__ = ["compile_gpu", "kernel_of"]
 
@@ -55,20 +55,9 @@ def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,
     schedule = schedule or default_gpu_schedule(problem, mode)
     source = generate_cuda(problem, schedule, mode, op.shift, op.relu, op.describe())
     report = compile_cubin(source) if check_with_nvcc and find_nvcc() else None
-    dtypes = dtypes_of(mode)
-    shapes = op.geometry().shapes
-    tensors = [TensorRegion(name, "input", f"host_{dtypes[name].name}", tuple(shapes[name]), 0)
-               for name in op.input_names()]
-    tensors.append(TensorRegion("out", "output", f"host_{dtypes['out'].name}",
-                                tuple(op.output_shape), 0))
-    metadata = {
-        "layer": op.describe(), "op": op.to_dict(), "op_description": op.describe(),
-        "gpu": {"mode": mode, "schedule": schedule.to_dict(), "source": source,
-                "ptxas": dataclasses.asdict(report) if report else None},
-    }
-    return Program(config=config or PRESETS["default"], instructions=[], uops=[],
-                   tensors=tensors, insn_offset=0, uop_offset=0, dram_bytes=0,
-                   metadata=metadata, target="gpu")
+    info = {"mode": mode, "schedule": schedule.to_dict(), "source": source,
+            "ptxas": dataclasses.asdict(report) if report else None}
+    return host_program(op, dtypes_of(mode), "gpu", info, config)
 
 
 def kernel_of(program: Program) -> GpuKernel:
