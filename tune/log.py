@@ -37,22 +37,23 @@ def workload_key(op) -> str:
     return f"{op.describe()} #{digest}"
 
 
-def design_digest(target: str) -> str:
-    """What a measurement depends on beyond the config: the accelerator's RTL sources.
+def design_digest(target: str, config: HwConfig) -> str:
+    """What a measurement depends on beyond the config's fields: for the accelerator,
+    the Verilog the config generates (`hw.generate.verilog_digest`).
 
     A config's hash names its parameters, not the design they parameterise, so
     the same config measures different cycles after the RTL changes.
     """
     if target != "accel":
         return ""
-    from vdla.hw.generate import hw_source_digest
-    return hw_source_digest()
+    from vdla.hw.generate import verilog_digest
+    return verilog_digest(config)
 
 
 def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> str:
     """What makes two measurements the same: target, workload, hardware (config and
     design) and schedule."""
-    return json.dumps([target, workload_key(op), config.hash, design_digest(target),
+    return json.dumps([target, workload_key(op), config.hash, design_digest(target, config),
                        schedule.to_dict()], sort_keys=True)
 
 
@@ -61,7 +62,7 @@ def make_record(target: str, op, config: HwConfig, schedule: Schedule,
     """One log line's object (``extra``: tuner, trial number, seed, ...)."""
     return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
             "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "design": design_digest(target), "schedule": schedule.to_dict(), "cost": measurement.cost,
+            "design": design_digest(target, config), "schedule": schedule.to_dict(), "cost": measurement.cost,
             "correct": measurement.correct, "error": measurement.error,
             "details": measurement.details, "time": round(time.time(), 3), **extra}
 
