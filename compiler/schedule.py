@@ -362,6 +362,27 @@ class ScheduleSpace:
         except ScheduleError:
             return None
 
+    def canonical(self, point: tuple[int, ...]) -> tuple[int, ...]:
+        """One representative of the points that compile to the same program.
+
+        Loops of one iteration emit nothing, so loop orders that differ only in
+        where such loops stand are one order: the representative takes the
+        first `LOOP_ORDERS` entry that nests the iterating loops alike. An
+        illegal point is its own representative.
+        """
+        schedule = self.schedule(point)
+        plan = self.plan(schedule)
+        if plan is None:
+            return point
+        knob = self.names.index("loop_order")
+
+        def iterating(order: str) -> list[str]:
+            return [axis for axis in order if plan.counts[axis] > 1]
+
+        mine = iterating(schedule.loop_order)
+        first = next(i for i, order in enumerate(self.knobs[knob][1]) if iterating(order) == mine)
+        return point[:knob] + (first,) + point[knob + 1:]
+
 
 def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> ScheduleSpace:
     """Declare the knobs of a layer (Conv2d, Dense or their geometry) on a config.

@@ -1,21 +1,24 @@
 """Search strategies over a declared knob space: grid, random, and a learned model.
 
 A tuner proposes batches of points (option indices of a `ScheduleSpace`) it
-has not proposed before and learns from their measurements (`update`).
+has not proposed before and learns from their measurements (`update`). No
+tuner proposes two points that compile to the same program (the space's
+``canonical``: loop orders differing only in one-iteration loops).
 `GridTuner` walks the legal points in order, `RandomTuner` draws them
 uniformly. `XGBTuner` is AutoTVM's model-based tuner: an XGBoost ranking model
 (``rank:pairwise``) trained on the features of measured candidates
-(`tune.features`) scores unmeasured ones, and the batch is the unmeasured
-points the model ranks highest (a small share stays random to keep
-exploring). Where the space is small enough (``enumerate_limit`` points, the
-ResNet-18 layers' spaces are ~10^5) the model scores every legal point, so the
-batch is the model's true top; in larger spaces simulated annealing, from the
-best points so far and random ones, collects it as AutoTVM does. Until
-there are measurements to learn from, the analytical estimate
-(`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks: the
-model starts from the hand-written cost model and learns where it is wrong. The model
-can warm-start from other workloads' measurements: each workload is its own
-ranking group, so only orderings within a workload are learned.
+(`tune.features`) scores unmeasured ones; a batch is picked from the model's
+best candidates with AutoTVM's diversity filter, and a share of it stays random
+to keep exploring. Where the space is small enough (``enumerate_limit``
+points; the ResNet-18 layers' spaces are ~10^5) the model scores every legal
+point; in larger spaces simulated annealing, from the best points so far and
+random ones, collects the candidates as AutoTVM does. Until there are
+measurements to learn from, the analytical estimate
+(`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks and
+half the first batch is random: the model starts from the hand-written cost
+model and learns where it is wrong. The model can warm-start from other
+workloads' measurements: each workload is its own ranking group, so only
+orderings within a workload are learned.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Tuner:
         self.space, self.target = space, target
         self.rng = np.random.default_rng(seed)
         self._features: dict[Point, np.ndarray | None] = {}
+        self._programs: dict[Point, Point] = {}
 
     def features(self, point: Point) -> np.ndarray | None:
         """The point's features, or None when it is illegal."""
@@ -53,10 +57,23 @@ class Tuner:
     def legal(self, point: Point) -> bool:
         return self.features(point) is not None
 
+    def program(self, point: Point) -> Point:
+        """The point's representative among points that compile to the same program
+        (the space's ``canonical``, where it has one): measuring two of them is one
+        measurement twice."""
+        if point not in self._programs:
+            canonical = getattr(self.space, "canonical", None)
+            self._programs[point] = point if canonical is None else canonical(point)
+        return self._programs[point]
+
+    def programs(self, points) -> set[Point]:
+        return {self.program(point) for point in points}
+
     def random_points(self, count: int, exclude: set[Point], tries: int = 20000) -> list[Point]:
-        """Up to ``count`` distinct legal points not in ``exclude``, drawn uniformly."""
+        """Up to ``count`` legal points drawn uniformly, none the same program as another
+        or as a point in ``exclude``."""
         shape, found = self.space.shape, []
-        seen = set(exclude)
+        seen, taken = set(exclude), self.programs(exclude)
         for _ in range(tries):
             if len(found) == count:
                 break
@@ -64,7 +81,8 @@ class Tuner:
             if point in seen:
                 continue
             seen.add(point)
-            if self.legal(point):
+            if self.legal(point) and self.program(point) not in taken:
+                taken.add(self.program(point))
                 found.append(point)
         return found
 
@@ -83,11 +101,12 @@ class GridTuner(Tuner):
         self._order = space.points()
 
     def propose(self, count, visited):
-        batch = []
+        batch, taken = [], self.programs(visited)
         for point in self._order:
             if len(batch) == count:
                 break
-            if point not in visited and self.legal(point):
+            if self.legal(point) and self.program(point) not in taken:
+                taken.add(self.program(point))
                 batch.append(point)
         return batch
 
@@ -120,10 +139,14 @@ class XGBTuner(Tuner):
         Share of each batch drawn at random.
     enumerate_limit : int
         Spaces of at most this many points (legal or not) are scored whole.
+    diversity, knob_weight : int, float
+        A batch is picked from ``diversity`` times its size of the model's best
+        candidates, favouring knob values it does not hold yet (`_diverse`).
     """
 
     def __init__(self, space, target, seed=0, transfer=(), chains: int = 48,
-                 steps: int = 60, epsilon: float = 0.1, enumerate_limit: int = 200_000):
+                 steps: int = 60, epsilon: float = 0.1, enumerate_limit: int = 200_000,
+                 diversity: int = 4, knob_weight: float = 0.1):
         super().__init__(space, target, seed)
         try:
             import xgboost  # noqa: F401
@@ -133,6 +156,7 @@ class XGBTuner(Tuner):
                 from None
         self.seed = seed
         self.chains, self.steps, self.epsilon = chains, steps, epsilon
+        self.diversity, self.knob_weight = diversity, knob_weight
         self.transfer = [(np.asarray(x, np.float32), rank_labels(list(costs)))
                          for x, costs in transfer if len(costs)]
         self.measured: list[tuple[Point, float | None]] = []
@@ -189,27 +213,53 @@ class XGBTuner(Tuner):
         if not any(n > 1 for n in self.space.shape) or (
                 self.model is None and getattr(self.target, "prior_feature", None) is None):
             return self.random_points(count, visited)
-        explore = int(round(count * self.epsilon))
-        if self._everything is not None:
-            batch = self._top(count - explore, visited)
-        else:
-            batch = self._anneal(count - explore, visited)
+        # Until a model is trained, half the batch explores: the prior alone cannot
+        # say where it is wrong, and a ranker learns only from contrasts.
+        share = self.epsilon if self.model is not None else max(self.epsilon, 0.5)
+        exploit = count - int(round(count * share))
+        pool = exploit * self.diversity
+        ranked = (self._top(pool, visited) if self._everything is not None
+                  else self._anneal(pool, visited))
+        batch = self._diverse(ranked, exploit)
         return batch + self.random_points(count - len(batch), visited | set(batch))
 
-    def _top(self, count: int, visited: set[Point]) -> list[Point]:
-        """The ``count`` unvisited legal points the model ranks best, over the whole space."""
+    def _diverse(self, ranked: list[tuple[float, Point]], count: int) -> list[Point]:
+        """AutoTVM's diversity filter: from the model's best candidates, greedily the one
+        of best score (scaled to 0..1 over the candidates) plus ``knob_weight`` per knob
+        value the batch does not hold yet, so one batch does not spend itself on
+        near-copies of one guess."""
+        if len(ranked) <= count:
+            return [point for _, point in ranked]
+        scores = np.array([score for score, _ in ranked])
+        spread = scores.max() - scores.min()
+        scaled = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+        chosen, covered, left = [], set(), list(range(len(ranked)))
+        for _ in range(count):
+            best = max(left, key=lambda i: scaled[i] + self.knob_weight * len(
+                set(enumerate(ranked[i][1])) - covered))
+            left.remove(best)
+            chosen.append(ranked[best][1])
+            covered |= set(enumerate(ranked[best][1]))
+        return chosen
+
+    def _top(self, count: int, visited: set[Point]) -> list[tuple[float, Point]]:
+        """The ``count`` unvisited programs the model ranks best over the whole space,
+        best first, with their scores."""
         points, x = self._everything
         scores = self._score_features(x)
-        batch = []
+        ranked, taken = [], self.programs(visited)
         for index in np.argsort(-scores, kind="stable"):
-            if len(batch) == count:
+            if len(ranked) == count:
                 break
-            if points[index] not in visited:
-                batch.append(points[index])
-        return batch
+            program = self.program(points[index])
+            if program not in taken:
+                taken.add(program)
+                ranked.append((float(scores[index]), points[index]))
+        return ranked
 
-    def _anneal(self, count: int, visited: set[Point]) -> list[Point]:
-        """The ``count`` unvisited legal points the model ranks best along annealing chains."""
+    def _anneal(self, count: int, visited: set[Point]) -> list[tuple[float, Point]]:
+        """The ``count`` unvisited programs the model ranks best along annealing chains,
+        best first, with their scores."""
         best_measured = sorted((cost, point) for point, cost in self.measured
                                if cost is not None)[:self.chains // 2]
         starts = [point for _, point in best_measured]
@@ -218,19 +268,13 @@ class XGBTuner(Tuner):
             return []
         chains = list(starts)
         scores = self._score(chains)
-        top: list[tuple[float, Point]] = []      # a min-heap of the best unvisited points
-        in_top: set[Point] = set()
+        taken = self.programs(visited)
+        top: dict[Point, tuple[float, Point]] = {}     # program -> best (score, point) seen
 
         def consider(point, score):
-            if point in visited or point in in_top:
-                return
-            if len(top) < count:
-                heapq.heappush(top, (score, point))
-                in_top.add(point)
-            elif score > top[0][0]:
-                _, dropped = heapq.heapreplace(top, (score, point))
-                in_top.discard(dropped)
-                in_top.add(point)
+            program = self.program(point)
+            if program not in taken and (program not in top or score > top[program][0]):
+                top[program] = (score, point)
 
         for point, score in zip(chains, scores):
             consider(point, float(score))
@@ -248,7 +292,7 @@ class XGBTuner(Tuner):
                 if score >= scores[i] or self.rng.random() < math.exp(
                         (score - scores[i]) / temperature):
                     chains[i], scores[i] = moves[i], score
-        return [point for _, point in sorted(top, reverse=True)]
+        return heapq.nlargest(count, top.values())
 
 
 TUNERS: dict[str, Callable[..., Tuner]] = {"xgb": XGBTuner, "random": RandomTuner,

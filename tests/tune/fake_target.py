@@ -2,7 +2,8 @@
 
 Its cost is a fixed function of the plan that the learned model does not see
 directly: the analytical estimate scaled by a penalty on loop orders and
-resident operands, so the best point is not the estimate's minimum.
+resident operands, so the best point is not the estimate's minimum. Points
+that compile to one program (`ScheduleSpace.canonical`) cost the same.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ def fake_cost(space, schedule) -> float | None:
     plan = space.plan(schedule)
     if plan is None:
         return None
-    penalty = 1 + 0.3 * schedule.loop_order.index("k") + 0.2 * schedule.resident_input
+    # Where the reduction over output-channel tiles nests among the loops that
+    # iterate: the same for points that compile to one program (`canonical`).
+    iterating = [axis for axis in schedule.loop_order if plan.counts[axis] > 1]
+    k_depth = iterating.index("k") if "k" in iterating else 0
+    penalty = 1 + 0.3 * k_depth + 0.2 * schedule.resident_input
     return round(estimate_cost(plan) * penalty)
 
 
