@@ -202,6 +202,35 @@ class TilePlan:
                 "wgt": counts["k"] * counts["c"] if schedule.resident_weights else self.threads,
                 "acc": self.threads}
 
+    def epilogue_overlap(self) -> float:
+        """Share of the GEMM work that may run beside the previous thread's epilogue.
+
+        The compute units run side by side only on different acc banks
+        (`hw.isa`): thread ``t``'s epilogue reads its slot and the bias while
+        thread ``t + 1``'s GEMMs write theirs, an instruction at a time, so the
+        rows of slot ``t + 1`` lying in a bank the epilogue uses wait. The
+        slots lie as the virtual-threads pass lays them out: a bank each where
+        they fit (`acc_bank_stride`), else packed one after another, the bias
+        after them.
+        """
+        threads, rows = self.threads, self.config.acc_bank_rows
+        slot = self.slot_entries()["acc"]
+        if threads < 2 or not slot:
+            return 0.0
+        step = acc_bank_stride(self.config, threads, slot, self.bias_entries) or slot
+
+        def banks(low: int, size: int) -> set[int]:
+            return set(range(low // rows, (low + size - 1) // rows + 1)) if size else set()
+
+        def rows_in(low: int, size: int, taken: set[int]) -> int:
+            return sum(min(low + size, (bank + 1) * rows) - max(low, bank * rows)
+                       for bank in banks(low, size) & taken)
+
+        bias = banks(threads * step, self.bias_entries)
+        waiting = sum(rows_in((t + 1) % threads * step, slot, banks(t * step, slot) | bias)
+                      for t in range(threads))
+        return 1 - waiting / (threads * slot)
+
     def usage(self) -> dict[str, int]:
         """Total SRAM entries needed, per buffer."""
         slot, copies = self.slot_entries(), self.copies()
@@ -251,6 +280,23 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
     threads = max(1, min(schedule.virtual_threads, tiles)) if schedule.latency_hiding else 1
     bias_entries = _bias_entries(geometry, config, blocks["k"], tile["k"])
     return TilePlan(geometry, config, schedule, blocks, tile, threads, bias_entries)
+
+
+def acc_bank_stride(config: HwConfig, threads: int, slot: int, shared: int) -> int | None:
+    """Entries from one thread's acc slot to the next when each gets its own acc bank.
+
+    The compute units may only run side by side on different acc banks
+    (`hw.isa`), and the ALU epilogue of one thread runs beside the GEMMs of the
+    next: so with several threads each acc slot (``slot`` entries) starts a
+    bank, and the shared acc buffers (``shared`` entries: the bias, read by
+    every thread's epilogue) get a bank of their own after them. None when that
+    does not fit: the virtual-threads pass then packs the slots and fewer
+    epilogues overlap the GEMMs (`TilePlan.epilogue_overlap`).
+    """
+    rows = config.acc_bank_rows
+    if threads < 2 or slot > rows or threads * rows + shared > config.depth("acc"):
+        return None
+    return rows
 
 
 def _bias_entries(geometry: ConvGeometry, config: HwConfig, k_blocks: int, tile_k: int) -> int:

@@ -4,8 +4,9 @@ The `xgb` tuner ranks candidates it has not measured by a model trained on
 these vectors. Besides the knobs themselves (log2 tile sizes, threads, loop
 order, resident operands) a vector holds what the knobs imply on this layer and
 config: tile counts and fractions of each extent, buffer use, DRAM bytes moved
-per operand, instruction and micro-op counts, and the analytical cycle
-estimate. The counts are those the cost model derives from the `TilePlan`
+per operand, instruction and micro-op counts, the analytical cycle estimate,
+and the share of GEMM work the acc banks let run beside the epilogues
+(`TilePlan.epilogue_overlap`, which the estimate leaves out). The counts are those the cost model derives from the `TilePlan`
 (`compiler.schedule.operand_loads`, `estimate_cost`) rather than from
 compiling: the annealer scores thousands of points per batch, and compiling
 one costs 30 ms to seconds. Sizes are log2 and relative to the layer's ideal
@@ -65,6 +66,7 @@ def features(plan: TilePlan) -> np.ndarray:
                _log2((inp_bytes + wgt_bytes + out_bytes) / config.dram_bus_bytes / uops)]
     values += [_log2(load_instructions), _log2(gemm_instructions), _log2(kernel),
                gemm_instructions / uops, _log2(tiles * 2)]
+    values += [plan.epilogue_overlap()]
     values += [_log2(cost), cost / uops]
     return np.asarray(values, dtype=np.float32)
 
@@ -80,4 +82,5 @@ FEATURE_NAMES: tuple[str, ...] = (
        "log2_bus_beats_per_uop")
     + ("log2_load_instructions", "log2_gemm_instructions", "log2_uop_kernel",
        "gemm_instructions_per_uop", "log2_alu_instructions")
+    + ("epilogue_overlap",)
     + ("log2_estimate", "estimate_per_uop"))

@@ -7,12 +7,10 @@ tuner proposes two points that compile to the same program (the space's
 `GridTuner` walks the legal points in order, `RandomTuner` draws them
 uniformly. `XGBTuner` is AutoTVM's model-based tuner: an XGBoost ranking model
 (``rank:pairwise``) trained on the features of measured candidates
-(`tune.features`) scores unmeasured ones; a batch is picked from the model's
-best candidates with AutoTVM's diversity filter, and a share of it stays random
-to keep exploring. Where the space is small enough (``enumerate_limit``
-points; the ResNet-18 layers' spaces are ~10^5) the model scores every legal
-point; in larger spaces simulated annealing, from the best points so far and
-random ones, collects the candidates as AutoTVM does. Until there are
+(`tune.features`) scores unmeasured ones; simulated annealing over the space,
+from the best points so far and random ones, collects the candidates the model
+ranks highest, AutoTVM's diversity filter picks the batch among them, and a
+share of it stays random to keep exploring. Until there are
 measurements to learn from, the analytical estimate
 (`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks and
 half the first batch is random: the model starts from the hand-written cost
@@ -134,19 +132,17 @@ class XGBTuner(Tuner):
     transfer : sequence of (features, costs)
         Measurements of other workloads, one pair of arrays per workload.
     chains, steps : int
-        Parallel annealing chains and steps per batch (spaces too large to score whole).
+        Parallel annealing chains and steps per batch.
     epsilon : float
         Share of each batch drawn at random.
-    enumerate_limit : int
-        Spaces of at most this many points (legal or not) are scored whole.
     diversity, knob_weight : int, float
         A batch is picked from ``diversity`` times its size of the model's best
         candidates, favouring knob values it does not hold yet (`_diverse`).
     """
 
     def __init__(self, space, target, seed=0, transfer=(), chains: int = 48,
-                 steps: int = 60, epsilon: float = 0.1, enumerate_limit: int = 200_000,
-                 diversity: int = 4, knob_weight: float = 0.1):
+                 steps: int = 60, epsilon: float = 0.1, diversity: int = 4,
+                 knob_weight: float = 0.1):
         super().__init__(space, target, seed)
         try:
             import xgboost  # noqa: F401
@@ -161,15 +157,6 @@ class XGBTuner(Tuner):
                          for x, costs in transfer if len(costs)]
         self.measured: list[tuple[Point, float | None]] = []
         self.model = None
-        self._everything = (None if math.prod(space.shape) > enumerate_limit
-                            else self._legal_matrix())
-
-    def _legal_matrix(self) -> tuple[list[Point], np.ndarray] | None:
-        """Every legal point of the space and its features (None if none is legal)."""
-        points = [point for point in self.space.points() if self.legal(point)]
-        if not points:
-            return None
-        return points, np.stack([self._features[point] for point in points])
 
     def update(self, results):
         self.measured += [(point, m.cost if m.ok else None) for point, m in results]
@@ -194,9 +181,7 @@ class XGBTuner(Tuner):
         return xgboost.train(params, data, num_boost_round=60)
 
     def _score(self, points: list[Point]) -> np.ndarray:
-        return self._score_features(np.stack([self.features(p) for p in points]))
-
-    def _score_features(self, x: np.ndarray) -> np.ndarray:
+        x = np.stack([self.features(p) for p in points])
         if self.model is None:                  # the prior: lower analytical estimate first
             return -x[:, self.target.prior_feature]
         return self.model.inplace_predict(x)
@@ -218,9 +203,7 @@ class XGBTuner(Tuner):
         share = self.epsilon if self.model is not None else max(self.epsilon, 0.5)
         exploit = count - int(round(count * share))
         pool = exploit * self.diversity
-        ranked = (self._top(pool, visited) if self._everything is not None
-                  else self._anneal(pool, visited))
-        batch = self._diverse(ranked, exploit)
+        batch = self._diverse(self._anneal(pool, visited), exploit)
         return batch + self.random_points(count - len(batch), visited | set(batch))
 
     def _diverse(self, ranked: list[tuple[float, Point]], count: int) -> list[Point]:
@@ -241,21 +224,6 @@ class XGBTuner(Tuner):
             chosen.append(ranked[best][1])
             covered |= set(enumerate(ranked[best][1]))
         return chosen
-
-    def _top(self, count: int, visited: set[Point]) -> list[tuple[float, Point]]:
-        """The ``count`` unvisited programs the model ranks best over the whole space,
-        best first, with their scores."""
-        points, x = self._everything
-        scores = self._score_features(x)
-        ranked, taken = [], self.programs(visited)
-        for index in np.argsort(-scores, kind="stable"):
-            if len(ranked) == count:
-                break
-            program = self.program(points[index])
-            if program not in taken:
-                taken.add(program)
-                ranked.append((float(scores[index]), points[index]))
-        return ranked
 
     def _anneal(self, count: int, visited: set[Point]) -> list[tuple[float, Point]]:
         """The ``count`` unvisited programs the model ranks best along annealing chains,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from vdla.compiler import ir
+from vdla.compiler.schedule import acc_bank_stride
 
 __all__ = ["assign_virtual_threads"]
 
@@ -61,24 +62,12 @@ def assign_virtual_threads(function: ir.Function) -> ir.Function:
 
 
 def _acc_bank_stride(function: ir.Function, threads: int) -> int | None:
-    """Entries from one thread's acc slot to the next when each gets its own acc bank.
-
-    The compute units may only run side by side on different acc banks
-    (`hw.isa`), and the ALU epilogue of one thread runs beside the GEMMs of the
-    next: so with several threads each acc slot starts a bank, and the shared
-    acc buffers (the bias, read by every thread's epilogue) get a bank of their
-    own after them. None when that does not fit (slots are then packed and
-    `mark_overlap` overlaps less).
-    """
-    config = function.config
-    rows = config.acc_bank_rows
+    """`compiler.schedule.acc_bank_stride` of this function's acc buffers."""
     slot = sum(b.entries for b in function.buffers
                if b.scope == "acc" and b.name in _REPLICATED)
     shared = sum(b.entries for b in function.buffers
                  if b.scope == "acc" and b.name not in _REPLICATED)
-    if threads < 2 or slot > rows or threads * rows + shared > config.depth("acc"):
-        return None
-    return rows
+    return acc_bank_stride(function.config, threads, slot, shared)
 
 
 def _replicate(function: ir.Function, threads: int) -> list[dict[str, ir.Buffer]]:

@@ -22,8 +22,7 @@ def _legal_points(space):
 
 def _run(tuner, count, seed=0, batch=8, op=OP):
     space = schedule_space(op, CONFIG)
-    make = tuner if callable(tuner) else lambda *args: make_tuner(tuner, *args)
-    search = make(space, get_target("fake"), seed)
+    search = make_tuner(tuner, space, get_target("fake"), seed)
     visited, seen = set(), []
     while len(seen) < count:
         batch_points = search.propose(min(batch, count - len(seen)), visited)
@@ -36,12 +35,7 @@ def _run(tuner, count, seed=0, batch=8, op=OP):
     return space, seen
 
 
-def _annealing_xgb(space, target, seed):
-    from vdla.tune.tuners import XGBTuner
-    return XGBTuner(space, target, seed, enumerate_limit=0)
-
-
-@pytest.mark.parametrize("tuner", ["grid", "random", "xgb", _annealing_xgb])
+@pytest.mark.parametrize("tuner", ["grid", "random", "xgb"])
 def test_tuners_propose_legal_points_never_twice(tuner):
     space, seen = _run(tuner, 40)
     assert len(seen) == 40 and len({space.canonical(p) for p in seen}) == 40
@@ -79,15 +73,16 @@ def test_xgb_finds_the_best_in_fewer_trials_than_random():
     assert xgb * 3 <= rnd, (xgb, rnd)
 
 
-def test_xgb_first_trial_is_the_estimates_best_over_the_whole_space():
-    """Before any measurement a space scored whole gives the estimate's true best point
-    first (annealing may miss it); half the batch explores at random."""
+def test_xgb_first_batch_starts_from_the_estimate_and_explores():
+    """Before any measurement the estimate ranks: the first point is among the best
+    2 % of the space by estimate; no two points of the batch are one program."""
     from vdla.compiler.schedule import estimate_cost
     space = schedule_space(OP, CONFIG)
     estimates = {p: estimate_cost(space.plan(space.schedule(p))) for p in _legal_points(space)}
+    ranked = sorted(estimates.values())
     search = make_tuner("xgb", space, get_target("fake"), seed=3)
     batch = search.propose(8, set())
-    assert estimates[batch[0]] == min(estimates.values())
+    assert estimates[batch[0]] <= ranked[len(ranked) // 50]
     assert len({space.canonical(p) for p in batch}) == 8
 
 
