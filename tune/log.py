@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from vdla.compiler.schedule import Schedule
 from vdla.hw.config import HwConfig
-from vdla.tune.target import Measurement, TuneError
+from vdla.tune.target import Measurement, TuneError, get_target
 
 __all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record", "read_log", "read_jsonl",
            "TuneLog", "best_record", "record_measurement"]
@@ -38,15 +38,10 @@ def workload_key(op) -> str:
 
 
 def design_digest(target: str) -> str:
-    """What a measurement depends on beyond the config: the accelerator's RTL sources.
-
-    A config's hash names its parameters, not the design they parameterise, so
-    the same config measures different cycles after the RTL changes.
-    """
-    if target != "accel":
-        return ""
-    from vdla.hw.generate import hw_source_digest
-    return hw_source_digest()
+    """What a measurement on ``target`` depends on beyond config and schedule
+    (`tune.target.Target.design`: the accelerator's RTL sources, the cpu's CPU,
+    compiler and threads)."""
+    return get_target(target).design()
 
 
 def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> str:
@@ -149,12 +144,17 @@ class TuneLog:
             os.fsync(file.fileno())
 
 
-def best_record(records: Iterable[dict[str, Any]], op, config: HwConfig,
-                target: str = "accel") -> dict[str, Any] | None:
-    """The lowest-cost correct record for this workload on this hardware, if any."""
-    key, hardware = workload_key(op), config.hash
+def best_record(records: Iterable[dict[str, Any]], op, config: HwConfig | None,
+                target: str = "accel", design: str | None = None) -> dict[str, Any] | None:
+    """The lowest-cost correct record for this workload on this hardware, if any.
+
+    ``config`` None takes records of any config (the cpu target's times do not
+    depend on one); ``design`` (`design_digest`) given, only records of that design.
+    """
+    key = workload_key(op)
     matching = [record for record in records
-                if record["workload"] == key and record["config_hash"] == hardware
-                and record["target"] == target and record["correct"]
-                and record["cost"] is not None]
+                if record["workload"] == key and record["target"] == target
+                and (config is None or record["config_hash"] == config.hash)
+                and (design is None or record.get("design") == design)
+                and record["correct"] and record["cost"] is not None]
     return min(matching, key=lambda record: record["cost"], default=None)
