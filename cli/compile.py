@@ -143,14 +143,14 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
         where = f"on config {config.name!r} (hash {config.hash})"
     else:
         record = best_record(records, op, None, target, design=chosen.design())
-        where = f"measured here ({chosen.design()})"
+        where = f"measured on the cpu here ({chosen.design()})"
     if record is None:
         mine = [r for r in records if r["workload"] == workload_key(op) and r["correct"]]
         others = sorted({r["target"] for r in mine} - {target})
         if others and not any(r["target"] == target for r in mine):
             fail(f"--tuned {path}: its trials of {op.describe()} were measured on the "
                  f"{', '.join(others)} target, not {target} (pass --target {others[0]})")
-        fail(f"--tuned {path}: no correct {target} trial of {op.describe()} {where} in the log")
+        fail(f"--tuned {path}: no correct trial of {op.describe()} {where} in the log")
     return chosen.space(op, config).decode(record["schedule"])
 
 
