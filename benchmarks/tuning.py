@@ -104,9 +104,14 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--output", default=None,
                         help="default: results/tuning.json (cpu: tuning_cpu.json)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="print the markdown table of --output's report and exit")
     args = parser.parse_args()
     suffix = "" if args.target == "accel" else f"_{args.target}"
     output = args.output or str(RESULTS / f"tuning{suffix}.json")
+    if args.table_only:
+        print(markdown_table(json.loads(Path(output).read_text())))
+        return 0
     config = load_config(args.config)
     workloads = {name: resnet18_layer(name).op for name in args.layers.split(",") if name}
     workloads.update({name: EXTRA[name] for name in args.extra.split(",") if name})
@@ -155,8 +160,27 @@ def main() -> int:
                   + f"  random/xgb {'>' if rnd is None else ''}"
                   + (f"{ratio:.1f}" if ratio else "-"), flush=True)
     report = _write(report, output, began, cache)
+    print(markdown_table(report))
     print(f"{report['summary']}; wrote {output}")
     return 0
+
+
+def markdown_table(report: dict) -> str:
+    """The README's table of a report: default and tuned cost, trials to within 5 %."""
+    unit = report.get("unit", "cycles")              # reports from before --target
+    lines = [f"| workload | layer | default {unit} | tuned {unit} | tuned / default | median "
+             "trials to within 5 %: xgb / random / grid | random ÷ xgb |",
+             "|---|---|--:|--:|--:|--:|--:|"]
+    for name, row in report["workloads"].items():
+        default, tuned = row[f"default_{unit}"], row[f"tuned_{unit}"]
+        medians = " / ".join("never" if row["median_trials_to_within"][t] is None
+                             else f"{row['median_trials_to_within'][t]:g}" for t in TUNERS)
+        ratio = row["random_over_xgb"]
+        ratio = "-" if ratio is None else ("> " if row["random_never"] else "") + f"{ratio:.1f}"
+        number = ",.0f" if unit == "cycles" else ",.1f"
+        lines.append(f"| {name} | {row['op']} | {default:{number}} | {tuned:{number}} | "
+                     f"{tuned / default:.3f} | {medians} | {ratio} |")
+    return "\n".join(lines)
 
 
 def _write(report: dict, output: str, began: float, cache: dict) -> dict:
