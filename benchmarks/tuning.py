@@ -119,7 +119,7 @@ def main() -> int:
     unit = target.unit
     cache = _Cache(RESULTS / f"tuning{suffix}_cache.jsonl")
     report = {"command": "python benchmarks/tuning.py " + " ".join(sys.argv[1:]),
-              "target": args.target, "design": target.design(), "unit": unit,
+              "target": args.target, "design": target.design(config), "unit": unit,
               "config": config.name, "trials": args.trials, "seeds": args.seeds,
               "batch": args.batch, "within": WITHIN, "workloads": {}}
     began = time.perf_counter()

@@ -142,8 +142,8 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
         record = best_record(records, op, config, target)
         where = f"on config {config.name!r} (hash {config.hash})"
     else:
-        record = best_record(records, op, None, target, design=chosen.design())
-        where = f"measured on the cpu here ({chosen.design()})"
+        record = best_record(records, op, None, target, design=chosen.design(config))
+        where = f"measured on the cpu here ({chosen.design(config)})"
     if record is None:
         mine = [r for r in records if r["workload"] == workload_key(op) and r["correct"]]
         others = sorted({r["target"] for r in mine} - {target})

@@ -35,7 +35,7 @@ from vdla.hw.accelerator import Accelerator
 from vdla.hw.cache import cache_root, tool_cache_environment
 from vdla.hw.config import HwConfig
 
-__all__ = ["verilog", "cached_verilog", "hw_source_digest", "TOP_NAME"]
+__all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME"]
 
 TOP_NAME = "vdla_accelerator"
 
@@ -113,6 +113,21 @@ def hw_source_digest() -> str:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=64)
+def _verilog_digest(config_hash: str, sources: str, config: HwConfig) -> str:
+    return hashlib.sha256(cached_verilog(config).encode()).hexdigest()[:16]
+
+
+def verilog_digest(config: HwConfig) -> str:
+    """Digest of the Verilog of ``config``: the design a cycle count was measured on.
+
+    Narrower than `hw_source_digest`: an edit to ``hw`` that leaves this
+    config's Verilog as it was (a synthesis flow, a board top, a feature of
+    other configs) keeps it, so measurements on it stay valid.
+    """
+    return _verilog_digest(config.hash, hw_source_digest(), config)
 
 
 def cached_verilog(config: HwConfig) -> str:

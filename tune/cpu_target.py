@@ -99,6 +99,14 @@ FEATURE_NAMES: tuple[str, ...] = (
     + ("log2_estimate", "estimate_per_mac"))
 
 
+@functools.lru_cache(maxsize=None)
+def _machine(threads: int) -> str:
+    from vdla.compiler.cpu.build import compiler_flags, compiler_version, cpu_model
+    from vdla.hw.cache import cpu_fingerprint
+    return (f"{cpu_model()} [{cpu_fingerprint()}]; {compiler_version()} "
+            f"{' '.join(compiler_flags())}; threads {threads}; {MODE}")
+
+
 @functools.lru_cache(maxsize=4)
 def _checked_inputs(op) -> tuple[dict, np.ndarray]:
     """Fixed random int8 inputs of ``op`` and the numpy reference output (per process)."""
@@ -124,13 +132,9 @@ class CpuTarget:
     def features(self, space: CpuSpace, schedule: CpuSchedule) -> np.ndarray | None:
         return schedule_features(space, schedule, self.threads)
 
-    @functools.cache
-    def design(self) -> str:
-        """The CPU, compiler and flags, threads and mode a time depends on."""
-        from vdla.compiler.cpu.build import compiler_flags, compiler_version, cpu_model
-        from vdla.hw.cache import cpu_fingerprint
-        return (f"{cpu_model()} [{cpu_fingerprint()}]; {compiler_version()} "
-                f"{' '.join(compiler_flags())}; threads {self.threads}; {MODE}")
+    def design(self, config: HwConfig | None = None) -> str:
+        """The CPU, compiler and flags, threads and mode a time depends on (no config)."""
+        return _machine(self.threads)
 
     def prepare(self, config: HwConfig, shared: bool,
                 progress: Callable[[str], None] | None = None) -> dict:

@@ -25,8 +25,8 @@ from vdla.compiler.schedule import Schedule
 from vdla.hw.config import HwConfig
 from vdla.tune.target import Measurement, TuneError, get_target
 
-__all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record", "read_log", "read_jsonl",
-           "TuneLog", "best_record", "record_measurement"]
+__all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record",
+           "read_log", "read_jsonl", "TuneLog", "best_record", "record_measurement"]
 
 LOG_VERSION = 1
 
@@ -37,17 +37,17 @@ def workload_key(op) -> str:
     return f"{op.describe()} #{digest}"
 
 
-def design_digest(target: str) -> str:
-    """What a measurement on ``target`` depends on beyond config and schedule
-    (`tune.target.Target.design`: the accelerator's RTL sources, the cpu's CPU,
-    compiler and threads)."""
-    return get_target(target).design()
+def design_digest(target: str, config: HwConfig) -> str:
+    """What a measurement on ``target`` depends on beyond the config's fields and the
+    schedule (`tune.target.Target.design`): for the accelerator the Verilog the config
+    generates, for the cpu the CPU, compiler, flags and threads."""
+    return get_target(target).design(config)
 
 
 def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> str:
     """What makes two measurements the same: target, workload, hardware (config and
     design) and schedule."""
-    return json.dumps([target, workload_key(op), config.hash, design_digest(target),
+    return json.dumps([target, workload_key(op), config.hash, design_digest(target, config),
                        schedule.to_dict()], sort_keys=True)
 
 
@@ -56,7 +56,8 @@ def make_record(target: str, op, config: HwConfig, schedule: Schedule,
     """One log line's object (``extra``: tuner, trial number, seed, ...)."""
     return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
             "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "design": design_digest(target), "schedule": schedule.to_dict(), "cost": measurement.cost,
+            "design": design_digest(target, config), "schedule": schedule.to_dict(),
+            "cost": measurement.cost,
             "correct": measurement.correct, "error": measurement.error,
             "details": measurement.details, "time": round(time.time(), 3), **extra}
 

@@ -134,8 +134,8 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
     space = chosen.space(op, config)
     key = workload_key(op)
     previous = read_log(log) if log is not None else []
-    design = design_digest(target)
-    # Trials of another design (RTL sources; CPU, compiler, threads) measured other hardware.
+    design = design_digest(target, config)
+    # Trials of another design (Verilog; CPU, compiler, threads) measured other hardware.
     done = [r for r in previous if r["workload"] == key and r["config_hash"] == config.hash
             and r["target"] == target and r.get("design") == design]
     if done and not resume:

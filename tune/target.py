@@ -70,9 +70,9 @@ class Target(Protocol):
     def features(self, space: ScheduleSpace, schedule: Schedule) -> np.ndarray | None:
         """The model's view of a schedule; None when it is illegal."""
 
-    def design(self) -> str:
-        """What a measurement depends on beyond the config and schedule (the RTL design,
-        the CPU and compiler ...): part of every measurement's key."""
+    def design(self, config: HwConfig) -> str:
+        """What a measurement depends on beyond the config's fields and the schedule
+        (the Verilog, the CPU and compiler ...): part of every measurement's key."""
 
     def prepare(self, config: HwConfig, shared: bool,
                 progress: Callable[[str], None] | None = None) -> dict:
@@ -105,11 +105,12 @@ class AccelTarget:
         plan = space.plan(schedule)
         return None if plan is None else features(plan)
 
-    def design(self) -> str:
-        """The accelerator's RTL sources (`hw.generate.hw_source_digest`): a config's
-        hash names its parameters, not the design they parameterise."""
-        from vdla.hw.generate import hw_source_digest
-        return hw_source_digest()
+    def design(self, config: HwConfig) -> str:
+        """The Verilog ``config`` generates (`hw.generate.verilog_digest`): a config's
+        hash names its parameters, not the design they parameterise, so the same config
+        measures different cycles after the RTL changes."""
+        from vdla.hw.generate import verilog_digest
+        return verilog_digest(config)
 
     def prepare(self, config: HwConfig, shared: bool,
                 progress: Callable[[str], None] | None = None) -> dict:

@@ -5,9 +5,12 @@ has not proposed before and learns from their measurements (`update`).
 `GridTuner` walks the legal points in order, `RandomTuner` draws them
 uniformly. `XGBTuner` is AutoTVM's model-based tuner: an XGBoost ranking model
 (``rank:pairwise``) trained on the features of measured candidates
-(`tune.features`) scores unmeasured ones, and simulated annealing over the
-space, from the best points so far and random ones, collects the batch the
-model ranks highest (a small share stays random to keep exploring). Until
+(`tune.features`) scores unmeasured ones, and the batch is the unmeasured
+points the model ranks highest (a small share stays random to keep
+exploring). Where the space is small enough (``enumerate_limit`` points, the
+ResNet-18 layers' spaces are ~10^5) the model scores every legal point, so the
+batch is the model's true top; in larger spaces simulated annealing, from the
+best points so far and random ones, collects it as AutoTVM does. Until
 there are measurements to learn from, the analytical estimate
 (`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks: the
 model starts from the hand-written cost model and learns where it is wrong. The model
@@ -112,13 +115,15 @@ class XGBTuner(Tuner):
     transfer : sequence of (features, costs)
         Measurements of other workloads, one pair of arrays per workload.
     chains, steps : int
-        Parallel annealing chains and steps per batch.
+        Parallel annealing chains and steps per batch (spaces too large to score whole).
     epsilon : float
         Share of each batch drawn at random.
+    enumerate_limit : int
+        Spaces of at most this many points (legal or not) are scored whole.
     """
 
     def __init__(self, space, target, seed=0, transfer=(), chains: int = 48,
-                 steps: int = 60, epsilon: float = 0.1):
+                 steps: int = 60, epsilon: float = 0.1, enumerate_limit: int = 200_000):
         super().__init__(space, target, seed)
         try:
             import xgboost  # noqa: F401
@@ -132,6 +137,15 @@ class XGBTuner(Tuner):
                          for x, costs in transfer if len(costs)]
         self.measured: list[tuple[Point, float | None]] = []
         self.model = None
+        self._everything = (None if math.prod(space.shape) > enumerate_limit
+                            else self._legal_matrix())
+
+    def _legal_matrix(self) -> tuple[list[Point], np.ndarray] | None:
+        """Every legal point of the space and its features (None if none is legal)."""
+        points = [point for point in self.space.points() if self.legal(point)]
+        if not points:
+            return None
+        return points, np.stack([self._features[point] for point in points])
 
     def update(self, results):
         self.measured += [(point, m.cost if m.ok else None) for point, m in results]
@@ -156,7 +170,9 @@ class XGBTuner(Tuner):
         return xgboost.train(params, data, num_boost_round=60)
 
     def _score(self, points: list[Point]) -> np.ndarray:
-        x = np.stack([self.features(p) for p in points])
+        return self._score_features(np.stack([self.features(p) for p in points]))
+
+    def _score_features(self, x: np.ndarray) -> np.ndarray:
         if self.model is None:                  # the prior: lower analytical estimate first
             return -x[:, self.target.prior_feature]
         return self.model.inplace_predict(x)
@@ -174,8 +190,23 @@ class XGBTuner(Tuner):
                 self.model is None and getattr(self.target, "prior_feature", None) is None):
             return self.random_points(count, visited)
         explore = int(round(count * self.epsilon))
-        batch = self._anneal(count - explore, visited)
+        if self._everything is not None:
+            batch = self._top(count - explore, visited)
+        else:
+            batch = self._anneal(count - explore, visited)
         return batch + self.random_points(count - len(batch), visited | set(batch))
+
+    def _top(self, count: int, visited: set[Point]) -> list[Point]:
+        """The ``count`` unvisited legal points the model ranks best, over the whole space."""
+        points, x = self._everything
+        scores = self._score_features(x)
+        batch = []
+        for index in np.argsort(-scores, kind="stable"):
+            if len(batch) == count:
+                break
+            if points[index] not in visited:
+                batch.append(points[index])
+        return batch
 
     def _anneal(self, count: int, visited: set[Point]) -> list[Point]:
         """The ``count`` unvisited legal points the model ranks best along annealing chains."""

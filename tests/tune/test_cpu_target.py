@@ -98,7 +98,7 @@ def test_measure_times_a_bit_exact_kernel_and_catches_a_wrong_one(monkeypatch):
 
 
 def test_measurement_keys_name_the_cpu_compiler_and_threads():
-    design = TARGET.design()
+    design = TARGET.design(CONFIG)
     from vdla.compiler.cpu.build import compiler_flags
     assert " ".join(compiler_flags()) in design and "threads 1" in design
     key = measurement_key("cpu", OPS["dense"], CONFIG, TARGET.default(OPS["dense"], CONFIG))
@@ -118,7 +118,7 @@ def test_tuning_logs_every_trial_resumes_and_is_never_slower_than_the_default(
     records = read_log(log)
     assert second.measured == 2 and records[:4] == first.records and len(records) == 6
     assert len({json.dumps(r["schedule"], sort_keys=True) for r in records}) == 6
-    assert all(r["target"] == "cpu" and r["design"] == TARGET.design() and r["correct"]
+    assert all(r["target"] == "cpu" and r["design"] == TARGET.design(CONFIG) and r["correct"]
                and r["cost"] > 0 and r["details"]["threads"] == 1 for r in records)
     space = TARGET.space(op, CONFIG)
     assert all(TARGET.features(space, space.decode(r["schedule"])) is not None
@@ -152,7 +152,7 @@ def test_compile_applies_the_best_cpu_record_and_refuses_others(tmp_path):
     result = runner.invoke(cli, [*compile_, "--target", "cpu", "--precision", "fp32"])
     assert result.exit_code == 1 and "cpu tuning logs time int8 kernels" in result.output
     # A log measured on another CPU or compiler does not apply here.
-    log.write_text(log.read_text().replace(json.dumps(TARGET.design()), '"another cpu"'))
+    log.write_text(log.read_text().replace(json.dumps(TARGET.design(CONFIG)), '"another cpu"'))
     result = runner.invoke(cli, [*compile_, "--target", "cpu"])
     assert result.exit_code == 1
     assert "no correct trial of dense 3x40 -> 24 +bias >>9 measured on the cpu here" \
