@@ -45,7 +45,8 @@ from vdla.compiler import Conv2d, Dense
 from vdla.compiler.workloads import resnet18_layer
 from vdla.hw.config import load_config
 from vdla.tune import tune
-from vdla.tune.log import TuneLog, make_record, measurement_key, read_jsonl, record_measurement
+from vdla.tune.log import (TuneLog, measurement_key, read_jsonl, record_measurement,
+                           workload_key)
 from vdla.tune.target import get_target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +107,10 @@ def main() -> int:
                         help="default: results/tuning.json (cpu: tuning_cpu.json)")
     parser.add_argument("--table-only", action="store_true",
                         help="print the markdown table of --output's report and exit")
+    parser.add_argument("--recheck", type=int, default=0, metavar="N",
+                        help="measure each workload's default and best schedule of --output's "
+                             "report N more times each, alternating (how noisy the costs are), "
+                             "and add that to the report")
     args = parser.parse_args()
     suffix = "" if args.target == "accel" else f"_{args.target}"
     output = args.output or str(RESULTS / f"tuning{suffix}.json")
@@ -118,6 +123,12 @@ def main() -> int:
     target = get_target(args.target)
     unit = target.unit
     cache = _Cache(RESULTS / f"tuning{suffix}_cache.jsonl")
+    if args.recheck:
+        report = json.loads(Path(output).read_text())
+        report["recheck"] = recheck(report, workloads, target, config, cache, args.recheck)
+        report["recheck_command"] = "python benchmarks/tuning.py " + " ".join(sys.argv[1:])
+        Path(output).write_text(json.dumps(report, indent=1))
+        return 0
     report = {"command": "python benchmarks/tuning.py " + " ".join(sys.argv[1:]),
               "target": args.target, "design": target.design(config), "unit": unit,
               "config": config.name, "trials": args.trials, "seeds": args.seeds,
@@ -163,6 +174,37 @@ def main() -> int:
     print(markdown_table(report))
     print(f"{report['summary']}; wrote {output}")
     return 0
+
+
+def recheck(report: dict, workloads: dict, target, config, cache: dict, times: int) -> dict:
+    """Measure each workload's default and best schedule ``times`` more times each.
+
+    The best is the cached measurement of the report's best cost; the two are
+    measured alternately, so a change in the machine's load touches both.
+    Returns, per workload, the costs and the median ratio best / default.
+    """
+    unit, options = report["unit"], target.prepare(config, shared=True)
+    result = {}
+    for name, row in report["workloads"].items():
+        op = workloads.get(name)
+        if op is None:
+            continue
+        schedules = [json.loads(key)[-1] for key, m in cache.items()
+                     if json.loads(key)[1] == workload_key(op) and m.cost == row[f"best_{unit}"]]
+        space = target.space(op, config)
+        pair = {"default": target.default(op, config), "best": space.decode(schedules[0])}
+        costs = {which: [] for which in pair}
+        for _ in range(times):
+            for which, schedule in pair.items():
+                measured = target.measure(op, config, schedule, options)
+                costs[which].append(measured.cost)
+        ratios = [b / d for b, d in zip(costs["best"], costs["default"])]
+        result[name] = {"best_schedule": pair["best"].to_dict(), **costs,
+                        "best_over_default_median": statistics.median(ratios),
+                        "best_over_default_range": [min(ratios), max(ratios)]}
+        print(f"{name:6s} recheck best/default median {statistics.median(ratios):.3f} "
+              f"(range {min(ratios):.3f}-{max(ratios):.3f}) over {times}", flush=True)
+    return result
 
 
 def markdown_table(report: dict) -> str:
