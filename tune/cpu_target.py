@@ -3,15 +3,18 @@
 `CpuTarget` searches the knobs `compiler.cpu.schedule.cpu_space` declares (the
 space `default_cpu_schedule` picks the default from by `estimate_cpu_cost`).
 A measurement generates the layer's C, builds it (`compiler.cpu.build`,
-cached by content), checks one int8 run bit for bit against the layer's numpy
-reference, then times `TIMED_RUNS` runs of at least `MIN_RUN_SECONDS` each
-(several calls per run where one call is shorter) on `THREADS` thread(s) and
-keeps the median. A time depends on the CPU, the compiler and its flags and
-the threads, so `CpuTarget.design` names them and a measurement's key
-(`tune.log.measurement_key`) carries it, as the accelerator's carries its RTL
-digest. One thread by default: on a machine whose cores other processes
-share, a second thread waits on whatever else runs and the time measures the
-load more than the schedule.
+cached by content), checks the first of `WARMUP_RUNS` int8 runs bit for bit
+against the layer's numpy reference, then times `TIMED_RUNS` single calls on
+`THREADS` thread(s) and keeps the median. Single calls, not batches of calls:
+on a machine whose cores other processes share, a batch of a few milliseconds
+mostly straddles another process's time slice, so most batches are slowed and
+their median with them (3x on this 2-core machine at load 6), while a call of
+tens to hundreds of microseconds is rarely interrupted and the median call is
+not. A time depends on the CPU, the compiler and its flags, the threads and
+this protocol, so `CpuTarget.design` names them and a measurement's key
+(`tune.log.measurement_key`) carries it, as the accelerator's carries its
+Verilog's digest. One thread by default: a second thread waits on whatever
+else runs, and the time measures the load more than the schedule.
 
 The model's features (`schedule_features`) are the knobs and what they imply
 on the layer: register use, padded channels and partial tiles, loads per
@@ -37,12 +40,12 @@ from vdla.hw.config import HwConfig
 from vdla.tune.target import Measurement, register_target
 
 __all__ = ["CpuTarget", "schedule_features", "FEATURE_NAMES", "THREADS", "TIMED_RUNS",
-           "MIN_RUN_SECONDS"]
+           "WARMUP_RUNS"]
 
 MODE = "int8"
 THREADS = 1
-TIMED_RUNS = 7
-MIN_RUN_SECONDS = 2e-3
+WARMUP_RUNS = 2             # the first touches cold pages and caches
+TIMED_RUNS = 31
 L1_BYTES = 32768            # as `estimate_cpu_cost` assumes
 
 
@@ -104,7 +107,8 @@ def _machine(threads: int) -> str:
     from vdla.compiler.cpu.build import compiler_flags, compiler_version, cpu_model
     from vdla.hw.cache import cpu_fingerprint
     return (f"{cpu_model()} [{cpu_fingerprint()}]; {compiler_version()} "
-            f"{' '.join(compiler_flags())}; threads {threads}; {MODE}")
+            f"{' '.join(compiler_flags())}; threads {threads}; {MODE}; median of "
+            f"{TIMED_RUNS} calls")
 
 
 @functools.lru_cache(maxsize=4)
@@ -140,7 +144,7 @@ class CpuTarget:
                 progress: Callable[[str], None] | None = None) -> dict:
         from vdla.compiler.cpu.build import compiler_flags, cpu_features
         compiler_flags(), cpu_features()        # a missing compiler fails here, once
-        return {"threads": self.threads, "runs": TIMED_RUNS, "min_run_seconds": MIN_RUN_SECONDS}
+        return {"threads": self.threads, "warmup": WARMUP_RUNS, "runs": TIMED_RUNS}
 
     def measure(self, op, config: HwConfig, schedule: CpuSchedule,
                 options: dict) -> Measurement:
@@ -158,22 +162,21 @@ class CpuTarget:
         inputs, reference = _checked_inputs(op)
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
         out = np.empty(op.output_shape, kernel.dtypes["out"])
-        began = time.perf_counter()
-        kernel.run(inputs["data"], threads, out)        # the warm-up, checked
-        once = time.perf_counter() - began
+        kernel.run(inputs["data"], threads, out)        # the first warm-up run, checked
         wrong = int(np.count_nonzero(out != reference))
         if wrong:
             return Measurement(None, False, f"{wrong} output(s) differ from numpy", details)
-        calls = max(1, math.ceil(options["min_run_seconds"] / max(once, 1e-7)))
+        for _ in range(options["warmup"] - 1):
+            kernel.run(inputs["data"], threads, out)
         seconds = []
         for _ in range(options["runs"]):
             began = time.perf_counter()
-            for _ in range(calls):
-                kernel.run(inputs["data"], threads, out)
-            seconds.append((time.perf_counter() - began) / calls)
+            kernel.run(inputs["data"], threads, out)
+            seconds.append(time.perf_counter() - began)
         median = statistics.median(seconds)
-        details.update(runs=options["runs"], calls_per_run=calls,
-                       spread=round((max(seconds) - min(seconds)) / median, 4))
+        first, _, third = statistics.quantiles(seconds, n=4)
+        details.update(warmup=options["warmup"], runs=options["runs"],
+                       quartile_spread=round((third - first) / median, 4))
         return Measurement(median * 1e6, True, None, details)
 
 

@@ -15,7 +15,7 @@ from vdla.compiler import Conv2d, Dense
 from vdla.compiler.cpu import CpuProblem, CpuSchedule, cpu_knob_space, estimate_cpu_cost
 from vdla.hw.config import load_config
 from vdla.tune import get_target, read_log, tune
-from vdla.tune.cpu_target import FEATURE_NAMES, THREADS, TIMED_RUNS
+from vdla.tune.cpu_target import FEATURE_NAMES, THREADS, TIMED_RUNS, WARMUP_RUNS
 from vdla.tune.log import measurement_key
 
 CONFIG = load_config("default")
@@ -87,7 +87,7 @@ def test_measure_times_a_bit_exact_kernel_and_catches_a_wrong_one(monkeypatch):
     measured = TARGET.measure(op, CONFIG, schedule, options)
     assert measured.ok and measured.cost > 0, measured.error
     assert measured.details["threads"] == THREADS == 1
-    assert measured.details["runs"] == TIMED_RUNS and measured.details["calls_per_run"] >= 1
+    assert measured.details["runs"] == TIMED_RUNS and measured.details["warmup"] == WARMUP_RUNS
     from vdla.tune import cpu_target
     inputs, reference = cpu_target._checked_inputs(op)
     wrong = reference.copy()
@@ -101,6 +101,7 @@ def test_measurement_keys_name_the_cpu_compiler_and_threads():
     design = TARGET.design(CONFIG)
     from vdla.compiler.cpu.build import compiler_flags
     assert " ".join(compiler_flags()) in design and "threads 1" in design
+    assert f"median of {TIMED_RUNS} calls" in design
     key = measurement_key("cpu", OPS["dense"], CONFIG, TARGET.default(OPS["dense"], CONFIG))
     assert design in json.loads(key)
 
