@@ -126,7 +126,9 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
     finally:
         bar.close()
     best_record = result.best
-    default = result.records[0] if result.records else None     # trial 0: the default
+    # The default is in the first batch, not always first: trials are logged as they finish.
+    default_schedule = get_target(target).default(op, config).to_dict()
+    default = next((r for r in result.records if r["schedule"] == default_schedule), None)
     summary = {"op": op.describe(), "config": config.name, "target": target, "unit": unit,
                "tuner": tuner, "trials": len(result.records), "measured": result.measured,
                "log": log_path,
