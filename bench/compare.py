@@ -314,15 +314,8 @@ def _load_average() -> list[float] | None:
 
 
 def _machine() -> dict:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "load_average": _load_average(),
+    from vdla.compiler.cpu.build import cpu_model
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "load_average": _load_average(),
             "python": platform.python_version(), "numpy": np.__version__}
 
 

@@ -126,18 +126,32 @@ def dense(**options):
     _compile(lambda: dense_from_options(options), **options)
 
 
-def _tuned_schedule(path: str, op, config):
-    """The best schedule a tuning log holds for this layer and config."""
-    from vdla.tune import TuneError, best_record, read_log
-    from vdla.compiler import Schedule
+def _tuned_schedule(path: str, op, config, target: str = "accel"):
+    """The best schedule a tuning log holds for this layer on this hardware.
+
+    accel: records of ``config``; cpu: records of this machine's CPU, compiler
+    and flags (`tune.cpu_target.CpuTarget.design`), whatever their config.
+    """
+    from vdla.tune import TuneError, best_record, get_target, read_log, workload_key
+    chosen = get_target(target)
     try:
-        record = best_record(read_log(path), op, config)
+        records = read_log(path)
     except TuneError as error:
         fail(str(error))
+    if target == "accel":
+        record = best_record(records, op, config, target)
+        where = f"on config {config.name!r} (hash {config.hash})"
+    else:
+        record = best_record(records, op, None, target, design=chosen.design(config))
+        where = f"measured on the cpu here ({chosen.design(config)})"
     if record is None:
-        fail(f"--tuned {path}: no correct trial of {op.describe()} on config "
-             f"{config.name!r} (hash {config.hash}) in the log")
-    return Schedule.from_dict(record["schedule"])
+        mine = [r for r in records if r["workload"] == workload_key(op) and r["correct"]]
+        others = sorted({r["target"] for r in mine} - {target})
+        if others and not any(r["target"] == target for r in mine):
+            fail(f"--tuned {path}: its trials of {op.describe()} were measured on the "
+                 f"{', '.join(others)} target, not {target} (pass --target {others[0]})")
+        fail(f"--tuned {path}: no correct trial of {op.describe()} {where} in the log")
+    return chosen.space(op, config).decode(record["schedule"])
 
 
 def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
@@ -145,23 +159,23 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
     from vdla.runtime.program_file import ProgramFileError, save
     if schedule_path and tuned_path:
         fail("--schedule and --tuned both choose the schedule: pass one")
-    if tuned_path and target != "accel":
-        fail(f"--tuned applies accelerator tuning logs; --target {target} takes --schedule FILE.json")
+    if tuned_path and target == "gpu":
+        fail("--tuned applies accel and cpu tuning logs; --target gpu takes --schedule FILE.json")
     if target == "gpu":
         return _compile_gpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
                             output, dump_path, as_json, precision)
     if target == "cpu":
         if precision == "fp16":
             fail("--precision fp16: the cpu target computes int8 or fp32 (fp16 is --target gpu)")
-        return _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
-                            output, dump_path, as_json, precision)
+        return _compile_cpu(make_op, config, schedule_path, tuned_path, virtual_threads,
+                            no_latency_hiding, output, dump_path, as_json, precision)
     if precision != "int8":
         fail(f"--precision {precision}: the accelerator computes int8 only (use --target cpu)")
     try:
         op = make_op()
         schedule = load_schedule(schedule_path) if schedule_path else None
         if tuned_path:
-            schedule = _tuned_schedule(tuned_path, op, config)
+            schedule = _tuned_schedule(tuned_path, op, config, "accel")
         program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
                              latency_hiding=not no_latency_hiding)
         save(program, output)
@@ -188,9 +202,10 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
                f"compiled in {summary['compile_seconds'] * 1000:.1f} ms")
 
 
-def _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding, output,
-                 dump_path, as_json, precision):
-    """``--target cpu``: generated C, built and cached now, recorded in the program file."""
+def _compile_cpu(make_op, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
+                 output, dump_path, as_json, precision):
+    """``--target cpu``: generated C, built and cached now, recorded in the program file
+    (``--tuned``: the best schedule of a ``vdla tune --target cpu`` log)."""
     from vdla.compiler.cpu import CpuSchedule
     from vdla.compiler.cpu.build import CpuBuildError
     from vdla.compiler.cpu.program import compile_cpu
@@ -198,9 +213,15 @@ def _compile_cpu(make_op, config, schedule_path, virtual_threads, no_latency_hid
     if virtual_threads is not None or no_latency_hiding:
         fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
              "--target cpu takes a CPU schedule (--schedule FILE.json)")
+    if tuned_path and precision != "int8":
+        fail(f"--tuned with --precision {precision}: cpu tuning logs time int8 kernels "
+             "(pass --precision int8 or --schedule FILE.json)")
     try:
+        op = make_op()
         schedule = CpuSchedule.load(schedule_path) if schedule_path else None
-        program = compile_cpu(make_op(), precision, schedule, config)
+        if tuned_path:
+            schedule = _tuned_schedule(tuned_path, op, config, "cpu")
+        program = compile_cpu(op, precision, schedule, config)
         save(program, output)
         if dump_path:
             Path(dump_path).write_text(program.metadata["cpu"]["source"])

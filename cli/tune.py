@@ -1,8 +1,9 @@
 """``vdla tune``: search a layer's schedule space with real measurements.
 
-``vdla tune conv2d|dense <layer options> --target accel --trials N --tuner
-xgb|random|grid --log tune.jsonl`` measures candidates (RTL cycles, each
-output checked against numpy) on local worker processes or a Dask cluster
+``vdla tune conv2d|dense <layer options> --target accel|cpu --trials N --tuner
+xgb|random|grid --log tune.jsonl`` measures candidates (accel: RTL cycles;
+cpu: wall time of the generated C on this machine, one thread; each output
+checked against numpy) on local worker processes or a Dask cluster
 (``--scheduler tcp://host:8786``, or ``local`` to start one here), appends each
 trial to the log as it finishes and shows progress (trials, best so far).
 ``--resume`` continues a log after a crash; ``--transfer`` warm-starts the
@@ -25,7 +26,8 @@ def _tune_options(function):
     options = [
         config_option,
         click.option("--target", default="accel", show_default=True,
-                     help="Where schedules are measured (accel: RTL cycles)."),
+                     help="Where schedules are measured (accel: RTL cycles; cpu: microseconds "
+                          "of the generated C on this machine, one thread)."),
         click.option("--trials", type=click.IntRange(min=1), default=32, show_default=True,
                      help="Trials in all (resumed ones included)."),
         click.option("--tuner", default="xgb", show_default=True,
@@ -85,10 +87,11 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
           scheduler, batch_size, seed, as_json, **_):
     from tqdm import tqdm
     from vdla.compiler import CompileError
-    from vdla.tune import tune
+    from vdla.tune import TuneError, get_target, tune
     try:
         op = make_op()
-    except CompileError as error:
+        unit = get_target(target).unit
+    except (CompileError, TuneError) as error:
         fail(str(error))
     transfer = _read_logs(transfer_paths)
     _read_logs([log_path])                  # warn about a torn last line up front
@@ -100,7 +103,7 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
         if record["correct"] and (best[0] is None or record["cost"] < best[0]):
             best[0] = record["cost"]
         bar.update(1)
-        bar.set_postfix_str("best " + (f"{best[0]:,.0f}" if best[0] is not None else "-"))
+        bar.set_postfix_str("best " + (_cost(best[0], unit) if best[0] is not None else "-"))
 
     def message(text):
         bar.clear()
@@ -118,14 +121,17 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
         raise click.Abort() from None
     except (ValueError, OSError) as error:      # TuneError, ExecutorError, ...
         fail(str(error))
-    except RuntimeError as error:               # a failed Verilator build
+    except RuntimeError as error:               # a failed Verilator or C build
         fail(str(error).strip() or repr(error))
     finally:
         bar.close()
     best_record = result.best
-    default = result.records[0] if result.records else None     # trial 0: the default
-    summary = {"op": op.describe(), "config": config.name, "target": target, "tuner": tuner,
-               "trials": len(result.records), "measured": result.measured, "log": log_path,
+    # The default is in the first batch, not always first: trials are logged as they finish.
+    default_schedule = get_target(target).default(op, config).to_dict()
+    default = next((r for r in result.records if r["schedule"] == default_schedule), None)
+    summary = {"op": op.describe(), "config": config.name, "target": target, "unit": unit,
+               "tuner": tuner, "trials": len(result.records), "measured": result.measured,
+               "log": log_path,
                "best_cost": best_record["cost"] if best_record else None,
                "best_schedule": best_record["schedule"] if best_record else None,
                "default_cost": default["cost"] if default else None}
@@ -135,7 +141,15 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
     if best_record is None:
         fail(f"no trial of {op.describe()} succeeded (see {log_path})")
     schedule = " ".join(f"{k}={v}" for k, v in best_record["schedule"].items())
-    click.echo(f"{op.describe()} on {config.name}: best {best_record['cost']:,.0f} cycles "
+    click.echo(f"{op.describe()} on {config.name if target == 'accel' else target}: best "
+               f"{_cost(best_record['cost'], unit)} "
                f"after {len(result.records)} trial(s) ({result.measured} measured now)")
     click.echo(f"  schedule: {schedule}")
-    click.echo(f"  log: {log_path} (apply with: vdla compile ... --tuned {log_path})")
+    if default is not None and default["cost"] is not None:
+        click.echo(f"  default schedule: {_cost(default['cost'], unit)}")
+    click.echo(f"  log: {log_path} (apply with: vdla compile ... --target {target} "
+               f"--tuned {log_path})")
+
+
+def _cost(value: float, unit: str) -> str:
+    return f"{value:,.0f} {unit}" if unit == "cycles" else f"{value:,.1f} {unit}"

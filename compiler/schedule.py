@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import ClassVar, Iterator
 
 from vdla.compiler.errors import ScheduleError
+from vdla.compiler.knobs import KnobSpace
 from vdla.compiler.ops import ConvGeometry
 from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.hw.config import HwConfig
@@ -348,58 +349,21 @@ def _geometry(op) -> ConvGeometry:
 
 
 @dataclasses.dataclass(frozen=True)
-class ScheduleSpace:
+class ScheduleSpace(KnobSpace):
     """The declared knobs of one layer on one config, each with its options.
 
     As AutoTVM's ``cfg.define_split``/``define_knob`` declare a template's
     knobs, `schedule_space` declares these once; the default search
     (`default_schedule`) and the tuners (`vdla.tune`) both walk them. A point
-    is a tuple of option indices, one per knob in `knobs` order; not every
-    point is legal (`plan` says which are).
+    is a tuple of option indices, one per knob in `knobs` order
+    (`compiler.knobs.KnobSpace`); not every point is legal (`plan` says which
+    are).
     """
 
+    schedule_type: ClassVar[type] = Schedule
     geometry: ConvGeometry
     config: HwConfig
     knobs: tuple[tuple[str, tuple], ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.knobs)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Number of options of each knob."""
-        return tuple(len(options) for _, options in self.knobs)
-
-    def __len__(self) -> int:
-        return math.prod(self.shape)
-
-    def options(self, name: str) -> tuple:
-        """The options of one knob."""
-        return dict(self.knobs)[name]
-
-    def schedule(self, point: tuple[int, ...]) -> Schedule:
-        """The schedule at a point (option indices)."""
-        return Schedule(**{name: options[i] for (name, options), i in zip(self.knobs, point)})
-
-    def point(self, schedule: Schedule) -> tuple[int, ...]:
-        """The option indices of a schedule; ScheduleError if a knob's value is not offered."""
-        point = []
-        for name, options in self.knobs:
-            value = getattr(schedule, name)
-            if value not in options:
-                raise ScheduleError(f"schedule.{name}={value!r} is not in this layer's space "
-                                    f"(options: {', '.join(map(str, options))})")
-            point.append(options.index(value))
-        return tuple(point)
-
-    def decode(self, data: dict) -> Schedule:
-        """A schedule from its ``to_dict`` form (as tuning logs store it)."""
-        return Schedule.from_dict(data)
-
-    def points(self) -> Iterator[tuple[int, ...]]:
-        """Every point, legal or not, in row-major order."""
-        return itertools.product(*(range(n) for n in self.shape))
 
     def plan(self, schedule: Schedule) -> TilePlan | None:
         """The schedule's `TilePlan` if it is legal here, else None."""

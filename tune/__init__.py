@@ -3,7 +3,8 @@
 `tune` runs a search (`tuners`: grid, random, or an XGBoost ranking model
 proposing batches by simulated annealing) over the knobs `compiler.schedule`
 declares, measuring each candidate on a target (`target`: RTL cycles on the
-accelerator, bit-exactness checked) through one executor (`bench.executor`:
+accelerator, bit-exactness checked; `cpu_target`: wall time of the generated C
+on this CPU, checked the same way) through one executor (`bench.executor`:
 local processes or Dask), and appends every trial to a JSON-lines log (`log`)
 that survives a ``kill -9`` and from which `vdla compile --tuned` applies the
 best schedule.
@@ -14,6 +15,7 @@ from vdla.tune.session import TuneResult, tune
 from vdla.tune.target import (TARGETS, Measurement, Target, TuneError, get_target,
                               register_target)
 from vdla.tune.tuners import TUNERS, make_tuner
+from vdla.tune import cpu_target  # noqa: F401  (registers the "cpu" target)
 
 __all__ = ["tune", "TuneResult", "TuneLog", "read_log", "best_record", "workload_key",
            "Target", "Measurement", "TuneError", "TARGETS", "get_target", "register_target",

@@ -23,10 +23,10 @@ from typing import Any, Iterable
 
 from vdla.compiler.schedule import Schedule
 from vdla.hw.config import HwConfig
-from vdla.tune.target import Measurement, TuneError
+from vdla.tune.target import Measurement, TuneError, get_target
 
-__all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record", "read_log", "read_jsonl",
-           "TuneLog", "best_record", "record_measurement"]
+__all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record",
+           "read_log", "read_jsonl", "TuneLog", "best_record", "record_measurement"]
 
 LOG_VERSION = 1
 
@@ -38,16 +38,10 @@ def workload_key(op) -> str:
 
 
 def design_digest(target: str, config: HwConfig) -> str:
-    """What a measurement depends on beyond the config's fields: for the accelerator,
-    the Verilog the config generates (`hw.generate.verilog_digest`).
-
-    A config's hash names its parameters, not the design they parameterise, so
-    the same config measures different cycles after the RTL changes.
-    """
-    if target != "accel":
-        return ""
-    from vdla.hw.generate import verilog_digest
-    return verilog_digest(config)
+    """What a measurement on ``target`` depends on beyond the config's fields and the
+    schedule (`tune.target.Target.design`): for the accelerator the Verilog the config
+    generates, for the cpu the CPU, compiler, flags and threads."""
+    return get_target(target).design(config)
 
 
 def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> str:
@@ -62,7 +56,8 @@ def make_record(target: str, op, config: HwConfig, schedule: Schedule,
     """One log line's object (``extra``: tuner, trial number, seed, ...)."""
     return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
             "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "design": design_digest(target, config), "schedule": schedule.to_dict(), "cost": measurement.cost,
+            "design": design_digest(target, config), "schedule": schedule.to_dict(),
+            "cost": measurement.cost,
             "correct": measurement.correct, "error": measurement.error,
             "details": measurement.details, "time": round(time.time(), 3), **extra}
 
@@ -150,12 +145,17 @@ class TuneLog:
             os.fsync(file.fileno())
 
 
-def best_record(records: Iterable[dict[str, Any]], op, config: HwConfig,
-                target: str = "accel") -> dict[str, Any] | None:
-    """The lowest-cost correct record for this workload on this hardware, if any."""
-    key, hardware = workload_key(op), config.hash
+def best_record(records: Iterable[dict[str, Any]], op, config: HwConfig | None,
+                target: str = "accel", design: str | None = None) -> dict[str, Any] | None:
+    """The lowest-cost correct record for this workload on this hardware, if any.
+
+    ``config`` None takes records of any config (the cpu target's times do not
+    depend on one); ``design`` (`design_digest`) given, only records of that design.
+    """
+    key = workload_key(op)
     matching = [record for record in records
-                if record["workload"] == key and record["config_hash"] == hardware
-                and record["target"] == target and record["correct"]
-                and record["cost"] is not None]
+                if record["workload"] == key and record["target"] == target
+                and (config is None or record["config_hash"] == config.hash)
+                and (design is None or record.get("design") == design)
+                and record["correct"] and record["cost"] is not None]
     return min(matching, key=lambda record: record["cost"], default=None)

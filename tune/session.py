@@ -24,8 +24,8 @@ from vdla.bench.executor import Pool
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import op_from_dict
 from vdla.hw.config import HwConfig
-from vdla.tune.log import (TuneLog, make_record, measurement_key, read_log, record_measurement,
-                           workload_key)
+from vdla.tune.log import (TuneLog, design_digest, make_record, measurement_key, read_log,
+                           record_measurement, workload_key)
 from vdla.tune.target import Measurement, TuneError, get_target
 from vdla.tune.tuners import make_tuner
 
@@ -134,8 +134,10 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
     space = chosen.space(op, config)
     key = workload_key(op)
     previous = read_log(log) if log is not None else []
+    design = design_digest(target, config)
+    # Trials of another design (Verilog; CPU, compiler, threads) measured other hardware.
     done = [r for r in previous if r["workload"] == key and r["config_hash"] == config.hash
-            and r["target"] == target]
+            and r["target"] == target and r.get("design") == design]
     if done and not resume:
         raise TuneError(f"log {log} already holds {len(done)} trial(s) of {op.describe()} on "
                         f"{config.name!r}: pass --resume to continue them or use another --log")

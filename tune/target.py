@@ -1,9 +1,10 @@
 """Tuning targets: what a tuner searches and how a candidate is measured.
 
 A `Target` declares a layer's knob space on a config, its default schedule,
-the features the learned model sees, and how to measure one schedule for real.
-The tuner, the log and the executor know nothing else about the hardware, so
-another target (the cpu target) plugs in by `register_target`. The
+the features the learned model sees, what a measurement depends on besides
+the config (`design`), and how to measure one schedule for real. The tuner,
+the log and the executor know nothing else about the hardware, so another
+target plugs in by `register_target` (the cpu target, `tune.cpu_target`). The
 accelerator target (`AccelTarget`, ``"accel"``) compiles the schedule, runs
 it on the Verilator RTL model through `runtime.Device` and checks the output
 bit for bit against the layer's numpy reference; its cost is the chip's cycle
@@ -69,6 +70,10 @@ class Target(Protocol):
     def features(self, space: ScheduleSpace, schedule: Schedule) -> np.ndarray | None:
         """The model's view of a schedule; None when it is illegal."""
 
+    def design(self, config: HwConfig) -> str:
+        """What a measurement depends on beyond the config's fields and the schedule
+        (the Verilog, the CPU and compiler ...): part of every measurement's key."""
+
     def prepare(self, config: HwConfig, shared: bool,
                 progress: Callable[[str], None] | None = None) -> dict:
         """Options every measurement on ``config`` gets (e.g. a prebuilt model when
@@ -99,6 +104,13 @@ class AccelTarget:
         from vdla.tune.features import features
         plan = space.plan(schedule)
         return None if plan is None else features(plan)
+
+    def design(self, config: HwConfig) -> str:
+        """The Verilog ``config`` generates (`hw.generate.verilog_digest`): a config's
+        hash names its parameters, not the design they parameterise, so the same config
+        measures different cycles after the RTL changes."""
+        from vdla.hw.generate import verilog_digest
+        return verilog_digest(config)
 
     def prepare(self, config: HwConfig, shared: bool,
                 progress: Callable[[str], None] | None = None) -> dict:

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -25,8 +26,8 @@ from pathlib import Path
 
 from vdla.hw.cache import cache_root, cpu_fingerprint, publish
 
-__all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "cache_dir",
-           "FLAG_SETS"]
+__all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "compiler_version",
+           "cpu_model", "cache_dir", "FLAG_SETS"]
 
 LIBRARY_NAME = "kernel.so"
 MANIFEST_NAME = "manifest.json"
@@ -94,15 +95,29 @@ def cpu_features() -> dict[str, bool]:
     }
 
 
-def _compiler_version() -> str:
+@functools.lru_cache(maxsize=None)
+def compiler_version() -> str:
+    """The first line of the C compiler's ``--version``."""
     result = subprocess.run([_compiler(), "--version"], capture_output=True, text=True)
     return result.stdout.splitlines()[0] if result.stdout else "unknown"
+
+
+def cpu_model() -> str:
+    """This CPU's model name (``/proc/cpuinfo``), else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _cache_key(source: str, flags: tuple[str, ...]) -> str:
     digest = hashlib.sha256()
     native = any("native" in flag for flag in flags)
-    for part in (source, _compiler(), _compiler_version(), " ".join(COMMON_FLAGS + flags),
+    for part in (source, _compiler(), compiler_version(), " ".join(COMMON_FLAGS + flags),
                  cpu_fingerprint() if native else "portable"):
         digest.update(part.encode())
         digest.update(b"\0")
@@ -144,7 +159,7 @@ def build_library(source: str, flags: tuple[str, ...] | None = None) -> Path:
             raise CpuBuildError(f"compiling a CPU kernel failed (exit {result.returncode}, "
                                 f"{' '.join(command)}):\n{tail}")
         (work / MANIFEST_NAME).write_text(json.dumps({"key": key, "command": command,
-                                                      "compiler": _compiler_version()}) + "\n")
+                                                      "compiler": compiler_version()}) + "\n")
         publish(work, final, MANIFEST_NAME)
         return final / LIBRARY_NAME
     except BaseException:

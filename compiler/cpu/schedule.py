@@ -16,23 +16,24 @@ layer is a 1x1 convolution over a 1 x M image) into C:
 - ``parallel``: the loops split between threads, ``"rows"`` (batch x output rows),
   ``"channels"`` (batch x output-channel blocks) or ``"both"``.
 
-The space is declared apart from the search (`cpu_knob_space` yields the
-legal candidates, `estimate_cpu_cost` scores one, `default_cpu_schedule` takes
-the minimum), so a tuner can measure the same space instead of estimating it.
+The space is declared apart from the search (`cpu_space` declares the knobs,
+`cpu_knob_space` yields the legal candidates, `estimate_cpu_cost` scores one,
+`default_cpu_schedule` takes the minimum), so a tuner (`vdla.tune`'s ``cpu``
+target) can measure the same space instead of estimating it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import ClassVar, Iterator
 
 from vdla.compiler.errors import ScheduleError
+from vdla.compiler.knobs import KnobSpace
 from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
 
-__all__ = ["CpuSchedule", "CpuProblem", "cpu_knob_space", "estimate_cpu_cost",
-           "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
+__all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
+           "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
 
 MODES = ("int8", "fp32")
 LOOP_ORDERS = ("block_kernel", "kernel_block")
@@ -141,18 +142,70 @@ def _problem_and_features(problem, features):
     return problem, features
 
 
+@dataclasses.dataclass(frozen=True)
+class CpuSpace(KnobSpace):
+    """The declared knobs of one CPU problem, each with its options (`cpu_space`).
+
+    Points are option indices in `knobs` order (`compiler.knobs.KnobSpace`);
+    a point is legal (`legal`) when its accumulators and their operands fit
+    the ``registers`` and no vector of output channels is wholly padding.
+    """
+
+    schedule_type: ClassVar[type] = CpuSchedule
+    problem: CpuProblem
+    registers: int
+    knobs: tuple[tuple[str, tuple], ...]
+
+    def legal(self, schedule: CpuSchedule) -> bool:
+        """Whether ``schedule`` is one of this space's candidates."""
+        try:
+            self.point(schedule)
+        except ScheduleError:
+            return False
+        lanes, vectors = schedule.lanes, schedule.oc_vectors
+        if vectors > 1 and (vectors - 1) * lanes >= self.problem.out_channels:
+            return False
+        return vectors * schedule.ow_tile + vectors + _SPARE_REGISTERS - 1 <= self.registers
+
+    def candidates(self) -> Iterator[CpuSchedule]:
+        """The legal schedules, in row-major order of their points."""
+        for point in self.points():
+            schedule = self.schedule(point)
+            if self.legal(schedule):
+                yield schedule
+
+
+def cpu_space(problem, features: dict | None = None) -> CpuSpace:
+    """Declare the knobs of ``problem`` on a CPU with ``features``.
+
+    Parameters
+    ----------
+    problem : CpuProblem, compiler.ops.Conv2d or compiler.ops.Dense
+    features : dict, optional
+        `compiler.cpu.build.cpu_features` output (``avx512``, ``vnni`` ...);
+        this machine's by default.
+    """
+    problem, features = _problem_and_features(problem, features)
+    channels = _ceil_div(problem.in_channels, 4) * 4
+    ic_blocks = sorted({b for b in (16, 32, 64, 128, 256) if b < channels} | {min(channels, 256)})
+    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1, 2, 3, 4)),
+             ("ow_tile", tuple(range(1, min(problem.out_width, 28) + 1))),
+             ("ic_block", tuple(ic_blocks)), ("loop_order", LOOP_ORDERS), ("unroll", (1, 2, 4)),
+             ("parallel", PARALLEL_AXES))
+    return CpuSpace(problem, _registers(features), knobs)
+
+
 def cpu_knob_space(problem, mode: str = "int8",
                    features: dict | None = None) -> Iterator[CpuSchedule]:
-    """Every legal schedule of ``problem`` on a CPU with ``features``.
+    """Every legal schedule of ``problem`` on a CPU with ``features`` (`cpu_space`).
 
     Parameters
     ----------
     problem : CpuProblem, compiler.ops.Conv2d or compiler.ops.Dense
     mode : str
-        ``"int8"`` or ``"fp32"``.
+        ``"int8"`` or ``"fp32"`` (both have the same candidates).
     features : dict, optional
-        `compiler.cpu.build.cpu_features` output (``avx512``, ``vnni`` ...);
-        this machine's by default.
+        As for `cpu_space`.
 
     Yields
     ------
@@ -160,19 +213,7 @@ def cpu_knob_space(problem, mode: str = "int8",
         Candidates whose accumulators fit the register file and whose blocks
         do not exceed the problem (a tuner measures these).
     """
-    problem, features = _problem_and_features(problem, features)
-    registers = _registers(features)
-    channels = _ceil_div(problem.in_channels, 4) * 4
-    ic_blocks = sorted({b for b in (16, 32, 64, 128, 256) if b < channels} | {min(channels, 256)})
-    for lanes, oc_vectors in itertools.product(_lane_choices(features), (1, 2, 3, 4)):
-        if oc_vectors > 1 and (oc_vectors - 1) * lanes >= problem.out_channels:
-            continue
-        for ow_tile in range(1, min(problem.out_width, 28) + 1):
-            if oc_vectors * ow_tile + oc_vectors + _SPARE_REGISTERS - 1 > registers:
-                continue
-            for ic_block, order, unroll, parallel in itertools.product(
-                    ic_blocks, LOOP_ORDERS, (1, 2, 4), PARALLEL_AXES):
-                yield CpuSchedule(lanes, oc_vectors, ow_tile, ic_block, order, unroll, parallel)
+    return cpu_space(problem, features).candidates()
 
 
 def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
