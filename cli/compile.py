@@ -161,14 +161,12 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
         fail("--schedule and --tuned both choose the schedule: pass one")
     if tuned_path and target == "gpu":
         fail("--tuned applies accel and cpu tuning logs; --target gpu takes --schedule FILE.json")
-    if target == "gpu":
-        return _compile_gpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding,
-                            output, dump_path, as_json, precision)
-    if target == "cpu":
-        if precision == "fp16":
-            fail("--precision fp16: the cpu target computes int8 or fp32 (fp16 is --target gpu)")
-        return _compile_cpu(make_op, config, schedule_path, tuned_path, virtual_threads,
-                            no_latency_hiding, output, dump_path, as_json, precision)
+    if target == "cpu" and precision == "fp16":
+        fail("--precision fp16: the cpu target computes int8 or fp32 (fp16 is --target gpu)")
+    if target in ("cpu", "gpu"):
+        return _compile_host(target, make_op, config, schedule_path, tuned_path,
+                             virtual_threads, no_latency_hiding, output, dump_path, as_json,
+                             precision)
     if precision != "int8":
         fail(f"--precision {precision}: the accelerator computes int8 only (use --target cpu)")
     try:
@@ -202,75 +200,69 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
                f"compiled in {summary['compile_seconds'] * 1000:.1f} ms")
 
 
-def _compile_cpu(make_op, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
-                 output, dump_path, as_json, precision):
-    """``--target cpu``: generated C, built and cached now, recorded in the program file
-    (``--tuned``: the best schedule of a ``vdla tune --target cpu`` log)."""
-    from vdla.compiler.cpu import CpuSchedule
-    from vdla.compiler.cpu.build import CpuBuildError
-    from vdla.compiler.cpu.program import compile_cpu
-    from vdla.runtime.program_file import ProgramFileError, save
-    if virtual_threads is not None or no_latency_hiding:
-        fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
-             "--target cpu takes a CPU schedule (--schedule FILE.json)")
-    if tuned_path and precision != "int8":
-        fail(f"--tuned with --precision {precision}: cpu tuning logs time int8 kernels "
-             "(pass --precision int8 or --schedule FILE.json)")
-    try:
-        op = make_op()
-        schedule = CpuSchedule.load(schedule_path) if schedule_path else None
-        if tuned_path:
-            schedule = _tuned_schedule(tuned_path, op, config, "cpu")
-        program = compile_cpu(op, precision, schedule, config)
-        save(program, output)
-        if dump_path:
-            Path(dump_path).write_text(program.metadata["cpu"]["source"])
-    except (CompileError, ProgramFileError, CpuBuildError) as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write {error.filename}: {error.strerror}")
-    info = program.metadata["cpu"]
-    summary = {"op": program.metadata["layer"], "target": "cpu", "precision": precision,
-               "output": str(output), "schedule": info["schedule"], "isa": info["isa"],
-               "flags": info["flags"]}
-    if as_json:
-        click.echo(json.dumps(summary))
-        return
-    click.echo(f"{summary['op']} for the cpu ({precision}, {info['isa']}): wrote {output}")
-    click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in info["schedule"].items()))
-    click.echo(f"  flags: {' '.join(info['flags'])}")
+def _host_target(target: str):
+    """What differs between the host targets: the schedule type, the compile function,
+    its build error, the summary's own fields and the lines that describe them."""
+    if target == "cpu":
+        from vdla.compiler.cpu import CpuSchedule
+        from vdla.compiler.cpu.build import CpuBuildError
+        from vdla.compiler.cpu.program import compile_cpu
 
-
-def _compile_gpu(make_op, config, schedule_path, virtual_threads, no_latency_hiding, output,
-                 dump_path, as_json, precision):
-    """``--target gpu``: generated CUDA C (compile-checked with nvcc where there is one)."""
+        def cpu_lines(info):
+            return [f"  flags: {' '.join(info['flags'])}"]
+        return (CpuSchedule, compile_cpu, CpuBuildError, ("isa", "flags"),
+                "the cpu ({precision}, {isa})", cpu_lines)
     from vdla.compiler.gpu import GpuSchedule
     from vdla.compiler.gpu.nvcc import NvccError
     from vdla.compiler.gpu.program import compile_gpu
+
+    def gpu_lines(info):
+        ptxas = info["ptxas"]
+        return ["  nvcc: " + (f"{ptxas['arch']}: {ptxas['registers']} registers, "
+                              f"{ptxas['shared_bytes']} bytes shared, "
+                              f"{ptxas['spill_stores']} bytes spilled" if ptxas
+                              else "not found (CUDA C not compile-checked here)")]
+    return (GpuSchedule, compile_gpu, NvccError, ("ptxas",), "a CUDA GPU ({precision})",
+            gpu_lines)
+
+
+def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_threads,
+                  no_latency_hiding, output, dump_path, as_json, precision):
+    """``--target cpu|gpu``: generated C or CUDA C (the cpu's built and cached now, the
+    gpu's compile-checked with nvcc where there is one), recorded in the program file
+    (``--tuned``, cpu only: the best schedule of a ``vdla tune --target cpu`` log)."""
     from vdla.runtime.program_file import ProgramFileError, save
+    schedule_type, compile_host, build_error, fields, device, describe = _host_target(target)
     if virtual_threads is not None or no_latency_hiding:
         fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
-             "--target gpu takes a GPU schedule (--schedule FILE.json)")
+             f"--target {target} takes a {target.upper()} schedule (--schedule FILE.json)")
+    if tuned_path and precision != "int8":
+        fail(f"--tuned with --precision {precision}: {target} tuning logs time int8 kernels "
+             "(pass --precision int8 or --schedule FILE.json)")
     try:
-        schedule = GpuSchedule.load(schedule_path) if schedule_path else None
-        program = compile_gpu(make_op(), precision, schedule, config)
+        op = make_op()
+        schedule = schedule_type.load(schedule_path) if schedule_path else None
+        if tuned_path:
+            schedule = _tuned_schedule(tuned_path, op, config, target)
+        program = compile_host(op, precision, schedule, config)
         save(program, output)
         if dump_path:
-            Path(dump_path).write_text(program.metadata["gpu"]["source"])
-    except (CompileError, ProgramFileError, NvccError) as error:
-        fail(str(error).splitlines()[0] if isinstance(error, NvccError) else str(error))
+            Path(dump_path).write_text(program.metadata[target]["source"])
+    except (CompileError, ProgramFileError) as error:
+        fail(str(error))
+    except build_error as error:         # a compiler's report: its first line says what
+        fail(str(error).splitlines()[0])
     except OSError as error:
         fail(f"cannot write {error.filename}: {error.strerror}")
-    info = program.metadata["gpu"]
-    summary = {"op": program.metadata["layer"], "target": "gpu", "precision": precision,
-               "output": str(output), "schedule": info["schedule"], "ptxas": info["ptxas"]}
+    info = program.metadata[target]
+    summary = {"op": program.metadata["layer"], "target": target, "precision": precision,
+               "output": str(output), "schedule": info["schedule"],
+               **{field: info[field] for field in fields}}
     if as_json:
         click.echo(json.dumps(summary))
         return
-    click.echo(f"{summary['op']} for a CUDA GPU ({precision}): wrote {output}")
+    click.echo(f"{summary['op']} for {device.format(precision=precision, **info)}: "
+               f"wrote {output}")
     click.echo("  schedule: " + " ".join(f"{k}={v}" for k, v in info["schedule"].items()))
-    ptxas = info["ptxas"]
-    click.echo("  nvcc: " + (f"{ptxas['arch']}: {ptxas['registers']} registers, "
-                             f"{ptxas['shared_bytes']} bytes shared, "
-                             f"{ptxas['spill_stores']} bytes spilled" if ptxas
-                             else "not found (CUDA C not compile-checked here)"))
+    for line in describe(info):
+        click.echo(line)
