@@ -13,8 +13,9 @@ ranks highest, AutoTVM's diversity filter picks the batch among them, and a
 share of it stays random to keep exploring. Until there are
 measurements to learn from, the analytical estimate
 (`compiler.schedule.estimate_cost`, the target's ``prior_feature``) ranks and
-half the first batch is random: the model starts from the hand-written cost
-model and learns where it is wrong. The model can warm-start from other
+half the first batch is random; after that the estimate is the margin the
+model's trees correct: the model starts from the hand-written cost model and
+learns where it is wrong. The model can warm-start from other
 workloads' measurements: each workload is its own ranking group, so only
 orderings within a workload are learned.
 """
@@ -135,6 +136,9 @@ class XGBTuner(Tuner):
         Parallel annealing chains and steps per batch.
     epsilon : float
         Share of each batch drawn at random.
+    prior_weight : float
+        Score per halving of the analytical estimate in the margin the model
+        starts from (`_prior`).
     diversity, knob_weight : int, float
         A batch is picked from ``diversity`` times its size of the model's best
         candidates, favouring knob values it does not hold yet (`_diverse`).
@@ -142,7 +146,7 @@ class XGBTuner(Tuner):
 
     def __init__(self, space, target, seed=0, transfer=(), chains: int = 48,
                  steps: int = 60, epsilon: float = 0.1, diversity: int = 4,
-                 knob_weight: float = 0.1):
+                 knob_weight: float = 0.1, prior_weight: float = 4.0):
         super().__init__(space, target, seed)
         try:
             import xgboost  # noqa: F401
@@ -153,6 +157,7 @@ class XGBTuner(Tuner):
         self.seed = seed
         self.chains, self.steps, self.epsilon = chains, steps, epsilon
         self.diversity, self.knob_weight = diversity, knob_weight
+        self.prior_weight = prior_weight
         self.transfer = [(np.asarray(x, np.float32), rank_labels(list(costs)))
                          for x, costs in transfer if len(costs)]
         self.measured: list[tuple[Point, float | None]] = []
@@ -171,20 +176,29 @@ class XGBTuner(Tuner):
         rows = sum(len(labels) for _, labels in groups)
         if rows < 8:
             return None
-        data = xgboost.DMatrix(np.concatenate([x for x, _ in groups]),
-                               label=np.concatenate([labels for _, labels in groups]),
+        x = np.concatenate([x for x, _ in groups])
+        data = xgboost.DMatrix(x, label=np.concatenate([labels for _, labels in groups]),
                                qid=np.concatenate([np.full(len(labels), i)
-                                                   for i, (_, labels) in enumerate(groups)]))
+                                                   for i, (_, labels) in enumerate(groups)]),
+                               base_margin=self._prior(x))
         params = {"objective": "rank:pairwise", "max_depth": 4, "eta": 0.3,
                   "min_child_weight": 1, "gamma": 1e-4, "nthread": 1, "seed": self.seed,
                   "verbosity": 0}
         return xgboost.train(params, data, num_boost_round=60)
 
+    def _prior(self, x: np.ndarray) -> np.ndarray:
+        """The analytical estimate's score of each row (0 without one): the margin the
+        model's trees correct, so a model of a few trials starts from the estimate."""
+        feature = getattr(self.target, "prior_feature", None)
+        if feature is None:
+            return np.zeros(len(x), dtype=np.float32)
+        return -self.prior_weight * x[:, feature]
+
     def _score(self, points: list[Point]) -> np.ndarray:
         x = np.stack([self.features(p) for p in points])
-        if self.model is None:                  # the prior: lower analytical estimate first
-            return -x[:, self.target.prior_feature]
-        return self.model.inplace_predict(x)
+        if self.model is None:
+            return self._prior(x)
+        return self.model.inplace_predict(x, base_margin=self._prior(x))
 
     def _neighbour(self, point: Point) -> Point:
         knobs = [i for i, n in enumerate(self.space.shape) if n > 1]
