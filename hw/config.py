@@ -31,7 +31,11 @@ _NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-=,]{0,63}")
 # Upper bounds that keep elaboration and simulation memory in reason; the
 # ISA's 16-bit SRAM addresses bound the buffers (below).
 _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_depth": 1024,
-                 "token_queue_depth": 4096}
+                 "token_queue_depth": 4096, "max_acc_banks": 64, "fetch_buffer_depth": 1024}
+# Fields added after configs had been hashed: at these values they leave the
+# hash (`HwConfig.hash`) as it was, so recorded baselines and program files
+# still name their hardware.
+_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16}
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -64,6 +68,15 @@ class HwConfig(JsonRecord):
         Depth of the command queues from fetch to load, compute and store.
     token_queue_depth : int
         Depth of each of the four dependency-token queues.
+    max_acc_banks : int
+        The acc (and out) buffer is split into this many 1-read 1-write block
+        RAM banks by its high index bits (fewer when the buffer is tiny; see
+        `acc_banks`). Fewer banks cost fewer block RAMs on FPGAs whose block
+        RAMs are narrow (each bank takes a full row of them) but let fewer
+        ``overlap`` instructions run beside the other unit (the ISA's bank rule).
+    fetch_buffer_depth : int
+        Instructions buffered between fetch's DRAM reader and its dispatcher
+        (flip-flops: 128 bits each); fetch reads in bursts of at most half of it.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -84,6 +97,8 @@ class HwConfig(JsonRecord):
     dram_reads_in_flight: int = 8
     cmd_queue_depth: int = 16
     token_queue_depth: int = 256
+    max_acc_banks: int = 4
+    fetch_buffer_depth: int = 16
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -93,9 +108,6 @@ class HwConfig(JsonRecord):
     INSN_BITS = 128
     UOP_BITS = 32
     DRAM_ADDR_BITS = 32
-    # acc and out are split into this many 1-read 1-write block RAM banks by
-    # their high index bits (fewer when the buffer is tiny); see `acc_bank_rows`.
-    ACC_BANKS = 4
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -113,7 +125,8 @@ class HwConfig(JsonRecord):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
-                     "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth"):
+                     "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth",
+                     "max_acc_banks", "fetch_buffer_depth"):
             if not _is_power_of_two(getattr(self, name)):
                 raise ConfigError(f"{name}: must be a power of two, got {getattr(self, name)}")
         if (self.inp_width, self.wgt_width, self.out_width) != (8, 8, 8):
@@ -145,6 +158,9 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"batch x block_in x block_out: {self.macs_per_cycle} MACs per "
                               f"cycle, more than the {MAX_MACS_PER_CYCLE} vdla elaborates and "
                               "simulates")
+        if self.fetch_buffer_depth < 2:
+            raise ConfigError(f"fetch_buffer_depth: at least 2 (fetch reads in bursts of half "
+                              f"of it), got {self.fetch_buffer_depth}")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -198,7 +214,7 @@ class HwConfig(JsonRecord):
     @property
     def acc_banks(self) -> int:
         """Banks of the acc (and out) buffer: each a 1R1W block RAM (rule in `hw.isa`)."""
-        return max(1, min(self.ACC_BANKS, self.depth("acc") // 2))
+        return max(1, min(self.max_acc_banks, self.depth("acc") // 2))
 
     @property
     def acc_bank_rows(self) -> int:
@@ -246,6 +262,9 @@ class HwConfig(JsonRecord):
         """Stable digest of everything that shapes the hardware (not the name)."""
         data = self.to_dict()
         data.pop("name")
+        for field, neutral in _HASH_NEUTRAL.items():
+            if data[field] == neutral:
+                data.pop(field)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def same_hardware(self, other: "HwConfig") -> bool:

@@ -2,7 +2,7 @@
 
 On ``go`` it starts reading ``insn_count`` instructions (``INSN_BYTES`` each)
 from byte address ``insn_addr`` through an `ElementReader`, in chunks of at
-most `FETCH_CHUNK` instructions (one burst each). A chunk is only requested
+most `fetch_chunk` instructions (one burst each). A chunk is only requested
 when the instruction buffer has room for it and for everything still in
 flight, so fetch always drains its read data and never blocks the shared read
 port. The dispatcher pops the buffer in order and pushes each instruction into
@@ -31,10 +31,15 @@ from vdla.hw.counters import STATUS_BITS
 from vdla.hw.dma import ElementReader
 from vdla.hw.layouts import MemReadSignature, instruction_layout, log2
 
-__all__ = ["Fetch", "FETCH_CHUNK", "FETCH_BUFFER"]
+__all__ = ["Fetch", "FETCH_CHUNK", "fetch_chunk"]
 
-FETCH_CHUNK = 8      # instructions per read burst
-FETCH_BUFFER = 16    # instructions buffered between the reader and the dispatcher
+FETCH_CHUNK = 8      # instructions per read burst, at most
+
+
+def fetch_chunk(config: HwConfig) -> int:
+    """Instructions per read burst: `FETCH_CHUNK`, or half the buffer if that is less
+    (so one chunk is read while the other drains)."""
+    return min(FETCH_CHUNK, config.fetch_buffer_depth // 2)
 
 
 class Fetch(wiring.Component):
@@ -81,8 +86,9 @@ class Fetch(wiring.Component):
         config = self.config
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES)
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
+        buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
         m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
-                                                     depth=FETCH_BUFFER)
+                                                     depth=buffer_depth)
         queues = {}
         for name in isa.MODULES:
             queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
@@ -94,19 +100,19 @@ class Fetch(wiring.Component):
         # ---------------------------------------------------------- requests
         remaining = Signal(32)        # instructions not yet requested
         next_index = Signal(32)       # DRAM element index of the next one
-        in_flight = Signal(range(FETCH_BUFFER + 1))   # requested, not yet buffered
+        in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered
         fetched = Signal(32)
         dispatched = Signal(32)
         total = Signal(32)
         chunk = Signal(16)
-        m.d.comb += chunk.eq(Mux(remaining > FETCH_CHUNK, FETCH_CHUNK, remaining))
+        m.d.comb += chunk.eq(Mux(remaining > most, most, remaining))
         with m.If(self.go):
             m.d.sync += [
                 remaining.eq(self.insn_count),
                 total.eq(self.insn_count),
                 next_index.eq(self.insn_addr >> log2(isa.INSN_BYTES)),
             ]
-        room = buffer.level + in_flight + chunk <= FETCH_BUFFER
+        room = buffer.level + in_flight + chunk <= buffer_depth
         m.d.comb += [
             reader.cmd.valid.eq((remaining != 0) & room),
             reader.cmd.payload.addr.eq(next_index),
