@@ -133,7 +133,9 @@ class ElementReader(wiring.Component):
                 m.d.sync += issuing.eq(0)
 
         # Outstanding beats: the rest of the current row plus requested, unreceived ones.
-        in_flight = Signal(32)
+        # The arbiter (`hw.dram_arbiter`) keeps at most `dram_reads_in_flight`
+        # bursts outstanding, which bounds this count (with one burst to spare).
+        in_flight = Signal(range((self.config.dram_reads_in_flight + 1) * MAX_BURST_BEATS + 1))
         beat_taken = self.mem.data.valid & self.mem.data.ready
         requested = self.mem.req.valid & self.mem.req.ready
         m.d.sync += in_flight.eq(in_flight + Mux(requested, burst, 0) - beat_taken)

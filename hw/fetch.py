@@ -101,15 +101,14 @@ class Fetch(wiring.Component):
         remaining = Signal(32)        # instructions not yet requested
         next_index = Signal(32)       # DRAM element index of the next one
         in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered
-        fetched = Signal(32)
-        dispatched = Signal(32)
-        total = Signal(32)
-        chunk = Signal(16)
+        fetched = Signal(STATUS_BITS)   # wraps, as the status output does
+        undispatched = Signal(32)       # instructions not yet dispatched
+        chunk = Signal(range(most + 1))
         m.d.comb += chunk.eq(Mux(remaining > most, most, remaining))
         with m.If(self.go):
             m.d.sync += [
                 remaining.eq(self.insn_count),
-                total.eq(self.insn_count),
+                undispatched.eq(self.insn_count),
                 next_index.eq(self.insn_addr >> log2(isa.INSN_BYTES)),
             ]
         room = buffer.level + in_flight + chunk <= buffer_depth
@@ -146,10 +145,10 @@ class Fetch(wiring.Component):
                          queues[name].w_en.eq(dispatch & chosen)]
         m.d.comb += buffer.r_en.eq(dispatch)
         with m.If(dispatch):
-            m.d.sync += dispatched.eq(dispatched + 1)
+            m.d.sync += undispatched.eq(undispatched - 1)
 
         m.d.comb += [
-            self.complete.eq(dispatched == total),
+            self.complete.eq(undispatched == 0),
             self.idle.eq((in_flight == 0) & reader.idle),
             self.fetched.eq(fetched),
         ]
