@@ -35,7 +35,7 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # Fields added after configs had been hashed: at these values they leave the
 # hash (`HwConfig.hash`) as it was, so recorded baselines and program files
 # still name their hardware.
-_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16}
+_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32}
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -77,6 +77,12 @@ class HwConfig(JsonRecord):
     fetch_buffer_depth : int
         Instructions buffered between fetch's DRAM reader and its dispatcher
         (flip-flops: 128 bits each); fetch reads in bursts of at most half of it.
+    dram_addr_bits : int
+        Bits of the DRAM byte addresses the hardware computes: it reaches the
+        first ``2 ** dram_addr_bits`` bytes (programs are checked against that,
+        `runtime.verify`). The ISA's address fields and the memory port stay
+        `DRAM_ADDR_BITS` wide; fewer bits save logic where DRAM is small (a
+        board's on-chip memory).
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -99,6 +105,7 @@ class HwConfig(JsonRecord):
     token_queue_depth: int = 256
     max_acc_banks: int = 4
     fetch_buffer_depth: int = 16
+    dram_addr_bits: int = 32
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -161,6 +168,9 @@ class HwConfig(JsonRecord):
         if self.fetch_buffer_depth < 2:
             raise ConfigError(f"fetch_buffer_depth: at least 2 (fetch reads in bursts of half "
                               f"of it), got {self.fetch_buffer_depth}")
+        if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
+            raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
+                              f"got {self.dram_addr_bits}")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -295,14 +305,13 @@ PRESETS: dict[str, HwConfig] = {
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
-    # iCEBreaker (iCE40 UP5K: 5280 LUTs, 30 4-kbit block RAMs of 256x16, 8 DSPs):
-    # a 1x4x4 core. Block RAMs are 16 bits wide, so the buffers take 22 whatever
-    # their depth (wgt and acc rows are 128 bits: 8 each; uop, inp, out 2 each);
-    # the 4 KiB of on-chip memory the other 8.
-    "icebreaker": HwConfig(batch=1, block_in=4, block_out=4, uop_buffer_bytes=1024,
-                           inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=2048,
-                           dram_bus_bits=32, dram_read_latency=8, cmd_queue_depth=2,
-                           token_queue_depth=8, name="icebreaker"),
+    # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
+    # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16): see BUDGET.
+    "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
+                           inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
+                           dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
+                           cmd_queue_depth=1, token_queue_depth=8, max_acc_banks=1,
+                           fetch_buffer_depth=2, dram_addr_bits=17, name="icebreaker"),
 }
 
 

@@ -99,7 +99,8 @@ class Fetch(wiring.Component):
 
         # ---------------------------------------------------------- requests
         remaining = Signal(32)        # instructions not yet requested
-        next_index = Signal(32)       # DRAM element index of the next one
+        # DRAM element index of the next one
+        next_index = Signal(config.dram_addr_bits - log2(isa.INSN_BYTES))
         in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered
         fetched = Signal(STATUS_BITS)   # wraps, as the status output does
         undispatched = Signal(32)       # instructions not yet dispatched

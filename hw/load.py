@@ -97,7 +97,7 @@ class LoadEngine(wiring.Component):
         col = Signal(padded_bits)
         offset = Signal(isa.SRAM_ADDR_BITS)
         rows_left = Signal(isa.SIZE_BITS)       # data rows still to request
-        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)
+        row_addr = Signal(config.dram_addr_bits)
 
         cmd = self.cmd.payload
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]

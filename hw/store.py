@@ -111,9 +111,9 @@ class StoreUnit(wiring.Component):
 
         # ---------------------------------------------------------- rows and beats
         rows_left = Signal(isa.SIZE_BITS)
-        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)   # DRAM element index of the row's first element
+        row_addr = Signal(config.dram_addr_bits)   # DRAM element index of the row's first element
         row_beats = Signal(isa.SIZE_BITS + log2(beats_per_element) + 1)   # beats of the row not yet requested
-        req_addr = Signal(HwConfig.DRAM_ADDR_BITS)
+        req_addr = Signal(config.dram_addr_bits)
         burst = Signal(BURST_BEATS_BITS)
         beats_left = Signal(BURST_BEATS_BITS)   # beats of the current burst still to send
         part = Signal(range(beats_per_element))   # beat within a wide element
@@ -128,7 +128,7 @@ class StoreUnit(wiring.Component):
             self.mem.req.payload.addr.eq(req_addr),
             self.mem.req.payload.beats.eq(burst),
         ]
-        byte_addr = (row_addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
+        byte_addr = (row_addr << log2(element_bytes))[:config.dram_addr_bits]
         first_lane = row_addr[:lane_bits]
 
         retired = Signal(STATUS_BITS)

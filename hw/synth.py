@@ -49,7 +49,7 @@ from typing import Any
 from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
-__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
+__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options", "estimate",
            "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
            "known_fmax", "clock_for"]
 
@@ -296,6 +296,18 @@ _DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|
                            re.IGNORECASE)
 
 
+def synth_options(target: str, device: str) -> str:
+    """Options of the target's Yosys ``synth_*`` command for ``device`` (a `DEVICES`
+    name): on iCE40, infer the part's DSPs and single-port RAMs where it has them."""
+    part = DEVICES[device]
+    flags = []
+    if target == "ice40" and part.dsps:
+        flags.append("-dsp")
+    if target == "ice40" and part.sprams:
+        flags.append("-spram")
+    return " ".join(flags)
+
+
 def _device(target: str, device: str | None) -> Device:
     if target not in TARGETS:
         raise SynthError(f"unknown target {target!r} (available: {', '.join(TARGETS)})")
@@ -363,11 +375,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     try:
         (work / "design.il").write_text(rtlil)
         synth = settings["synth"]
-        options = f"-top {top}"
-        if target == "ice40" and part.dsps:
-            options += " -dsp"
-        if target == "ice40" and part.sprams:
-            options += " -spram"
+        options = f"-top {top} {synth_options(target, part.name)}".rstrip()
         netlist = " -json netlist.json" if place else ""
         script = (f"read_rtlil design.il; {synth} {options}{netlist}; "
                   "tee -q -o stat.json stat -json")
