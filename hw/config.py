@@ -65,7 +65,9 @@ class HwConfig(JsonRecord):
         Read bursts the DRAM arbiter keeps outstanding; with the latency this
         bounds read bandwidth for short bursts.
     cmd_queue_depth : int
-        Depth of the command queues from fetch to load, compute and store.
+        Depth of the command queues from fetch to load, compute and store; 0
+        for none (fetch hands each instruction straight to its module, which
+        saves three instruction registers where flip-flops are scarce).
     token_queue_depth : int
         Depth of each of the four dependency-token queues.
     max_acc_banks : int
@@ -119,6 +121,8 @@ class HwConfig(JsonRecord):
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.name == "cmd_queue_depth" and value == 0:
+                continue
             if field.name == "name":
                 if not isinstance(value, str) or not _NAME.fullmatch(value):
                     raise ConfigError(f"name: expected a label of letters, digits, '_', '-', "
@@ -134,6 +138,8 @@ class HwConfig(JsonRecord):
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
                      "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth",
                      "max_acc_banks", "fetch_buffer_depth"):
+            if name == "cmd_queue_depth" and self.cmd_queue_depth == 0:
+                continue
             if not _is_power_of_two(getattr(self, name)):
                 raise ConfigError(f"{name}: must be a power of two, got {getattr(self, name)}")
         if (self.inp_width, self.wgt_width, self.out_width) != (8, 8, 8):
@@ -165,9 +171,6 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"batch x block_in x block_out: {self.macs_per_cycle} MACs per "
                               f"cycle, more than the {MAX_MACS_PER_CYCLE} vdla elaborates and "
                               "simulates")
-        if self.fetch_buffer_depth < 2:
-            raise ConfigError(f"fetch_buffer_depth: at least 2 (fetch reads in bursts of half "
-                              f"of it), got {self.fetch_buffer_depth}")
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
@@ -310,8 +313,8 @@ PRESETS: dict[str, HwConfig] = {
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
-                           cmd_queue_depth=1, token_queue_depth=8, max_acc_banks=1,
-                           fetch_buffer_depth=2, dram_addr_bits=17, name="icebreaker"),
+                           cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
+                           fetch_buffer_depth=1, dram_addr_bits=17, name="icebreaker"),
 }
 
 

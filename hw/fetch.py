@@ -6,8 +6,9 @@ most `fetch_chunk` instructions (one burst each). A chunk is only requested
 when the instruction buffer has room for it and for everything still in
 flight, so fetch always drains its read data and never blocks the shared read
 port. The dispatcher pops the buffer in order and pushes each instruction into
-one of three command queues (depth ``config.cmd_queue_depth``), stalling while
-the target queue is full:
+one of three command queues (depth ``config.cmd_queue_depth``; with depth 0
+straight to its module), stalling while the target queue is full (the module
+busy):
 
 * LOAD of inp or wgt -> ``load_cmds``
 * STORE -> ``store_cmds``
@@ -38,8 +39,17 @@ FETCH_CHUNK = 8      # instructions per read burst, at most
 
 def fetch_chunk(config: HwConfig) -> int:
     """Instructions per read burst: `FETCH_CHUNK`, or half the buffer if that is less
-    (so one chunk is read while the other drains)."""
-    return min(FETCH_CHUNK, config.fetch_buffer_depth // 2)
+    (so one chunk is read while the other drains; a buffer of one takes one)."""
+    return max(1, min(FETCH_CHUNK, config.fetch_buffer_depth // 2))
+
+
+class _Direct:
+    """A module's command stream seen through a FIFO's write side (``w_data``,
+    ``w_en``, ``w_rdy``), for ``cmd_queue_depth`` 0: offering is ``valid``."""
+
+    def __init__(self, stream_port):
+        self.w_data, self.w_en, self.w_rdy = (stream_port.payload, stream_port.valid,
+                                              stream_port.ready)
 
 
 class Fetch(wiring.Component):
@@ -91,10 +101,15 @@ class Fetch(wiring.Component):
                                                      depth=buffer_depth)
         queues = {}
         for name in isa.MODULES:
+            output = getattr(self, f"{name}_cmds")
+            if config.cmd_queue_depth == 0:
+                # No queue: the dispatcher drives the module's stream itself.
+                queues[name] = _Direct(output)
+                continue
             queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                  depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue
-            wiring.connect(m, queue.r_stream, wiring.flipped(getattr(self, f"{name}_cmds")))
+            wiring.connect(m, queue.r_stream, wiring.flipped(output))
             m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
 
         # ---------------------------------------------------------- requests
@@ -143,7 +158,7 @@ class Fetch(wiring.Component):
         dispatch = buffer.r_rdy & target_ready
         for name, chosen in (("load", to_load), ("store", to_store), ("compute", to_compute)):
             m.d.comb += [queues[name].w_data.eq(buffer.r_data),
-                         queues[name].w_en.eq(dispatch & chosen)]
+                         queues[name].w_en.eq(buffer.r_rdy & chosen)]
         m.d.comb += buffer.r_en.eq(dispatch)
         with m.If(dispatch):
             m.d.sync += undispatched.eq(undispatched - 1)

@@ -111,6 +111,7 @@ class SimulatedBoard:
                  timeout_cycles: int = 50_000_000, memory_kind: str = "bram"):
         self.config = config
         self.memory_bytes = memory_bytes
+        self.memory_kind = memory_kind
         self.clocks_per_bit = clocks_per_bit
         self.timeout_cycles = timeout_cycles
         lib = ctypes.CDLL(str(build_board_model(config, memory_bytes, clocks_per_bit,

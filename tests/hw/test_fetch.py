@@ -48,9 +48,11 @@ def random_stream(rng: np.random.Generator, count: int) -> list[isa.Instruction]
 
 
 SMALL_BUFFER = TINY.replace(fetch_buffer_depth=4, name="tiny-fetch4")
+NO_QUEUES = TINY.replace(fetch_buffer_depth=1, cmd_queue_depth=0, name="tiny-direct")
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, SMALL_BUFFER], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, SMALL_BUFFER, NO_QUEUES],
+                         ids=lambda c: c.name)
 @pytest.mark.parametrize("case, stall, take", [
     ("finish alone", 0.0, 1.0),
     ("two chunks", 0.0, 1.0),                  # full speed

@@ -14,6 +14,7 @@ import pytest
 from vdla.compiler import Conv2d, Dense, compile_op
 from vdla.hw import board_protocol as protocol
 from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
+from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.runtime.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.device import Device
@@ -49,6 +50,26 @@ def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
     assert result.counters["alu_uops"] == rtl.counters["alu_uops"]
     assert result.cycles == result.counters["cycles"] > 0
     assert result.sim == "board-sim"
+
+
+def test_board_preset_runs_a_layer_through_its_single_port_memory():
+    """The iCEBreaker's own board top (its preset, its SPRAM-kind memory): a
+    layer whose DRAM image is larger than a few KiB, against numpy and the
+    functional simulator's micro-op counts."""
+    board = BOARDS["icebreaker"]
+    config = board.config
+    op = Conv2d(batch=1, in_channels=16, out_channels=12, height=7, width=9, kernel=(3, 3),
+                padding=(1, 1), bias=True, shift=7, relu=False)
+    program = compile_op(op, config)
+    assert program.dram_bytes > 4096
+    inputs = op.random_inputs(np.random.default_rng(5))
+    backend = get_backend("board-sim", config)
+    assert (backend.memory_bytes, backend.link.transport.memory_kind) == (board.memory_bytes, "spram")
+    result = Device(config, sim="board-sim").run(program, inputs)
+    np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
+    functional = Device(config, sim="fsim").run(program, inputs)
+    for name in ("gemm_uops", "alu_uops"):
+        assert result.counters[name] == functional.counters[name] > 0
 
 
 def test_memory_round_trip_at_odd_addresses(board):
