@@ -241,7 +241,11 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     config = config or board.config
     platform = board.platform_instance()
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools():
+    # As in `hw.board_top.board_rtlil`: no all-zero memory initialisation, which
+    # iCE40 single-port RAMs cannot take (Yosys would fall back to block RAM).
+    from vdla.hw.generate import _without_zero_memory_init
+    with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools(), \
+            _without_zero_memory_init():
         try:
             products = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                       build_dir=build_dir, do_program=False,
