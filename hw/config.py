@@ -309,7 +309,14 @@ PRESETS: dict[str, HwConfig] = {
                       acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
-    # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16): see BUDGET.
+    # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
+    # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8
+    # multipliers per DSP, so 1x4x1 uses 5 (1x4x4 needed 21). One acc bank
+    # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
+    # one-instruction fetch buffer and 17-bit DRAM addresses (the board's 128 KiB
+    # in the SPRAMs) save flip-flops. Buffers take 10 block RAMs. The board top
+    # is 5529 LUT4s and 3870 FFs, which nextpnr packs into 7981 logic cells
+    # (151 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,

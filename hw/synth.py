@@ -469,7 +469,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     On ECP5 the accelerator core is placed out of context. On iCE40
     (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
     core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
-    the `hw.boards` board with that part (4 KiB on the iCEBreaker's UP5K).
+    the `hw.boards` board with that part (the iCEBreaker's UP5K: 128 KiB in its
+    single-port RAMs).
 
     Parameters
     ----------
@@ -492,10 +493,12 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
             from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
             from vdla.hw.boards import BOARDS
             part = _device(target, device).name
-            memory_bytes = next((board.memory_bytes for board in BOARDS.values()
-                                 if board.device == part), DEFAULT_MEMORY_BYTES)
-            return synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
-                                    device, place=True, clock_mhz=clock_mhz, top_kind="board")
+            board = next((board for board in BOARDS.values() if board.device == part), None)
+            memory = ((board.memory_bytes, board.memory_kind) if board
+                      else (DEFAULT_MEMORY_BYTES, "bram"))
+            return synthesize_rtlil(board_rtlil(config, memory[0], memory_kind=memory[1]),
+                                    BOARD_TOP_NAME, target, device, place=True,
+                                    clock_mhz=clock_mhz, top_kind="board")
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
 
