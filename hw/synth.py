@@ -54,7 +54,7 @@ __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_o
            "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 # Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
 LOG_TAIL_LINES = 400
 
@@ -209,6 +209,9 @@ class SynthReport:
             parts.append(f"{self.lutrams} LUT-RAMs")
         if device.sprams:
             parts.append(f"{self.sprams}/{device.sprams} SPRAMs")
+        cells = self.utilization.get("ICESTORM_LC") if self.utilization else None
+        if cells:   # iCE40: LUTs and FFs share logic cells, so this is what must fit
+            parts.append(f"{cells['used']}/{cells['available']} logic cells")
         parts.append("fits" if self.fits else "DOES NOT FIT")
         if self.fmax_mhz is not None:
             clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in self.fmax_by_clock.items())
@@ -306,6 +309,10 @@ def synth_options(target: str, device: str) -> str:
     if target == "ice40" and part.sprams:
         flags.append("-spram")
     return " ".join(flags)
+
+
+# A line of nextpnr's "Device utilisation" block: "Info:  ICESTORM_LC:  7981/  5280  151%".
+_UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
 
 
 def _device(target: str, device: str | None) -> Device:
@@ -425,7 +432,11 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
         log_path = work / "nextpnr.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         if _DOES_NOT_FIT.search(log + result.stderr):
-            return {**fields, "fits": False, "fmax_by_clock": {}}
+            # nextpnr states what it packed before it gives up: how far over it is.
+            utilization = {name: {"used": int(used), "available": int(available)}
+                           for name, used, available in _UTILISATION.findall(log)
+                           if int(used)}
+            return {**fields, "fits": False, "fmax_by_clock": {}, "utilization": utilization}
         tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])
         raise SynthError(f"nextpnr failed (exit {result.returncode}); last lines:\n{tail}")
     pnr = json.loads((work / "pnr.json").read_text())
