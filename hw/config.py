@@ -121,8 +121,6 @@ class HwConfig(JsonRecord):
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "cmd_queue_depth" and value == 0:
-                continue
             if field.name == "name":
                 if not isinstance(value, str) or not _NAME.fullmatch(value):
                     raise ConfigError(f"name: expected a label of letters, digits, '_', '-', "
@@ -132,7 +130,9 @@ class HwConfig(JsonRecord):
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{field.name}: expected an integer, got {value!r}")
-            if value <= 0:
+            if field.name == "cmd_queue_depth" and value < 0:   # 0: no queues
+                raise ConfigError(f"{field.name}: must be 0 or positive, got {value}")
+            if value <= 0 and field.name != "cmd_queue_depth":
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
@@ -315,7 +315,7 @@ PRESETS: dict[str, HwConfig] = {
     # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
     # one-instruction fetch buffer and 17-bit DRAM addresses (the board's 128 KiB
     # in the SPRAMs) save flip-flops. Buffers take 10 block RAMs. The board top
-    # is 5529 LUT4s and 3870 FFs, which nextpnr packs into 7981 logic cells
+    # is 5522 LUT4s and 3869 FFs, which nextpnr packs into 7976 logic cells
     # (151 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,

@@ -49,9 +49,9 @@ from typing import Any
 from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
-__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options", "estimate",
-           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
-           "known_fmax", "clock_for"]
+__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options",
+           "estimate", "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path",
+           "record_fmax", "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see.
 RECIPE_VERSION = 2

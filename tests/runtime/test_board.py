@@ -64,7 +64,8 @@ def test_board_preset_runs_a_layer_through_its_single_port_memory():
     assert program.dram_bytes > 4096
     inputs = op.random_inputs(np.random.default_rng(5))
     backend = get_backend("board-sim", config)
-    assert (backend.memory_bytes, backend.link.transport.memory_kind) == (board.memory_bytes, "spram")
+    assert backend.memory_bytes == board.memory_bytes
+    assert backend.link.transport.memory_kind == "spram"
     result = Device(config, sim="board-sim").run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
     functional = Device(config, sim="fsim").run(program, inputs)
