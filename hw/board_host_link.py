@@ -25,7 +25,7 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw import board_protocol as protocol
 from vdla.hw.board_memory import READ_LATENCY
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.counters import rtl_counters
 from vdla.hw.layouts import log2
 
 __all__ = ["HostLink"]
@@ -64,7 +64,7 @@ class HostLink(wiring.Component):
             "done": In(1),
             "running": Out(1),
         }
-        members.update({f"counter_{name}": In(32) for name in RTL_COUNTERS})
+        members.update({f"counter_{name}": In(32) for name in rtl_counters(config)})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -80,7 +80,7 @@ class HostLink(wiring.Component):
 
         # Reply bytes: INFO's constants, the STATUS byte, the counters (little-endian).
         info = info_bytes(self.config, self.memory_bytes)
-        counters = [getattr(self, f"counter_{name}") for name in RTL_COUNTERS]
+        counters = [getattr(self, f"counter_{name}") for name in rtl_counters(self.config)]
         status_byte = Cat(self.done & ~self.running, self.running, Const(0, 6))
         replies = Array([Const(byte, 8) for byte in info] + [status_byte]
                         + [counter.word_select(i, 8) for counter in counters for i in range(4)])
@@ -145,7 +145,7 @@ class HostLink(wiring.Component):
                         send_status(busy)
                     for code, first in first_reply.items():
                         with m.Case(code):
-                            end = first + protocol.reply_bytes(code)
+                            end = first + protocol.reply_bytes(code, len(counters))
                             m.d.sync += [reply_index.eq(first), reply_end.eq(end)]
                             m.next = "reply"
             with m.State("write"):

@@ -25,7 +25,7 @@ from vdla.hw.board_host_link import HostLink
 from vdla.hw.board_memory import OnChipMemory
 from vdla.hw.board_uart import UartReceiver, UartTransmitter
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.counters import rtl_counters
 
 __all__ = ["BoardTop", "BOARD_TOP_NAME", "board_rtlil", "board_verilog", "DEFAULT_MEMORY_BYTES",
            "DEFAULT_CLOCKS_PER_BIT"]
@@ -89,7 +89,7 @@ class BoardTop(wiring.Component):
             accelerator.insn_count.eq(link.insn_count), link.done.eq(accelerator.done),
         ]
         m.d.comb += [getattr(link, f"counter_{name}").eq(getattr(accelerator, f"counter_{name}"))
-                     for name in RTL_COUNTERS]
+                     for name in rtl_counters(self.config)]
         return m
 
 

@@ -35,7 +35,8 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # Fields added after configs had been hashed: at these values they leave the
 # hash (`HwConfig.hash`) as it was, so recorded baselines and program files
 # still name their hardware.
-_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32}
+_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
+                 "event_counters": 1}
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -85,6 +86,11 @@ class HwConfig(JsonRecord):
         `runtime.verify`). The ISA's address fields and the memory port stay
         `DRAM_ADDR_BITS` wide; fewer bits save logic where DRAM is small (a
         board's on-chip memory).
+    event_counters : int
+        1: the hardware counts every event of `hw.counters.RTL_COUNTERS`; 0:
+        only ``cycles`` (what run reports and the board's host driver need),
+        which saves 15 32-bit counters and their readback where logic is
+        scarce. `hw.counters.rtl_counters` names the counters a config has.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -108,6 +114,7 @@ class HwConfig(JsonRecord):
     max_acc_banks: int = 4
     fetch_buffer_depth: int = 16
     dram_addr_bits: int = 32
+    event_counters: int = 1
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -132,7 +139,9 @@ class HwConfig(JsonRecord):
                 raise ConfigError(f"{field.name}: expected an integer, got {value!r}")
             if field.name == "cmd_queue_depth" and value < 0:   # 0: no queues
                 raise ConfigError(f"{field.name}: must be 0 or positive, got {value}")
-            if value <= 0 and field.name != "cmd_queue_depth":
+            if field.name == "event_counters" and value not in (0, 1):
+                raise ConfigError(f"{field.name}: must be 0 (only cycles) or 1 (all), got {value}")
+            if value <= 0 and field.name not in ("cmd_queue_depth", "event_counters"):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
@@ -321,7 +330,8 @@ PRESETS: dict[str, HwConfig] = {
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
-                           fetch_buffer_depth=1, dram_addr_bits=17, name="icebreaker"),
+                           fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
+                           name="icebreaker"),
 }
 
 
