@@ -107,7 +107,7 @@ class Accelerator(wiring.Component):
         # Every block restarts from reset on `start`; work begins the cycle after.
         go = Signal()
         insn_addr = Signal(32)
-        insn_count = Signal(32)
+        insn_count = Signal(config.insn_count_bits)
         m.d.sync += go.eq(self.start)
         with m.If(self.start):
             m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]

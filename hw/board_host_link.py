@@ -70,10 +70,13 @@ class HostLink(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         command = Signal(8)
-        arguments = Signal(64)
-        argument_index = Signal(range(9))
         address = Signal(32)
         count = Signal(32)
+        # Argument bytes land straight in the registers that use them (no
+        # separate 64-bit argument register): WRITE/READ's address and count,
+        # SET_REG's register byte and value in address[:8] and address[8:] + count[:8].
+        arguments = Cat(address, count)
+        argument_index = Signal(range(9))
         status = Signal(8)
         settle = Signal(range(DONE_SETTLE_CYCLES + 1))
         wait = Signal(range(READ_LATENCY))
@@ -124,7 +127,6 @@ class HostLink(wiring.Component):
                                     with m.If(argument_index == length - 1):
                                         m.next = "execute"
             with m.State("execute"):
-                m.d.sync += [address.eq(arguments[:32]), count.eq(arguments[32:64])]
                 busy = Mux(self.running, Status.BUSY, Status.OK)
                 with m.Switch(command):
                     with m.Case(Command.WRITE):

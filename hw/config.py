@@ -243,6 +243,16 @@ class HwConfig(JsonRecord):
         """acc (and out) entries per bank: entry ``e`` lies in bank ``e // acc_bank_rows``."""
         return self.depth("acc") // self.acc_banks
 
+    @property
+    def insn_count_bits(self) -> int:
+        """Bits of the instruction counts the hardware keeps: every instruction
+        the reachable DRAM holds (``2 ** dram_addr_bits`` bytes; `runtime.verify`
+        keeps programs inside it), all 32 of the ``insn_count`` input at full reach."""
+        if self.dram_addr_bits == self.DRAM_ADDR_BITS:
+            return 32
+        insn_byte_bits = (self.INSN_BITS // 8 - 1).bit_length()   # log2 of INSN_BYTES
+        return self.dram_addr_bits - insn_byte_bits + 1   # counts up to 2 ** (that - 1)
+
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""
         return max(1, (self.depth(kind) - 1).bit_length())

@@ -5,7 +5,8 @@ from byte address ``insn_addr`` through an `ElementReader`, in chunks of at
 most `fetch_chunk` instructions (one burst each). A chunk is only requested
 when the instruction buffer has room for it and for everything still in
 flight, so fetch always drains its read data and never blocks the shared read
-port. The dispatcher pops the buffer in order and pushes each instruction into
+port (a buffer of one is the reader's element register). The dispatcher pops
+the buffer in order and pushes each instruction into
 one of three command queues (depth ``config.cmd_queue_depth``; with depth 0
 straight to its module), stalling while the target queue is full (the module
 busy):
@@ -50,6 +51,18 @@ class _Direct:
     def __init__(self, stream_port):
         self.w_data, self.w_en, self.w_rdy = (stream_port.payload, stream_port.valid,
                                               stream_port.ready)
+
+
+class _HeldElement:
+    """The reader's element stream seen through a FIFO's read side (``r_data``,
+    ``r_rdy``, ``r_en``, ``level``), for ``fetch_buffer_depth`` 1: the reader
+    holds each instruction in its own register until it is taken, so a
+    one-entry FIFO would only copy it (128 flip-flops)."""
+
+    level = 0
+
+    def __init__(self, elements):
+        self.r_data, self.r_rdy, self.r_en = elements.payload, elements.valid, elements.ready
 
 
 class Fetch(wiring.Component):
@@ -97,8 +110,14 @@ class Fetch(wiring.Component):
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES)
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
-        m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
-                                                     depth=buffer_depth)
+        if buffer_depth == 1:
+            buffer = _HeldElement(reader.elements)
+        else:
+            m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
+                                                         depth=buffer_depth)
+            m.d.comb += [buffer.w_data.eq(reader.elements.payload),
+                         buffer.w_en.eq(reader.elements.valid),
+                         reader.elements.ready.eq(buffer.w_rdy)]
         queues = {}
         for name in isa.MODULES:
             output = getattr(self, f"{name}_cmds")
@@ -113,12 +132,12 @@ class Fetch(wiring.Component):
             m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
 
         # ---------------------------------------------------------- requests
-        remaining = Signal(32)        # instructions not yet requested
+        remaining = Signal(config.insn_count_bits)      # instructions not yet requested
         # DRAM element index of the next one
         next_index = Signal(config.dram_addr_bits - log2(isa.INSN_BYTES))
-        in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered
+        in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered (taken)
         fetched = Signal(STATUS_BITS)   # wraps, as the status output does
-        undispatched = Signal(32)       # instructions not yet dispatched
+        undispatched = Signal(config.insn_count_bits)   # instructions not yet dispatched
         chunk = Signal(range(most + 1))
         m.d.comb += chunk.eq(Mux(remaining > most, most, remaining))
         with m.If(self.go):
@@ -138,11 +157,6 @@ class Fetch(wiring.Component):
         with m.If(requested):
             m.d.sync += [remaining.eq(remaining - chunk), next_index.eq(next_index + chunk)]
         m.d.sync += in_flight.eq(in_flight + Mux(requested, chunk, 0) - arrived)
-        m.d.comb += [
-            buffer.w_data.eq(reader.elements.payload),
-            buffer.w_en.eq(reader.elements.valid),
-            reader.elements.ready.eq(buffer.w_rdy),
-        ]
         with m.If(arrived):
             m.d.sync += fetched.eq(fetched + 1)
 

@@ -295,7 +295,7 @@ def _fits(counts: dict[str, int], device: Device) -> bool:
 
 # nextpnr's words when a design is too big for the part (not a tool failure).
 _DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|"
-                           r"failed to place|Failed to route",
+                           r"failed to place|Failed to route|Failed to expand region",
                            re.IGNORECASE)
 
 
