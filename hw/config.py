@@ -332,10 +332,11 @@ PRESETS: dict[str, HwConfig] = {
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8
     # multipliers per DSP, so 1x4x1 uses 5 (1x4x4 needed 21). One acc bank
     # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
-    # one-instruction fetch buffer and 17-bit DRAM addresses (the board's 128 KiB
-    # in the SPRAMs) save flip-flops. Buffers take 10 block RAMs. The board top
-    # is 5522 LUT4s and 3869 FFs, which nextpnr packs into 7976 logic cells
-    # (151 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
+    # one-instruction fetch buffer (the fetch reader's own register), 17-bit
+    # DRAM addresses (the board's 128 KiB in the SPRAMs) and only the cycle
+    # counter (event_counters 0) save logic cells. Buffers take 10 block RAMs.
+    # The board top is 4548 LUT4s and 3136 FFs, which nextpnr packs into 6741
+    # logic cells (128 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
