@@ -38,6 +38,9 @@ def test_default_matches_vta_buffers():
     ({"cmd_queue_depth": 3}, "cmd_queue_depth: must be a power of two, got 3"),
     ({"dram_addr_bits": 33}, r"dram_addr_bits: must be 12\.\.32, got 33"),
     ({"dram_addr_bits": 11}, r"dram_addr_bits: must be 12\.\.32, got 11"),
+    ({"event_counters": 2}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got 2"),
+    ({"event_counters": -1}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got -1"),
+    ({"event_counters": True}, "event_counters: expected an integer, got True"),
 ])
 def test_impossible_config_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -72,8 +75,24 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
     config = PRESETS["tiny"]
     assert config.hash == "c373b04d80059c2a"   # bench/baselines/tiny.json's config_hash
     for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
-                    {"cmd_queue_depth": 0}):
+                    {"cmd_queue_depth": 0}, {"event_counters": 0}):
         assert config.replace(**changes).hash != config.hash
+
+
+@pytest.mark.parametrize("dram_addr_bits, count_bits", [(32, 32), (31, 28), (17, 14), (12, 9)])
+def test_instruction_counts_cover_every_instruction_the_dram_holds(dram_addr_bits, count_bits):
+    config = PRESETS["tiny"].replace(dram_addr_bits=dram_addr_bits)
+    assert config.insn_count_bits == count_bits
+    if dram_addr_bits < 32:   # the most instructions reachable DRAM holds fits, unsigned
+        most = (1 << dram_addr_bits) // (HwConfig.INSN_BITS // 8)
+        assert most.bit_length() == count_bits
+
+
+def test_counters_follow_the_config():
+    from vdla.hw.counters import RTL_COUNTERS, rtl_counters
+    assert rtl_counters(PRESETS["tiny"]) == RTL_COUNTERS
+    assert rtl_counters(PRESETS["tiny"].replace(event_counters=0)) == ("cycles",)
+    assert rtl_counters(PRESETS["icebreaker"]) == ("cycles",)
 
 
 @pytest.mark.parametrize("max_acc_banks, acc_buffer_bytes, banks", [

@@ -16,7 +16,7 @@ from vdla.hw import board_protocol as protocol
 from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.counters import rtl_counters
+from vdla.hw.counters import RTL_COUNTERS, rtl_counters
 from vdla.runtime.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
@@ -143,3 +143,7 @@ def test_protocol_encoding_and_header():
     header = protocol.c_header()
     for command in protocol.Command:
         assert f"#define VDLA_BOARD_CMD_{command.name} 0x{command.value:02x}" in header
+    # COUNTERS sends the counters the config's hardware has, 4 bytes each.
+    assert f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}  /* cycles load_busy " in header
+    assert "#define VDLA_BOARD_COUNTERS 1  /* cycles */" in protocol.c_header(PRESETS["icebreaker"])
+    assert protocol.reply_bytes(protocol.Command.COUNTERS, 1) == protocol.COUNTER_BYTES
