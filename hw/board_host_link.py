@@ -23,7 +23,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import board_protocol as protocol
-from vdla.hw.board_memory import READ_LATENCY
+from vdla.hw.board_memory import read_latency
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 from vdla.hw.layouts import log2
@@ -44,11 +44,16 @@ def info_bytes(config: HwConfig, memory_bytes: int) -> list[int]:
 
 
 class HostLink(wiring.Component):
-    """The protocol engine between the UART and the accelerator with its memory."""
+    """The protocol engine between the UART and the accelerator with its memory.
 
-    def __init__(self, config: HwConfig, memory_bytes: int):
+    ``memory_kind`` is the on-chip memory's (`board_memory.MEMORY_KINDS`): it
+    sets the read latency the link waits for.
+    """
+
+    def __init__(self, config: HwConfig, memory_bytes: int, memory_kind: str = "bram"):
         self.config = config
         self.memory_bytes = memory_bytes
+        self.read_latency = read_latency(memory_kind)
         members = {
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -79,7 +84,7 @@ class HostLink(wiring.Component):
         argument_index = Signal(range(9))
         status = Signal(8)
         settle = Signal(range(DONE_SETTLE_CYCLES + 1))
-        wait = Signal(range(READ_LATENCY))
+        wait = Signal(range(self.read_latency))
 
         # Reply bytes: INFO's constants, the STATUS byte, the counters (little-endian).
         info = info_bytes(self.config, self.memory_bytes)
@@ -163,7 +168,7 @@ class HostLink(wiring.Component):
                     send_status(Mux(self.running, Status.BUSY, Status.OK))
                 with m.Else():
                     m.d.comb += self.host_read.eq(~self.running)
-                    m.d.sync += wait.eq(READ_LATENCY - 1)
+                    m.d.sync += wait.eq(self.read_latency - 1)
                     m.next = "read_wait"
             with m.State("read_wait"):  # the memory's read pipeline
                 m.d.sync += wait.eq(wait - 1)

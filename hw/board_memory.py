@@ -8,8 +8,9 @@ RAMs offer); ``"spram"``, banks of `SPRAM_WORDS` words with one port shared by
 reads and byte-enabled writes (the iCE40 UP5K's four 16K x 16 single-port
 RAMs, SB_SPRAM256KA, side by side to the bus width): there a write takes the
 port and an accelerator read waits for the next cycle. Reads are pipelined
-(`READ_LATENCY`)
-so that no block RAM output meets the bank multiplexer in the same cycle.
+(`read_latency`): a block RAM's output is registered before it meets the bank
+multiplexer; an SPRAM's is not (it is fast next to the iCE40's slow clock, and
+the 64 flip-flops are scarce there).
 ``host_owns`` chooses who drives the ports: the host link between programs,
 the accelerator while one runs; the two never use them at once, so no
 arbitration is needed.
@@ -25,7 +26,7 @@ many cycles). Addresses wrap at the memory's size (the host driver checks that
 a program fits).
 
 Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
-writes one byte; ``host_read`` reads one, on ``host_rdata`` `READ_LATENCY`
+writes one byte; ``host_read`` reads one, on ``host_rdata`` `read_latency`
 cycles later (not in the cycle after a ``host_write``, whose byte then takes a
 single-port bank's port: the host link never does that).
 """
@@ -40,18 +41,19 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
 
-__all__ = ["OnChipMemory", "READ_LATENCY", "MEMORY_KINDS"]
+__all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
 
 # Words per bank: one ECP5 DP16KD deep (512 x 36), two iCE40 SB_RAM40_4K.
 BANK_WORDS = 512
 # Words per single-port bank: one iCE40 SB_SPRAM256KA deep (16K x 16).
 SPRAM_WORDS = 16 * 1024
 MEMORY_KINDS = ("bram", "spram")
-# Cycles from a read's address to its word in the last pipeline register.
-READ_LATENCY = 3
-# Read data buffered towards the accelerator: enough to keep one beat per
-# cycle flowing with READ_LATENCY reads in the pipeline.
-READ_FIFO_DEPTH = 4
+
+
+def read_latency(kind: str) -> int:
+    """Cycles from a read's address to its word in the last pipeline register:
+    the RAM's read, for block RAM the bank's own output register, the word register."""
+    return 2 if kind == "spram" else 3
 
 
 class OnChipMemory(wiring.Component):
@@ -121,10 +123,11 @@ class OnChipMemory(wiring.Component):
                             Mux(beat, self.wr_data.payload.strb, 0))
 
         # ------------------------------------------------ the read pipeline
-        # Cycle 1: every bank reads. Cycle 2: each bank's word is registered
-        # (a block RAM's slow output drives only its own register). Cycle 3: the
-        # addressed bank's word is registered. Then a small FIFO towards the
-        # accelerator: backpressure needs no hold logic on the RAM.
+        # Cycle 1: every bank reads. Cycle 2 (block RAM only): each bank's word
+        # is registered (a block RAM's slow output drives only its own register).
+        # Then the addressed bank's word is registered. Then a small FIFO towards
+        # the accelerator: backpressure needs no hold logic on the RAM.
+        latency = read_latency(self.kind)
         index_bits = max(1, log2(len(banks)))
         bank_select = read_address[bank_bits:bank_bits + index_bits]
         write_bank = write_address[bank_bits:bank_bits + index_bits]
@@ -154,18 +157,24 @@ class OnChipMemory(wiring.Component):
                                            read_address[:bank_bits])),
                              read.addr.eq(shared), write.addr.eq(shared),
                              read.en.eq(strobes == 0)]
-            m.d.sync += data.eq(read.data)
+            if latency == 3:
+                m.d.sync += data.eq(read.data)
+            else:   # the SPRAM holds its output until its next read
+                m.d.comb += data.eq(read.data)
         m.d.comb += writing.eq(Cat(bank_strobes).any() if single_port else 0)
         m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
                      stage_bank[1].eq(stage_bank[0]),
-                     word.eq(Array(bank_data)[stage_bank[1]])]
+                     word.eq(Array(bank_data)[stage_bank[latency - 2]])]
 
         # ------------------------------------------------ accelerator reads
+        # Read data buffered towards the accelerator: enough to keep one beat per
+        # cycle flowing with `latency` reads in the pipeline.
+        fifo_depth = latency + 1
         m.submodules.read_fifo = read_fifo = SyncFIFOBuffered(width=config.dram_bus_bits,
-                                                              depth=READ_FIFO_DEPTH)
+                                                              depth=fifo_depth)
         reads_left = Signal(16)
-        in_pipeline = Signal(READ_LATENCY)  # one bit per stage holding an accelerator read
-        room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < READ_FIFO_DEPTH
+        in_pipeline = Signal(latency)  # one bit per stage holding an accelerator read
+        room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < fifo_depth
         issue = ~self.host_owns & (reads_left != 0) & room & ~writing
         m.d.comb += self.rd_req.ready.eq(~self.host_owns & (reads_left == 0))
         with m.If(self.rd_req.valid & self.rd_req.ready):
@@ -190,7 +199,7 @@ class OnChipMemory(wiring.Component):
             m.d.sync += [write_word.eq(write_word + 1), writes_left.eq(writes_left - 1)]
 
         # ------------------------------------------------ host bytes
-        # The addressed byte of the pipeline's word, READ_LATENCY cycles after
+        # The addressed byte of the pipeline's word, `latency` cycles after
         # `host_read` (the host link holds `host_addr` meanwhile).
         m.d.comb += self.host_rdata.eq(word.word_select(host_lane, 8) if word_shift else word)
         return m

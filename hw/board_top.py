@@ -69,7 +69,7 @@ class BoardTop(wiring.Component):
         m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
         m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes,
                                                     self.memory_kind)
-        m.submodules.link = link = HostLink(self.config, self.memory_bytes)
+        m.submodules.link = link = HostLink(self.config, self.memory_bytes, self.memory_kind)
         m.submodules.receiver = receiver = UartReceiver(self.clocks_per_bit)
         m.submodules.transmitter = transmitter = UartTransmitter(self.clocks_per_bit)
 

@@ -335,8 +335,8 @@ PRESETS: dict[str, HwConfig] = {
     # one-instruction fetch buffer (the fetch reader's own register), 17-bit
     # DRAM addresses (the board's 128 KiB in the SPRAMs) and only the cycle
     # counter (event_counters 0) save logic cells. Buffers take 10 block RAMs.
-    # The board top is 4548 LUT4s and 3136 FFs, which nextpnr packs into 6741
-    # logic cells (128 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
+    # The board top is 4501 LUT4s and 3035 FFs, which nextpnr packs into 6592
+    # logic cells (125 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
