@@ -80,7 +80,7 @@ class Fetch(wiring.Component):
     idle : Out(1)
         No instruction read outstanding.
     fetched : Out(STATUS_BITS)
-        Instructions read from DRAM so far.
+        Instructions read from DRAM so far (with a buffer of one: taken from the reader).
     load_level, compute_level, store_level : Out(STATUS_BITS)
         Command queue occupancies.
     """
@@ -153,7 +153,7 @@ class Fetch(wiring.Component):
             reader.cmd.payload.count.eq(chunk),
         ]
         requested = reader.cmd.valid & reader.cmd.ready
-        arrived = reader.elements.valid & reader.elements.ready
+        arrived = reader.elements.valid & reader.elements.ready   # buffered (depth 1: taken)
         with m.If(requested):
             m.d.sync += [remaining.eq(remaining - chunk), next_index.eq(next_index + chunk)]
         m.d.sync += in_flight.eq(in_flight + Mux(requested, chunk, 0) - arrived)
