@@ -99,12 +99,13 @@ def bitstream(board, config, output, clock_mhz, as_json):
 
 
 @click.command("board-header")
+@config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the header here (default: standard output).")
-def board_header(output):
+def board_header(config, output):
     """The board's UART protocol (hw/board_protocol.py) as a C header, for C/C++ hosts."""
     from vdla.hw.board_protocol import c_header
     if output is None:
-        click.echo(c_header(), nl=False)
+        click.echo(c_header(config), nl=False)
     else:
-        output.write_text(c_header())
+        output.write_text(c_header(config))

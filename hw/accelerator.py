@@ -45,7 +45,7 @@ bit 0 (``addr`` in the low bits of a request).
     ``data`` = payload[bus-1:0], ``strb`` = payload[bus + bus/8 - 1:bus], one
     strobe bit per byte. A beat is applied when accepted; there is no write
     response.
-``counter_<name>`` (out, 32) for each name of `hw.counters.RTL_COUNTERS`
+``counter_<name>`` (out, 32) for each name of `hw.counters.rtl_counters` (config)
     Event counters, cleared by ``start``; ``cycles`` counts from start to done.
 ``status_<name>`` (out, `hw.counters.STATUS_BITS`) for each name of `hw.counters.RTL_STATUS`
     Token and command queue occupancies, instructions fetched and retired.
@@ -64,7 +64,8 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from vdla.hw.banked_memory import BankedMemory
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS
+from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS,
+                              rtl_counters)
 from vdla.hw.dram_arbiter import DramArbiter
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
@@ -94,7 +95,7 @@ class Accelerator(wiring.Component):
             "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
-        members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
+        members.update({f"counter_{name}": Out(32) for name in rtl_counters(config)})
         members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
         super().__init__(members)
@@ -106,7 +107,7 @@ class Accelerator(wiring.Component):
         # Every block restarts from reset on `start`; work begins the cycle after.
         go = Signal()
         insn_addr = Signal(32)
-        insn_count = Signal(32)
+        insn_count = Signal(config.insn_count_bits)
         m.d.sync += go.eq(self.start)
         with m.If(self.start):
             m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
@@ -202,7 +203,7 @@ class Accelerator(wiring.Component):
             "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
         })
         assert set(events) == set(RTL_COUNTERS), set(RTL_COUNTERS) ^ set(events)
-        for name in RTL_COUNTERS:
+        for name in rtl_counters(config):
             counter = getattr(self, f"counter_{name}")
             count = Signal(32, name=f"count_{name}")
             m.d.comb += counter.eq(count)

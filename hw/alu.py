@@ -16,7 +16,7 @@ micro-op per cycle.
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -57,35 +57,48 @@ class VectorAlu(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bits = self.config.element_bits("acc")
-        requant_shift = self.imm[:SHIFT_MASK_BITS]
+        op = self.op
+        requant = op == AluOp.REQUANT
+        shift_left = op == AluOp.SHL
         requant_low = Signal(range(OUT_MIN, 1))
         m.d.comb += requant_low.eq(Mux(self.imm[RELU_BIT], 0, OUT_MIN))
+        # Per lane one comparator (MIN, MAX), one adder (ADD, REQUANT) and one
+        # right shifter (SHR, REQUANT's shift, and SHL as a logical right
+        # shift of the bit-reversed operand), each shared by the ops that need it.
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
-            shift = b.as_unsigned()[:SHIFT_MASK_BITS]
+            amount = Mux(requant, self.imm[:SHIFT_MASK_BITS], b.as_unsigned()[:SHIFT_MASK_BITS])
+            less = Signal(name=f"less_{e}")
+            total = Signal(bits, name=f"sum_{e}")      # ADD and REQUANT: wraps in int32
+            m.d.comb += [less.eq(a < b), total.eq(a.as_unsigned() + b.as_unsigned())]
+            # The shifter's operand, one fill bit above it: the sign for the
+            # arithmetic shifts, 0 for SHL's logical one.
+            operand = Signal(bits, name=f"shift_in_{e}")
+            m.d.comb += operand.eq(Mux(requant, total, Mux(shift_left, a.as_unsigned()[::-1], a)))
+            fill = operand[-1] & ~shift_left
+            shifted = Signal(bits, name=f"shifted_{e}")
+            m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
+            clipped = shifted.as_signed()
             out = Signal(bits, name=f"alu_{e}")
-            with m.Switch(self.op):
+            with m.Switch(op):
                 with m.Case(AluOp.MIN):
-                    m.d.comb += out.eq(Mux(a < b, a, b))
+                    m.d.comb += out.eq(Mux(less, a, b))
                 with m.Case(AluOp.MAX):
-                    m.d.comb += out.eq(Mux(a > b, a, b))
-                # ADD, SHL and MUL keep the low 32 bits: unsigned arithmetic gives
-                # the same bits as signed and simulates faster.
+                    m.d.comb += out.eq(Mux(less, b, a))
                 with m.Case(AluOp.ADD):
-                    m.d.comb += out.eq((a.as_unsigned() + b.as_unsigned())[:bits])
+                    m.d.comb += out.eq(total)
                 with m.Case(AluOp.SHR):
-                    m.d.comb += out.eq(a >> shift)
+                    m.d.comb += out.eq(shifted)
                 with m.Case(AluOp.SHL):
-                    m.d.comb += out.eq((a.as_unsigned() << shift)[:bits])
+                    m.d.comb += out.eq(shifted[::-1])
+                # MUL keeps the low 32 bits: unsigned arithmetic gives the same
+                # bits as signed and simulates faster.
                 with m.Case(AluOp.MUL):
                     m.d.comb += out.eq((a.as_unsigned() * b.as_unsigned())[:bits])
                 with m.Case(AluOp.REQUANT):
-                    total = (a.as_unsigned() + b.as_unsigned())[:bits].as_signed()
-                    shifted = Signal(range(-2**(bits - 1), 2**(bits - 1)), name=f"requant_{e}")
-                    m.d.comb += shifted.eq(total >> requant_shift)
-                    m.d.comb += out.eq(Mux(shifted > OUT_MAX, OUT_MAX,
-                                           Mux(shifted < requant_low, requant_low, shifted)))
+                    m.d.comb += out.eq(Mux(clipped > OUT_MAX, OUT_MAX,
+                                           Mux(clipped < requant_low, requant_low, clipped)))
                 with m.Default():
                     m.d.comb += out.eq(a)
             m.d.comb += self.result.word_select(e, bits).eq(out)

@@ -23,9 +23,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import board_protocol as protocol
-from vdla.hw.board_memory import READ_LATENCY
+from vdla.hw.board_memory import read_latency
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.counters import rtl_counters
 from vdla.hw.layouts import log2
 
 __all__ = ["HostLink"]
@@ -44,11 +44,16 @@ def info_bytes(config: HwConfig, memory_bytes: int) -> list[int]:
 
 
 class HostLink(wiring.Component):
-    """The protocol engine between the UART and the accelerator with its memory."""
+    """The protocol engine between the UART and the accelerator with its memory.
 
-    def __init__(self, config: HwConfig, memory_bytes: int):
+    ``memory_kind`` is the on-chip memory's (`board_memory.MEMORY_KINDS`): it
+    sets the read latency the link waits for.
+    """
+
+    def __init__(self, config: HwConfig, memory_bytes: int, memory_kind: str = "bram"):
         self.config = config
         self.memory_bytes = memory_bytes
+        self.read_latency = read_latency(memory_kind)
         members = {
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -64,23 +69,26 @@ class HostLink(wiring.Component):
             "done": In(1),
             "running": Out(1),
         }
-        members.update({f"counter_{name}": In(32) for name in RTL_COUNTERS})
+        members.update({f"counter_{name}": In(32) for name in rtl_counters(config)})
         super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         command = Signal(8)
-        arguments = Signal(64)
-        argument_index = Signal(range(9))
         address = Signal(32)
         count = Signal(32)
+        # Argument bytes land straight in the registers that use them (no
+        # separate 64-bit argument register): WRITE/READ's address and count,
+        # SET_REG's register byte and value in address[:8] and address[8:] + count[:8].
+        arguments = Cat(address, count)
+        argument_index = Signal(range(9))
         status = Signal(8)
         settle = Signal(range(DONE_SETTLE_CYCLES + 1))
-        wait = Signal(range(READ_LATENCY))
+        wait = Signal(range(self.read_latency))
 
         # Reply bytes: INFO's constants, the STATUS byte, the counters (little-endian).
         info = info_bytes(self.config, self.memory_bytes)
-        counters = [getattr(self, f"counter_{name}") for name in RTL_COUNTERS]
+        counters = [getattr(self, f"counter_{name}") for name in rtl_counters(self.config)]
         status_byte = Cat(self.done & ~self.running, self.running, Const(0, 6))
         replies = Array([Const(byte, 8) for byte in info] + [status_byte]
                         + [counter.word_select(i, 8) for counter in counters for i in range(4)])
@@ -124,7 +132,6 @@ class HostLink(wiring.Component):
                                     with m.If(argument_index == length - 1):
                                         m.next = "execute"
             with m.State("execute"):
-                m.d.sync += [address.eq(arguments[:32]), count.eq(arguments[32:64])]
                 busy = Mux(self.running, Status.BUSY, Status.OK)
                 with m.Switch(command):
                     with m.Case(Command.WRITE):
@@ -145,7 +152,7 @@ class HostLink(wiring.Component):
                         send_status(busy)
                     for code, first in first_reply.items():
                         with m.Case(code):
-                            end = first + protocol.reply_bytes(code)
+                            end = first + protocol.reply_bytes(code, len(counters))
                             m.d.sync += [reply_index.eq(first), reply_end.eq(end)]
                             m.next = "reply"
             with m.State("write"):
@@ -161,7 +168,7 @@ class HostLink(wiring.Component):
                     send_status(Mux(self.running, Status.BUSY, Status.OK))
                 with m.Else():
                     m.d.comb += self.host_read.eq(~self.running)
-                    m.d.sync += wait.eq(READ_LATENCY - 1)
+                    m.d.sync += wait.eq(self.read_latency - 1)
                     m.next = "read_wait"
             with m.State("read_wait"):  # the memory's read pipeline
                 m.d.sync += wait.eq(wait - 1)

@@ -2,9 +2,15 @@
 served from block RAM, and a byte port for the host link.
 
 The memory is ``memory_bytes`` deep in words of the DRAM bus width, in banks
-of `BANK_WORDS` words, each with one read port and one byte-enabled write port
-(what ECP5 and iCE40 block RAMs offer). Reads are pipelined (`READ_LATENCY`)
-so that no block RAM output meets the bank multiplexer in the same cycle.
+of one of the `MEMORY_KINDS`: ``"bram"``, banks of `BANK_WORDS` words, each
+with one read port and one byte-enabled write port (what ECP5 and iCE40 block
+RAMs offer); ``"spram"``, banks of `SPRAM_WORDS` words with one port shared by
+reads and byte-enabled writes (the iCE40 UP5K's four 16K x 16 single-port
+RAMs, SB_SPRAM256KA, side by side to the bus width): there a write takes the
+port and an accelerator read waits for the next cycle. Reads are pipelined
+(`read_latency`): a block RAM's output is registered before it meets the bank
+multiplexer; an SPRAM's is not (it is fast next to the iCE40's slow clock, and
+the 64 flip-flops are scarce there).
 ``host_owns`` chooses who drives the ports: the host link between programs,
 the accelerator while one runs; the two never use them at once, so no
 arbitration is needed.
@@ -20,8 +26,9 @@ many cycles). Addresses wrap at the memory's size (the host driver checks that
 a program fits).
 
 Host side: ``host_addr`` (byte address), ``host_write`` with ``host_wdata``
-writes one byte; ``host_read`` reads one, on ``host_rdata`` `READ_LATENCY`
-cycles later.
+writes one byte; ``host_read`` reads one, on ``host_rdata`` `read_latency`
+cycles later (not in the cycle after a ``host_write``, whose byte then takes a
+single-port bank's port: the host link never does that).
 """
 
 from __future__ import annotations
@@ -34,26 +41,45 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
 
-__all__ = ["OnChipMemory", "READ_LATENCY"]
+__all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
 
 # Words per bank: one ECP5 DP16KD deep (512 x 36), two iCE40 SB_RAM40_4K.
 BANK_WORDS = 512
-# Cycles from a read's address to its word in the last pipeline register.
-READ_LATENCY = 3
-# Read data buffered towards the accelerator: enough to keep one beat per
-# cycle flowing with READ_LATENCY reads in the pipeline.
-READ_FIFO_DEPTH = 4
+# Words per single-port bank: one iCE40 SB_SPRAM256KA deep (16K x 16).
+SPRAM_WORDS = 16 * 1024
+MEMORY_KINDS = ("bram", "spram")
+
+
+def read_latency(kind: str) -> int:
+    """Cycles from a read's address to its word in the last pipeline register:
+    the RAM's read, for block RAM the bank's own output register, the word register."""
+    return 2 if kind == "spram" else 3
 
 
 class OnChipMemory(wiring.Component):
-    """Block RAM behind the accelerator's DRAM port, with a host byte port."""
+    """Block RAM behind the accelerator's DRAM port, with a host byte port.
 
-    def __init__(self, config: HwConfig, memory_bytes: int):
+    Parameters
+    ----------
+    config : HwConfig
+    memory_bytes : int
+        A power of two, at most ``2 ** config.dram_addr_bits``.
+    kind : str
+        One of `MEMORY_KINDS` (module docstring).
+    """
+
+    def __init__(self, config: HwConfig, memory_bytes: int, kind: str = "bram"):
         if memory_bytes < config.dram_bus_bytes or memory_bytes & (memory_bytes - 1):
             raise ValueError(f"memory_bytes: a power of two of at least {config.dram_bus_bytes} "
                              f"bytes (one bus word), got {memory_bytes}")
+        if memory_bytes > 1 << config.dram_addr_bits:
+            raise ValueError(f"memory_bytes: {memory_bytes} bytes is more than the config's "
+                             f"{config.dram_addr_bits}-bit DRAM addresses reach")
+        if kind not in MEMORY_KINDS:
+            raise ValueError(f"kind: one of {', '.join(MEMORY_KINDS)}, got {kind!r}")
         self.config = config
         self.memory_bytes = memory_bytes
+        self.kind = kind
         super().__init__({
             "host_owns": In(1),
             "host_addr": In(32),
@@ -73,7 +99,8 @@ class OnChipMemory(wiring.Component):
         bus_bytes = config.dram_bus_bytes
         depth = self.memory_bytes // bus_bytes
         word_shift = log2(bus_bytes)
-        bank_words = min(depth, BANK_WORDS)
+        single_port = self.kind == "spram"
+        bank_words = min(depth, SPRAM_WORDS if single_port else BANK_WORDS)
         bank_bits = log2(bank_words)
         banks = []
         for index in range(depth // bank_words):
@@ -82,9 +109,10 @@ class OnChipMemory(wiring.Component):
             banks.append((bank.read_port(), bank.write_port(granularity=8)))
 
         # Who drives the ports this cycle: the host between programs, else the accelerator.
-        read_word = Signal(32)
-        write_word = Signal(32)
-        host_word = self.host_addr >> word_shift
+        word_bits = max(1, log2(depth))   # addresses wrap at the memory's size
+        read_word = Signal(word_bits)
+        write_word = Signal(word_bits)
+        host_word = (self.host_addr >> word_shift)[:word_bits]
         read_address = Mux(self.host_owns, host_word, read_word)
         write_address = Mux(self.host_owns, host_word, write_word)
         host_lane = self.host_addr[:word_shift] if word_shift else 0
@@ -95,10 +123,11 @@ class OnChipMemory(wiring.Component):
                             Mux(beat, self.wr_data.payload.strb, 0))
 
         # ------------------------------------------------ the read pipeline
-        # Cycle 1: every bank reads. Cycle 2: each bank's word is registered
-        # (a block RAM's slow output drives only its own register). Cycle 3: the
-        # addressed bank's word is registered. Then a small FIFO towards the
-        # accelerator: backpressure needs no hold logic on the RAM.
+        # Cycle 1: every bank reads. Cycle 2 (block RAM only): each bank's word
+        # is registered (a block RAM's slow output drives only its own register).
+        # Then the addressed bank's word is registered. Then a small FIFO towards
+        # the accelerator: backpressure needs no hold logic on the RAM.
+        latency = read_latency(self.kind)
         index_bits = max(1, log2(len(banks)))
         bank_select = read_address[bank_bits:bank_bits + index_bits]
         write_bank = write_address[bank_bits:bank_bits + index_bits]
@@ -110,24 +139,43 @@ class OnChipMemory(wiring.Component):
         stored_address = Signal(bank_bits)
         stored_data = Signal(config.dram_bus_bits)
         m.d.sync += [stored_address.eq(write_address[:bank_bits]), stored_data.eq(write_data)]
+        writing = Signal()   # a write reaches a bank this cycle
+        bank_strobes = []
         for (read, write), data, index in zip(banks, bank_data, range(len(banks))):
             strobes = Signal(bus_bytes, name=f"bank{index}_strobes")
+            bank_strobes.append(strobes)
             m.d.sync += strobes.eq(Mux(write_bank == index, write_strobes, 0)
                                    if len(banks) > 1 else write_strobes)
             m.d.comb += [read.addr.eq(read_address[:bank_bits]), write.addr.eq(stored_address),
                          write.data.eq(stored_data), write.en.eq(strobes)]
-            m.d.sync += data.eq(read.data)
+            if single_port:
+                # One address for both ports (Yosys then maps them to one RAM
+                # port): a write has it, the read is not enabled meanwhile (its
+                # data holds, as the SPRAM's does).
+                shared = Signal(bank_bits, name=f"bank{index}_address")
+                m.d.comb += [shared.eq(Mux(strobes != 0, stored_address,
+                                           read_address[:bank_bits])),
+                             read.addr.eq(shared), write.addr.eq(shared),
+                             read.en.eq(strobes == 0)]
+            if latency == 3:
+                m.d.sync += data.eq(read.data)
+            else:   # the SPRAM holds its output until its next read
+                m.d.comb += data.eq(read.data)
+        m.d.comb += writing.eq(Cat(bank_strobes).any() if single_port else 0)
         m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
                      stage_bank[1].eq(stage_bank[0]),
-                     word.eq(Array(bank_data)[stage_bank[1]])]
+                     word.eq(Array(bank_data)[stage_bank[latency - 2]])]
 
         # ------------------------------------------------ accelerator reads
+        # Read data buffered towards the accelerator: enough to keep one beat per
+        # cycle flowing with `latency` reads in the pipeline.
+        fifo_depth = latency + 1
         m.submodules.read_fifo = read_fifo = SyncFIFOBuffered(width=config.dram_bus_bits,
-                                                              depth=READ_FIFO_DEPTH)
+                                                              depth=fifo_depth)
         reads_left = Signal(16)
-        in_pipeline = Signal(READ_LATENCY)  # one bit per stage holding an accelerator read
-        room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < READ_FIFO_DEPTH
-        issue = ~self.host_owns & (reads_left != 0) & room
+        in_pipeline = Signal(latency)  # one bit per stage holding an accelerator read
+        room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < fifo_depth
+        issue = ~self.host_owns & (reads_left != 0) & room & ~writing
         m.d.comb += self.rd_req.ready.eq(~self.host_owns & (reads_left == 0))
         with m.If(self.rd_req.valid & self.rd_req.ready):
             m.d.sync += [read_word.eq(self.rd_req.payload.addr >> word_shift),
@@ -151,7 +199,7 @@ class OnChipMemory(wiring.Component):
             m.d.sync += [write_word.eq(write_word + 1), writes_left.eq(writes_left - 1)]
 
         # ------------------------------------------------ host bytes
-        # The addressed byte of the pipeline's word, READ_LATENCY cycles after
+        # The addressed byte of the pipeline's word, `latency` cycles after
         # `host_read` (the host link holds `host_addr` meanwhile).
         m.d.comb += self.host_rdata.eq(word.word_select(host_lane, 8) if word_shift else word)
         return m

@@ -21,7 +21,8 @@ Commands (arguments / reply):
 ``SET_REG``   `Register` (1), value (4) / -
 ``START``     - / -  (pulses the accelerator's ``start``)
 ``STATUS``    - / one byte of `STATUS_DONE` | `STATUS_RUNNING`
-``COUNTERS``  - / every counter of `hw.counters.RTL_COUNTERS`, 4 bytes each
+``COUNTERS``  - / each counter of the config's hardware
+              (`hw.counters.rtl_counters`), 4 bytes each
 
 Memory commands and ``START`` while a program runs are refused with
 `Status.BUSY` (a refused ``WRITE`` still consumes its data bytes; a refused
@@ -33,7 +34,12 @@ from __future__ import annotations
 
 import enum
 
-from vdla.hw.counters import RTL_COUNTERS
+from typing import TYPE_CHECKING
+
+from vdla.hw.counters import rtl_counters
+
+if TYPE_CHECKING:
+    from vdla.hw.config import HwConfig
 
 __all__ = ["PROTOCOL_VERSION", "Command", "Status", "Register", "ARGUMENT_BYTES",
            "STATUS_DONE", "STATUS_RUNNING", "INFO_BYTES", "reply_bytes", "encode_command",
@@ -80,9 +86,13 @@ COUNTER_BYTES = 4
 
 
 def reply_bytes(command: Command, count: int = 0) -> int:
-    """Bytes the board sends before the status byte (``count``: READ's length)."""
+    """Bytes the board sends before the status byte.
+
+    ``count``: READ's length in bytes; COUNTERS's number of counters
+    (``len(hw.counters.rtl_counters(config))``: the config decides).
+    """
     return {Command.INFO: INFO_BYTES, Command.READ: count, Command.STATUS: 1,
-            Command.COUNTERS: COUNTER_BYTES * len(RTL_COUNTERS)}.get(command, 0)
+            Command.COUNTERS: COUNTER_BYTES * count}.get(command, 0)
 
 
 def encode_command(command: Command, *fields: int) -> bytes:
@@ -102,8 +112,16 @@ def encode_command(command: Command, *fields: int) -> bytes:
     return bytes(out)
 
 
-def c_header() -> str:
-    """The protocol as a C header, for hosts written in C or C++."""
+def c_header(config: HwConfig | None = None) -> str:
+    """The protocol as a C header, for hosts written in C or C++.
+
+    ``config`` (default: the ``default`` preset) sets the counters COUNTERS
+    sends; the header lists them in order.
+    """
+    if config is None:
+        from vdla.hw.config import PRESETS
+        config = PRESETS["default"]
+    counters = rtl_counters(config)
     lines = ["// Generated from vdla/hw/board_protocol.py; do not edit.", "#pragma once",
              f"#define VDLA_BOARD_PROTOCOL_VERSION {PROTOCOL_VERSION}"]
     lines += [f"#define VDLA_BOARD_CMD_{c.name} 0x{c.value:02x}  "
@@ -113,5 +131,5 @@ def c_header() -> str:
     lines += [f"#define VDLA_BOARD_STATUS_DONE {STATUS_DONE}",
               f"#define VDLA_BOARD_STATUS_RUNNING {STATUS_RUNNING}",
               f"#define VDLA_BOARD_INFO_BYTES {INFO_BYTES}",
-              f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}"]
+              f"#define VDLA_BOARD_COUNTERS {len(counters)}  /* {' '.join(counters)} */"]
     return "\n".join(lines) + "\n"

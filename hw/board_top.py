@@ -25,7 +25,7 @@ from vdla.hw.board_host_link import HostLink
 from vdla.hw.board_memory import OnChipMemory
 from vdla.hw.board_uart import UartReceiver, UartTransmitter
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.counters import rtl_counters
 
 __all__ = ["BoardTop", "BOARD_TOP_NAME", "board_rtlil", "board_verilog", "DEFAULT_MEMORY_BYTES",
            "DEFAULT_CLOCKS_PER_BIT"]
@@ -45,6 +45,8 @@ class BoardTop(wiring.Component):
     config : HwConfig
     memory_bytes : int
         Size of the on-chip memory standing in for DRAM (a power of two).
+    memory_kind : str
+        Its RAM (`hw.board_memory.MEMORY_KINDS`).
     clocks_per_bit : int
         Clock cycles per UART bit (clock frequency / baud rate).
     core : wiring.Component, optional
@@ -54,18 +56,20 @@ class BoardTop(wiring.Component):
 
     def __init__(self, config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
                  clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT,
-                 core: wiring.Component | None = None):
+                 core: wiring.Component | None = None, memory_kind: str = "bram"):
         self.config = config
         self.core = core
         self.memory_bytes = memory_bytes
+        self.memory_kind = memory_kind
         self.clocks_per_bit = clocks_per_bit
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "running": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
-        m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes)
-        m.submodules.link = link = HostLink(self.config, self.memory_bytes)
+        m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes,
+                                                    self.memory_kind)
+        m.submodules.link = link = HostLink(self.config, self.memory_bytes, self.memory_kind)
         m.submodules.receiver = receiver = UartReceiver(self.clocks_per_bit)
         m.submodules.transmitter = transmitter = UartTransmitter(self.clocks_per_bit)
 
@@ -85,23 +89,23 @@ class BoardTop(wiring.Component):
             accelerator.insn_count.eq(link.insn_count), link.done.eq(accelerator.done),
         ]
         m.d.comb += [getattr(link, f"counter_{name}").eq(getattr(accelerator, f"counter_{name}"))
-                     for name in RTL_COUNTERS]
+                     for name in rtl_counters(self.config)]
         return m
 
 
 def board_rtlil(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT) -> str:
+                clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, memory_kind: str = "bram") -> str:
     """RTLIL of `BoardTop` (all-zero memory initialisation left out, as in `hw.generate`)."""
     from vdla.hw.generate import _strip_zero_memory_init, _without_zero_memory_init
-    top = BoardTop(config, memory_bytes, clocks_per_bit)
+    top = BoardTop(config, memory_bytes, clocks_per_bit, memory_kind=memory_kind)
     with _without_zero_memory_init() as skipped:
         text = rtlil.convert(top, name=BOARD_TOP_NAME, emit_src=False)
     return text if skipped else _strip_zero_memory_init(text)
 
 
 def board_verilog(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                  clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT) -> str:
+                  clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, memory_kind: str = "bram") -> str:
     """Verilog of `BoardTop`, for Verilator (the same RTLIL as `board_rtlil`)."""
     from amaranth.back.verilog import _convert_rtlil_text
-    return _convert_rtlil_text(board_rtlil(config, memory_bytes, clocks_per_bit),
+    return _convert_rtlil_text(board_rtlil(config, memory_bytes, clocks_per_bit, memory_kind),
                                strip_internal_attrs=True)

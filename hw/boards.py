@@ -32,7 +32,7 @@ from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import SynthError, tool_path, yowasp_env
+from vdla.hw.synth import SynthError, synth_options, tool_path, yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
 
@@ -50,7 +50,7 @@ class Board:
     preset : str
         The `hw.config.PRESETS` name that fits it.
     memory_bytes : int
-        On-chip memory standing in for DRAM (block RAM).
+        On-chip memory standing in for DRAM.
     baud : int
         UART baud rate of the bitstream (the host must use the same).
     target : str
@@ -61,6 +61,8 @@ class Board:
         The design's clock, made by the FPGA's PLL from the board's oscillator.
     led : str
         The platform resource lit while a program runs.
+    memory_kind : str
+        The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
     """
 
     name: str
@@ -72,6 +74,7 @@ class Board:
     device: str
     clock_mhz: float
     led: str = "led"
+    memory_kind: str = "bram"
 
     def platform_instance(self):
         module, _, cls = self.platform.partition(":")
@@ -88,8 +91,10 @@ class Board:
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
           1_000_000, "ecp5", "LFE5U-85F", clock_mhz=100.0),
-    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 4 * 1024,
-          1_000_000, "ice40", "iCE40UP5K", clock_mhz=30.0, led="led_g"),
+    # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
+    # are the accelerator's.
+    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 128 * 1024,
+          1_000_000, "ice40", "iCE40UP5K", clock_mhz=30.0, led="led_g", memory_kind="spram"),
 )}
 
 
@@ -171,7 +176,7 @@ class _BoardDesign(Elaboratable):
         m.submodules.led = led = io.Buffer("o", platform.request(self.board.led, 0, dir="-"))
         clocks_per_bit = self.board.clocks_per_bit(self.clock_mhz * 1e6)
         m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
-                                          core=self.core)
+                                          core=self.core, memory_kind=self.board.memory_kind)
         m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx), led.o.eq(top.running)]
         return m
 
@@ -236,10 +241,15 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     config = config or board.config
     platform = board.platform_instance()
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools():
+    # As in `hw.board_top.board_rtlil`: no all-zero memory initialisation, which
+    # iCE40 single-port RAMs cannot take (Yosys would fall back to block RAM).
+    from vdla.hw.generate import _without_zero_memory_init
+    with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools(), \
+            _without_zero_memory_init():
         try:
             products = platform.build(board_design(board, config, core, clock_mhz), name="top",
-                                      build_dir=build_dir, do_program=False)
+                                      build_dir=build_dir, do_program=False,
+                                      synth_opts=synth_options(board.target, board.device))
         except Exception as error:  # Amaranth raises a plain error ("... exit status 1")
             log = Path(build_dir) / "top.tim"
             lines = log.read_text(errors="replace").splitlines() if log.exists() else []

@@ -31,7 +31,12 @@ _NAME = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-=,]{0,63}")
 # Upper bounds that keep elaboration and simulation memory in reason; the
 # ISA's 16-bit SRAM addresses bound the buffers (below).
 _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_depth": 1024,
-                 "token_queue_depth": 4096}
+                 "token_queue_depth": 4096, "max_acc_banks": 64, "fetch_buffer_depth": 1024}
+# Fields added after configs had been hashed: at these values they leave the
+# hash (`HwConfig.hash`) as it was, so recorded baselines and program files
+# still name their hardware.
+_HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
+                 "event_counters": 1}
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -61,9 +66,31 @@ class HwConfig(JsonRecord):
         Read bursts the DRAM arbiter keeps outstanding; with the latency this
         bounds read bandwidth for short bursts.
     cmd_queue_depth : int
-        Depth of the command queues from fetch to load, compute and store.
+        Depth of the command queues from fetch to load, compute and store; 0
+        for none (fetch hands each instruction straight to its module, which
+        saves three instruction registers where flip-flops are scarce).
     token_queue_depth : int
         Depth of each of the four dependency-token queues.
+    max_acc_banks : int
+        The acc (and out) buffer is split into this many 1-read 1-write block
+        RAM banks by its high index bits (fewer when the buffer is tiny; see
+        `acc_banks`). Fewer banks cost fewer block RAMs on FPGAs whose block
+        RAMs are narrow (each bank takes a full row of them) but let fewer
+        ``overlap`` instructions run beside the other unit (the ISA's bank rule).
+    fetch_buffer_depth : int
+        Instructions buffered between fetch's DRAM reader and its dispatcher
+        (flip-flops: 128 bits each); fetch reads in bursts of at most half of it.
+    dram_addr_bits : int
+        Bits of the DRAM byte addresses the hardware computes: it reaches the
+        first ``2 ** dram_addr_bits`` bytes (programs are checked against that,
+        `runtime.verify`). The ISA's address fields and the memory port stay
+        `DRAM_ADDR_BITS` wide; fewer bits save logic where DRAM is small (a
+        board's on-chip memory).
+    event_counters : int
+        1: the hardware counts every event of `hw.counters.RTL_COUNTERS`; 0:
+        only ``cycles`` (what run reports and the board's host driver need),
+        which saves 15 32-bit counters and their readback where logic is
+        scarce. `hw.counters.rtl_counters` names the counters a config has.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -84,6 +111,10 @@ class HwConfig(JsonRecord):
     dram_reads_in_flight: int = 8
     cmd_queue_depth: int = 16
     token_queue_depth: int = 256
+    max_acc_banks: int = 4
+    fetch_buffer_depth: int = 16
+    dram_addr_bits: int = 32
+    event_counters: int = 1
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -93,9 +124,6 @@ class HwConfig(JsonRecord):
     INSN_BITS = 128
     UOP_BITS = 32
     DRAM_ADDR_BITS = 32
-    # acc and out are split into this many 1-read 1-write block RAM banks by
-    # their high index bits (fewer when the buffer is tiny); see `acc_bank_rows`.
-    ACC_BANKS = 4
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -109,11 +137,18 @@ class HwConfig(JsonRecord):
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{field.name}: expected an integer, got {value!r}")
-            if value <= 0:
+            if field.name == "cmd_queue_depth" and value < 0:   # 0: no queues
+                raise ConfigError(f"{field.name}: must be 0 or positive, got {value}")
+            if field.name == "event_counters" and value not in (0, 1):
+                raise ConfigError(f"{field.name}: must be 0 (only cycles) or 1 (all), got {value}")
+            if value <= 0 and field.name not in ("cmd_queue_depth", "event_counters"):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
-                     "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth"):
+                     "acc_buffer_bytes", "cmd_queue_depth", "token_queue_depth",
+                     "max_acc_banks", "fetch_buffer_depth"):
+            if name == "cmd_queue_depth" and self.cmd_queue_depth == 0:
+                continue
             if not _is_power_of_two(getattr(self, name)):
                 raise ConfigError(f"{name}: must be a power of two, got {getattr(self, name)}")
         if (self.inp_width, self.wgt_width, self.out_width) != (8, 8, 8):
@@ -145,6 +180,9 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"batch x block_in x block_out: {self.macs_per_cycle} MACs per "
                               f"cycle, more than the {MAX_MACS_PER_CYCLE} vdla elaborates and "
                               "simulates")
+        if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
+            raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
+                              f"got {self.dram_addr_bits}")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -198,12 +236,22 @@ class HwConfig(JsonRecord):
     @property
     def acc_banks(self) -> int:
         """Banks of the acc (and out) buffer: each a 1R1W block RAM (rule in `hw.isa`)."""
-        return max(1, min(self.ACC_BANKS, self.depth("acc") // 2))
+        return max(1, min(self.max_acc_banks, self.depth("acc") // 2))
 
     @property
     def acc_bank_rows(self) -> int:
         """acc (and out) entries per bank: entry ``e`` lies in bank ``e // acc_bank_rows``."""
         return self.depth("acc") // self.acc_banks
+
+    @property
+    def insn_count_bits(self) -> int:
+        """Bits of the instruction counts the hardware keeps: every instruction
+        the reachable DRAM holds (``2 ** dram_addr_bits`` bytes; `runtime.verify`
+        keeps programs inside it), all 32 of the ``insn_count`` input at full reach."""
+        if self.dram_addr_bits == self.DRAM_ADDR_BITS:
+            return 32
+        insn_byte_bits = (self.INSN_BITS // 8 - 1).bit_length()   # log2 of INSN_BYTES
+        return self.dram_addr_bits - insn_byte_bits + 1   # counts up to 2 ** (that - 1)
 
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""
@@ -246,6 +294,9 @@ class HwConfig(JsonRecord):
         """Stable digest of everything that shapes the hardware (not the name)."""
         data = self.to_dict()
         data.pop("name")
+        for field, neutral in _HASH_NEUTRAL.items():
+            if data[field] == neutral:
+                data.pop(field)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def same_hardware(self, other: "HwConfig") -> bool:
@@ -276,14 +327,22 @@ PRESETS: dict[str, HwConfig] = {
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
-    # iCEBreaker (iCE40 UP5K: 5280 LUTs, 30 4-kbit block RAMs of 256x16, 8 DSPs):
-    # a 1x4x4 core. Block RAMs are 16 bits wide, so the buffers take 22 whatever
-    # their depth (wgt and acc rows are 128 bits: 8 each; uop, inp, out 2 each);
-    # the 4 KiB of on-chip memory the other 8.
-    "icebreaker": HwConfig(batch=1, block_in=4, block_out=4, uop_buffer_bytes=1024,
-                           inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=2048,
-                           dram_bus_bits=32, dram_read_latency=8, cmd_queue_depth=2,
-                           token_queue_depth=8, name="icebreaker"),
+    # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
+    # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
+    # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8
+    # multipliers per DSP, so 1x4x1 uses 5 (1x4x4 needed 21). One acc bank
+    # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
+    # one-instruction fetch buffer (the fetch reader's own register), 17-bit
+    # DRAM addresses (the board's 128 KiB in the SPRAMs) and only the cycle
+    # counter (event_counters 0) save logic cells. Buffers take 10 block RAMs.
+    # The board top is 4501 LUT4s and 3035 FFs, which nextpnr packs into 6592
+    # logic cells (125 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
+    "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
+                           inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
+                           dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
+                           cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
+                           fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
+                           name="icebreaker"),
 }
 
 

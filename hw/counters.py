@@ -1,7 +1,8 @@
 """Names of the RTL's event counters, in the order the hardware exposes them.
 
 Each is a 32-bit output port ``counter_<name>`` of the top-level accelerator;
-the Verilator binding and the cocotb benches read them by these names.
+the Verilator binding and the cocotb benches read them by these names. A
+config with ``event_counters`` 0 has only ``cycles`` (`rtl_counters`).
 
 Module activity. Each module of `RTL_ACTIVITY` also drives a 2-bit output
 ``activity_<module>``: its state in the current cycle, an index into
@@ -15,7 +16,14 @@ states (one source): ``<module>_busy`` counts bit 0 (states ``busy`` and
 ``wait_mem`` state.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
+
+if TYPE_CHECKING:
+    from vdla.hw.config import HwConfig
 
 RTL_COUNTERS = (
     "cycles",             # cycles from start to done
@@ -35,6 +43,15 @@ RTL_COUNTERS = (
     "gemm_busy",          # cycles the GEMM unit holds an instruction not yet completed
     "alu_busy",           # cycles the ALU unit holds an instruction not yet completed
 )
+
+# The counter every config has: run reports and the board's host driver need it.
+CYCLE_COUNTER = "cycles"
+
+
+def rtl_counters(config: HwConfig) -> tuple[str, ...]:
+    """The counters ``config``'s hardware has, in port (and readback) order."""
+    return RTL_COUNTERS if config.event_counters else (CYCLE_COUNTER,)
+
 
 # Status outputs ``status_<name>`` (STATUS_BITS each; they wrap) that say where a
 # hung program stopped: occupancy of each token queue (`hw.isa.TOKEN_QUEUES`)

@@ -87,7 +87,7 @@ class ElementReader(wiring.Component):
 
         # ---------------------------------------------------------- requests
         beats_left = Signal(self.count_bits + log2(beats_per_element) + 1)
-        address = Signal(HwConfig.DRAM_ADDR_BITS)
+        address = Signal(self.config.dram_addr_bits)   # wraps there (`HwConfig`)
         issuing = Signal()
         burst = Signal(BURST_BEATS_BITS)
         m.d.comb += burst.eq(Mux(beats_left > MAX_BURST_BEATS, MAX_BURST_BEATS, beats_left))
@@ -96,7 +96,7 @@ class ElementReader(wiring.Component):
             m.submodules.rows = rows = fifo.SyncFIFO(
                 width=lane_bits + self.count_bits, depth=self.rows_ahead)
         cmd = self.cmd.payload
-        byte_address = (cmd.addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
+        byte_address = (cmd.addr << log2(element_bytes))[:self.config.dram_addr_bits]
         m.d.comb += [
             self.mem.req.valid.eq(issuing),
             self.mem.req.payload.addr.eq(address),
@@ -133,7 +133,9 @@ class ElementReader(wiring.Component):
                 m.d.sync += issuing.eq(0)
 
         # Outstanding beats: the rest of the current row plus requested, unreceived ones.
-        in_flight = Signal(32)
+        # The arbiter (`hw.dram_arbiter`) keeps at most `dram_reads_in_flight`
+        # bursts outstanding, which bounds this count (with one burst to spare).
+        in_flight = Signal(range((self.config.dram_reads_in_flight + 1) * MAX_BURST_BEATS + 1))
         beat_taken = self.mem.data.valid & self.mem.data.ready
         requested = self.mem.req.valid & self.mem.req.ready
         m.d.sync += in_flight.eq(in_flight + Mux(requested, burst, 0) - beat_taken)

@@ -2,12 +2,14 @@
 
 On ``go`` it starts reading ``insn_count`` instructions (``INSN_BYTES`` each)
 from byte address ``insn_addr`` through an `ElementReader`, in chunks of at
-most `FETCH_CHUNK` instructions (one burst each). A chunk is only requested
+most `fetch_chunk` instructions (one burst each). A chunk is only requested
 when the instruction buffer has room for it and for everything still in
 flight, so fetch always drains its read data and never blocks the shared read
-port. The dispatcher pops the buffer in order and pushes each instruction into
-one of three command queues (depth ``config.cmd_queue_depth``), stalling while
-the target queue is full:
+port (a buffer of one is the reader's element register). The dispatcher pops
+the buffer in order and pushes each instruction into
+one of three command queues (depth ``config.cmd_queue_depth``; with depth 0
+straight to its module), stalling while the target queue is full (the module
+busy):
 
 * LOAD of inp or wgt -> ``load_cmds``
 * STORE -> ``store_cmds``
@@ -31,10 +33,36 @@ from vdla.hw.counters import STATUS_BITS
 from vdla.hw.dma import ElementReader
 from vdla.hw.layouts import MemReadSignature, instruction_layout, log2
 
-__all__ = ["Fetch", "FETCH_CHUNK", "FETCH_BUFFER"]
+__all__ = ["Fetch", "FETCH_CHUNK", "fetch_chunk"]
 
-FETCH_CHUNK = 8      # instructions per read burst
-FETCH_BUFFER = 16    # instructions buffered between the reader and the dispatcher
+FETCH_CHUNK = 8      # instructions per read burst, at most
+
+
+def fetch_chunk(config: HwConfig) -> int:
+    """Instructions per read burst: `FETCH_CHUNK`, or half the buffer if that is less
+    (so one chunk is read while the other drains; a buffer of one takes one)."""
+    return max(1, min(FETCH_CHUNK, config.fetch_buffer_depth // 2))
+
+
+class _Direct:
+    """A module's command stream seen through a FIFO's write side (``w_data``,
+    ``w_en``, ``w_rdy``), for ``cmd_queue_depth`` 0: offering is ``valid``."""
+
+    def __init__(self, stream_port):
+        self.w_data, self.w_en, self.w_rdy = (stream_port.payload, stream_port.valid,
+                                              stream_port.ready)
+
+
+class _HeldElement:
+    """The reader's element stream seen through a FIFO's read side (``r_data``,
+    ``r_rdy``, ``r_en``, ``level``), for ``fetch_buffer_depth`` 1: the reader
+    holds each instruction in its own register until it is taken, so a
+    one-entry FIFO would only copy it (128 flip-flops)."""
+
+    level = 0
+
+    def __init__(self, elements):
+        self.r_data, self.r_rdy, self.r_en = elements.payload, elements.valid, elements.ready
 
 
 class Fetch(wiring.Component):
@@ -52,7 +80,7 @@ class Fetch(wiring.Component):
     idle : Out(1)
         No instruction read outstanding.
     fetched : Out(STATUS_BITS)
-        Instructions read from DRAM so far.
+        Instructions read from DRAM so far (with a buffer of one: taken from the reader).
     load_level, compute_level, store_level : Out(STATUS_BITS)
         Command queue occupancies.
     """
@@ -81,47 +109,54 @@ class Fetch(wiring.Component):
         config = self.config
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES)
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
-        m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
-                                                     depth=FETCH_BUFFER)
+        buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
+        if buffer_depth == 1:
+            buffer = _HeldElement(reader.elements)
+        else:
+            m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
+                                                         depth=buffer_depth)
+            m.d.comb += [buffer.w_data.eq(reader.elements.payload),
+                         buffer.w_en.eq(reader.elements.valid),
+                         reader.elements.ready.eq(buffer.w_rdy)]
         queues = {}
         for name in isa.MODULES:
+            output = getattr(self, f"{name}_cmds")
+            if config.cmd_queue_depth == 0:
+                # No queue: the dispatcher drives the module's stream itself.
+                queues[name] = _Direct(output)
+                continue
             queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
                                                  depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue
-            wiring.connect(m, queue.r_stream, wiring.flipped(getattr(self, f"{name}_cmds")))
+            wiring.connect(m, queue.r_stream, wiring.flipped(output))
             m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
 
         # ---------------------------------------------------------- requests
-        remaining = Signal(32)        # instructions not yet requested
-        next_index = Signal(32)       # DRAM element index of the next one
-        in_flight = Signal(range(FETCH_BUFFER + 1))   # requested, not yet buffered
-        fetched = Signal(32)
-        dispatched = Signal(32)
-        total = Signal(32)
-        chunk = Signal(16)
-        m.d.comb += chunk.eq(Mux(remaining > FETCH_CHUNK, FETCH_CHUNK, remaining))
+        remaining = Signal(config.insn_count_bits)      # instructions not yet requested
+        # DRAM element index of the next one
+        next_index = Signal(config.dram_addr_bits - log2(isa.INSN_BYTES))
+        in_flight = Signal(range(buffer_depth + 1))   # requested, not yet buffered (taken)
+        fetched = Signal(STATUS_BITS)   # wraps, as the status output does
+        undispatched = Signal(config.insn_count_bits)   # instructions not yet dispatched
+        chunk = Signal(range(most + 1))
+        m.d.comb += chunk.eq(Mux(remaining > most, most, remaining))
         with m.If(self.go):
             m.d.sync += [
                 remaining.eq(self.insn_count),
-                total.eq(self.insn_count),
+                undispatched.eq(self.insn_count),
                 next_index.eq(self.insn_addr >> log2(isa.INSN_BYTES)),
             ]
-        room = buffer.level + in_flight + chunk <= FETCH_BUFFER
+        room = buffer.level + in_flight + chunk <= buffer_depth
         m.d.comb += [
             reader.cmd.valid.eq((remaining != 0) & room),
             reader.cmd.payload.addr.eq(next_index),
             reader.cmd.payload.count.eq(chunk),
         ]
         requested = reader.cmd.valid & reader.cmd.ready
-        arrived = reader.elements.valid & reader.elements.ready
+        arrived = reader.elements.valid & reader.elements.ready   # buffered (depth 1: taken)
         with m.If(requested):
             m.d.sync += [remaining.eq(remaining - chunk), next_index.eq(next_index + chunk)]
         m.d.sync += in_flight.eq(in_flight + Mux(requested, chunk, 0) - arrived)
-        m.d.comb += [
-            buffer.w_data.eq(reader.elements.payload),
-            buffer.w_en.eq(reader.elements.valid),
-            reader.elements.ready.eq(buffer.w_rdy),
-        ]
         with m.If(arrived):
             m.d.sync += fetched.eq(fetched + 1)
 
@@ -137,13 +172,13 @@ class Fetch(wiring.Component):
         dispatch = buffer.r_rdy & target_ready
         for name, chosen in (("load", to_load), ("store", to_store), ("compute", to_compute)):
             m.d.comb += [queues[name].w_data.eq(buffer.r_data),
-                         queues[name].w_en.eq(dispatch & chosen)]
+                         queues[name].w_en.eq(buffer.r_rdy & chosen)]
         m.d.comb += buffer.r_en.eq(dispatch)
         with m.If(dispatch):
-            m.d.sync += dispatched.eq(dispatched + 1)
+            m.d.sync += undispatched.eq(undispatched - 1)
 
         m.d.comb += [
-            self.complete.eq(dispatched == total),
+            self.complete.eq(undispatched == 0),
             self.idle.eq((in_flight == 0) & reader.idle),
             self.fetched.eq(fetched),
         ]

@@ -13,6 +13,9 @@ is accepted on ``cmd`` it raises ``busy`` and runs two independent walkers:
   traffic), otherwise the next element from the reader (waiting for it).
 
 ``busy`` drops the cycle after the last SRAM write. One SRAM write per cycle.
+The engine keeps no copy of the instruction: ``cmd.payload`` must hold the
+accepted LOAD until ``busy`` drops (both users run it from their own
+instruction register, so a second 100-odd-bit copy would only cost flip-flops).
 
 `LoadUnit` is the load module: it takes instructions from its command queue
 in order, pops the compute->load token first if the instruction asks
@@ -74,8 +77,7 @@ class LoadEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        layout = instruction_layout(config, isa.Opcode.LOAD)
-        insn = Signal(layout)
+        insn = self.cmd.payload   # held by the caller while busy (module docstring)
         busy = Signal()
         readers = {}
         for kind in self.kinds:
@@ -97,7 +99,7 @@ class LoadEngine(wiring.Component):
         col = Signal(padded_bits)
         offset = Signal(isa.SRAM_ADDR_BITS)
         rows_left = Signal(isa.SIZE_BITS)       # data rows still to request
-        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)
+        row_addr = Signal(config.dram_addr_bits)
 
         cmd = self.cmd.payload
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
@@ -105,7 +107,6 @@ class LoadEngine(wiring.Component):
             padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
             padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
             m.d.sync += [
-                insn.eq(cmd),
                 rows_total.eq(padded_rows),
                 cols_total.eq(padded_cols),
                 y_end.eq(cmd.y_pad_top + cmd.y_size),

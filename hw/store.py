@@ -83,14 +83,18 @@ class StoreUnit(wiring.Component):
         # ---------------------------------------------------------- SRAM reader
         m.submodules.elements = elements = fifo.SyncFIFO(width=element_bits,
                                                          depth=ELEMENT_FIFO_DEPTH)
-        read_left = Signal(2 * isa.SIZE_BITS)   # entries still to read: y_size * x_size
+        # Entries still to read, y_size * x_size, counted as rows and entries of
+        # the row (no multiplier: FPGAs with few DSP blocks need them elsewhere).
+        read_rows = Signal(isa.SIZE_BITS)
+        read_columns = Signal(isa.SIZE_BITS)
         read_offset = Signal(isa.SRAM_ADDR_BITS)
         read_pending = Signal()         # a read issued last cycle: its data arrives now
         start_reader = Signal()
         with m.If(start_reader):
-            m.d.sync += [read_left.eq(insn.y_size * insn.x_size), read_offset.eq(0)]
+            m.d.sync += [read_rows.eq(Mux(insn.x_size == 0, 0, insn.y_size)),
+                         read_columns.eq(insn.x_size), read_offset.eq(0)]
         room = elements.level + read_pending < ELEMENT_FIFO_DEPTH
-        issue_read = (read_left != 0) & room
+        issue_read = (read_rows != 0) & room
         m.d.comb += [
             self.out_read.addr.eq(insn.sram_base + read_offset),
             self.out_read.en.eq(issue_read),
@@ -99,13 +103,17 @@ class StoreUnit(wiring.Component):
         ]
         m.d.sync += read_pending.eq(issue_read)
         with m.If(issue_read):
-            m.d.sync += [read_left.eq(read_left - 1), read_offset.eq(read_offset + 1)]
+            m.d.sync += read_offset.eq(read_offset + 1)
+            with m.If(read_columns == 1):
+                m.d.sync += [read_rows.eq(read_rows - 1), read_columns.eq(insn.x_size)]
+            with m.Else():
+                m.d.sync += read_columns.eq(read_columns - 1)
 
         # ---------------------------------------------------------- rows and beats
         rows_left = Signal(isa.SIZE_BITS)
-        row_addr = Signal(HwConfig.DRAM_ADDR_BITS)   # DRAM element index of the row's first element
+        row_addr = Signal(config.dram_addr_bits)   # DRAM element index of the row's first element
         row_beats = Signal(isa.SIZE_BITS + log2(beats_per_element) + 1)   # beats of the row not yet requested
-        req_addr = Signal(HwConfig.DRAM_ADDR_BITS)
+        req_addr = Signal(config.dram_addr_bits)
         burst = Signal(BURST_BEATS_BITS)
         beats_left = Signal(BURST_BEATS_BITS)   # beats of the current burst still to send
         part = Signal(range(beats_per_element))   # beat within a wide element
@@ -120,7 +128,7 @@ class StoreUnit(wiring.Component):
             self.mem.req.payload.addr.eq(req_addr),
             self.mem.req.payload.beats.eq(burst),
         ]
-        byte_addr = (row_addr << log2(element_bytes))[:HwConfig.DRAM_ADDR_BITS]
+        byte_addr = (row_addr << log2(element_bytes))[:config.dram_addr_bits]
         first_lane = row_addr[:lane_bits]
 
         retired = Signal(STATUS_BITS)

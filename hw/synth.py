@@ -49,12 +49,12 @@ from typing import Any
 from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
-__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
-           "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
-           "known_fmax", "clock_for"]
+__all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options",
+           "estimate", "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path",
+           "record_fmax", "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 # Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
 LOG_TAIL_LINES = 400
 
@@ -209,6 +209,9 @@ class SynthReport:
             parts.append(f"{self.lutrams} LUT-RAMs")
         if device.sprams:
             parts.append(f"{self.sprams}/{device.sprams} SPRAMs")
+        cells = self.utilization.get("ICESTORM_LC") if self.utilization else None
+        if cells:   # iCE40: LUTs and FFs share logic cells, so this is what must fit
+            parts.append(f"{cells['used']}/{cells['available']} logic cells")
         parts.append("fits" if self.fits else "DOES NOT FIT")
         if self.fmax_mhz is not None:
             clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in self.fmax_by_clock.items())
@@ -292,8 +295,24 @@ def _fits(counts: dict[str, int], device: Device) -> bool:
 
 # nextpnr's words when a design is too big for the part (not a tool failure).
 _DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|not enough|"
-                           r"failed to place|Failed to route",
+                           r"failed to place|Failed to route|Failed to expand region",
                            re.IGNORECASE)
+
+
+def synth_options(target: str, device: str) -> str:
+    """Options of the target's Yosys ``synth_*`` command for ``device`` (a `DEVICES`
+    name): on iCE40, infer the part's DSPs and single-port RAMs where it has them."""
+    part = DEVICES[device]
+    flags = []
+    if target == "ice40" and part.dsps:
+        flags.append("-dsp")
+    if target == "ice40" and part.sprams:
+        flags.append("-spram")
+    return " ".join(flags)
+
+
+# A line of nextpnr's "Device utilisation" block: "Info:  ICESTORM_LC:  7981/  5280  151%".
+_UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
 
 
 def _device(target: str, device: str | None) -> Device:
@@ -363,11 +382,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     try:
         (work / "design.il").write_text(rtlil)
         synth = settings["synth"]
-        options = f"-top {top}"
-        if target == "ice40" and part.dsps:
-            options += " -dsp"
-        if target == "ice40" and part.sprams:
-            options += " -spram"
+        options = f"-top {top} {synth_options(target, part.name)}".rstrip()
         netlist = " -json netlist.json" if place else ""
         script = (f"read_rtlil design.il; {synth} {options}{netlist}; "
                   "tee -q -o stat.json stat -json")
@@ -417,7 +432,11 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
         log_path = work / "nextpnr.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         if _DOES_NOT_FIT.search(log + result.stderr):
-            return {**fields, "fits": False, "fmax_by_clock": {}}
+            # nextpnr states what it packed before it gives up: how far over it is.
+            utilization = {name: {"used": int(used), "available": int(available)}
+                           for name, used, available in _UTILISATION.findall(log)
+                           if int(used)}
+            return {**fields, "fits": False, "fmax_by_clock": {}, "utilization": utilization}
         tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])
         raise SynthError(f"nextpnr failed (exit {result.returncode}); last lines:\n{tail}")
     pnr = json.loads((work / "pnr.json").read_text())
@@ -461,7 +480,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     On ECP5 the accelerator core is placed out of context. On iCE40
     (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
     core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
-    the `hw.boards` board with that part (4 KiB on the iCEBreaker's UP5K).
+    the `hw.boards` board with that part (the iCEBreaker's UP5K: 128 KiB in its
+    single-port RAMs).
 
     Parameters
     ----------
@@ -484,10 +504,12 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
             from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
             from vdla.hw.boards import BOARDS
             part = _device(target, device).name
-            memory_bytes = next((board.memory_bytes for board in BOARDS.values()
-                                 if board.device == part), DEFAULT_MEMORY_BYTES)
-            return synthesize_rtlil(board_rtlil(config, memory_bytes), BOARD_TOP_NAME, target,
-                                    device, place=True, clock_mhz=clock_mhz, top_kind="board")
+            board = next((board for board in BOARDS.values() if board.device == part), None)
+            memory = ((board.memory_bytes, board.memory_kind) if board
+                      else (DEFAULT_MEMORY_BYTES, "bram"))
+            return synthesize_rtlil(board_rtlil(config, memory[0], memory_kind=memory[1]),
+                                    BOARD_TOP_NAME, target, device, place=True,
+                                    clock_mhz=clock_mhz, top_kind="board")
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
 

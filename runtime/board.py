@@ -25,7 +25,7 @@ import numpy as np
 
 from vdla.hw import board_protocol as protocol
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import RTL_COUNTERS
+from vdla.hw.counters import rtl_counters
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.errors import SimulationError
 
@@ -136,11 +136,14 @@ class BoardLink:
         """The STATUS byte (`board_protocol.STATUS_DONE`, `STATUS_RUNNING` bits)."""
         return self._command(Command.STATUS, reply=1)[0]
 
-    def counters(self) -> dict[str, int]:
-        data = self._command(Command.COUNTERS, reply=protocol.reply_bytes(Command.COUNTERS))
+    def counters(self, config: HwConfig) -> dict[str, int]:
+        """The counters of ``config``'s hardware (`hw.counters.rtl_counters`) by name."""
+        names = rtl_counters(config)
+        data = self._command(Command.COUNTERS,
+                             reply=protocol.reply_bytes(Command.COUNTERS, len(names)))
         width = protocol.COUNTER_BYTES
         return {name: int.from_bytes(data[width * i:width * (i + 1)], "little")
-                for i, name in enumerate(RTL_COUNTERS)}
+                for i, name in enumerate(names)}
 
 
 class BoardBackend:
@@ -188,7 +191,7 @@ class BoardBackend:
             if time.monotonic() - began > self.timeout_seconds:
                 raise BoardError(f"the board did not finish within {self.timeout_seconds:g} s")
             time.sleep(self.poll_seconds)
-        counters = self.link.counters()
+        counters = self.link.counters(self.config)
         dram[:] = np.frombuffer(self.link.read_memory(0, dram.size), dtype=np.uint8)
         return RunResult(cycles=counters["cycles"], counters=counters,
                          details={"memory_bytes": self.memory_bytes,
@@ -206,9 +209,14 @@ def _serial_board(config: HwConfig, port: str | None = None, baud: int = DEFAULT
 def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
                      clocks_per_bit: int | None = None, **options) -> BoardBackend:
     from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
+    from vdla.hw.boards import BOARDS
     from vdla.sim.board_sim import SimulatedBoard
-    board = SimulatedBoard(config, memory_bytes or DEFAULT_MEMORY_BYTES,
-                           clocks_per_bit or DEFAULT_CLOCKS_PER_BIT)
+    # A board preset's config is simulated with its board's memory.
+    board_of = next((b for b in BOARDS.values() if b.config.same_hardware(config)), None)
+    if memory_bytes is None:
+        memory_bytes = board_of.memory_bytes if board_of else DEFAULT_MEMORY_BYTES
+    board = SimulatedBoard(config, memory_bytes, clocks_per_bit or DEFAULT_CLOCKS_PER_BIT,
+                           memory_kind=board_of.memory_kind if board_of else "bram")
     backend = BoardBackend(config, board, poll_seconds=0.0, **options)
     backend.name = "board-sim"
     return backend

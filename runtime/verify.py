@@ -3,7 +3,8 @@
 A `Program` reaches a simulator only after `verify_program` accepted it, and
 every ``.vdla`` file is checked by `verify_plan` as it is loaded. The checks:
 
-* the header: a `HwConfig`, ``dram_bytes`` within `MAX_DRAM_BYTES` and no
+* the header: a `HwConfig`, ``dram_bytes`` within `MAX_DRAM_BYTES` and the
+  bytes the config's DRAM addresses reach (``dram_addr_bits``), and no
   larger than the plan needs (its last region, rounded up to the alignment);
 * the DRAM plan: the instruction region, the micro-op region and every tensor
   aligned to ``config.dram_alignment``, inside the image and overlapping
@@ -154,6 +155,11 @@ def verify_plan(program: Program) -> None:
     if not 0 < dram_bytes <= MAX_DRAM_BYTES:
         raise ProgramError(f"DRAM plan: dram_bytes {dram_bytes} is outside 1..{MAX_DRAM_BYTES} "
                            "(vdla's DRAM image limit)")
+    reach = 1 << program.config.dram_addr_bits
+    if dram_bytes > reach:
+        raise ProgramError(f"DRAM plan: dram_bytes {dram_bytes} is more than the {reach} bytes "
+                           f"the config's {program.config.dram_addr_bits}-bit DRAM addresses "
+                           "reach (dram_addr_bits)")
     if not isinstance(program.metadata, dict):
         raise ProgramError(f"program metadata must be a JSON object, got "
                            f"{type(program.metadata).__name__}")

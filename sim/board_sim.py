@@ -43,7 +43,8 @@ class TransportTimeout(TimeoutError):
     """The board did not send the bytes the host waited for."""
 
 
-def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int) -> Path:
+def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
+                      memory_kind: str = "bram") -> Path:
     """Build (or find in the cache) the simulated board; returns the shared library."""
     from vdla.hw.board_top import board_verilog  # Amaranth loads only for a cold build
     harness = resources.files("vdla.sim").joinpath("board_uart.cpp").read_text()
@@ -53,6 +54,7 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int) 
     from vdla.hw.generate import hw_source_digest
     digest = hashlib.sha256()
     for part in (f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
+                 f"memory kind {memory_kind}",
                  hw_source_digest(), harness, header, verilator_version(),
                  " ".join(VERILATOR_FLAGS), OPT_FAST):
         digest.update(part.encode())
@@ -64,7 +66,8 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int) 
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{final.name}-"))
     try:
-        (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit))
+        (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit,
+                                                    memory_kind))
         (work / "board_uart.cpp").write_text(harness)
         (work / "board_config.h").write_text(header)
         command = [str(verilator_bin()), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 2),
@@ -98,17 +101,21 @@ class SimulatedBoard:
         The on-chip memory standing in for DRAM.
     clocks_per_bit : int
         UART clocks per bit (small values simulate faster).
+    memory_kind : str
+        The memory's RAM (`hw.board_memory.MEMORY_KINDS`).
     timeout_cycles : int
         Cycles ``read`` waits for its bytes before raising `TransportTimeout`.
     """
 
     def __init__(self, config: HwConfig, memory_bytes: int, clocks_per_bit: int = 8,
-                 timeout_cycles: int = 50_000_000):
+                 timeout_cycles: int = 50_000_000, memory_kind: str = "bram"):
         self.config = config
         self.memory_bytes = memory_bytes
+        self.memory_kind = memory_kind
         self.clocks_per_bit = clocks_per_bit
         self.timeout_cycles = timeout_cycles
-        lib = ctypes.CDLL(str(build_board_model(config, memory_bytes, clocks_per_bit)))
+        lib = ctypes.CDLL(str(build_board_model(config, memory_bytes, clocks_per_bit,
+                                                memory_kind)))
         lib.board_create.restype = ctypes.c_void_p
         lib.board_destroy.argtypes = [ctypes.c_void_p]
         lib.board_write.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_long]

@@ -296,7 +296,7 @@ class RtlModel:
         return self._lib.vdla_error(self._handle).decode()
 
     def counters(self) -> dict[str, int]:
-        """The design's event counters (`hw.counters.RTL_COUNTERS`) by name."""
+        """The design's event counters (`hw.counters.rtl_counters`) by name."""
         values = (ctypes.c_uint32 * len(self.counter_names))()
         self._lib.vdla_read_counters(self._handle, values)
         return dict(zip(self.counter_names, map(int, values)))
@@ -598,8 +598,10 @@ class RtlSimulator:
                                     if isinstance(insn, isa.Gemm) and not insn.reset)
         else:
             accumulating_uops = gemm_uops
-        modules = {}
+        modules = {}   # empty where the hardware counts only cycles (`HwConfig.event_counters`)
         for module in isa.MODULES:
+            if f"{module}_busy" not in counters:
+                continue
             figures = {kind: counters.get(f"{module}_{kind}", 0)
                        for kind in ("busy", "wait_token", "wait_mem")}
             figures["busy_fraction"] = figures["busy"] / cycles if cycles else 0.0

@@ -35,7 +35,7 @@ from typing import Callable
 
 from vdla.hw.cache import cache_root, cpu_fingerprint, publish
 from vdla.hw.config import HwConfig
-from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
+from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_STATUS, rtl_counters
 from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
     verilator_version
 
@@ -171,7 +171,7 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
     from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout  # Amaranth: cold builds only
     request = {name: REQUEST_LAYOUT[name] for name in ("addr", "beats")}
     strobes = write_beat_layout(config)["strb"]
-    counters = " ".join(f"X({name})" for name in RTL_COUNTERS)
+    counters = " ".join(f"X({name})" for name in rtl_counters(config))
     status = " ".join(f"X({name})" for name in RTL_STATUS)
     activity = " ".join(f"X({name})" for name in RTL_ACTIVITY)
     run_status = ", ".join(f"{status.cpp_name} = {status.value}" for status in RunStatus)
@@ -257,7 +257,7 @@ def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool,
     cpu = f"cpu {cpu_fingerprint()}" if "native" in opt_fast else ""
     for part in (f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}", lz4, cpu,
                  f"verilator {verilator_version()}", " ".join(VERILATOR_FLAGS + CXX_FLAGS + LD_FLAGS),
-                 make_flags(opt_fast), " ".join(RTL_COUNTERS), " ".join(RTL_STATUS),
+                 make_flags(opt_fast), " ".join(rtl_counters(config)), " ".join(RTL_STATUS),
                  " ".join(RTL_ACTIVITY), " ".join(ACTIVITY_STATES),
                  " ".join(f"{status.name}={status.value}" for status in RunStatus)):
         digest.update(part.encode())
@@ -349,7 +349,7 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
             "verilator": verilator_version(), "library": LIBRARY_NAME, "verilog": VERILOG_NAME,
             "opt_fast": opt_fast, "portable": "native" not in opt_fast,
             "library_bytes": len(library), "library_sha256": hashlib.sha256(library).hexdigest(),
-            "counters": list(RTL_COUNTERS), "status": list(RTL_STATUS),
+            "counters": list(rtl_counters(config)), "status": list(RTL_STATUS),
             "activity": list(RTL_ACTIVITY),
             "build_seconds": round(seconds, 2), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "command": command,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from vdla.cli.hw import command as hw_command
+from vdla.hw.config import PRESETS
 from tests.cli.click_runner import invoke
 
 
@@ -35,4 +36,7 @@ def test_board_header_states_the_protocol(tmp_path):
     assert result.exit_code == 0, result.output
     text = (tmp_path / "board.h").read_text()
     assert text == protocol.c_header()
+    result = invoke(hw_command, ["board-header", "--config", "icebreaker"])
+    assert result.exit_code == 0, result.output
+    assert result.output == protocol.c_header(PRESETS["icebreaker"]) != text
     assert f"#define VDLA_BOARD_STATUS_OK 0x{protocol.Status.OK:02x}" in text

@@ -33,6 +33,14 @@ def test_default_matches_vta_buffers():
     ({"block_out": "16"}, "block_out"),
     ({"wgt_buffer_bytes": 128}, "wgt_buffer_bytes"),
     ({"acc_buffer_bytes": 1 << 24}, "acc_buffer_bytes"),
+    ({"max_acc_banks": 3}, "max_acc_banks: must be a power of two, got 3"),
+    ({"fetch_buffer_depth": 0}, "fetch_buffer_depth: must be positive, got 0"),
+    ({"cmd_queue_depth": 3}, "cmd_queue_depth: must be a power of two, got 3"),
+    ({"dram_addr_bits": 33}, r"dram_addr_bits: must be 12\.\.32, got 33"),
+    ({"dram_addr_bits": 11}, r"dram_addr_bits: must be 12\.\.32, got 11"),
+    ({"event_counters": 2}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got 2"),
+    ({"event_counters": -1}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got -1"),
+    ({"event_counters": True}, "event_counters: expected an integer, got True"),
 ])
 def test_impossible_config_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -60,3 +68,39 @@ def test_hash_ignores_the_name_only():
     config = PRESETS["tiny"]
     assert config.replace(name="x").hash == config.hash
     assert config.replace(dram_read_latency=9).hash != config.hash
+
+
+def test_fields_added_later_keep_old_hashes_at_their_defaults():
+    """Baselines and program files recorded before a field existed still match."""
+    config = PRESETS["tiny"]
+    assert config.hash == "c373b04d80059c2a"   # bench/baselines/tiny.json's config_hash
+    for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
+                    {"cmd_queue_depth": 0}, {"event_counters": 0}):
+        assert config.replace(**changes).hash != config.hash
+
+
+@pytest.mark.parametrize("dram_addr_bits, count_bits", [(32, 32), (31, 28), (17, 14), (12, 9)])
+def test_instruction_counts_cover_every_instruction_the_dram_holds(dram_addr_bits, count_bits):
+    config = PRESETS["tiny"].replace(dram_addr_bits=dram_addr_bits)
+    assert config.insn_count_bits == count_bits
+    if dram_addr_bits < 32:   # the most instructions reachable DRAM holds fits, unsigned
+        most = (1 << dram_addr_bits) // (HwConfig.INSN_BITS // 8)
+        assert most.bit_length() == count_bits
+
+
+def test_counters_follow_the_config():
+    from vdla.hw.counters import RTL_COUNTERS, rtl_counters
+    assert rtl_counters(PRESETS["tiny"]) == RTL_COUNTERS
+    assert rtl_counters(PRESETS["tiny"].replace(event_counters=0)) == ("cycles",)
+    assert rtl_counters(PRESETS["icebreaker"]) == ("cycles",)
+
+
+@pytest.mark.parametrize("max_acc_banks, acc_buffer_bytes, banks", [
+    (1, 4096, 1), (2, 4096, 2), (4, 4096, 4), (64, 4096, 64),   # 256 rows
+    (4, 64, 2), (4, 32, 1),                                      # 4 rows, 2 rows
+])
+def test_acc_banks_follow_the_field_and_the_buffer(max_acc_banks, acc_buffer_bytes, banks):
+    config = PRESETS["tiny"].replace(max_acc_banks=max_acc_banks,
+                                     acc_buffer_bytes=acc_buffer_bytes)
+    assert config.acc_banks == banks
+    assert config.acc_bank_rows * banks == config.depth("acc")

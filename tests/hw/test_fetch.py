@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from vdla.hw import isa
-from vdla.hw.fetch import FETCH_BUFFER, FETCH_CHUNK, Fetch
+from vdla.hw.fetch import Fetch, fetch_chunk
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store
 from tests.hw.amaranth_sim import TINY, TINY_WIDE_BUS, run
 from tests.hw.dram_model import DramModel
@@ -47,13 +47,21 @@ def random_stream(rng: np.random.Generator, count: int) -> list[isa.Instruction]
     return stream + [Finish()]
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS], ids=lambda c: c.name)
-@pytest.mark.parametrize("count, stall, take", [
-    (1, 0.0, 1.0),                             # FINISH alone
-    (FETCH_CHUNK + 3, 0.0, 1.0),              # two chunks, full speed
-    (3 * FETCH_BUFFER + 5, 0.3, 0.3),         # the buffer and queues fill up
+SMALL_BUFFER = TINY.replace(fetch_buffer_depth=4, name="tiny-fetch4")
+NO_QUEUES = TINY.replace(fetch_buffer_depth=1, cmd_queue_depth=0, name="tiny-direct")
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, SMALL_BUFFER, NO_QUEUES],
+                         ids=lambda c: c.name)
+@pytest.mark.parametrize("case, stall, take", [
+    ("finish alone", 0.0, 1.0),
+    ("two chunks", 0.0, 1.0),                  # full speed
+    ("overfull", 0.3, 0.3),                    # the buffer and queues fill up
 ])
-def test_fetch_dispatches_each_instruction_to_its_module(config, count, stall, take):
+def test_fetch_dispatches_each_instruction_to_its_module(config, case, stall, take):
+    chunk = fetch_chunk(config)
+    count = {"finish alone": 1, "two chunks": chunk + 3,
+             "overfull": 3 * config.fetch_buffer_depth + 5}[case]
     rng = np.random.default_rng(count)
     program = random_stream(rng, count)
     words = [isa.encode(insn, config) for insn in program]
@@ -99,11 +107,11 @@ def test_fetch_dispatches_each_instruction_to_its_module(config, count, stall, t
                    *(consumer(name) for name in isa.MODULES)])
     for name in isa.MODULES:
         assert received[name] == expected[name], f"{name} commands differ"
-    # Reads stay on the stream's beats, in bursts of at most FETCH_CHUNK instructions.
+    # Reads stay on the stream's beats, in bursts of at most one chunk of instructions.
     bus = config.dram_bus_bytes
     first, end = insn_addr // bus * bus, -(-(insn_addr + count * isa.INSN_BYTES) // bus) * bus
     for addr, beats in memory.read_requests:
         assert first <= addr and addr + beats * bus <= end, (addr, beats)
-        assert beats * bus <= FETCH_CHUNK * isa.INSN_BYTES + bus
-    assert len(memory.read_requests) >= -(-count // FETCH_CHUNK)
+        assert beats * bus <= chunk * isa.INSN_BYTES + bus
+    assert len(memory.read_requests) >= -(-count // chunk)
 

@@ -101,9 +101,14 @@ def test_place_and_route_reports_fmax(target):
 
 
 def test_place_and_route_of_a_design_too_big_for_the_part():
-    report = synthesize_rtlil(_rtlil(Registers(DEVICES["iCE40HX1K"].ffs + 100)), "top", "ice40",
+    device = DEVICES["iCE40HX1K"]
+    report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40",
                               "iCE40HX1K", place=True)
     assert not report.fits and report.fmax_mhz is None
+    # nextpnr's packing says by how much: at least one logic cell per flip-flop.
+    cells = report.utilization["ICESTORM_LC"]
+    assert cells["available"] == device.luts and cells["used"] >= device.ffs + 100
+    assert f"{cells['used']}/{device.luts} logic cells" in report.summary()
 
 
 @pytest.mark.parametrize("target, device, message", [

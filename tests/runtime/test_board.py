@@ -14,7 +14,9 @@ import pytest
 from vdla.compiler import Conv2d, Dense, compile_op
 from vdla.hw import board_protocol as protocol
 from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
+from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
+from vdla.hw.counters import RTL_COUNTERS, rtl_counters
 from vdla.runtime.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
@@ -49,6 +51,27 @@ def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
     assert result.counters["alu_uops"] == rtl.counters["alu_uops"]
     assert result.cycles == result.counters["cycles"] > 0
     assert result.sim == "board-sim"
+
+
+def test_board_preset_runs_a_layer_through_its_single_port_memory():
+    """The iCEBreaker's own board top (its preset, its SPRAM-kind memory): a
+    layer whose DRAM image is larger than a few KiB, against numpy; the only
+    counter it has, ``cycles``, comes back over the UART."""
+    board = BOARDS["icebreaker"]
+    config = board.config
+    op = Conv2d(batch=1, in_channels=16, out_channels=12, height=7, width=9, kernel=(3, 3),
+                padding=(1, 1), bias=True, shift=7, relu=False)
+    program = compile_op(op, config)
+    assert program.dram_bytes > 4096
+    inputs = op.random_inputs(np.random.default_rng(5))
+    backend = get_backend("board-sim", config)
+    assert backend.memory_bytes == board.memory_bytes
+    assert backend.link.transport.memory_kind == "spram"
+    result = Device(config, sim="board-sim").run(program, inputs)
+    np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
+    # The preset counts only cycles (`event_counters` 0): COUNTERS sends that one.
+    assert set(result.counters) == set(rtl_counters(config)) == {"cycles"}
+    assert result.cycles == result.counters["cycles"] > 0
 
 
 def test_memory_round_trip_at_odd_addresses(board):
@@ -120,3 +143,7 @@ def test_protocol_encoding_and_header():
     header = protocol.c_header()
     for command in protocol.Command:
         assert f"#define VDLA_BOARD_CMD_{command.name} 0x{command.value:02x}" in header
+    # COUNTERS sends the counters the config's hardware has, 4 bytes each.
+    assert f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}  /* cycles load_busy " in header
+    assert "#define VDLA_BOARD_COUNTERS 1  /* cycles */" in protocol.c_header(PRESETS["icebreaker"])
+    assert protocol.reply_bytes(protocol.Command.COUNTERS, 1) == protocol.COUNTER_BYTES

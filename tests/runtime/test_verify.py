@@ -61,6 +61,15 @@ def test_plan_defects_are_named(program, edit, message):
         verify_plan(edit(program))
 
 
+def test_dram_beyond_the_configs_addresses_is_refused():
+    # 4 KiB of DRAM addresses: a dense layer of 64 x 64 weights needs more.
+    config = TINY.replace(dram_addr_bits=12, name="tiny-4k")
+    program = dense_program(config, 3, 64, 64)
+    with pytest.raises(ProgramError, match=rf"dram_bytes {program.dram_bytes} is more than the "
+                                           r"4096 bytes the config's 12-bit DRAM addresses reach"):
+        verify_plan(program)
+
+
 def test_store_must_write_an_output(program):
     index = _first(program, Store)
     store = program.instructions[index]
