@@ -41,10 +41,23 @@ from vdla.bench.gpu_compare import GPU_COLUMNS, gpu_columns
 from vdla.compiler.workloads import RESNET18, Workload
 
 __all__ = ["Column", "CheckError", "run_comparison", "format_table", "markdown_table",
-           "plot_comparison", "COLUMNS", "INT8_ORT", "DEFAULT_CLOCK_MHZ"]
+           "plot_comparison", "COLUMNS", "INT8_ORT", "DEFAULT_CLOCK_MHZ", "accel_clock"]
 
-# VTA's published PYNQ (Zynq-7020) clock; no synthesis report states an Fmax yet.
+# VTA's published PYNQ (Zynq-7020) clock: the accelerator's clock where neither
+# --clock-mhz nor a synthesis report of the config gives one (`accel_clock`).
 DEFAULT_CLOCK_MHZ = 100.0
+
+
+def accel_clock(config, clock_mhz: float | None = None) -> tuple[float, str]:
+    """The accelerator's clock for ``config`` and where it comes from: ``clock_mhz``,
+    else the config's placed-and-routed Fmax (`hw.synth.clock_for`), else
+    `DEFAULT_CLOCK_MHZ`."""
+    from vdla.hw.synth import clock_for
+    known = clock_for(config, clock_mhz)
+    if known is not None:
+        return known
+    return DEFAULT_CLOCK_MHZ, (f"nominal {DEFAULT_CLOCK_MHZ:g} MHz (VTA's PYNQ clock): no "
+                               f"Fmax of config {config.name} known (vdla hw synth)")
 COLUMNS = ("accel", "cpu int8", "cpu fp32", "ort fp32", "ort qlinear u8", "ort qlinear s8",
            "ort convinteger", "numpy fp32") + GPU_COLUMNS
 INT8_ORT = ("ort qlinear u8", "ort qlinear s8", "ort convinteger")
@@ -235,7 +248,7 @@ def _im2col_conv(op, tensors) -> Callable[[], np.ndarray]:
 
 
 def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
-                   clock_mhz: float = DEFAULT_CLOCK_MHZ, threads: int = 2, repeats: int = 20,
+                   clock_mhz: float | None = None, threads: int = 2, repeats: int = 20,
                    workloads: Sequence[Workload] = RESNET18, seed: int = 0,
                    progress: Callable[[str], None] | None = None) -> dict:
     """Measure every column over ``workloads`` in this process.
@@ -247,8 +260,8 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     targets : sequence of str
         ``"accel"``, ``"cpu"`` and/or ``"gpu"``; the CPU peers (onnxruntime,
         numpy) always run, the GPU peers (PyTorch cuDNN) with ``"gpu"``.
-    clock_mhz : float
-        The accelerator's clock.
+    clock_mhz : float, optional
+        The accelerator's clock (default: `accel_clock`'s choice, stated in the report).
     threads : int
         Threads of the cpu target and onnxruntime.
     repeats : int
@@ -267,6 +280,7 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     """
     from vdla.compiler.cpu.kernel import reference_fp32
     progress = progress or (lambda message: None)
+    clock_mhz, clock_source = accel_clock(config, clock_mhz)
     load_at_start = _load_average()
     inputs = {w.name: _layer_inputs(w, seed) for w in workloads}
     references = {}
@@ -286,6 +300,7 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
                                     repeats, progress=progress)
         columns += gpu_list
     report = _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    report["clock_source"] = clock_source
     if gpu is not None:
         report["gpu"] = gpu
         report["ratios"].update(_gpu_ratios(report["columns"], workloads))
@@ -370,6 +385,9 @@ def format_table(report: dict) -> list[str]:
         lines.append(label.ljust(13) + "".join(cells))
     for name, value in report["ratios"].items():
         lines.append(f"{name}: {value:.2f}")
+    if "accel" in names:
+        lines.append(f"accel clock: {report['clock_mhz']:g} MHz, "
+                     f"{report.get('clock_source', 'as given')}")
     for name in names:
         column = columns[name]
         lines.append(f"{name}: " + (column["missing"] if column["missing"] else column["note"]))

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from vdla.bench.compare import (DEFAULT_CLOCK_MHZ, format_table, markdown_table, plot_comparison,
+from vdla.bench.compare import (format_table, markdown_table, plot_comparison,
                                 run_comparison)
 from vdla.hw.config import load_config
 
@@ -33,7 +33,8 @@ TARGETS = {"cpu int8 / ort best int8": 1.5, "cpu int8 / ort fp32": 1.0, "cpu fp3
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default", help="preset name or JSON file")
-    parser.add_argument("--clock-mhz", type=float, default=DEFAULT_CLOCK_MHZ)
+    parser.add_argument("--clock-mhz", type=float, default=None,
+                        help="default: the config's Fmax if known, else 100 MHz")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--output", default=str(RESULTS / "compare_cpu.json"))

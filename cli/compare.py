@@ -37,7 +37,8 @@ def _targets(value: str) -> tuple[str, ...]:
                    "gpu adds PyTorch cuDNN on the same GPU, batch 1 and 8).")
 @config_option
 @click.option("--clock-mhz", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="The accelerator's clock (default: 100 MHz, VTA's PYNQ clock).")
+              help="The accelerator's clock (default: the config's Fmax from `vdla hw synth`, "
+                   "else 100 MHz, VTA's PYNQ clock).")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
               help="Threads of the cpu target and onnxruntime.")
 @click.option("--repeats", type=click.IntRange(min=1), default=20, show_default=True,
@@ -50,7 +51,7 @@ def _targets(value: str) -> tuple[str, ...]:
 def command(network, targets, config, clock_mhz, threads, repeats, as_json, json_path,
             plot_path):
     """Compare the accelerator with the cpu target and CPU libraries on NETWORK."""
-    from vdla.bench.compare import (DEFAULT_CLOCK_MHZ, CheckError, format_table,
+    from vdla.bench.compare import (CheckError, format_table,
                                     plot_comparison, run_comparison)
     from vdla.compiler.cpu.build import CpuBuildError
     names = _targets(targets)
@@ -59,8 +60,7 @@ def command(network, targets, config, clock_mhz, threads, repeats, as_json, json
         if sys.stderr.isatty():
             click.echo(f"\r{message:<40}", nl=False, err=True)
     try:
-        report = run_comparison(config, names, clock_mhz or DEFAULT_CLOCK_MHZ, threads, repeats,
-                                progress=progress)
+        report = run_comparison(config, names, clock_mhz, threads, repeats, progress=progress)
     except (CheckError, CpuBuildError) as error:
         fail(str(error))
     if sys.stderr.isatty():

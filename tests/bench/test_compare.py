@@ -62,6 +62,25 @@ def test_accelerator_column_uses_baseline_cycles_at_the_clock():
     assert report["columns"]["accel"]["checked"]["C4"] == "bit-exact on fsim"
 
 
+def test_the_accelerator_clock_is_the_option_else_the_recorded_fmax_else_nominal(
+        tmp_path, monkeypatch):
+    from vdla.hw.synth import SynthReport, record_fmax
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
+    tiny = PRESETS["tiny"]
+    mhz, source = compare.accel_clock(tiny)
+    assert mhz == compare.DEFAULT_CLOCK_MHZ and source.startswith("nominal 100 MHz")
+    record_fmax(tiny, SynthReport(luts=1, ffs=1, brams=0, dsps=0, fmax_mhz=87.5,
+                                  device="LFE5U-85F", fits=True, stage="place_and_route"))
+    assert compare.accel_clock(tiny)[0] == 87.5
+    assert compare.accel_clock(tiny, 40) == (40.0, "--clock-mhz")
+    layer = (RESNET18[2],)
+    report = compare.run_comparison(tiny, ("accel",), workloads=layer, repeats=1)
+    assert report["clock_mhz"] == 87.5 and "Fmax of config tiny" in report["clock_source"]
+    cycles = json.loads(compare_baseline_text())["layers"]["C4"]["cycles"]
+    assert report["columns"]["accel"]["seconds"]["C4"] == pytest.approx(cycles / 87.5e6)
+    assert "accel clock: 87.5 MHz, Fmax of config tiny" in "\n".join(compare.format_table(report))
+
+
 def test_layers_without_baseline_cycles_leave_the_accelerator_unmeasured():
     report = compare.run_comparison(PRESETS["tiny"], ("accel",), workloads=SMALL, repeats=1)
     assert report["columns"]["accel"]["missing"] == "tiny.json has no cycles for C90"
