@@ -77,7 +77,8 @@ def _points(layers: list[dict]) -> dict[str, tuple[float, float]]:
 
 def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
              compare_label: str = "without latency hiding",
-             title: str | None = None) -> dict[str, tuple[float, float]]:
+             title: str | None = None,
+             clock: tuple[float, str] | None = None) -> dict[str, tuple[float, float]]:
     """Draw the layers on the accelerator's roofline and write a PNG.
 
     Parameters
@@ -94,6 +95,9 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
         A second run drawn as hollow markers (e.g. the ablation).
     compare_label : str
     title : str, optional
+    clock : (float, str), optional
+        A clock in MHz and where it comes from (`hw.synth.clock_for`): a second
+        axis then gives the throughput in GOPS at that clock, and says which.
 
     Returns
     -------
@@ -146,6 +150,12 @@ def roofline(results, config: HwConfig, path: str | Path, *, compare=None,
     axes.set_ylim(min(tops + [bandwidth * low]) / 2, peak * 2)
     axes.set_xlabel("arithmetic intensity (ops per DRAM byte, 2 ops per MAC)")
     axes.set_ylabel("throughput (ops per cycle)")
+    if clock is not None:
+        mhz, source = clock
+        giga = mhz / 1e3                        # ops/cycle x cycles/ns = GOPS
+        seconds = axes.secondary_yaxis("right", functions=(lambda y: y * giga,
+                                                           lambda g: g / giga))
+        seconds.set_ylabel(f"GOPS at {mhz:g} MHz ({source})", fontsize=7)
     axes.set_title(title or f"Roofline: {config.name} ({config.batch}x{config.block_in}x"
                             f"{config.block_out} GEMM, {config.dram_bus_bits}-bit DRAM)")
     axes.grid(True, which="both", linewidth=0.3, alpha=0.5)

@@ -325,8 +325,8 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
     if roofline_path is not None:
         from vdla.bench.plots import PlotError, roofline
         try:
-            roofline(main, config, roofline_path,
-                     compare=results[1] if ablation else None)
+            roofline(main, config, roofline_path, compare=results[1] if ablation else None,
+                     clock=(time["clock_mhz"], time["clock"]) if time is not None else None)
         except (PlotError, OSError) as error:
             fail(f"--roofline {roofline_path}: {error}")
         if not to_stdout:

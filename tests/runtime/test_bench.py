@@ -378,6 +378,21 @@ def test_roofline_places_layers_by_intensity_and_throughput(tmp_path):
     assert _is_png(path)
 
 
+def test_roofline_gives_throughput_in_gops_at_a_known_clock(tmp_path, monkeypatch):
+    import vdla.bench.plots as plots
+    saved = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path: saved.append(figure))
+    roofline(SYNTHETIC_LAYERS, DEFAULT, tmp_path / "r.png", clock=(125.0, "--clock-mhz"))
+    (primary,) = saved[0].axes
+    (secondary,) = primary.child_axes
+    assert secondary.get_ylabel() == "GOPS at 125 MHz (--clock-mhz)"
+    # ops/cycle x 125 MHz: 512 ops/cycle (default's 256 MACs) is 64 GOPS
+    saved[0].canvas.draw()
+    assert secondary.get_ylim() == pytest.approx(tuple(y * 0.125 for y in primary.get_ylim()))
+    roofline(SYNTHETIC_LAYERS, DEFAULT, tmp_path / "r.png")
+    assert not saved[1].axes[0].child_axes
+
+
 def test_roofline_needs_timed_layers(tmp_path):
     with pytest.raises(PlotError, match="timed simulator"):
         roofline(SYNTHETIC_LAYERS[2:], DEFAULT, tmp_path / "r.png")
