@@ -268,13 +268,16 @@ PRESETS: dict[str, HwConfig] = {
                     token_queue_depth=2, name="odd"),
     # Board presets (hw/boards.py): what fits each board's FPGA beside the
     # on-chip memory that stands in for DRAM and the UART host link.
-    # ULX3S-85F (ECP5 LFE5U-85F: 208 18-kbit block RAMs of 512x36, 156 18x18
-    # multipliers): a 1x8x8 core (64 multipliers); its buffers take ~58 block
-    # RAMs (wgt 30, acc 16, uop, inp and out 4 each), the 128 KiB of on-chip
-    # memory 64.
-    "ulx3s": HwConfig(batch=1, block_in=8, block_out=8, uop_buffer_bytes=8 * 1024,
+    # ULX3S-85F (ECP5 LFE5U-85F: 83,640 LUTs, 208 18-kbit block RAMs, 156 18x18
+    # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
+    # its ALU lanes and acc width. The LUTs go with the lanes (batch x
+    # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
+    # LUTs, and the 1x8x8 core (31 k LUTs) placed in 13 min and had not routed
+    # after 25 (congested 256-bit acc buses). Measured figures of this preset:
+    # benchmarks/README.md, "Synthesis, Fmax and time".
+    "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
-                      acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
+                      acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 LUTs, 30 4-kbit block RAMs of 256x16, 8 DSPs):
     # a 1x4x4 core. Block RAMs are 16 bits wide, so the buffers take 22 whatever
