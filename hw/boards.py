@@ -32,7 +32,7 @@ from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import SynthError, tool_path, yowasp_env
+from vdla.hw.synth import TARGETS, SynthError, tool_path, yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
 
@@ -238,8 +238,11 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools():
         try:
+            # nextpnr with the options `hw.synth` places with (ECP5: router2).
+            options = TARGETS[board.target]["nextpnr_options"]
             products = platform.build(board_design(board, config, core, clock_mhz), name="top",
-                                      build_dir=build_dir, do_program=False)
+                                      build_dir=build_dir, do_program=False,
+                                      **({"nextpnr_opts": list(options)} if options else {}))
         except Exception as error:  # Amaranth raises a plain error ("... exit status 1")
             log = Path(build_dir) / "top.tim"
             lines = log.read_text(errors="replace").splitlines() if log.exists() else []
