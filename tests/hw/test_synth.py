@@ -106,7 +106,8 @@ def test_place_and_route_reports_fmax(target):
 
 def test_critical_paths_name_the_scopes_a_path_crosses():
     pnr = {"critical_paths": [{"from": "clk", "to": "clk", "path": [
-        {"type": "clk-to-q", "delay": 0.5, "from": {"cell": "alu.s5_a_FF"}, "to": {"cell": "alu.s5_a_FF"}},
+        {"type": "clk-to-q", "delay": 0.5, "from": {"cell": "alu.s5_a_FF"},
+         "to": {"cell": "alu.s5_a_FF"}},
         {"type": "routing", "delay": 1.25, "from": {"cell": "alu.s5_a_FF"},
          "to": {"cell": "alu.core.mul_DSP"}, "net": "a"},
         {"type": "logic", "delay": 4.0, "from": {"cell": "alu.core.mul_DSP"},
