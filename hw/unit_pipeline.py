@@ -14,8 +14,10 @@ S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
       ``use_imm`` or ``reset``)
 S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
       (`GemmCore`); ALU: acc[src] data forwarded and registered
-S5    result = acc + product, ALU op (`VectorAlu`), or 0 (reset); acc[dst]
-      and out[dst] written through the unit's own write ports
+S5    acc[dst] and acc[src] take a result S6 holds for their row; result =
+      acc + product, ALU op (`VectorAlu`), or 0 (reset), registered
+S6    acc[dst] and out[dst] written from the register through the unit's own
+      write ports; S7 keeps the result one more cycle, for forwarding
 ====  =====================================================================
 
 No stage holds more than one of: an SRAM read, the multipliers, an adder tree,
@@ -27,17 +29,22 @@ rate.
 
 Read-after-write hazards on acc within the unit: a read does not see the
 write made in the same cycle (ports are not transparent), and results of the
-micro-ops ahead are written after the read. So an operand read in S2 takes,
-in S3, the result written this cycle (S5) or last cycle (S6), else the SRAM
-data, and in S4 the result written this cycle; acc[src], read in S3, takes in
-S4 the result written this cycle or last cycle. Back-to-back micro-ops on the
-same acc row run at full rate, across instruction boundaries too. Nothing is
-forwarded from the other unit; the compute module (`hw.compute`) orders the
+micro-ops ahead are written after the read. Only registered results are
+forwarded (S6's and S7's), never the ALU's or the adder's output itself, so
+no path runs from the ALU through a forwarding multiplexer (on ECP5 that was
+the critical path). An operand read in S2 takes, in S3, the result S6 or else
+S7 holds for its row, in S4 S6's, and in S5 S6's again (a registered select);
+acc[src], read in S3, takes in S4 S6's or else S7's and in S5 S6's. Together
+they cover every result written after the read. Back-to-back micro-ops on
+the same acc row run at full rate, across instruction boundaries too. Nothing
+is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
 
 ``completes`` pulses when an instruction's last micro-op (or its write-less
-marker, for an empty loop) leaves S5; ``executes`` pulses for every micro-op in
-S5 (reset ones included).
+marker, for an empty loop) leaves S5, the cycle before its S6 write: whatever
+waits on it (the other unit's next instruction, a token to store) reads acc
+or out two or more cycles later, after that write. ``executes`` pulses for
+every micro-op in S5 (reset ones included).
 """
 
 from __future__ import annotations
@@ -205,28 +212,40 @@ class UnitPipeline(wiring.Component):
             m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads),
                          self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads)]
 
-        # ------------------------------------------------------------ S3 .. S6
+        # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
         s4 = stage(s3, "s4", ("dst",) if gemm else ("dst", "src"))
         s5 = stage(s4, "s5", ("dst",))
+        # S5's result is registered (S6) and written from there; S7 keeps it one
+        # more cycle. Only these registers are forwarded, never S5's result
+        # itself, so the ALU / accumulate adder ends at a register.
         result = Signal(acc_bits)
         v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
-        m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result)]
+        v7, dst7, result7 = Signal(name="s7_valid"), Data(index_bits["dst"]), Data(acc_bits)
+        m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
+                     v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
 
-        def forwarded(index, value, with_previous):
-            """``value`` (acc[index]), or a newer result written this / last cycle."""
-            if with_previous:
-                value = Mux(v6 & (dst6 == index), result6, value)
-            return Mux(s5["valid"] & (s5["dst"] == index), result, value)
+        def newer(index, value, with_s7=True):
+            """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row."""
+            if with_s7:
+                value = Mux(v7 & (dst7 == index), result7, value)
+            return Mux(v6 & (dst6 == index), result6, value)
+
+        def s6_next_holds(index):
+            """A register bit: next cycle S6 holds the result for row ``index``."""
+            hit = Signal(name=f"{index.name}_in_s6")
+            m.d.sync += hit.eq(s5["valid"] & (s5["dst"] == index))
+            return hit
 
         a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
-        m.d.sync += [a4.eq(forwarded(s3["dst"], self.acc_read.data, True)),
-                     a5.eq(forwarded(s4["dst"], a4, False))]
+        m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data)),
+                     a5.eq(newer(s4["dst"], a4, with_s7=False))]
+        a = Mux(s6_next_holds(s4["dst"]), result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
             assert core.LATENCY == 2   # S3 multiplies, S4 sums: the product is ready in S5
             m.d.comb += [core.inp.eq(self.inp_read.data), core.wgt.eq(self.wgt_read.data)]
-            computed = Cat(*((a5.word_select(e, scalar_bits)
+            computed = Cat(*((a.word_select(e, scalar_bits)
                               + core.product.word_select(e, scalar_bits))[:scalar_bits]
                              for e in range(scalars)))
         else:
@@ -234,19 +253,23 @@ class UnitPipeline(wiring.Component):
                          self.acc_src_read.en.eq(s3["valid"] & ~s3["control"].reset
                                                  & ~s3["control"].use_imm)]
             b5 = Data(acc_bits, name="s5_b")
+            use_imm = s4["control"].use_imm
             operand_vector = Cat(*([s4["control"].operand] * scalars))
-            m.d.sync += b5.eq(Mux(s4["control"].use_imm, operand_vector,
-                                  forwarded(s4["src"], self.acc_src_read.data, True)))
+            m.d.sync += b5.eq(Mux(use_imm, operand_vector,
+                                  newer(s4["src"], self.acc_src_read.data)))
+            b_in_s6 = Signal(name="s5_b_in_s6")
+            m.d.sync += b_in_s6.eq(s5["valid"] & (s5["dst"] == s4["src"]) & ~use_imm)
             m.submodules.alu = alu = VectorAlu(config)
             c5 = s5["control"]
-            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a5), alu.b.eq(b5), alu.imm.eq(c5.imm)]
+            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(Mux(b_in_s6, result6, b5)),
+                         alu.imm.eq(c5.imm)]
             computed = alu.result
         m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))
         m.d.comb += [
-            self.acc_write.en.eq(s5["valid"]), self.acc_write.addr.eq(s5["dst"]),
-            self.acc_write.data.eq(result),
-            self.out_write.en.eq(s5["valid"]), self.out_write.addr.eq(s5["dst"]),
-            self.out_write.data.eq(out_of_acc(config, result)),
+            self.acc_write.en.eq(v6), self.acc_write.addr.eq(dst6),
+            self.acc_write.data.eq(result6),
+            self.out_write.en.eq(v6), self.out_write.addr.eq(dst6),
+            self.out_write.data.eq(out_of_acc(config, result6)),
             self.completes.eq(s5["last"]), self.executes.eq(s5["valid"]),
         ]
         return m

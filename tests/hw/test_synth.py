@@ -98,6 +98,29 @@ def test_place_and_route_reports_fmax(target):
     # A shift register is among the fastest logic there is.
     assert report.meets_clock
     assert report.utilization
+    path = report.critical_paths[0]
+    assert 0 < path["delay_ns"] == pytest.approx(path["logic_ns"] + path["routing_ns"], abs=0.02)
+    assert path["from"] and path["to"] and path["through"]
+    assert report.critical_path_text().startswith(f"critical path {path['delay_ns']:.1f} ns")
+
+
+def test_critical_paths_name_the_scopes_a_path_crosses():
+    pnr = {"critical_paths": [{"from": "clk", "to": "clk", "path": [
+        {"type": "clk-to-q", "delay": 0.5, "from": {"cell": "alu.s5_a_FF"},
+         "to": {"cell": "alu.s5_a_FF"}},
+        {"type": "routing", "delay": 1.25, "from": {"cell": "alu.s5_a_FF"},
+         "to": {"cell": "alu.core.mul_DSP"}, "net": "a"},
+        {"type": "logic", "delay": 4.0, "from": {"cell": "alu.core.mul_DSP"},
+         "to": {"cell": "alu.core.mul_DSP"}},
+        {"type": "routing", "delay": 2.0, "from": {"cell": "alu.core.mul_DSP"},
+         "to": {"cell": "acc_FF"}, "net": "p"},
+        {"type": "setup", "delay": 0.25, "from": {"cell": "acc_FF"}, "to": {"cell": "acc_FF"}},
+    ]}]}
+    from vdla.hw.synth import critical_paths
+    assert critical_paths(pnr) == [{
+        "clock": "clk", "delay_ns": 8.0, "logic_ns": 4.75, "routing_ns": 3.25,
+        "from": "alu.s5_a_FF", "to": "acc_FF", "through": ["alu", "alu.core", "top"]}]
+    assert critical_paths({}) == [] and critical_paths({"critical_paths": [{"path": []}]}) == []
 
 
 def test_place_and_route_of_a_design_too_big_for_the_part():

@@ -135,6 +135,8 @@ def test_unit_pipeline_matches_sequential_execution(unit, seed):
                 counts["cycles"] += 1
             await ctx.tick()
             assert counts["cycles"] < 10 * micro_ops + 100
+        await ctx.tick()   # the last micro-op's write lands the cycle after it completes
+        assert not ctx.get(dut.acc_write.en)
         for row in range(config.depth("acc")):
             got = unpack_signed(ctx.get(mems["acc"].data[row]), 32, lanes)
             np.testing.assert_array_equal(got, expected[row], err_msg=f"acc[{row}]")
