@@ -49,12 +49,9 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
 
 def board_report(name: str, estimate_only: bool):
     """`hw.synth` report of a board preset's board top on its board's part."""
-    from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
+    from vdla.hw.board_top import BOARD_TOP_NAME
     board = next(b for b in BOARDS.values() if b.preset == name)
-    # The UART divisor of the bitstream, which runs at the board's PLL clock.
-    rtlil = board_rtlil(board.config, board.memory_bytes,
-                        board.clocks_per_bit(board.clock_mhz * 1e6), board.memory_kind)
-    report = synthesize_rtlil(rtlil, BOARD_TOP_NAME, board.target, board.device,
+    report = synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
                               place=not estimate_only, top_kind="board")
     record_fmax(board.config, report)
     return report, board

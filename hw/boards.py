@@ -30,7 +30,7 @@ from amaranth import (ClockDomain, ClockSignal, Elaboratable, Instance, Module, 
                       Signal)
 from amaranth.lib import io
 
-from vdla.hw.board_top import BoardTop
+from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.synth import TARGETS, SynthError, synth_options, tool_path, yowasp_env
 
@@ -86,6 +86,12 @@ class Board:
 
     def clocks_per_bit(self, clock_hz: float) -> int:
         return max(4, round(clock_hz / self.baud))
+
+    def rtlil(self, config: HwConfig | None = None) -> str:
+        """RTLIL of this board's `BoardTop` around ``config`` (its preset by default) as
+        its bitstream builds it: the board's memory, the UART divisor at its PLL clock."""
+        return board_rtlil(config or self.config, self.memory_bytes,
+                           self.clocks_per_bit(self.clock_mhz * 1e6), self.memory_kind)
 
 
 BOARDS: dict[str, Board] = {board.name: board for board in (

@@ -557,14 +557,12 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
 
     def run() -> SynthReport:
         if target == "ice40":
-            from vdla.hw.board_top import BOARD_TOP_NAME, DEFAULT_MEMORY_BYTES, board_rtlil
+            from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
             from vdla.hw.boards import BOARDS
             part = _device(target, device).name
             board = next((board for board in BOARDS.values() if board.device == part), None)
-            memory = ((board.memory_bytes, board.memory_kind) if board
-                      else (DEFAULT_MEMORY_BYTES, "bram"))
-            return synthesize_rtlil(board_rtlil(config, memory[0], memory_kind=memory[1]),
-                                    BOARD_TOP_NAME, target, device, place=True,
+            rtlil = board.rtlil(config) if board else board_rtlil(config)
+            return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
                                     clock_mhz=clock_mhz, top_kind="board")
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
