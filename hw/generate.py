@@ -116,7 +116,7 @@ def hw_source_digest() -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _verilog_digest(config_hash: str, sources: str, config: HwConfig) -> str:
+def _verilog_digest(sources: str, config: HwConfig) -> str:
     return hashlib.sha256(cached_verilog(config).encode()).hexdigest()[:16]
 
 
@@ -127,7 +127,7 @@ def verilog_digest(config: HwConfig) -> str:
     config's Verilog as it was (a synthesis flow, a board top, a feature of
     other configs) keeps it, so measurements on it stay valid.
     """
-    return _verilog_digest(config.hash, hw_source_digest(), config)
+    return _verilog_digest(hw_source_digest(), config)
 
 
 def cached_verilog(config: HwConfig) -> str:
