@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 from vdla.bench.executor import Pool
 from vdla.compiler.workloads import Workload
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
-from vdla.hw.generate import hw_source_digest
+from vdla.hw.generate import verilog_digest
 
 __all__ = ["DseError", "DesignSpace", "load_space", "evaluate_config", "run_dse",
            "pareto_front", "synth_area", "AREA_METRICS"]
@@ -143,7 +143,7 @@ def evaluate_config(config: HwConfig, workloads: Sequence[Workload], space: Desi
     """
     from vdla.bench.suite import prepare_backend, run_layer
     record: dict[str, Any] = {"config": config.to_dict(), "config_hash": config.hash,
-                              "design": hw_source_digest(), "schedules": space.schedules,
+                              "design": verilog_digest(config), "schedules": space.schedules,
                               "layers": {}, "error": None}
     try:
         options = prepare_backend(config, "rtl")
@@ -217,11 +217,11 @@ def run_dse(space: DesignSpace, workloads: Sequence[Workload], *, log: str | Pat
         raise DseError("the design space holds no valid configuration")
     names = [workload.name for workload in workloads]
     previous = read_jsonl(log, what="DSE record", required="config_hash")
-    # a record of another RTL design measured other cycles and area: not done here
-    design = hw_source_digest()
+    # a record of another design (the config's Verilog) measured other cycles and area
+    designs = {config.hash: verilog_digest(config) for config in configs}
     done = {r["config_hash"]: r for r in previous
             if r.get("workloads") == names and r.get("schedules") == space.schedules
-            and r.get("design") == design}
+            and r.get("design") == designs.get(r["config_hash"])}
     if done and not resume:
         raise DseError(f"log {log} already holds {len(done)} configuration(s) of this sweep: "
                        "pass --resume to continue or use another --log")

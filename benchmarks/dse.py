@@ -3,14 +3,15 @@
 Usage::
 
     python benchmarks/dse.py [--space benchmarks/dse_space.json] [--layers C4,C7,C10]
-        [--jobs 2] [--metric luts]
+        [--jobs 2] [--metric luts] [--output benchmarks/results/dse.json]
 
 Runs `vdla.bench.dse` (the engine of ``vdla dse``) on every configuration of
 the space: the layers on the RTL with the default schedule (bit-exactness
 checked), the synthesis estimate of `vdla.hw.synth` (ECP5; synthesis only, so
 time is cycles at the nominal clock unless the flow gives an Fmax). The sweep
-is logged to ``benchmarks/results/dse_log.jsonl`` and resumes from it. Writes
-``benchmarks/results/dse.json`` (table and Pareto front) and ``dse.png``.
+is logged to ``benchmarks/results/dse_log.jsonl`` (shared by every space) and
+resumes from it. Writes the table and Pareto front to ``--output`` and the plot
+beside it (same name, ``.png``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def main() -> int:
     parser.add_argument("--layers", default="C4,C7,C10")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--metric", default="luts")
+    parser.add_argument("--output", type=Path, default=RESULTS / "dse.json",
+                        help="report (JSON); the plot goes beside it as .png")
     parser.add_argument("--report-only", action="store_true",
                         help="report the configurations the log holds, evaluate nothing")
     args = parser.parse_args()
@@ -45,8 +48,10 @@ def main() -> int:
     began = time.perf_counter()
     if args.report_only:
         names = [w.name for w in workloads]
+        hashes = {config.hash for config in space.configs()[0]}
         records = [r for r in read_jsonl(log, what="DSE record", required="config_hash")
-                   if r.get("workloads") == names and r.get("schedules") == space.schedules]
+                   if r.get("workloads") == names and r.get("schedules") == space.schedules
+                   and r["config_hash"] in hashes]
     else:
         records = dse.run_dse(space, workloads, log=log, resume=True, jobs=args.jobs,
                               progress=lambda r: print(
@@ -66,10 +71,11 @@ def main() -> int:
               "space": json.loads(Path(args.space).read_text()), "layers": args.layers.split(","),
               "metric": args.metric, "seconds": round(time.perf_counter() - began, 1),
               "configs": records, "front": [r["name"] for r in front]}
-    (RESULTS / "dse.json").write_text(json.dumps(report, indent=1))
-    pareto(records, front, args.metric, RESULTS / "dse.png")
+    plot = args.output.with_suffix(".png")
+    args.output.write_text(json.dumps(report, indent=1))
+    pareto(records, front, args.metric, plot)
     print(f"* Pareto front: {len(front)} of {len(records)} configurations; "
-          f"wrote {RESULTS / 'dse.json'}, dse.png")
+          f"wrote {args.output}, {plot}")
     return 0
 
 
