@@ -331,9 +331,7 @@ def pareto(records: list[dict], front: list[dict], metric: str, path: str | Path
     fx = [r["area"][metric] for r in front]
     fy = [r["time_s"] * 1e3 for r in front]
     axes.plot(fx, fy, "o-", color="#c62828", zorder=3, label="Pareto front")
-    for record in front:
-        axes.annotate(record["name"], (record["area"][metric], record["time_s"] * 1e3),
-                      fontsize=6, xytext=(4, 4), textcoords="offset points")
+    _label_column(axes, {r["name"]: (r["area"][metric], r["time_s"] * 1e3) for r in front})
     clock = "Fmax" if all(r.get("fmax_mhz") for r in good) else "nominal clock"
     axes.set_xlabel(f"area ({metric}, synthesis estimate)")
     axes.set_ylabel(f"time (ms, cycles / {clock})")
@@ -341,6 +339,26 @@ def pareto(records: list[dict], front: list[dict], metric: str, path: str | Path
     axes.legend(fontsize=8)
     _save(figure, path)
     return {"points": list(zip(xs, ys)), "front": list(zip(fx, fy))}
+
+
+def _label_column(axes, points: dict[str, tuple[float, float]]) -> None:
+    """Name every point beside it, the names spread apart vertically with leader lines.
+
+    Configurations that differ only in a field that costs no area (a bus width)
+    sit almost on top of each other; their names, spaced apart, stay readable.
+    Names of points in the right half go to their left.
+    """
+    (left, right), (low, high) = axes.get_xlim(), axes.get_ylim()
+    ordered = sorted(points.items(), key=lambda item: item[1][1])
+    fractions = [(y - low) / (high - low) for _, (_, y) in ordered]
+    nudge = 0.02 * (right - left)
+    for (name, (x, y)), fraction in zip(ordered, label_positions(fractions, gap=0.05)):
+        before = x > (left + right) / 2
+        axes.annotate(name, (x, y), xytext=(x - nudge if before else x + nudge,
+                                            low + fraction * (high - low)),
+                      textcoords="data", ha="right" if before else "left", va="center",
+                      fontsize=6, arrowprops={"arrowstyle": "-", "color": "#9e9e9e",
+                                              "lw": 0.5, "shrinkA": 1, "shrinkB": 3})
 
 
 def _figure(size: tuple[float, float]):

@@ -62,3 +62,20 @@ def test_resnet18_labels_overlap_neither_each_other_nor_points(monkeypatch, tmp_
     for text, box in zip(labels, boxes):
         assert not any(box.overlaps(other) for other in others), text.get_text()
         assert not any(box.contains(x, y) for x, y in markers), text.get_text()
+
+
+def test_pareto_labels_of_near_equal_configurations_do_not_overlap(monkeypatch, tmp_path):
+    # Configurations 0.3 % apart in area and time (bus widths that cost nothing)
+    report = json.loads((RESULTS.parent / "dse.json").read_text())
+    front = [r for r in report["configs"] if r["name"] in report["front"]]
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda figure, path, crop=False: figures.append(figure))
+    plots.pareto(report["configs"], front, report["metric"], tmp_path / "p.png")
+    (figure,) = figures
+    figure.tight_layout()
+    renderer = figure.canvas.get_renderer()
+    labels = figure.axes[0].texts
+    assert sorted(text.get_text() for text in labels) == sorted(report["front"])
+    boxes = [Text.get_window_extent(text, renderer) for text in labels]
+    for (a, box_a), (b, box_b) in itertools.combinations(zip(labels, boxes), 2):
+        assert not box_a.overlaps(box_b), (a.get_text(), b.get_text())
