@@ -61,7 +61,7 @@ from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from vdla.hw.banked_memory import BankedMemory
+from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS,
@@ -155,7 +155,8 @@ class Accelerator(wiring.Component):
         srams = {}
         for kind in ("inp", "wgt"):
             srams[kind] = memory.Memory(shape=config.element_bytes(kind) * 8,
-                                        depth=config.depth(kind), init=[])
+                                        depth=config.depth(kind), init=[],
+                                        attrs=collision_attrs(config))
             m.submodules[f"{kind}_mem"] = srams[kind]
         connect(m, load.sram_inp, srams["inp"].write_port())
         connect(m, load.sram_wgt, srams["wgt"].write_port())
@@ -163,7 +164,7 @@ class Accelerator(wiring.Component):
         connect(m, compute.wgt_read, srams["wgt"].read_port(transparent_for=()))
         m.submodules.out_mem = out_mem = BankedMemory(
             config.element_bytes("out") * 8, config.depth("out"), config.acc_banks,
-            read_ports=1, write_ports=2)
+            read_ports=1, write_ports=2, attrs=collision_attrs(config))
         connect(m, compute.out_write, out_mem.write[0])
         connect(m, compute.out_write_alu, out_mem.write[1])
         connect(m, store.out_read, out_mem.read[0])

@@ -58,7 +58,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw import isa
-from vdla.hw.banked_memory import BankedMemory
+from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
@@ -132,13 +132,14 @@ class Compute(wiring.Component):
         uop_mems = {}
         for unit in ("gemm", "alu"):
             uop_mems[unit] = memory.Memory(shape=HwConfig.UOP_BITS, depth=config.depth("uop"),
-                                           init=[])
+                                           init=[], attrs=collision_attrs(config))
             m.submodules[f"uop_mem_{unit}"] = uop_mems[unit]
         uop_read_gemm = uop_mems["gemm"].read_port(transparent_for=())
         uop_read_alu = uop_mems["alu"].read_port(transparent_for=())
         uop_writes = [uop_mems[unit].write_port() for unit in ("gemm", "alu")]
         m.submodules.acc_mem = acc_mem = BankedMemory(
-            acc_bits, config.depth("acc"), config.acc_banks, read_ports=3, write_ports=2)
+            acc_bits, config.depth("acc"), config.acc_banks, read_ports=3, write_ports=2,
+            attrs=collision_attrs(config))
         acc_read_gemm, acc_read_alu_dst, acc_read_alu_src = acc_mem.read
         acc_write_gemm, acc_write_alu = acc_mem.write
 

@@ -36,7 +36,10 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # hash (`HwConfig.hash`) as it was, so recorded baselines and program files
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
-                 "event_counters": 1}
+                 "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
+                 "ram_collision_dont_care": 0}
+# The 0/1 switches among the fields.
+_SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -91,6 +94,23 @@ class HwConfig(JsonRecord):
         only ``cycles`` (what run reports and the board's host driver need),
         which saves 15 32-bit counters and their readback where logic is
         scarce. `hw.counters.rtl_counters` names the counters a config has.
+    shared_load_engine : int
+        1: the load and compute modules share one `hw.load.LoadEngine` (one
+        LOAD runs at a time; compute's uop / acc LOADs and load's inp / wgt
+        LOADs take turns), and the engine has one DRAM reader per distinct
+        element size instead of one per memory kind. Saves an engine and its
+        readers where logic is scarce; only the interleaving of loads changes.
+    narrow_walkers : int
+        1: the load engine's and the store module's row, column and entry
+        counters are as wide as the largest SRAM needs (`walker_bits`), not the
+        ISA's 16-bit size fields: the SRAM bounds every program is checked
+        against (`sim.checker`) keep a non-empty rectangle inside them.
+    ram_collision_dont_care : int
+        1: the inp, wgt, uop, acc and out block RAMs' read ports leave a read of
+        the entry written in the same cycle undefined (Yosys's
+        ``COLLISION_X_MASK``), so synthesis adds no bypass flip-flops and
+        comparators to give the old value (iCE40 block RAMs do not). No
+        collision happens: `hw.generate.mark_collision_dont_care` says why.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -115,6 +135,9 @@ class HwConfig(JsonRecord):
     fetch_buffer_depth: int = 16
     dram_addr_bits: int = 32
     event_counters: int = 1
+    shared_load_engine: int = 0
+    narrow_walkers: int = 0
+    ram_collision_dont_care: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -141,7 +164,9 @@ class HwConfig(JsonRecord):
                 raise ConfigError(f"{field.name}: must be 0 or positive, got {value}")
             if field.name == "event_counters" and value not in (0, 1):
                 raise ConfigError(f"{field.name}: must be 0 (only cycles) or 1 (all), got {value}")
-            if value <= 0 and field.name not in ("cmd_queue_depth", "event_counters"):
+            if field.name in _SWITCHES and value not in (0, 1):
+                raise ConfigError(f"{field.name}: must be 0 or 1, got {value}")
+            if value <= 0 and field.name not in ("cmd_queue_depth", *_SWITCHES):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
@@ -252,6 +277,16 @@ class HwConfig(JsonRecord):
             return 32
         insn_byte_bits = (self.INSN_BITS // 8 - 1).bit_length()   # log2 of INSN_BYTES
         return self.dram_addr_bits - insn_byte_bits + 1   # counts up to 2 ** (that - 1)
+
+    @property
+    def walker_bits(self) -> int:
+        """Bits of the load and store walkers' counters: the ISA's sizes plus two
+        pads, or with ``narrow_walkers`` enough to count every entry of the
+        deepest SRAM (a non-empty padded rectangle fits its SRAM, `sim.checker`)."""
+        from vdla.hw import isa
+        if not self.narrow_walkers:
+            return isa.SIZE_BITS + 2
+        return max(self.depth(kind) for kind in ("uop", "inp", "wgt", "acc")).bit_length()
 
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""
