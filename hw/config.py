@@ -382,6 +382,7 @@ PRESETS: dict[str, HwConfig] = {
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
+                           shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
                            name="icebreaker"),
 }
 
