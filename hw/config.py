@@ -37,10 +37,10 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
-                 "ram_collision_dont_care": 0, "early_loop_ends": 0}
+                 "ram_collision_dont_care": 0, "early_loop_ends": 0, "two_cycle_alu": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "early_loop_ends")
+             "early_loop_ends", "two_cycle_alu")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -117,6 +117,11 @@ class HwConfig(JsonRecord):
         registers, whether their next micro-op ends each loop, so the path by
         which an instruction issues (and fetch moves on) holds no comparator
         (`hw.sequencer`). Same cycles; three flip-flops more per sequencer.
+    two_cycle_alu : int
+        1: the ALU unit spends two cycles per micro-op (`hw.alu`, `hw.unit_pipeline`)
+        and issues one every other cycle, as it already does for micro-ops
+        that read two acc operands; halves the rate of ALU instructions with
+        an immediate operand, and halves the ALU's longest path.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -145,6 +150,7 @@ class HwConfig(JsonRecord):
     narrow_walkers: int = 0
     ram_collision_dont_care: int = 0
     early_loop_ends: int = 0
+    two_cycle_alu: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -390,7 +396,7 @@ PRESETS: dict[str, HwConfig] = {
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
                            shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                           early_loop_ends=1, name="icebreaker"),
+                           early_loop_ends=1, two_cycle_alu=1, name="icebreaker"),
 }
 
 

@@ -22,11 +22,11 @@ from tests.hw.dram_model import DramModel
 TINY = PRESETS["tiny"]
 # tiny with the icebreaker preset's area switches: one load engine shared by load and
 # compute (inp / uop and wgt / acc each share a reader), narrow walkers, collision
-# don't-care buffers, registered loop ends, no command queues, a one-instruction
-# fetch buffer (its reader takes no beat while full).
+# don't-care buffers, registered loop ends, a two-cycle ALU, no command queues, a
+# one-instruction fetch buffer (its reader takes no beat while full).
 TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                            early_loop_ends=1, cmd_queue_depth=0, fetch_buffer_depth=1,
-                            name="tiny-compact")
+                            early_loop_ends=1, two_cycle_alu=1, cmd_queue_depth=0,
+                            fetch_buffer_depth=1, name="tiny-compact")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):
@@ -125,13 +125,13 @@ def test_back_to_back_micro_ops_on_one_acc_row(config):
     assert counters["alu_uops"] == 9 + 5 + 4
 
 
+@pytest.mark.parametrize("config", [TINY, TINY_COMPACT], ids=lambda c: c.name)
 @pytest.mark.parametrize("m, n, k", [(1, 1, 4), (2, 1, 3), (2, 2, 3)])
-def test_overlapping_gemm_and_alu_units(m, n, k):
+def test_overlapping_gemm_and_alu_units(config, m, n, k):
     """GEMM tiles with their REQUANT epilogues overlapped on the two units: bit-exact
     vs fsim and numpy, the units really run at once, and in fewer cycles than the
     same program with every overlap bit clear. 1x1 and 2x1 tiles put micro-ops on
     the same acc row one and two cycles apart across instruction boundaries."""
-    config = TINY
     cycles, both_busy = {}, {}
     for overlap in (True, False):
         program = overlap_program(config, tiles=4, m=m, n=n, k=k, overlap=overlap)
