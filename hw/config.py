@@ -37,10 +37,10 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
-                 "ram_collision_dont_care": 0, "early_loop_ends": 0, "two_cycle_alu": 0}
+                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "early_loop_ends", "two_cycle_alu")
+             "sequencer_gap", "two_cycle_alu")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -112,11 +112,12 @@ class HwConfig(JsonRecord):
         ``COLLISION_X_MASK``), so synthesis adds no bypass flip-flops and
         comparators to give the old value (iCE40 block RAMs do not). No
         collision happens: `hw.generate.mark_collision_dont_care` says why.
-    early_loop_ends : int
-        1: the compute units' loop sequencers compute a cycle ahead, into
-        registers, whether their next micro-op ends each loop, so the path by
-        which an instruction issues (and fetch moves on) holds no comparator
-        (`hw.sequencer`). Same cycles; three flip-flops more per sequencer.
+    sequencer_gap : int
+        1: a compute unit takes its next instruction a cycle after its
+        current one sent its last micro-op, not in that cycle (`hw.sequencer`),
+        so the path by which an instruction issues (and fetch moves on) holds
+        no loop comparator; one idle cycle per GEMM instruction (the two-cycle
+        ALU's instructions have it anyway).
     two_cycle_alu : int
         1: the ALU unit spends two cycles per micro-op (`hw.alu`, `hw.unit_pipeline`)
         and issues one every other cycle, as it already does for micro-ops
@@ -149,7 +150,7 @@ class HwConfig(JsonRecord):
     shared_load_engine: int = 0
     narrow_walkers: int = 0
     ram_collision_dont_care: int = 0
-    early_loop_ends: int = 0
+    sequencer_gap: int = 0
     two_cycle_alu: int = 0
     name: str = "custom"
 
@@ -396,7 +397,7 @@ PRESETS: dict[str, HwConfig] = {
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
                            shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                           early_loop_ends=1, two_cycle_alu=1, name="icebreaker"),
+                           sequencer_gap=1, two_cycle_alu=1, name="icebreaker"),
 }
 
 

@@ -9,7 +9,9 @@ cycle emits one micro-op per cycle (``valid``, ``u`` and the offsets), or one
 every other cycle while ``paced`` is high (the ALU's two-read micro-ops, whose
 second acc read takes the next cycle's port). ``ready`` is high in the cycle
 the sequencer can take the next instruction: it is idle, or it sends its last
-micro-op now, so a unit's instructions follow each other without a bubble.
+micro-op now, so a unit's instructions follow each other without a bubble
+(with ``HwConfig.sequencer_gap``: only once idle, a cycle later, so that
+``ready`` is a register).
 ``last`` marks the end of an instruction: its last micro-op, or a write-less
 marker one cycle after an empty instruction (zero trip count or empty uop
 range) began, so every instruction completes exactly once.
@@ -98,16 +100,14 @@ class LoopSequencer(wiring.Component):
 
         # A paced instruction emits on the cycles where `gap` is low.
         emitting = issuing & ~gap
-        if config.early_loop_ends:
-            # Registered a cycle ahead (below), so `ready`, which the compute
-            # front end's issue and fetch wait on, passes no comparator.
-            end_u, end_j, end_i = Signal(), Signal(), Signal()
-            single_u, single_j = Signal(), Signal()   # loops of one trip
-        else:
-            end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
+        end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
         at_last = emitting & end_u & end_j & end_i
-        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker),
-                     self.ready.eq(~issuing | (at_last & ~paced))]
+        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker)]
+        if config.sequencer_gap:
+            # A register: the compute front end's issue (and fetch) waits on no comparator.
+            m.d.comb += self.ready.eq(~issuing)
+        else:
+            m.d.comb += self.ready.eq(~issuing | (at_last & ~paced))
         m.d.sync += gap.eq(paced & emitting)
         with m.If(emitting):
             with m.If(end_u):
@@ -124,15 +124,6 @@ class LoopSequencer(wiring.Component):
                     m.d.sync += [off[k].eq(off[k] + factor_in[k]) for k in kinds]
             with m.Else():
                 m.d.sync += u.eq(u + 1)
-            if config.early_loop_ends:   # what the three comparisons give on the next values
-                with m.If(end_u):
-                    m.d.sync += end_u.eq(single_u)
-                    with m.If(end_j):
-                        m.d.sync += [end_j.eq(single_j), end_i.eq(i + 1 == i_last)]
-                    with m.Else():
-                        m.d.sync += end_j.eq(j + 1 == j_last)
-                with m.Else():
-                    m.d.sync += end_u.eq(u + 1 == u_last)
         m.d.sync += marker.eq(0)
         with m.If(self.begin):
             nonempty = (insn.iter_out != 0) & (insn.iter_in != 0) & (insn.uop_end > insn.uop_begin)
@@ -141,11 +132,6 @@ class LoopSequencer(wiring.Component):
                 i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
                 issuing.eq(nonempty), marker.eq(~nonempty), paced.eq(self.paced), gap.eq(0),
             ]
-            if config.early_loop_ends:
-                single_u_next = insn.uop_end - insn.uop_begin == 1
-                m.d.sync += [single_u.eq(single_u_next), single_j.eq(insn.iter_in == 1),
-                             end_u.eq(single_u_next), end_j.eq(insn.iter_in == 1),
-                             end_i.eq(insn.iter_out == 1)]
             for k in kinds:
                 m.d.sync += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
                              factor_in[k].eq(getattr(insn, f"{k}_factor_in")),

@@ -44,7 +44,7 @@ def test_default_matches_vta_buffers():
     ({"shared_load_engine": 2}, "shared_load_engine: must be 0 or 1, got 2"),
     ({"narrow_walkers": -1}, "narrow_walkers: must be 0 or 1, got -1"),
     ({"ram_collision_dont_care": 3}, "ram_collision_dont_care: must be 0 or 1, got 3"),
-    ({"early_loop_ends": 2}, "early_loop_ends: must be 0 or 1, got 2"),
+    ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
 ])
 def test_impossible_config_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -81,7 +81,7 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
     for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
                     {"cmd_queue_depth": 0}, {"event_counters": 0}, {"shared_load_engine": 1},
                     {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
-                    {"early_loop_ends": 1}):
+                    {"sequencer_gap": 1}):
         assert config.replace(**changes).hash != config.hash
 
 
