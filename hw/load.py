@@ -34,7 +34,7 @@ type only moves tokens.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -247,13 +247,10 @@ def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=
 class SharedLoadEngine(wiring.Component):
     """One `LoadEngine` for every memory kind, taken in turn by ``clients`` units.
 
-    Each client offers a LOAD on its `engine_port_signature` port. When the engine
-    is free, one offering client (round robin between clients offering at
-    once) is granted it; from the next cycle the engine sees that client's LOAD
-    (through a multiplexer whose select is a register, so no client's offer
-    reaches the engine's walkers within a cycle) and takes it, and the client
-    owns the engine, its ``busy`` and ``waiting`` and the LOAD it must hold,
-    until the last SRAM write. The grant costs a cycle per LOAD.
+    Each client offers a LOAD on its `engine_port_signature` port; when the engine
+    is free it takes one (round robin between clients offering at once), and
+    that client owns it, its ``busy`` and ``waiting`` and the LOAD it must hold,
+    until the last SRAM write.
 
     Ports
     -----
@@ -278,27 +275,24 @@ class SharedLoadEngine(wiring.Component):
             connect(m, getattr(engine, name), flipped(getattr(self, name)))
 
         n = self.n_clients
-        owner, pick = Signal(range(n)), Signal(range(n))
-        granted, offered = Signal(), Signal()   # granted: `owner`'s LOAD is being offered
-        # Round robin: the lowest offering client above the last owner, else the lowest.
+        owner, last, pick = Signal(range(n)), Signal(range(n)), Signal(range(n))
+        # Round robin: the lowest offering client above `last`, else the lowest.
         for i in reversed(range(n)):
             with m.If(self.clients[i].cmd.valid):
-                m.d.comb += [pick.eq(i), offered.eq(1)]
+                m.d.comb += [pick.eq(i), engine.cmd.valid.eq(1)]
         for i in reversed(range(n)):
-            with m.If(self.clients[i].cmd.valid & (owner < i)):
+            with m.If(self.clients[i].cmd.valid & (last < i)):
                 m.d.comb += pick.eq(i)
-        with m.If(~granted & ~engine.busy & offered):
-            m.d.sync += [granted.eq(1), owner.eq(pick)]
+        # The LOAD being taken, then the owner's while the engine runs it.
+        current = Mux(engine.busy, owner, pick)
         for i, client in enumerate(self.clients):
-            mine = owner == i
-            with m.If(mine):
-                m.d.comb += [engine.cmd.payload.eq(client.cmd.payload),
-                             engine.cmd.valid.eq(granted & client.cmd.valid)]
-            m.d.comb += [client.cmd.ready.eq(granted & mine & engine.cmd.ready),
-                         client.busy.eq(engine.busy & mine),
-                         client.waiting.eq(engine.waiting & mine)]
+            with m.If(current == i):
+                m.d.comb += engine.cmd.payload.eq(client.cmd.payload)
+            m.d.comb += [client.cmd.ready.eq(engine.cmd.ready & (pick == i)),
+                         client.busy.eq(engine.busy & (owner == i)),
+                         client.waiting.eq(engine.waiting & (owner == i))]
         with m.If(engine.cmd.valid & engine.cmd.ready):
-            m.d.sync += granted.eq(0)
+            m.d.sync += [owner.eq(pick), last.eq(pick)]
         return m
 
 
