@@ -65,8 +65,6 @@ class VectorAlu(wiring.Component):
         })
 
     def elaborate(self, platform):
-        if self.config.two_cycle_alu:
-            return self._elaborate_two_cycles()
         m = Module()
         bits = self.config.element_bits("acc")
         op = self.op
@@ -74,6 +72,8 @@ class VectorAlu(wiring.Component):
         shift_left = op == AluOp.SHL
         requant_low = Signal(range(OUT_MIN, 1))
         m.d.comb += requant_low.eq(Mux(self.imm[RELU_BIT], 0, OUT_MIN))
+        if self.config.two_cycle_alu:
+            return self._two_cycle_lanes(m, bits, shift_left, requant_low)
         # Per lane one comparator (MIN, MAX), one adder (ADD, REQUANT) and one
         # right shifter (SHR, REQUANT's shift, and SHL as a logical right
         # shift of the bit-reversed operand), each shared by the ops that need it.
@@ -93,36 +93,20 @@ class VectorAlu(wiring.Component):
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
             clipped = shifted.as_signed()
             out = Signal(bits, name=f"alu_{e}")
-            with m.Switch(op):
-                with m.Case(AluOp.MIN):
-                    m.d.comb += out.eq(Mux(less, a, b))
-                with m.Case(AluOp.MAX):
-                    m.d.comb += out.eq(Mux(less, b, a))
-                with m.Case(AluOp.ADD):
-                    m.d.comb += out.eq(total)
-                with m.Case(AluOp.SHR):
-                    m.d.comb += out.eq(shifted)
-                with m.Case(AluOp.SHL):
-                    m.d.comb += out.eq(shifted[::-1])
-                # MUL keeps the low 32 bits: unsigned arithmetic gives the same
-                # bits as signed and simulates faster.
-                with m.Case(AluOp.MUL):
-                    m.d.comb += out.eq((a.as_unsigned() * b.as_unsigned())[:bits])
-                with m.Case(AluOp.REQUANT):
-                    m.d.comb += out.eq(Mux(clipped > OUT_MAX, OUT_MAX,
-                                           Mux(clipped < requant_low, requant_low, clipped)))
-                with m.Default():
-                    m.d.comb += out.eq(a)
+            # MUL keeps the low 32 bits: unsigned arithmetic gives the same
+            # bits as signed and simulates faster.
+            _select(m, op, out, a, [
+                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)), (AluOp.ADD, total),
+                (AluOp.SHR, shifted), (AluOp.SHL, shifted[::-1]),
+                (AluOp.MUL, (a.as_unsigned() * b.as_unsigned())[:bits]),
+                (AluOp.REQUANT, Mux(clipped > OUT_MAX, OUT_MAX,
+                                    Mux(clipped < requant_low, requant_low, clipped)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m
 
-    def _elaborate_two_cycles(self):
-        m = Module()
-        bits = self.config.element_bits("acc")
+    def _two_cycle_lanes(self, m, bits, shift_left, requant_low):
+        """The lanes of the two-cycle ALU (module docstring), into ``m``."""
         op = self.op
-        shift_left = op == AluOp.SHL
-        requant_low = Signal(range(OUT_MIN, 1))
-        m.d.comb += requant_low.eq(Mux(self.imm[RELU_BIT], 0, OUT_MIN))
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
@@ -152,18 +136,20 @@ class VectorAlu(wiring.Component):
             above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
             below = operand.as_signed() < (requant_low << amount)
             out = Signal(bits, name=f"alu_{e}")
-            with m.Switch(op):
-                with m.Case(AluOp.MIN):
-                    m.d.comb += out.eq(Mux(less, a, b))
-                with m.Case(AluOp.MAX):
-                    m.d.comb += out.eq(Mux(less, b, a))
-                with m.Case(AluOp.ADD, AluOp.MUL, AluOp.SHR):
-                    m.d.comb += out.eq(shifted)
-                with m.Case(AluOp.SHL):
-                    m.d.comb += out.eq(shifted[::-1])
-                with m.Case(AluOp.REQUANT):
-                    m.d.comb += out.eq(Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))
-                with m.Default():
-                    m.d.comb += out.eq(a)
+            _select(m, op, out, a, [
+                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)),
+                ((AluOp.ADD, AluOp.MUL, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
+                (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m
+
+
+def _select(m: Module, op, out, otherwise, cases) -> None:
+    """``out`` = the value of the first of ``cases`` (``(op or ops, value)``) naming
+    ``op``, else ``otherwise`` (an unknown op passes ``a`` through)."""
+    with m.Switch(op):
+        for ops, value in cases:
+            with m.Case(*(ops if isinstance(ops, tuple) else (ops,))):
+                m.d.comb += out.eq(value)
+        with m.Default():
+            m.d.comb += out.eq(otherwise)

@@ -99,6 +99,27 @@ def test_load_engine_padding_and_addresses(config, kind):
     assert memory.read_beats == reads_expected
 
 
+def run_wgt_load(dut, config, insn, memory) -> dict:
+    """Run the wgt LOAD ``insn`` on ``dut`` against ``memory``: ``{entry: data}`` written
+    (each entry at most once)."""
+    written = {}
+
+    async def testbench(ctx):
+        await _issue_load(ctx, dut, insn, config)
+        while True:
+            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
+                                                      dut.sram_wgt.data))[2:]
+            if en:
+                assert addr not in written, f"entry {addr} written twice"
+                written[addr] = data
+            if not ctx.get(dut.busy):
+                break
+
+    reader = reader_port(dut, config, "wgt")
+    run(dut, testbench, processes=[memory.process(reader.req, reader.data)])
+    return written
+
+
 def test_reader_groups_follow_element_sizes():
     assert reader_groups(TINY, ("inp", "wgt", "uop", "acc")) == {
         "inp": ("inp",), "wgt": ("wgt",), "uop": ("uop",), "acc": ("acc",)}
@@ -123,21 +144,7 @@ def test_narrow_walkers_fill_a_whole_sram():
     dram = np.random.default_rng(4).integers(0, 256, (depth + 2) * element_bytes, dtype=np.uint8)
     memory = DramModel(dram, config.dram_bus_bits, latency=2)
     dut = LoadEngine(config, ("inp", "wgt"))
-    written = {}
-
-    async def testbench(ctx):
-        await _issue_load(ctx, dut, insn, config)
-        while True:
-            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
-                                                      dut.sram_wgt.data))[2:]
-            if en:
-                assert addr not in written, f"entry {addr} written twice"
-                written[addr] = data
-            if not ctx.get(dut.busy):
-                break
-
-    reader = reader_port(dut, config, "wgt")
-    run(dut, testbench, processes=[memory.process(reader.req, reader.data)])
+    written = run_wgt_load(dut, config, insn, memory)
     expected = padded_expectation(dram, insn, element_bytes)
     assert sorted(written) == list(range(depth))
     for n, row in enumerate(expected):
@@ -154,19 +161,7 @@ def test_load_engine_splits_long_rows_into_bursts():
     dut = LoadEngine(config, ("inp", "wgt"))
     insn = isa.Load(memory_type=isa.MemType.WGT, sram_base=0, dram_base=2, y_size=1,
                     x_size=count, x_stride=count)
-    written = {}
-
-    async def testbench(ctx):
-        await _issue_load(ctx, dut, insn, config)
-        while True:
-            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
-                                                      dut.sram_wgt.data))[2:]
-            if en:
-                written[addr] = data
-            if not ctx.get(dut.busy):
-                break
-
-    run(dut, testbench, processes=[memory.process(dut.mem_wgt.req, dut.mem_wgt.data)])
+    written = run_wgt_load(dut, config, insn, memory)
     beats = count * config.beats("wgt")
     start = 2 * element_bytes
     assert memory.read_requests == [(start, MAX_BURST_BEATS),
