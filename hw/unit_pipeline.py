@@ -40,8 +40,12 @@ the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
 
+With ``HwConfig.two_cycle_alu`` the ALU unit paces every instruction and a
+micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU; the second cycle
+is called S5b below and takes S5's place towards S6 and the forwarding).
+
 ``completes`` pulses when an instruction's last micro-op (or its write-less
-marker, for an empty loop) leaves S5, the cycle before its S6 write: whatever
+marker, for an empty loop) leaves S5 (S5b), the cycle before its S6 write: whatever
 waits on it (the other unit's next instruction, a token to store) reads acc
 or out two or more cycles later, after that write. ``executes`` pulses for
 every micro-op in S5 (reset ones included).
