@@ -89,9 +89,12 @@ def mark_collision_dont_care(text: str) -> str:
     old data when its entry is written in the same cycle (``transparent_for=()``);
     iCE40 block RAMs leave that undefined, so Yosys adds flip-flops and
     comparators to give it. Yosys's ``no_rw_check`` attribute waives that only
-    for memories it infers itself, hence this rewrite. Simulators are not
-    affected (Yosys's Verilog reads the old data either way). It is sound because
-    no buffer is read and written at one entry in one cycle:
+    for memories it infers itself, hence this rewrite. The Verilog Yosys writes
+    from it reads all-x on a collision, and Verilator, which builds that Verilog
+    for the RTL tier and the board simulation, makes x a constant: a program
+    whose result depended on a collision would fail those tiers' bit-exact
+    comparisons there (the board test runs the ``icebreaker`` preset). It is
+    sound because no buffer is read and written at one entry in one cycle:
 
     * inp, wgt and out: the writer (load; compute) and the reader (compute;
       store) are other modules, and every program is checked (`sim.checker`)
