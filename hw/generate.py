@@ -90,10 +90,9 @@ def mark_collision_dont_care(text: str) -> str:
     iCE40 block RAMs leave that undefined, so Yosys adds flip-flops and
     comparators to give it. Yosys's ``no_rw_check`` attribute waives that only
     for memories it infers itself, hence this rewrite. The Verilog Yosys writes
-    from it reads all-x on a collision, and Verilator, which builds that Verilog
-    for the RTL tier and the board simulation, makes x a constant: a program
-    whose result depended on a collision would fail those tiers' bit-exact
-    comparisons there (the board test runs the ``icebreaker`` preset). It is
+    from it reads all-x on a collision; the RTL tier and the board simulation
+    build that Verilog (Verilator picks a value for x, not necessarily the old
+    data), and the board test runs the ``icebreaker`` preset bit-exactly. It is
     sound because no buffer is read and written at one entry in one cycle:
 
     * inp, wgt and out: the writer (load; compute) and the reader (compute;
