@@ -11,7 +11,9 @@ of context, on an LFE5U-85F. ResNet-18 C2–C11 cycles (sum of cycles x uses)
 come from ``bench/baselines/<config>.json`` when it matches the config, else
 from a run on the RTL tier; milliseconds are those cycles at the reported
 Fmax. Prints a markdown table and writes ``benchmarks/results/synth.json``
-(with the command that made it).
+(with the command that made it). Rows of configs not named in ``--configs``
+are kept from the file already there, each with the command, commit and date
+that measured it, so one config can be re-measured alone.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
         result = run_bench(RESNET18, config, "rtl", jobs=jobs)
     except ValueError as error:
         return None, f"RTL run failed: {error}"
+    failed = [f"{layer.name}: {layer.error}" for layer in result.layers if layer.error]
+    if result.total_cycles is None and failed:
+        return None, f"RTL run: {len(failed)} layers failed ({failed[0]})"
     return result.total_cycles, "RTL run"
 
 
@@ -55,6 +60,17 @@ def board_report(name: str, estimate_only: bool):
                               place=not estimate_only, top_kind="board")
     record_fmax(board.config, report)
     return report, board
+
+
+def kept_rows(path: Path, measured: set[str]) -> list[dict]:
+    """The rows of ``path`` (an earlier output) for configs not in ``measured``, each
+    with its own command, commit and date (from the file where a row has none)."""
+    if not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    provenance = {key: earlier.get(key) for key in ("command", "commit", "measured")}
+    return [{**provenance, **row} for row in earlier.get("rows", [])
+            if row["config"] not in measured]
 
 
 def main() -> int:
@@ -98,9 +114,11 @@ def main() -> int:
               f"{fmax} | {cycles} | {ms} |")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    result = {"command": "python benchmarks/synth.py " + " ".join(sys.argv[1:]),
-              "commit": commit, "measured": time.strftime("%Y-%m-%d"),
-              "python": platform.python_version(), "rows": rows}
+    provenance = {"command": "python benchmarks/synth.py " + " ".join(sys.argv[1:]),
+                  "commit": commit, "measured": time.strftime("%Y-%m-%d")}
+    rows = [{**row, **provenance} for row in rows]
+    result = {**provenance, "python": platform.python_version(),
+              "rows": kept_rows(Path(args.output), {row["config"] for row in rows}) + rows}
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     return 0

@@ -61,7 +61,7 @@ from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from vdla.hw.banked_memory import BankedMemory
+from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS,
@@ -70,14 +70,23 @@ from vdla.hw.dram_arbiter import DramArbiter
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
 from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
-from vdla.hw.load import LoadUnit
+from vdla.hw.load import LoadUnit, SharedLoadEngine, reader_groups
 from vdla.hw.store import StoreUnit
 from vdla.hw.token_queue import TokenQueue
 
 __all__ = ["Accelerator"]
 
-# Read clients of the arbiter, in arbitration order.
+# Read clients of the arbiter, in arbitration order (with ``shared_load_engine``:
+# fetch and the shared engine's readers, `read_clients`).
 READ_CLIENTS = ("fetch", "load_inp", "load_wgt", "compute_uop", "compute_acc")
+
+
+def read_clients(config: HwConfig) -> tuple[str, ...]:
+    """The DRAM arbiter's read clients for ``config``, in arbitration order."""
+    if not config.shared_load_engine:
+        return READ_CLIENTS
+    return ("fetch", *(f"engine_{kind}"
+                       for kind in reader_groups(config, SharedLoadEngine.KINDS)))
 
 
 class Accelerator(wiring.Component):
@@ -120,7 +129,7 @@ class Accelerator(wiring.Component):
         load = block("load", LoadUnit(config))
         compute = block("compute", Compute(config))
         store = block("store", StoreUnit(config))
-        arbiter = block("arbiter", DramArbiter(config, len(READ_CLIENTS)))
+        arbiter = block("arbiter", DramArbiter(config, len(read_clients(config))))
         queues = {name: block(f"tokens_{name}", TokenQueue(config.token_queue_depth))
                   for name in TOKEN_QUEUES.values()}
         units = dict(zip(MODULES, (load, compute, store)))
@@ -129,9 +138,22 @@ class Accelerator(wiring.Component):
                      fetch.insn_count.eq(insn_count)]
 
         # ---------------------------------------------------------- DRAM port
-        clients = {"fetch": fetch.mem, "load_inp": load.mem_inp, "load_wgt": load.mem_wgt,
-                   "compute_uop": compute.mem_uop, "compute_acc": compute.mem_acc}
-        for index, name in enumerate(READ_CLIENTS):
+        if config.shared_load_engine:
+            # One engine for load's and compute's LOADs (`hw.load.SharedLoadEngine`).
+            engine = block("engine", SharedLoadEngine(config))
+            connect(m, load.engine, engine.clients[0])
+            connect(m, compute.engine, engine.clients[1])
+            connect(m, engine.sram_uop, compute.sram_uop)
+            connect(m, engine.sram_acc, compute.sram_acc)
+            clients = {"fetch": fetch.mem}
+            clients.update({f"engine_{kind}": getattr(engine, f"mem_{kind}")
+                            for kind in reader_groups(config, SharedLoadEngine.KINDS)})
+            sram_writer = engine
+        else:
+            clients = {"fetch": fetch.mem, "load_inp": load.mem_inp, "load_wgt": load.mem_wgt,
+                       "compute_uop": compute.mem_uop, "compute_acc": compute.mem_acc}
+            sram_writer = load
+        for index, name in enumerate(read_clients(config)):
             connect(m, clients[name], arbiter.readers[index])
         connect(m, store.mem, arbiter.writer)
         connect(m, arbiter.mem_rd_req, flipped(self.mem_rd_req))
@@ -155,15 +177,16 @@ class Accelerator(wiring.Component):
         srams = {}
         for kind in ("inp", "wgt"):
             srams[kind] = memory.Memory(shape=config.element_bytes(kind) * 8,
-                                        depth=config.depth(kind), init=[])
+                                        depth=config.depth(kind), init=[],
+                                        attrs=collision_attrs(config))
             m.submodules[f"{kind}_mem"] = srams[kind]
-        connect(m, load.sram_inp, srams["inp"].write_port())
-        connect(m, load.sram_wgt, srams["wgt"].write_port())
+        connect(m, sram_writer.sram_inp, srams["inp"].write_port())
+        connect(m, sram_writer.sram_wgt, srams["wgt"].write_port())
         connect(m, compute.inp_read, srams["inp"].read_port(transparent_for=()))
         connect(m, compute.wgt_read, srams["wgt"].read_port(transparent_for=()))
         m.submodules.out_mem = out_mem = BankedMemory(
             config.element_bytes("out") * 8, config.depth("out"), config.acc_banks,
-            read_ports=1, write_ports=2)
+            read_ports=1, write_ports=2, attrs=collision_attrs(config))
         connect(m, compute.out_write, out_mem.write[0])
         connect(m, compute.out_write_alu, out_mem.write[1])
         connect(m, store.out_read, out_mem.read[0])

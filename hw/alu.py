@@ -12,11 +12,21 @@ decoder of the functional simulator rejects it). The compute module
 immediate, or 0 (REQUANT with ``use_imm``), and the instruction's raw ``imm``,
 all from pipeline registers, so the ALU is one pipeline stage and takes one
 micro-op per cycle.
+
+With ``HwConfig.two_cycle_alu`` it is two stages, for a slow FPGA (on iCE40
+the one-stage ALU's adder, shifter, comparator and multiplexers take ~60 ns):
+the inputs are held for two cycles and ``result`` is valid in the second. The
+first cycle registers, per lane, the shifter's operand (``a + b`` for ADD and
+REQUANT, the product for MUL, ``a`` or ``a`` reversed for the shifts) and
+``a < b``; the second shifts (ADD and MUL by 0), and REQUANT compares the
+registered sum against the clip bounds shifted left by its amount, beside the
+shifter instead of after it (``x >> s > 127`` exactly when ``x >= 128 << s``,
+``x >> s < lo`` when ``x < lo << s``).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -62,6 +72,8 @@ class VectorAlu(wiring.Component):
         shift_left = op == AluOp.SHL
         requant_low = Signal(range(OUT_MIN, 1))
         m.d.comb += requant_low.eq(Mux(self.imm[RELU_BIT], 0, OUT_MIN))
+        if self.config.two_cycle_alu:
+            return self._two_cycle_lanes(m, bits, shift_left, requant_low)
         # Per lane one comparator (MIN, MAX), one adder (ADD, REQUANT) and one
         # right shifter (SHR, REQUANT's shift, and SHL as a logical right
         # shift of the bit-reversed operand), each shared by the ops that need it.
@@ -81,25 +93,63 @@ class VectorAlu(wiring.Component):
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
             clipped = shifted.as_signed()
             out = Signal(bits, name=f"alu_{e}")
-            with m.Switch(op):
-                with m.Case(AluOp.MIN):
-                    m.d.comb += out.eq(Mux(less, a, b))
-                with m.Case(AluOp.MAX):
-                    m.d.comb += out.eq(Mux(less, b, a))
-                with m.Case(AluOp.ADD):
-                    m.d.comb += out.eq(total)
-                with m.Case(AluOp.SHR):
-                    m.d.comb += out.eq(shifted)
-                with m.Case(AluOp.SHL):
-                    m.d.comb += out.eq(shifted[::-1])
-                # MUL keeps the low 32 bits: unsigned arithmetic gives the same
-                # bits as signed and simulates faster.
-                with m.Case(AluOp.MUL):
-                    m.d.comb += out.eq((a.as_unsigned() * b.as_unsigned())[:bits])
-                with m.Case(AluOp.REQUANT):
-                    m.d.comb += out.eq(Mux(clipped > OUT_MAX, OUT_MAX,
-                                           Mux(clipped < requant_low, requant_low, clipped)))
-                with m.Default():
-                    m.d.comb += out.eq(a)
+            # MUL keeps the low 32 bits: unsigned arithmetic gives the same
+            # bits as signed and simulates faster.
+            _select(m, op, out, a, [
+                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)), (AluOp.ADD, total),
+                (AluOp.SHR, shifted), (AluOp.SHL, shifted[::-1]),
+                (AluOp.MUL, (a.as_unsigned() * b.as_unsigned())[:bits]),
+                (AluOp.REQUANT, Mux(clipped > OUT_MAX, OUT_MAX,
+                                    Mux(clipped < requant_low, requant_low, clipped)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m
+
+    def _two_cycle_lanes(self, m, bits, shift_left, requant_low):
+        """The lanes of the two-cycle ALU (module docstring), into ``m``."""
+        op = self.op
+        for e in range(self.config.batch * self.config.block_out):
+            a = self.a.word_select(e, bits).as_signed()
+            b = self.b.word_select(e, bits).as_signed()
+            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")   # ADD, MUL: 0
+            with m.Switch(op):
+                with m.Case(AluOp.REQUANT):
+                    m.d.comb += amount.eq(self.imm[:SHIFT_MASK_BITS])
+                with m.Case(AluOp.SHR, AluOp.SHL):
+                    m.d.comb += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
+            # First cycle: the shifter's operand and the comparison, registered.
+            operand = Signal(bits, name=f"shift_in_{e}")
+            less = Signal(name=f"less_{e}")
+            with m.Switch(op):
+                with m.Case(AluOp.ADD, AluOp.REQUANT):
+                    m.d.sync += operand.eq(a.as_unsigned() + b.as_unsigned())
+                with m.Case(AluOp.MUL):
+                    m.d.sync += operand.eq((a.as_unsigned() * b.as_unsigned())[:bits])
+                with m.Case(AluOp.SHL):
+                    m.d.sync += operand.eq(a.as_unsigned()[::-1])
+                with m.Default():
+                    m.d.sync += operand.eq(a)
+            m.d.sync += less.eq(a < b)
+            # Second cycle: shift, clip, select.
+            fill = operand[-1] & ~shift_left
+            shifted = Signal(bits, name=f"shifted_{e}")
+            m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
+            above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
+            below = operand.as_signed() < (requant_low << amount)
+            out = Signal(bits, name=f"alu_{e}")
+            _select(m, op, out, a, [
+                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)),
+                ((AluOp.ADD, AluOp.MUL, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
+                (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
+            m.d.comb += self.result.word_select(e, bits).eq(out)
+        return m
+
+
+def _select(m: Module, op, out, otherwise, cases) -> None:
+    """``out`` = the value of the first of ``cases`` (``(op or ops, value)``) naming
+    ``op``, else ``otherwise`` (an unknown op passes ``a`` through)."""
+    with m.Switch(op):
+        for ops, value in cases:
+            with m.Case(*(ops if isinstance(ops, tuple) else (ops,))):
+                m.d.comb += out.eq(value)
+        with m.Default():
+            m.d.comb += out.eq(otherwise)

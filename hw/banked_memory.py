@@ -23,7 +23,17 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["BankedMemory"]
+__all__ = ["BankedMemory", "NO_RW_CHECK", "collision_attrs"]
+
+# Yosys's name for "this memory's same-entry read and write in one cycle are
+# don't-care"; `hw.generate.mark_collision_dont_care` applies it to the read ports.
+NO_RW_CHECK = "no_rw_check"
+
+
+def collision_attrs(config) -> dict:
+    """Attributes of a buffer's `Memory` (an `HwConfig` ``config``): `NO_RW_CHECK`
+    under ``config.ram_collision_dont_care``, else none."""
+    return {NO_RW_CHECK: 1} if config.ram_collision_dont_care else {}
 
 
 class BankedMemory(wiring.Component):
@@ -36,6 +46,8 @@ class BankedMemory(wiring.Component):
     banks : int
         A power of two.
     read_ports, write_ports : int
+    attrs : dict, optional
+        Attributes of every bank's `Memory` (e.g. `hw.generate.collision_attrs`).
 
     Ports
     -----
@@ -43,10 +55,12 @@ class BankedMemory(wiring.Component):
     write : array of Out(memory.WritePort.Signature)
     """
 
-    def __init__(self, width: int, depth: int, banks: int, read_ports: int, write_ports: int):
+    def __init__(self, width: int, depth: int, banks: int, read_ports: int, write_ports: int,
+                 attrs: dict | None = None):
         if banks < 1 or banks & (banks - 1) or depth % banks:
             raise ValueError(f"banks must be a power of two dividing depth {depth}, got {banks}")
         self.width, self.depth, self.banks = width, depth, banks
+        self.attrs = dict(attrs or {})
         self.addr_width = max(1, (depth - 1).bit_length())
         super().__init__({
             "read": Out(memory.ReadPort.Signature(addr_width=self.addr_width,
@@ -66,7 +80,7 @@ class BankedMemory(wiring.Component):
         row_bits = max(1, (rows - 1).bit_length())
         bank_data = []
         for bank in range(self.banks):
-            mem = memory.Memory(shape=self.width, depth=rows, init=[])
+            mem = memory.Memory(shape=self.width, depth=rows, init=[], attrs=self.attrs)
             m.submodules[f"bank{bank}"] = mem
             read, write = mem.read_port(transparent_for=()), mem.write_port()
             bank_data.append(read.data)

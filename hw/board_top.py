@@ -96,11 +96,13 @@ class BoardTop(wiring.Component):
 def board_rtlil(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, memory_kind: str = "bram") -> str:
     """RTLIL of `BoardTop` (all-zero memory initialisation left out, as in `hw.generate`)."""
-    from vdla.hw.generate import _strip_zero_memory_init, _without_zero_memory_init
+    from vdla.hw.generate import (_strip_zero_memory_init, _without_zero_memory_init,
+                                  mark_collision_dont_care)
     top = BoardTop(config, memory_bytes, clocks_per_bit, memory_kind=memory_kind)
     with _without_zero_memory_init() as skipped:
         text = rtlil.convert(top, name=BOARD_TOP_NAME, emit_src=False)
-    return text if skipped else _strip_zero_memory_init(text)
+    text = text if skipped else _strip_zero_memory_init(text)
+    return mark_collision_dont_care(text) if config.ram_collision_dont_care else text
 
 
 def board_verilog(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,

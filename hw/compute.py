@@ -58,11 +58,11 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw import isa
-from vdla.hw.banked_memory import BankedMemory
+from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
-from vdla.hw.load import LoadEngine
+from vdla.hw.load import LoadEngine, engine_port_signature, run_load
 from vdla.hw.unit_pipeline import UnitPipeline, out_of_acc
 
 __all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
@@ -83,6 +83,11 @@ class Compute(wiring.Component):
     from_load, from_store : In(token stream)
     to_load, to_store : Out(token stream)
     mem_uop, mem_acc : Out(MemReadSignature)
+        Without ``shared_load_engine``; with it, instead:
+    engine : Out(engine_port_signature)
+        Its uop / acc LOADs, to the accelerator's `hw.load.SharedLoadEngine`,
+    sram_uop, sram_acc : Out(SRAM write port signature)
+        whose writes of the uop and acc buffers come back on these.
     inp_read, wgt_read : In(SRAM read port signature)
         Read by the GEMM unit.
     out_write, out_write_alu : In(SRAM write port signature)
@@ -100,14 +105,20 @@ class Compute(wiring.Component):
 
     def __init__(self, config: HwConfig):
         self.config = config
+        if config.shared_load_engine:
+            loads = {"engine": Out(engine_port_signature(config)),
+                     "sram_uop": Out(sram_write_signature(config, "uop")),
+                     "sram_acc": Out(sram_write_signature(config, "acc"))}
+        else:
+            loads = {"mem_uop": Out(MemReadSignature(config.dram_bus_bits)),
+                     "mem_acc": Out(MemReadSignature(config.dram_bus_bits))}
         super().__init__({
             "cmds": In(stream.Signature(HwConfig.INSN_BITS)),
             "from_load": In(TokenSignature),
             "to_load": Out(TokenSignature),
             "from_store": In(TokenSignature),
             "to_store": Out(TokenSignature),
-            "mem_uop": Out(MemReadSignature(config.dram_bus_bits)),
-            "mem_acc": Out(MemReadSignature(config.dram_bus_bits)),
+            **loads,
             "inp_read": In(sram_read_signature(config, "inp")),
             "wgt_read": In(sram_read_signature(config, "wgt")),
             "out_write": In(sram_write_signature(config, "out")),
@@ -132,23 +143,28 @@ class Compute(wiring.Component):
         uop_mems = {}
         for unit in ("gemm", "alu"):
             uop_mems[unit] = memory.Memory(shape=HwConfig.UOP_BITS, depth=config.depth("uop"),
-                                           init=[])
+                                           init=[], attrs=collision_attrs(config))
             m.submodules[f"uop_mem_{unit}"] = uop_mems[unit]
         uop_read_gemm = uop_mems["gemm"].read_port(transparent_for=())
         uop_read_alu = uop_mems["alu"].read_port(transparent_for=())
         uop_writes = [uop_mems[unit].write_port() for unit in ("gemm", "alu")]
         m.submodules.acc_mem = acc_mem = BankedMemory(
-            acc_bits, config.depth("acc"), config.acc_banks, read_ports=3, write_ports=2)
+            acc_bits, config.depth("acc"), config.acc_banks, read_ports=3, write_ports=2,
+            attrs=collision_attrs(config))
         acc_read_gemm, acc_read_alu_dst, acc_read_alu_src = acc_mem.read
         acc_write_gemm, acc_write_alu = acc_mem.write
 
-        m.submodules.loader = loader = LoadEngine(config, ("uop", "acc"))
-        connect(m, loader.mem_uop, flipped(self.mem_uop))
-        connect(m, loader.mem_acc, flipped(self.mem_acc))
+        if config.shared_load_engine:
+            loader, sram_uop, sram_acc = self.engine, self.sram_uop, self.sram_acc
+        else:
+            m.submodules.loader = loader = LoadEngine(config, ("uop", "acc"))
+            connect(m, loader.mem_uop, flipped(self.mem_uop))
+            connect(m, loader.mem_acc, flipped(self.mem_acc))
+            sram_uop, sram_acc = loader.sram_uop, loader.sram_acc
         for uop_write in uop_writes:
-            m.d.comb += [uop_write.en.eq(loader.sram_uop.en),
-                         uop_write.addr.eq(loader.sram_uop.addr),
-                         uop_write.data.eq(loader.sram_uop.data)]
+            m.d.comb += [uop_write.en.eq(sram_uop.en),
+                         uop_write.addr.eq(sram_uop.addr),
+                         uop_write.data.eq(sram_uop.data)]
 
         m.submodules.gemm = gemm = UnitPipeline(config, "gemm")
         m.submodules.alu = alu = UnitPipeline(config, "alu")
@@ -190,12 +206,12 @@ class Compute(wiring.Component):
             ]
         with m.Else():
             m.d.comb += [
-                acc_write_alu.en.eq(loader.sram_acc.en),
-                acc_write_alu.addr.eq(loader.sram_acc.addr),
-                acc_write_alu.data.eq(loader.sram_acc.data),
-                self.out_write_alu.en.eq(loader.sram_acc.en),
-                self.out_write_alu.addr.eq(loader.sram_acc.addr),
-                self.out_write_alu.data.eq(out_of_acc(config, loader.sram_acc.data)),
+                acc_write_alu.en.eq(sram_acc.en),
+                acc_write_alu.addr.eq(sram_acc.addr),
+                acc_write_alu.data.eq(sram_acc.data),
+                self.out_write_alu.en.eq(sram_acc.en),
+                self.out_write_alu.addr.eq(sram_acc.addr),
+                self.out_write_alu.data.eq(out_of_acc(config, sram_acc.data)),
             ]
 
         # ---------------------------------------------------------- completion
@@ -290,7 +306,7 @@ class Compute(wiring.Component):
                             m.next = "PUSH"
                 with m.Elif(~retire_queue.r_rdy):
                     m.d.comb += self.idle.eq(1)
-            loader.run_states(m, self, "LOAD", "LOAD_WAIT", then="PUSH")
+            run_load(m, loader, self, "LOAD", "LOAD_WAIT", then="PUSH")
             with m.State("PUSH"):
                 with m.If(pushes_ready):
                     # Both token queues are counters whose ready does not depend on

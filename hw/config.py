@@ -36,7 +36,11 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # hash (`HwConfig.hash`) as it was, so recorded baselines and program files
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
-                 "event_counters": 1}
+                 "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
+                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0}
+# The 0/1 switches among the fields.
+_SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
+             "sequencer_gap", "two_cycle_alu")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -91,6 +95,34 @@ class HwConfig(JsonRecord):
         only ``cycles`` (what run reports and the board's host driver need),
         which saves 15 32-bit counters and their readback where logic is
         scarce. `hw.counters.rtl_counters` names the counters a config has.
+    shared_load_engine : int
+        1: the load and compute modules share one `hw.load.LoadEngine` (one
+        LOAD runs at a time; compute's uop / acc LOADs and load's inp / wgt
+        LOADs take turns), and the engine has one DRAM reader per distinct
+        element size instead of one per memory kind. Saves an engine and its
+        readers where logic is scarce; only the interleaving of loads changes.
+    narrow_walkers : int
+        1: the load engine's and the store module's row, column and entry
+        counters are as wide as the largest SRAM needs (`walker_bits`), not the
+        ISA's 16-bit size fields: the SRAM bounds every program is checked
+        against (`sim.checker`) keep a non-empty rectangle inside them.
+    ram_collision_dont_care : int
+        1: the inp, wgt, uop, acc and out block RAMs' read ports leave a read of
+        the entry written in the same cycle undefined (Yosys's
+        ``COLLISION_X_MASK``), so synthesis adds no bypass flip-flops and
+        comparators to give the old value (iCE40 block RAMs do not). No
+        collision happens: `hw.generate.mark_collision_dont_care` says why.
+    sequencer_gap : int
+        1: a compute unit takes its next instruction a cycle after its
+        current one sent its last micro-op, not in that cycle (`hw.sequencer`),
+        so the path by which an instruction issues (and fetch moves on) holds
+        no loop comparator; one idle cycle per GEMM instruction (the two-cycle
+        ALU's instructions have it anyway).
+    two_cycle_alu : int
+        1: the ALU unit spends two cycles per micro-op (`hw.alu`, `hw.unit_pipeline`)
+        and issues one every other cycle, as it already does for micro-ops
+        that read two acc operands; halves the rate of ALU instructions with
+        an immediate operand, and halves the ALU's longest path.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -115,6 +147,11 @@ class HwConfig(JsonRecord):
     fetch_buffer_depth: int = 16
     dram_addr_bits: int = 32
     event_counters: int = 1
+    shared_load_engine: int = 0
+    narrow_walkers: int = 0
+    ram_collision_dont_care: int = 0
+    sequencer_gap: int = 0
+    two_cycle_alu: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -141,7 +178,9 @@ class HwConfig(JsonRecord):
                 raise ConfigError(f"{field.name}: must be 0 or positive, got {value}")
             if field.name == "event_counters" and value not in (0, 1):
                 raise ConfigError(f"{field.name}: must be 0 (only cycles) or 1 (all), got {value}")
-            if value <= 0 and field.name not in ("cmd_queue_depth", "event_counters"):
+            if field.name in _SWITCHES and value not in (0, 1):
+                raise ConfigError(f"{field.name}: must be 0 or 1, got {value}")
+            if value <= 0 and field.name not in ("cmd_queue_depth", *_SWITCHES):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
@@ -253,6 +292,16 @@ class HwConfig(JsonRecord):
         insn_byte_bits = (self.INSN_BITS // 8 - 1).bit_length()   # log2 of INSN_BYTES
         return self.dram_addr_bits - insn_byte_bits + 1   # counts up to 2 ** (that - 1)
 
+    @property
+    def walker_bits(self) -> int:
+        """Bits of the load and store walkers' counters: the ISA's sizes plus two
+        pads, or with ``narrow_walkers`` enough to count every entry of the
+        deepest SRAM (a non-empty padded rectangle fits its SRAM, `sim.checker`)."""
+        from vdla.hw import isa
+        if not self.narrow_walkers:
+            return isa.SIZE_BITS + 2
+        return max(self.depth(kind) for kind in ("uop", "inp", "wgt", "acc")).bit_length()
+
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""
         return max(1, (self.depth(kind) - 1).bit_length())
@@ -339,15 +388,18 @@ PRESETS: dict[str, HwConfig] = {
     # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
     # one-instruction fetch buffer (the fetch reader's own register), 17-bit
     # DRAM addresses (the board's 128 KiB in the SPRAMs) and only the cycle
-    # counter (event_counters 0) save logic cells. Buffers take 10 block RAMs.
-    # The board top is 4501 LUT4s and 3035 FFs, which nextpnr packs into 6592
-    # logic cells (125 %): it does not fit yet (benchmarks/README.md, "iCEBreaker").
+    # counter (event_counters 0) save logic cells, and so do every area switch
+    # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
+    # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
+    # RAMs. The board top packs into ~5150 of the 5280 logic cells and runs at
+    # 20 MHz (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
-                           name="icebreaker"),
+                           shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
+                           sequencer_gap=1, two_cycle_alu=1, name="icebreaker"),
 }
 
 

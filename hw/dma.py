@@ -48,6 +48,12 @@ class ElementReader(wiring.Component):
     rows_ahead : int
         Rows whose requests may be issued before their data has arrived
         (only bounds the narrow-element row FIFO).
+    take_while_full : bool
+        Accept a beat in the cycle the held element is taken (``mem.data``'s
+        ready follows ``elements``' ready). False: only once the element is
+        gone, for a user that never has beats in flight while it holds an
+        element (fetch with a one-instruction buffer): its consumer's ready
+        then stays out of the memory's ready path, a long one on iCE40.
 
     Ports
     -----
@@ -61,8 +67,9 @@ class ElementReader(wiring.Component):
     """
 
     def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = isa.SIZE_BITS,
-                 rows_ahead: int = 4):
+                 rows_ahead: int = 4, take_while_full: bool = True):
         self.config = config
+        self.take_while_full = take_while_full
         self.element_bytes = element_bytes
         self.count_bits = count_bits
         self.rows_ahead = rows_ahead
@@ -152,7 +159,8 @@ class ElementReader(wiring.Component):
             m.d.comb += [
                 self.elements.valid.eq(full),
                 self.elements.payload.eq(element),
-                self.mem.data.ready.eq(~full | self.elements.ready),
+                self.mem.data.ready.eq(~full | self.elements.ready if self.take_while_full
+                                       else ~full),
             ]
             with m.If(self.elements.valid & self.elements.ready):
                 m.d.sync += full.eq(0)
@@ -177,7 +185,8 @@ class ElementReader(wiring.Component):
             m.d.comb += [
                 self.elements.valid.eq(holding & row_active),
                 self.elements.payload.eq(beat.word_select(lane, element_bytes * 8)),
-                self.mem.data.ready.eq(row_active & (~holding | release)),
+                self.mem.data.ready.eq(row_active & (~holding | release if self.take_while_full
+                                                     else ~holding)),
                 rows.r_en.eq(~row_active),
             ]
             with m.If(~row_active & rows.r_rdy):

@@ -107,9 +107,12 @@ class Fetch(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES)
-        wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
+        # A one-instruction buffer requests the next instruction only once the
+        # held one is taken, so no beat waits while it is held (`ElementReader`).
+        m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES,
+                                                     take_while_full=buffer_depth > 1)
+        wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         if buffer_depth == 1:
             buffer = _HeldElement(reader.elements)
         else:

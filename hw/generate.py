@@ -32,10 +32,12 @@ from amaranth.back import rtlil
 from amaranth.back.verilog import _convert_rtlil_text
 
 from vdla.hw.accelerator import Accelerator
+from vdla.hw.banked_memory import NO_RW_CHECK
 from vdla.hw.cache import cache_root, tool_cache_environment
 from vdla.hw.config import HwConfig
 
-__all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME"]
+__all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME",
+           "mark_collision_dont_care"]
 
 TOP_NAME = "vdla_accelerator"
 
@@ -73,13 +75,63 @@ def _without_zero_memory_init():
         emitter.emit_memory = original
 
 
+_MODULE = re.compile(r"^module .*?^end$", re.MULTILINE | re.DOTALL)
+_MARKED_MEMORY = re.compile(r"^ *attribute \\%s 1\n(?: *attribute [^\n]*\n)* *memory [^\n]* \\(\S+)$"
+                            % NO_RW_CHECK, re.MULTILINE)
+_MEMRD = re.compile(r"^( *cell \$memrd_v2 [^\n]*\n(?: {4}[^\n]*\n)*? *end)$", re.MULTILINE)
+
+
+def mark_collision_dont_care(text: str) -> str:
+    """RTLIL ``text`` with the read ports of every memory carrying `hw.banked_memory.NO_RW_CHECK`
+    marked "undefined on a read/write collision" (``COLLISION_X_MASK`` all ones).
+
+    Amaranth writes each read port as a ``$memrd_v2`` cell that must return the
+    old data when its entry is written in the same cycle (``transparent_for=()``);
+    iCE40 block RAMs leave that undefined, so Yosys adds flip-flops and
+    comparators to give it. Yosys's ``no_rw_check`` attribute waives that only
+    for memories it infers itself, hence this rewrite. The Verilog Yosys writes
+    from it reads all-x on a collision; the RTL tier and the board simulation
+    build that Verilog (Verilator picks a value for x, not necessarily the old
+    data), and the board test runs the ``icebreaker`` preset bit-exactly. It is
+    sound because no buffer is read and written at one entry in one cycle:
+
+    * inp, wgt and out: the writer (load; compute) and the reader (compute;
+      store) are other modules, and every program is checked (`sim.checker`)
+      to order each write of an entry after every other component's access and
+      each read after its write by dependency tokens, which the hardware
+      honours before it starts an instruction;
+    * uop: uop LOADs run alone, after both compute units have drained
+      (`hw.compute`), and the units read micro-ops only while they issue them;
+    * acc: acc LOADs run alone too, and within a unit a read that meets the
+      S6 write of its row is replaced, the cycle after, by the result S7 holds
+      for that row (`hw.unit_pipeline`'s forwarding), so its data is never used.
+    """
+    def module(match: re.Match) -> str:
+        body = match.group(0)
+        marked = {name for name in _MARKED_MEMORY.findall(body)}
+        if not marked:
+            return body
+
+        def port(cell: re.Match) -> str:
+            block = cell.group(1)
+            memid = re.search(r'parameter \\MEMID "\\\\([^"]+)"', block)
+            if memid is None or memid.group(1) not in marked:
+                return block
+            return re.sub(r"(parameter \\COLLISION_X_MASK )(\d+)'([01]+)",
+                          lambda p: f"{p.group(1)}{p.group(2)}'{'1' * int(p.group(2))}", block)
+        return _MEMRD.sub(port, body)
+    return _MODULE.sub(module, text)
+
+
 def rtlil_text(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = True) -> str:
     """The RTLIL of the top for ``config`` (Amaranth's, unmodified by default)."""
     if keep_memory_init:
-        return rtlil.convert(Accelerator(config), name=name, emit_src=False)
-    with _without_zero_memory_init() as skipped:
         text = rtlil.convert(Accelerator(config), name=name, emit_src=False)
-    return text if skipped else _strip_zero_memory_init(text)
+    else:
+        with _without_zero_memory_init() as skipped:
+            text = rtlil.convert(Accelerator(config), name=name, emit_src=False)
+        text = text if skipped else _strip_zero_memory_init(text)
+    return mark_collision_dont_care(text) if config.ram_collision_dont_care else text
 
 
 def verilog(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool = False) -> str:

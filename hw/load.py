@@ -17,6 +17,13 @@ The engine keeps no copy of the instruction: ``cmd.payload`` must hold the
 accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
 
+An engine runs one LOAD at a time, so kinds whose elements have the same
+size can share one element reader: with ``HwConfig.shared_load_engine`` they
+do (`reader_groups`), and one `SharedLoadEngine` in the accelerator serves the
+load module's and compute's LOADs in turn, each unit offering its LOAD through
+an `engine_port_signature` port. A unit holding the engine needs nothing but
+DRAM to finish its LOAD, so taking turns cannot deadlock.
+
 `LoadUnit` is the load module: it takes instructions from its command queue
 in order, pops the compute->load token first if the instruction asks
 (``pop_next``), runs inp/wgt LOADs on its engine, and pushes a load->compute
@@ -27,7 +34,7 @@ type only moves tokens.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -39,16 +46,44 @@ from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layou
                         sram_write_signature)
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
-__all__ = ["LoadEngine", "LoadUnit"]
+__all__ = ["LoadEngine", "LoadUnit", "SharedLoadEngine", "engine_port_signature",
+           "reader_groups", "run_load"]
+
+
+def reader_groups(config: HwConfig, kinds) -> dict[str, tuple[str, ...]]:
+    """The element readers of an engine for ``kinds``: ``{port kind: kinds it reads}``.
+
+    One reader per kind; with ``config.shared_load_engine`` one per element size
+    (named for its first kind), as only one LOAD runs at a time.
+    """
+    if not config.shared_load_engine:
+        return {kind: (kind,) for kind in kinds}
+    groups: dict[int, list[str]] = {}
+    for kind in kinds:
+        groups.setdefault(config.element_bytes(kind), []).append(kind)
+    return {members[0]: tuple(members) for members in groups.values()}
 
 
 def load_ports(config: HwConfig, kinds) -> dict:
-    """A DRAM read port ``mem_<kind>`` and an SRAM write port ``sram_<kind>`` per memory kind."""
+    """A DRAM read port ``mem_<kind>`` per element reader (`reader_groups`) and an
+    SRAM write port ``sram_<kind>`` per memory kind."""
     ports = {}
+    groups = reader_groups(config, kinds)
     for kind in kinds:
-        ports[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
+        if kind in groups:
+            ports[f"mem_{kind}"] = Out(MemReadSignature(config.dram_bus_bits))
         ports[f"sram_{kind}"] = In(sram_write_signature(config, kind))
     return ports
+
+
+def engine_port_signature(config: HwConfig) -> wiring.Signature:
+    """A unit's side of a `SharedLoadEngine`: it offers a LOAD on ``cmd`` (and holds
+    it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD."""
+    return wiring.Signature({
+        "cmd": Out(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
+        "busy": In(1),
+        "waiting": In(1),
+    })
 
 
 class LoadEngine(wiring.Component):
@@ -57,7 +92,7 @@ class LoadEngine(wiring.Component):
     Ports
     -----
     cmd : In(stream of the LOAD instruction layout)
-    mem_<kind> : Out(MemReadSignature) for each kind
+    mem_<kind> : Out(MemReadSignature) for each element reader (`reader_groups`)
     sram_<kind> : In(SRAM write port signature) for each kind
     busy : Out(1)
     waiting : Out(1)
@@ -79,26 +114,36 @@ class LoadEngine(wiring.Component):
         config = self.config
         insn = self.cmd.payload   # held by the caller while busy (module docstring)
         busy = Signal()
+        groups = reader_groups(config, self.kinds)
+        reader_of = {kind: group for group, kinds in groups.items() for kind in kinds}
         readers = {}
-        for kind in self.kinds:
-            readers[kind] = reader = ElementReader(config, config.element_bytes(kind))
+        for kind in groups:
+            readers[kind] = reader = ElementReader(config, config.element_bytes(kind),
+                                                   count_bits=min(isa.SIZE_BITS,
+                                                                  config.walker_bits))
             m.submodules[f"reader_{kind}"] = reader
             connect(m, reader.mem, flipped(getattr(self, f"mem_{kind}")))
 
         selected = {kind: Signal(name=f"is_{kind}") for kind in self.kinds}
         for kind in self.kinds:
             m.d.comb += selected[kind].eq(insn.memory_type == isa.MemType[kind.upper()])
+        # A reader is selected when one of its kinds is.
+        reading = {}
+        for group, kinds in groups.items():
+            reading[group] = selected[group] if len(kinds) == 1 else Signal(name=f"is_{group}_size")
+            if len(kinds) > 1:
+                m.d.comb += reading[group].eq(Cat(*(selected[kind] for kind in kinds)).any())
 
         # Padded rectangle bounds, computed once per instruction.
-        padded_bits = isa.SIZE_BITS + 2     # a size plus two pads
+        padded_bits = config.walker_bits     # a size plus two pads, or (narrow) an SRAM's entries
         rows_total = Signal(padded_bits)
         cols_total = Signal(padded_bits)
         y_end = Signal(padded_bits)
         x_end = Signal(padded_bits)
         row = Signal(padded_bits)
         col = Signal(padded_bits)
-        offset = Signal(isa.SRAM_ADDR_BITS)
-        rows_left = Signal(isa.SIZE_BITS)       # data rows still to request
+        offset = Signal(min(isa.SRAM_ADDR_BITS, padded_bits))
+        rows_left = Signal(min(isa.SIZE_BITS, padded_bits))       # data rows still to request
         row_addr = Signal(config.dram_addr_bits)
 
         cmd = self.cmd.payload
@@ -123,7 +168,7 @@ class LoadEngine(wiring.Component):
         # ---------------------------------------------------------- row walker
         for kind, reader in readers.items():
             m.d.comb += [
-                reader.cmd.valid.eq(busy & selected[kind] & (rows_left != 0)),
+                reader.cmd.valid.eq(busy & reading[kind] & (rows_left != 0)),
                 reader.cmd.payload.addr.eq(row_addr),
                 reader.cmd.payload.count.eq(insn.x_size),
             ]
@@ -134,17 +179,18 @@ class LoadEngine(wiring.Component):
         is_data = (row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left) & (col < x_end)
         element_valid = Signal()
         for kind, reader in readers.items():
-            with m.If(selected[kind]):
+            with m.If(reading[kind]):
                 m.d.comb += element_valid.eq(reader.elements.valid)
         write = busy & (~is_data | element_valid)
-        for kind, reader in readers.items():
-            port = getattr(self, f"sram_{kind}")
+        for kind in self.kinds:
+            port, reader = getattr(self, f"sram_{kind}"), readers[reader_of[kind]]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
                 port.addr.eq(insn.sram_base + offset),
                 port.data.eq(reader.elements.payload),
-                reader.elements.ready.eq(busy & selected[kind] & is_data),
             ]
+            if kind in groups:
+                m.d.comb += reader.elements.ready.eq(busy & reading[kind] & is_data)
             with m.If(~is_data):
                 m.d.comb += port.data.eq(0)
         m.d.comb += self.waiting.eq(busy & is_data & ~element_valid)
@@ -158,41 +204,96 @@ class LoadEngine(wiring.Component):
                 m.d.sync += col.eq(col + 1)
         return m
 
-    def run_states(self, m: Module, unit, start: str, wait: str, then: str, only_if=None):
-        """Emit, inside the caller's FSM, the states that run one LOAD on this engine.
 
-        In ``start`` the engine is offered the LOAD on ``cmd`` (whose payload the
-        caller drives); once it takes it, ``wait`` waits for its last SRAM
-        write, then goes to ``then``. ``unit.busy`` is high in both states and
-        ``unit.wait_mem`` while the engine waits for DRAM data.
+def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=None):
+    """Emit, inside the caller's FSM, the states that run one LOAD on ``engine``.
 
-        Parameters
-        ----------
-        m : Module
-            The caller's module, inside its ``with m.FSM()``.
-        unit
-            The calling component (``busy`` and ``wait_mem`` outputs).
-        start, wait, then : str
-            State names.
-        only_if : Value, optional
-            When given and low in ``start``, the LOAD is not run: ``start`` goes
-            straight to ``then`` (after one busy cycle).
-        """
-        with m.State(start):
-            run = 1 if only_if is None else only_if
-            m.d.comb += [unit.busy.eq(1), self.cmd.valid.eq(run)]
-            if only_if is None:
-                with m.If(self.cmd.ready):
-                    m.next = wait
-            else:
-                with m.If(~only_if):
-                    m.next = then
-                with m.Elif(self.cmd.ready):
-                    m.next = wait
-        with m.State(wait):
-            m.d.comb += [unit.busy.eq(1), unit.wait_mem.eq(self.waiting)]
-            with m.If(~self.busy):
+    In ``start`` the engine is offered the LOAD on ``cmd`` (whose payload the
+    caller drives); once it takes it, ``wait`` waits for its last SRAM
+    write, then goes to ``then``. ``unit.busy`` is high in both states and
+    ``unit.wait_mem`` while the engine waits for DRAM data.
+
+    Parameters
+    ----------
+    m : Module
+        The caller's module, inside its ``with m.FSM()``.
+    engine
+        A `LoadEngine`, or a unit's `engine_port_signature` port.
+    unit
+        The calling component (``busy`` and ``wait_mem`` outputs).
+    start, wait, then : str
+        State names.
+    only_if : Value, optional
+        When given and low in ``start``, the LOAD is not run: ``start`` goes
+        straight to ``then`` (after one busy cycle).
+    """
+    with m.State(start):
+        run = 1 if only_if is None else only_if
+        m.d.comb += [unit.busy.eq(1), engine.cmd.valid.eq(run)]
+        if only_if is None:
+            with m.If(engine.cmd.ready):
+                m.next = wait
+        else:
+            with m.If(~only_if):
                 m.next = then
+            with m.Elif(engine.cmd.ready):
+                m.next = wait
+    with m.State(wait):
+        m.d.comb += [unit.busy.eq(1), unit.wait_mem.eq(engine.waiting)]
+        with m.If(~engine.busy):
+            m.next = then
+
+
+class SharedLoadEngine(wiring.Component):
+    """One `LoadEngine` for every memory kind, taken in turn by ``clients`` units.
+
+    Each client offers a LOAD on its `engine_port_signature` port; when the engine
+    is free it takes one (round robin between clients offering at once), and
+    that client owns it, its ``busy`` and ``waiting`` and the LOAD it must hold,
+    until the last SRAM write.
+
+    Ports
+    -----
+    clients : array of In(engine_port_signature)
+    mem_<kind> : Out(MemReadSignature) for each element reader (`reader_groups`)
+    sram_<kind> : In(SRAM write port signature) for inp, wgt, uop and acc
+    """
+
+    KINDS = ("inp", "wgt", "uop", "acc")
+
+    def __init__(self, config: HwConfig, clients: int = 2):
+        self.config = config
+        self.n_clients = clients
+        super().__init__({"clients": In(engine_port_signature(config)).array(clients)}
+                         | load_ports(config, self.KINDS))
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        m.submodules.engine = engine = LoadEngine(config, self.KINDS)
+        for name in load_ports(config, self.KINDS):
+            connect(m, getattr(engine, name), flipped(getattr(self, name)))
+
+        n = self.n_clients
+        owner, last, pick = Signal(range(n)), Signal(range(n)), Signal(range(n))
+        # Round robin: the lowest offering client above `last`, else the lowest.
+        for i in reversed(range(n)):
+            with m.If(self.clients[i].cmd.valid):
+                m.d.comb += [pick.eq(i), engine.cmd.valid.eq(1)]
+        for i in reversed(range(n)):
+            with m.If(self.clients[i].cmd.valid & (last < i)):
+                m.d.comb += pick.eq(i)
+        # The LOAD being taken, then the owner's while the engine runs it.
+        current = Mux(engine.busy, owner, pick)
+        for i, client in enumerate(self.clients):
+            with m.If(current == i):
+                m.d.comb += engine.cmd.payload.eq(client.cmd.payload)
+            m.d.comb += [client.cmd.ready.eq(engine.cmd.ready & (pick == i)),
+                         client.busy.eq(engine.busy & (owner == i)),
+                         client.waiting.eq(engine.waiting & (owner == i))]
+        with m.If(engine.cmd.valid & engine.cmd.ready):
+            m.d.sync += [owner.eq(pick), last.eq(pick)]
+        return m
 
 
 class LoadUnit(wiring.Component):
@@ -205,6 +306,9 @@ class LoadUnit(wiring.Component):
     to_compute : Out(token stream)     (load->compute queue)
     mem_inp, mem_wgt : Out(MemReadSignature)
     sram_inp, sram_wgt : In(SRAM write port signature)
+        Without ``shared_load_engine``; with it, instead:
+    engine : Out(engine_port_signature)
+        Its LOADs, to the accelerator's `SharedLoadEngine`.
     busy, wait_token, wait_mem : Out(1)   (counter events)
     idle : Out(1)                         (no instruction in progress)
     retired : Out(STATUS_BITS)
@@ -221,16 +325,22 @@ class LoadUnit(wiring.Component):
             "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
             "retired": Out(STATUS_BITS),
         }
-        super().__init__(members | load_ports(config, self.KINDS))
+        if config.shared_load_engine:
+            members["engine"] = Out(engine_port_signature(config))
+        else:
+            members |= load_ports(config, self.KINDS)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         config = self.config
         layout = instruction_layout(config, isa.Opcode.LOAD)
-        m.submodules.engine = engine = LoadEngine(config, self.KINDS)
-        for kind in self.KINDS:
-            connect(m, getattr(engine, f"mem_{kind}"), flipped(getattr(self, f"mem_{kind}")))
-            connect(m, getattr(engine, f"sram_{kind}"), flipped(getattr(self, f"sram_{kind}")))
+        if config.shared_load_engine:
+            engine = self.engine
+        else:
+            m.submodules.engine = engine = LoadEngine(config, self.KINDS)
+            for name in load_ports(config, self.KINDS):
+                connect(m, getattr(engine, name), flipped(getattr(self, name)))
 
         word = Signal(HwConfig.INSN_BITS)
         insn = data.View(layout, word[:layout.size])
@@ -242,6 +352,6 @@ class LoadUnit(wiring.Component):
             take_instruction(m, self, word)
             with pop_token(m, self, insn.pop_next, self.from_compute):
                 m.next = "START"
-            engine.run_states(m, self, "START", "WAIT", then="PUSH", only_if=ours)
+            run_load(m, engine, self, "START", "WAIT", then="PUSH", only_if=ours)
             push_token(m, self, insn.push_next, self.to_compute, retired)
         return m

@@ -9,7 +9,9 @@ cycle emits one micro-op per cycle (``valid``, ``u`` and the offsets), or one
 every other cycle while ``paced`` is high (the ALU's two-read micro-ops, whose
 second acc read takes the next cycle's port). ``ready`` is high in the cycle
 the sequencer can take the next instruction: it is idle, or it sends its last
-micro-op now, so a unit's instructions follow each other without a bubble.
+micro-op now, so a unit's instructions follow each other without a bubble
+(with ``HwConfig.sequencer_gap``: only once idle, a cycle later, so that
+``ready`` is a register).
 ``last`` marks the end of an instruction: its last micro-op, or a write-less
 marker one cycle after an empty instruction (zero trip count or empty uop
 range) began, so every instruction completes exactly once.
@@ -100,8 +102,12 @@ class LoopSequencer(wiring.Component):
         emitting = issuing & ~gap
         end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
         at_last = emitting & end_u & end_j & end_i
-        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker),
-                     self.ready.eq(~issuing | (at_last & ~paced))]
+        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker)]
+        if config.sequencer_gap:
+            # A register: the compute front end's issue (and fetch) waits on no comparator.
+            m.d.comb += self.ready.eq(~issuing)
+        else:
+            m.d.comb += self.ready.eq(~issuing | (at_last & ~paced))
         m.d.sync += gap.eq(paced & emitting)
         with m.If(emitting):
             with m.If(end_u):

@@ -85,9 +85,11 @@ class StoreUnit(wiring.Component):
                                                          depth=ELEMENT_FIFO_DEPTH)
         # Entries still to read, y_size * x_size, counted as rows and entries of
         # the row (no multiplier: FPGAs with few DSP blocks need them elsewhere).
-        read_rows = Signal(isa.SIZE_BITS)
-        read_columns = Signal(isa.SIZE_BITS)
-        read_offset = Signal(isa.SRAM_ADDR_BITS)
+        # Sizes as wide as the ISA's, or (narrow_walkers) as out's entries need.
+        size_bits = min(isa.SIZE_BITS, config.walker_bits)
+        read_rows = Signal(size_bits)
+        read_columns = Signal(size_bits)
+        read_offset = Signal(min(isa.SRAM_ADDR_BITS, config.walker_bits))
         read_pending = Signal()         # a read issued last cycle: its data arrives now
         start_reader = Signal()
         with m.If(start_reader):
@@ -110,15 +112,15 @@ class StoreUnit(wiring.Component):
                 m.d.sync += read_columns.eq(read_columns - 1)
 
         # ---------------------------------------------------------- rows and beats
-        rows_left = Signal(isa.SIZE_BITS)
+        rows_left = Signal(size_bits)
         row_addr = Signal(config.dram_addr_bits)   # DRAM element index of the row's first element
-        row_beats = Signal(isa.SIZE_BITS + log2(beats_per_element) + 1)   # beats of the row not yet requested
+        row_beats = Signal(size_bits + log2(beats_per_element) + 1)   # beats of the row not yet requested
         req_addr = Signal(config.dram_addr_bits)
         burst = Signal(BURST_BEATS_BITS)
         beats_left = Signal(BURST_BEATS_BITS)   # beats of the current burst still to send
         part = Signal(range(beats_per_element))   # beat within a wide element
         lane = Signal(lane_bits)        # next lane of a narrow-element beat
-        row_elements = Signal(isa.SIZE_BITS)    # narrow: elements of the row not yet packed
+        row_elements = Signal(size_bits)    # narrow: elements of the row not yet packed
         beat_data = Signal(bus_bits)
         beat_strb = Signal(bus_bytes)
         beat_full = Signal()            # narrow: the packed beat is ready to send

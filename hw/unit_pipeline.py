@@ -40,8 +40,12 @@ the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
 
+With ``HwConfig.two_cycle_alu`` the ALU unit paces every instruction and a
+micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU; the second cycle
+is called S5b below and takes S5's place towards S6 and the forwarding).
+
 ``completes`` pulses when an instruction's last micro-op (or its write-less
-marker, for an empty loop) leaves S5, the cycle before its S6 write: whatever
+marker, for an empty loop) leaves S5 (S5b), the cycle before its S6 write: whatever
 waits on it (the other unit's next instruction, a token to store) reads acc
 or out two or more cycles later, after that write. ``executes`` pulses for
 every micro-op in S5 (reset ones included).
@@ -165,7 +169,11 @@ class UnitPipeline(wiring.Component):
         m.d.comb += [seq.begin.eq(self.begin), self.ready.eq(seq.ready)]
         m.d.comb += [getattr(seq.insn, name).eq(getattr(insn, name))
                      for name in loop_layout(config, gemm).members]
-        if not gemm:
+        # The ALU's two-cycle mode (`two_cycle_alu`) needs a bubble after every micro-op.
+        split = not gemm and bool(config.two_cycle_alu)
+        if split:
+            m.d.comb += seq.paced.eq(1)
+        elif not gemm:
             m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
         control = _control_layout(config, self.unit)
         c0 = Data(control)
@@ -181,16 +189,26 @@ class UnitPipeline(wiring.Component):
                 ]
         m.d.comb += [self.uop_read.addr.eq(seq.u), self.uop_read.en.eq(seq.valid)]
 
-        def stage(previous, name, indices=()):
-            """The next stage's valid, last and control registers, and the named indices."""
+        def sync_when(condition, statements):
+            """``statements`` in the sync domain, under ``condition`` unless it is None."""
+            if condition is None:
+                m.d.sync += statements
+            else:
+                with m.If(condition):
+                    m.d.sync += statements
+
+        def stage(previous, name, indices=(), hold=False):
+            """The next stage's valid, last and control registers, and the named indices
+            (with ``hold``, control and indices change only for a valid micro-op)."""
             valid, last = Signal(name=f"{name}_valid"), Signal(name=f"{name}_last")
             ctl = Data(control, name=f"{name}_control")
-            m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"]),
-                         ctl.eq(previous["control"])]
+            m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"])]
             following = {"valid": valid, "last": last, "control": ctl}
+            data = [ctl.eq(previous["control"])]
             for k in indices:
                 following[k] = Data(index_bits[k], name=f"{name}_{k}")
-                m.d.sync += following[k].eq(previous[k])
+                data.append(following[k].eq(previous[k]))
+            sync_when(previous["valid"] if hold else None, data)
             return following
 
         # ------------------------------------------------------------ S1
@@ -215,15 +233,32 @@ class UnitPipeline(wiring.Component):
         # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
         s4 = stage(s3, "s4", ("dst",) if gemm else ("dst", "src"))
-        s5 = stage(s4, "s5", ("dst",))
+        s5 = stage(s4, "s5", ("dst",), hold=split)
         # S5's result is registered (S6) and written from there; S7 keeps it one
         # more cycle. Only these registers are forwarded, never S5's result
         # itself, so the ALU / accumulate adder ends at a register.
+        #
+        # Two-cycle ALU: a micro-op spends two cycles in S5 (the second, "S5b",
+        # is the bubble behind it; S5's control, indices and operands hold
+        # meanwhile, and so does everything forwarded into them), and S6 takes
+        # its result from S5b. Every micro-op being a cycle further from its
+        # write, but also two from the next one, the forwarding below still
+        # covers every result written after a read (S5b standing in for S5).
         result = Signal(acc_bits)
+        if split:
+            s5b = {"valid": Signal(name="s5b_valid"), "last": Signal(name="s5b_last")}
+            m.d.sync += [s5b["valid"].eq(s5["valid"]), s5b["last"].eq(s5["last"])]
+        else:
+            s5b = s5
         v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
         v7, dst7, result7 = Signal(name="s7_valid"), Data(index_bits["dst"]), Data(acc_bits)
-        m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
-                     v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
+        if split:
+            m.d.sync += [v6.eq(s5b["valid"]), dst6.eq(s5["dst"]),
+                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
+            sync_when(s5b["valid"], result6.eq(result))
+        else:
+            m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
+                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
 
         def newer(index, value, with_s7=True):
             """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row."""
@@ -231,15 +266,22 @@ class UnitPipeline(wiring.Component):
                 value = Mux(v7 & (dst7 == index), result7, value)
             return Mux(v6 & (dst6 == index), result6, value)
 
+        # Two-cycle ALU: S5's operands are taken only with a micro-op (held in S5b).
+        takes = s4["valid"] if split else None
+
         def s6_next_holds(index):
             """A register bit: next cycle S6 holds the result for row ``index``."""
             hit = Signal(name=f"{index.name}_in_s6")
-            m.d.sync += hit.eq(s5["valid"] & (s5["dst"] == index))
+            sync_when(takes, hit.eq(s5b["valid"] & (s5["dst"] == index)))
             return hit
 
         a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
-        m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data)),
-                     a5.eq(newer(s4["dst"], a4, with_s7=False))]
+        if split:
+            m.d.sync += a4.eq(newer(s3["dst"], self.acc_read.data))
+            sync_when(takes, a5.eq(newer(s4["dst"], a4, with_s7=False)))
+        else:
+            m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data)),
+                         a5.eq(newer(s4["dst"], a4, with_s7=False))]
         a = Mux(s6_next_holds(s4["dst"]), result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
@@ -255,10 +297,10 @@ class UnitPipeline(wiring.Component):
             b5 = Data(acc_bits, name="s5_b")
             use_imm = s4["control"].use_imm
             operand_vector = Cat(*([s4["control"].operand] * scalars))
-            m.d.sync += b5.eq(Mux(use_imm, operand_vector,
-                                  newer(s4["src"], self.acc_src_read.data)))
+            sync_when(takes, b5.eq(Mux(use_imm, operand_vector,
+                                       newer(s4["src"], self.acc_src_read.data))))
             b_in_s6 = Signal(name="s5_b_in_s6")
-            m.d.sync += b_in_s6.eq(s5["valid"] & (s5["dst"] == s4["src"]) & ~use_imm)
+            sync_when(takes, b_in_s6.eq(s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm))
             m.submodules.alu = alu = VectorAlu(config)
             c5 = s5["control"]
             m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(Mux(b_in_s6, result6, b5)),
@@ -270,6 +312,6 @@ class UnitPipeline(wiring.Component):
             self.acc_write.data.eq(result6),
             self.out_write.en.eq(v6), self.out_write.addr.eq(dst6),
             self.out_write.data.eq(out_of_acc(config, result6)),
-            self.completes.eq(s5["last"]), self.executes.eq(s5["valid"]),
+            self.completes.eq(s5b["last"]), self.executes.eq(s5["valid"]),
         ]
         return m

@@ -20,6 +20,13 @@ from tests.hw.compute_programs import overlap_program
 from tests.hw.dram_model import DramModel
 
 TINY = PRESETS["tiny"]
+# tiny with the icebreaker preset's area switches: one load engine shared by load and
+# compute (inp / uop and wgt / acc each share a reader), narrow walkers, collision
+# don't-care buffers, a gap between a unit's instructions, a two-cycle ALU, no command queues, a
+# one-instruction fetch buffer (its reader takes no beat while full).
+TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
+                            sequencer_gap=1, two_cycle_alu=1, cmd_queue_depth=0,
+                            fetch_buffer_depth=1, name="tiny-compact")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):
@@ -58,23 +65,25 @@ def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cy
 SMALL = GeneratorOptions(actions=(6, 12), max_uops_per_insn=24, max_load_elements=16)
 
 
-@pytest.mark.parametrize("seed, stall", [(0, 0.0), (1, 0.3)])
-def test_random_program_matches_fsim(seed, stall):
+@pytest.mark.parametrize("config, seed, stall", [(TINY, 0, 0.0), (TINY, 1, 0.3),
+                                                 (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3)],
+                         ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall"])
+def test_random_program_matches_fsim(config, seed, stall):
     """A random legal program (every instruction kind, tokens, padding) bit-exact vs fsim."""
-    program = generate(TINY, seed, SMALL)
-    expected, _ = program.run(FunctionalSimulator(TINY))
+    program = generate(config, seed, SMALL)
+    expected, _ = program.run(FunctionalSimulator(config))
     actual = program.dram.copy()
-    _, counters, memory = run_chip(TINY, actual, program.insn_offset, program.insn_count,
+    _, counters, memory = run_chip(config, actual, program.insn_offset, program.insn_count,
                                    stall=stall, seed=seed)
     assert np.array_equal(expected, actual), program.describe_difference(expected, actual)
     assert counters["dram_read_beats"] == memory.read_beats
     assert counters["dram_write_beats"] == memory.write_beats
 
 
-def test_back_to_back_micro_ops_on_one_acc_row():
+@pytest.mark.parametrize("config", [TINY, TINY_COMPACT], ids=lambda c: c.name)
+def test_back_to_back_micro_ops_on_one_acc_row(config):
     """Read-after-write hazards: GEMM and ALU micro-ops hitting the same acc row every
     cycle, and an ALU reading (src) the row the previous micro-op wrote."""
-    config = TINY
     rng = np.random.default_rng(7)
     b, bi, bo = config.batch, config.block_in, config.block_out
     inp = rng.integers(-128, 128, (4, b, bi)).astype(np.int8)
@@ -116,13 +125,13 @@ def test_back_to_back_micro_ops_on_one_acc_row():
     assert counters["alu_uops"] == 9 + 5 + 4
 
 
+@pytest.mark.parametrize("config", [TINY, TINY_COMPACT], ids=lambda c: c.name)
 @pytest.mark.parametrize("m, n, k", [(1, 1, 4), (2, 1, 3), (2, 2, 3)])
-def test_overlapping_gemm_and_alu_units(m, n, k):
+def test_overlapping_gemm_and_alu_units(config, m, n, k):
     """GEMM tiles with their REQUANT epilogues overlapped on the two units: bit-exact
     vs fsim and numpy, the units really run at once, and in fewer cycles than the
     same program with every overlap bit clear. 1x1 and 2x1 tiles put micro-ops on
     the same acc row one and two cycles apart across instruction boundaries."""
-    config = TINY
     cycles, both_busy = {}, {}
     for overlap in (True, False):
         program = overlap_program(config, tiles=4, m=m, n=n, k=k, overlap=overlap)

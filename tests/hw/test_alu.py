@@ -31,9 +31,12 @@ REQUANT_IMMS = [0, 1, 8, 31, 32, 33, 40, 63, 64, 64 + 32 + 3, 0x7FC0 | 9, -1, -3
                 -2**15, 2**15 - 1]
 
 
+@pytest.mark.parametrize("config", [TINY, TINY.replace(two_cycle_alu=1, name="tiny-two-cycle")],
+                         ids=lambda c: c.name)
 @pytest.mark.parametrize("op", list(isa.AluOp), ids=lambda op: op.name)
-def test_alu_matches_numpy(op):
-    config = TINY
+def test_alu_matches_numpy(config, op):
+    """One cycle: the result follows the inputs at once; two cycles (`two_cycle_alu`):
+    it is read after one clock edge with the inputs held."""
     lanes = config.batch * config.block_out
     dut = VectorAlu(config)
     rng = np.random.default_rng(int(op))
@@ -59,6 +62,8 @@ def test_alu_matches_numpy(op):
             for a, b in cases:
                 ctx.set(dut.a, pack(a, 32))
                 ctx.set(dut.b, pack(b, 32))
+                if config.two_cycle_alu:
+                    await ctx.tick()
                 got = unpack_signed(ctx.get(dut.result), 32, lanes)
                 np.testing.assert_array_equal(got, alu(op, a, b, imm),
                                               err_msg=f"{op.name} imm {imm} {a} {b}")

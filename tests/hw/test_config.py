@@ -41,6 +41,10 @@ def test_default_matches_vta_buffers():
     ({"event_counters": 2}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got 2"),
     ({"event_counters": -1}, r"event_counters: must be 0 \(only cycles\) or 1 \(all\), got -1"),
     ({"event_counters": True}, "event_counters: expected an integer, got True"),
+    ({"shared_load_engine": 2}, "shared_load_engine: must be 0 or 1, got 2"),
+    ({"narrow_walkers": -1}, "narrow_walkers: must be 0 or 1, got -1"),
+    ({"ram_collision_dont_care": 3}, "ram_collision_dont_care: must be 0 or 1, got 3"),
+    ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
 ])
 def test_impossible_config_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -75,8 +79,18 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
     config = PRESETS["tiny"]
     assert config.hash == "c373b04d80059c2a"   # bench/baselines/tiny.json's config_hash
     for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
-                    {"cmd_queue_depth": 0}, {"event_counters": 0}):
+                    {"cmd_queue_depth": 0}, {"event_counters": 0}, {"shared_load_engine": 1},
+                    {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
+                    {"sequencer_gap": 1}):
         assert config.replace(**changes).hash != config.hash
+
+
+def test_walker_bits_count_the_deepest_sram_only_when_narrow():
+    from vdla.hw import isa
+    config = PRESETS["tiny"]            # uop: 2048 / 4 = 512 entries, the deepest
+    assert config.walker_bits == isa.SIZE_BITS + 2
+    assert config.replace(narrow_walkers=1).walker_bits == 10
+    assert PRESETS["icebreaker"].walker_bits == 9    # uop, wgt, acc: 256 entries each
 
 
 @pytest.mark.parametrize("dram_addr_bits, count_bits", [(32, 32), (31, 28), (17, 14), (12, 9)])

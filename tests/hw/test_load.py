@@ -8,8 +8,18 @@ import numpy as np
 import pytest
 
 from vdla.hw import isa
-from vdla.hw.load import LoadEngine
+from vdla.hw.load import LoadEngine, reader_groups
 from tests.hw.amaranth_sim import TINY, TINY_WIDE_BUS, run
+
+# inp and wgt elements of one size share a reader; counters sized by the SRAMs.
+TINY_SHARED = TINY.replace(block_out=1, shared_load_engine=1, narrow_walkers=1,
+                           name="tiny-shared")
+
+
+def reader_port(dut, config, kind):
+    """The DRAM read port of the reader that loads ``kind``."""
+    group = next(g for g, kinds in reader_groups(config, dut.kinds).items() if kind in kinds)
+    return getattr(dut, f"mem_{group}")
 from tests.hw.dram_model import DramModel
 
 
@@ -33,7 +43,7 @@ async def _issue_load(ctx, dut, insn, config):
     ctx.set(dut.cmd.valid, 0)
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED], ids=lambda c: c.name)
 @pytest.mark.parametrize("kind", ["inp", "wgt"])
 def test_load_engine_padding_and_addresses(config, kind):
     rng = np.random.default_rng(zlib.crc32(f"{config.name}/{kind}".encode()))  # str hash() varies per run
@@ -70,8 +80,8 @@ def test_load_engine_padding_and_addresses(config, kind):
                 raise AssertionError("load did not finish")
             results.append(written)
 
-    run(dut, testbench, processes=[memory.process(getattr(dut, f"mem_{kind}").req,
-                                                  getattr(dut, f"mem_{kind}").data)])
+    reader = reader_port(dut, config, kind)
+    run(dut, testbench, processes=[memory.process(reader.req, reader.data)])
     reads_expected = 0
     for insn, written in zip(loads, results):
         expected = padded_expectation(dram, insn, element_bytes)
@@ -89,6 +99,58 @@ def test_load_engine_padding_and_addresses(config, kind):
     assert memory.read_beats == reads_expected
 
 
+def run_wgt_load(dut, config, insn, memory) -> dict:
+    """Run the wgt LOAD ``insn`` on ``dut`` against ``memory``: ``{entry: data}`` written
+    (each entry at most once)."""
+    written = {}
+
+    async def testbench(ctx):
+        await _issue_load(ctx, dut, insn, config)
+        while True:
+            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
+                                                      dut.sram_wgt.data))[2:]
+            if en:
+                assert addr not in written, f"entry {addr} written twice"
+                written[addr] = data
+            if not ctx.get(dut.busy):
+                break
+
+    reader = reader_port(dut, config, "wgt")
+    run(dut, testbench, processes=[memory.process(reader.req, reader.data)])
+    return written
+
+
+def test_reader_groups_follow_element_sizes():
+    assert reader_groups(TINY, ("inp", "wgt", "uop", "acc")) == {
+        "inp": ("inp",), "wgt": ("wgt",), "uop": ("uop",), "acc": ("acc",)}
+    shared = TINY.replace(shared_load_engine=1)   # inp and uop 4 bytes, wgt and acc 16
+    assert reader_groups(shared, ("inp", "wgt", "uop", "acc")) == {
+        "inp": ("inp", "uop"), "wgt": ("wgt", "acc")}
+    assert set(LoadEngine(shared, ("inp", "wgt", "uop", "acc")).signature.members) >= {
+        "mem_inp", "mem_wgt", "sram_uop", "sram_acc"}
+    assert "mem_uop" not in LoadEngine(shared, ("inp", "uop")).signature.members
+
+
+def test_narrow_walkers_fill_a_whole_sram():
+    """With ``narrow_walkers`` the counters are `HwConfig.walker_bits` wide: a padded
+    rectangle covering every entry of wgt still lands each element once, in place."""
+    config = TINY_SHARED
+    depth = config.depth("wgt")
+    assert config.walker_bits == config.depth("acc").bit_length() < 16
+    insn = isa.Load(memory_type=isa.MemType.WGT, sram_base=0, dram_base=1, y_size=2,
+                    x_size=depth // 2 - 1, x_stride=depth // 2 - 1, x_pad_left=1)
+    assert insn.padded_y * insn.padded_x == depth
+    element_bytes = config.element_bytes("wgt")
+    dram = np.random.default_rng(4).integers(0, 256, (depth + 2) * element_bytes, dtype=np.uint8)
+    memory = DramModel(dram, config.dram_bus_bits, latency=2)
+    dut = LoadEngine(config, ("inp", "wgt"))
+    written = run_wgt_load(dut, config, insn, memory)
+    expected = padded_expectation(dram, insn, element_bytes)
+    assert sorted(written) == list(range(depth))
+    for n, row in enumerate(expected):
+        assert int(written[n]).to_bytes(element_bytes, "little") == row.tobytes(), n
+
+
 def test_load_engine_splits_long_rows_into_bursts():
     from vdla.hw.layouts import MAX_BURST_BEATS
     config = TINY
@@ -99,19 +161,7 @@ def test_load_engine_splits_long_rows_into_bursts():
     dut = LoadEngine(config, ("inp", "wgt"))
     insn = isa.Load(memory_type=isa.MemType.WGT, sram_base=0, dram_base=2, y_size=1,
                     x_size=count, x_stride=count)
-    written = {}
-
-    async def testbench(ctx):
-        await _issue_load(ctx, dut, insn, config)
-        while True:
-            en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
-                                                      dut.sram_wgt.data))[2:]
-            if en:
-                written[addr] = data
-            if not ctx.get(dut.busy):
-                break
-
-    run(dut, testbench, processes=[memory.process(dut.mem_wgt.req, dut.mem_wgt.data)])
+    written = run_wgt_load(dut, config, insn, memory)
     beats = count * config.beats("wgt")
     start = 2 * element_bytes
     assert memory.read_requests == [(start, MAX_BURST_BEATS),

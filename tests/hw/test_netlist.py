@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 
@@ -60,3 +61,22 @@ def test_memories_have_one_read_and_one_write_port_and_gemm_multipliers_are_8x8(
         for name, c in cells.items()
         if c["type"] == "$mul" and "compute.gemm.core." in name.replace("\\", ""))
     assert gemm_muls == {(8, 8, 1, 1): config.macs_per_cycle}
+
+
+@pytest.mark.parametrize("preset", ["tiny", "icebreaker"])
+def test_collision_dont_care_marks_exactly_the_buffers_read_ports(preset):
+    """``ram_collision_dont_care``: every read port of inp, wgt, uop and the acc / out
+    banks has ``COLLISION_X_MASK`` all ones, FIFO storage none; off, no port has it."""
+    from vdla.hw.generate import rtlil_text
+    config = PRESETS[preset]
+    text = rtlil_text(config, keep_memory_init=False)
+    masks = collections.defaultdict(set)
+    for cell in re.findall(r"cell [$]memrd_v2 .*?\n  end", text, re.DOTALL):
+        memid = re.search(r'MEMID "[\\]+([^"]+)"', cell).group(1)
+        mask = re.search(r"COLLISION_X_MASK \d+'([01]+)", cell).group(1)
+        masks[memid].add(set(mask) == {"1"})
+    buffers = {"inp_mem", "wgt_mem", "uop_mem_gemm", "uop_mem_alu", "bank0"}
+    assert buffers <= set(masks) and "storage" in masks
+    marked = bool(config.ram_collision_dont_care)
+    assert all(masks[name] == {marked} for name in buffers), dict(masks)
+    assert masks["storage"] == {False}

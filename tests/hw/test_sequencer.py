@@ -10,6 +10,8 @@ from vdla.hw.config import PRESETS
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
 TINY = PRESETS["tiny"]
+# The same walk, taking each instruction only once idle (`HwConfig.sequencer_gap`).
+CONFIGS = [TINY, TINY.replace(sequencer_gap=1, name="tiny-gap")]
 
 
 def reference(insn: dict, kinds) -> list[tuple]:
@@ -35,10 +37,10 @@ def random_instruction(rng, config, kinds) -> dict:
     return insn
 
 
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 @pytest.mark.parametrize("with_wgt", [True, False], ids=["gemm", "alu"])
 @pytest.mark.parametrize("paced", [False, True], ids=["full_rate", "paced"])
-def test_sequencer_walks_back_to_back_loop_nests(with_wgt, paced):
-    config = TINY
+def test_sequencer_walks_back_to_back_loop_nests(config, with_wgt, paced):
     kinds = index_kinds(with_wgt)
     dut = LoopSequencer(config, with_wgt)
     rng = np.random.default_rng(7 + with_wgt + 2 * paced)
@@ -79,9 +81,10 @@ def test_sequencer_walks_back_to_back_loop_nests(with_wgt, paced):
     assert cycles["busy"] == micro_ops
 
 
-def test_sequencer_paces_and_chains_without_bubbles():
-    """Full rate: one micro-op every cycle across instructions; paced: every other cycle."""
-    config = TINY
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_sequencer_paces_and_chains_without_bubbles(config):
+    """Full rate: one micro-op every cycle across instructions (with ``sequencer_gap``,
+    one idle cycle between them); paced: every other cycle."""
     kinds = index_kinds(True)
     insn = {"uop_begin": 0, "uop_end": 3, "iter_out": 2, "iter_in": 1}
     insn.update({f"{k}_factor_{side}": 1 for k in kinds for side in ("out", "in")})
@@ -108,4 +111,6 @@ def test_sequencer_paces_and_chains_without_bubbles():
         sim.add_testbench(testbench)
         sim.run()
         assert len(valid_cycles) == 12
-        assert np.diff(valid_cycles).tolist() == [spacing] * 11, (paced, valid_cycles)
+        boundary = spacing + 1 if config.sequencer_gap and not paced else spacing
+        assert np.diff(valid_cycles).tolist() == [spacing] * 5 + [boundary] + [spacing] * 5, (
+            paced, valid_cycles)
