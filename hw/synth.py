@@ -17,11 +17,12 @@ Two depths of answer:
 `place_and_route`
     Synthesis, then nextpnr with a target clock: whether the design places
     and routes on the device, nextpnr's utilisation, and the Fmax nextpnr's
-    timing analysis reaches per clock domain. The accelerator core is placed
-    out of context on ECP5 (its hundreds of ports are not pins).
-    ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 the core is
-    placed inside the board top (`hw.board_top`: the accelerator, on-chip
-    memory and the UART link: three pins).
+    timing analysis reaches per clock domain. A board preset is placed as its
+    board's top (`hw.board_top`: the accelerator, on-chip memory and the UART
+    link: three pins), as its bitstream builds it. Any other config: the
+    accelerator core out of context on ECP5 (its hundreds of ports are not
+    pins); ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 inside a
+    board top.
 
 Results are cached under ``cache_root()/synth``, keyed by a digest of the
 RTLIL text, the target, device, stage, clock goal, the tool versions and this
@@ -533,11 +534,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
                     clock_mhz: float | None = None) -> SynthReport:
     """Synthesis, placement and routing of ``config`` with nextpnr; Fmax per clock domain.
 
-    On ECP5 the accelerator core is placed out of context. On iCE40
-    (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
-    core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
-    the `hw.boards` board with that part (the iCEBreaker's UP5K: 128 KiB in its
-    single-port RAMs).
+    A board preset (the config of a `hw.boards` board with that part, e.g.
+    ``ulx3s`` on the LFE5U-85F) is placed as the board top its bitstream
+    builds: the core with `hw.board_top.BoardTop`'s UART link and the board's
+    on-chip memory. Any other config is placed as the accelerator core alone:
+    on ECP5 out of context; on iCE40 (nextpnr-ice40 has no out-of-context mode)
+    inside the board top of the board with that part (the iCEBreaker's UP5K:
+    128 KiB in its single-port RAMs), or a default board top.
 
     Parameters
     ----------
@@ -556,11 +559,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     from vdla.hw.generate import TOP_NAME
 
     def run() -> SynthReport:
-        if target == "ice40":
-            from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-            from vdla.hw.boards import BOARDS
-            part = _device(target, device).name
-            board = next((board for board in BOARDS.values() if board.device == part), None)
+        from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
+        from vdla.hw.boards import BOARDS
+        part = _device(target, device).name
+        on_part = [board for board in BOARDS.values() if board.device == part]
+        preset_of = next((board for board in on_part if board.config.same_hardware(config)), None)
+        if preset_of is not None or target == "ice40":
+            board = preset_of or (on_part[0] if on_part else None)
             rtlil = board.rtlil(config) if board else board_rtlil(config)
             return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
                                     clock_mhz=clock_mhz, top_kind="board")
