@@ -6,12 +6,14 @@ Usage::
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
-board's part (`hw.boards.BOARDS`); `default` as the accelerator core alone, out
+board's part (`hw.boards.BOARDS`) with its board's clock as the goal, as
+`hw.synth.place_and_route` does; `default` as the accelerator core alone, out
 of context, on an LFE5U-85F. ResNet-18 C2–C11 cycles (sum of cycles x uses)
 come from ``bench/baselines/<config>.json`` when it matches the config, else
 from a run on the RTL tier; milliseconds are those cycles at the reported
 Fmax. Prints a markdown table and writes ``benchmarks/results/synth.json``
-(with the command that made it).
+(each row with the command and commit that made it; rows of configs not
+measured in this run are kept).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from vdla.bench.suite import baseline_path, load_baseline, run_bench
 from vdla.compiler.workloads import RESNET18
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.synth import estimate, place_and_route, record_fmax, synthesize_rtlil
+from vdla.hw.synth import estimate, place_and_route, synthesize_rtlil
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,13 +50,14 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
 
 
 def board_report(name: str, estimate_only: bool):
-    """`hw.synth` report of a board preset's board top on its board's part."""
+    """`hw.synth` report of a board preset's board top on its board's part (placed at
+    the board's clock, as `place_and_route` places a board preset)."""
     from vdla.hw.board_top import BOARD_TOP_NAME
     board = next(b for b in BOARDS.values() if b.preset == name)
-    report = synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
-                              place=not estimate_only, top_kind="board")
-    record_fmax(board.config, report)
-    return report, board
+    if not estimate_only:
+        return place_and_route(board.config, board.target, board.device), board
+    return synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
+                            top_kind="board"), board
 
 
 def main() -> int:
@@ -64,6 +67,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))
     args = parser.parse_args()
+    command = "python benchmarks/synth.py " + " ".join(sys.argv[1:])
     rows = []
     for name in args.configs.split(","):
         config = PRESETS[name]
@@ -78,7 +82,8 @@ def main() -> int:
         cycles, source = resnet18_cycles(config, args.jobs)
         milliseconds = (cycles / (report.fmax_mhz * 1e3)
                         if cycles and report.fmax_mhz else None)
-        rows.append({"config": name, "what": where, "report": report.to_dict(),
+        rows.append({"config": name, "command": command, "what": where,
+                     "report": report.to_dict(),
                      "resnet18_cycles": cycles, "cycles_from": source,
                      "resnet18_ms_at_fmax": milliseconds,
                      "seconds": round(time.monotonic() - began, 1)})
@@ -98,10 +103,18 @@ def main() -> int:
               f"{fmax} | {cycles} | {ms} |")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    result = {"command": "python benchmarks/synth.py " + " ".join(sys.argv[1:]),
-              "commit": commit, "measured": time.strftime("%Y-%m-%d"),
-              "python": platform.python_version(), "rows": rows}
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n")
+    for row in rows:
+        row.update(commit=commit, measured=time.strftime("%Y-%m-%d"))
+    # Rows of configs this run did not measure stay, each with its own command.
+    output = Path(args.output)
+    earlier = json.loads(output.read_text()) if output.exists() else {}
+    measured = {row["config"] for row in rows}
+    kept = [{"command": earlier.get("command"), "commit": earlier.get("commit"),
+             "measured": earlier.get("measured"), **row}
+            for row in earlier.get("rows", []) if row["config"] not in measured]
+    result = {"command": command, "commit": commit, "measured": time.strftime("%Y-%m-%d"),
+              "python": platform.python_version(), "rows": kept + rows}
+    output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output}")
     return 0
 

