@@ -323,7 +323,7 @@ PRESETS: dict[str, HwConfig] = {
     # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
-    # LUTs of that core's 31 k. Its board top: 16.7 k LUTs, 8.9 k FFs, 124
+    # LUTs of that core's 31 k. Its board top: 16.6 k LUTs, 8.9 k FFs, 124
     # block RAMs (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed
     # (router1) at 45.5 MHz, so the board runs at 35 MHz; 100 MHz needs the ALU
     # split over two stages: benchmarks/README.md, "Synthesis, Fmax and time".
