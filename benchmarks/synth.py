@@ -6,7 +6,8 @@ Usage::
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
-board's part (`hw.boards.BOARDS`); `default` as the accelerator core alone, out
+board's part (`hw.boards.BOARDS`) with its board's clock as the goal, as
+`hw.synth.place_and_route` does; `default` as the accelerator core alone, out
 of context, on an LFE5U-85F. ResNet-18 C2–C11 cycles (sum of cycles x uses)
 come from ``bench/baselines/<config>.json`` when it matches the config, else
 from a run on the RTL tier; milliseconds are those cycles at the reported
@@ -30,7 +31,7 @@ from vdla.bench.suite import baseline_path, load_baseline, run_bench
 from vdla.compiler.workloads import RESNET18
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.synth import estimate, place_and_route, record_fmax, synthesize_rtlil
+from vdla.hw.synth import estimate, place_and_route, synthesize_rtlil
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,13 +54,14 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
 
 
 def board_report(name: str, estimate_only: bool):
-    """`hw.synth` report of a board preset's board top on its board's part."""
+    """`hw.synth` report of a board preset's board top on its board's part (placed at
+    the board's clock, as `place_and_route` places a board preset)."""
     from vdla.hw.board_top import BOARD_TOP_NAME
     board = next(b for b in BOARDS.values() if b.preset == name)
-    report = synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
-                              place=not estimate_only, top_kind="board")
-    record_fmax(board.config, report)
-    return report, board
+    if not estimate_only:
+        return place_and_route(board.config, board.target, board.device), board
+    return synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
+                            top_kind="board"), board
 
 
 def kept_rows(path: Path, measured: set[str]) -> list[dict]:
@@ -80,6 +82,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))
     args = parser.parse_args()
+    command = "python benchmarks/synth.py " + " ".join(sys.argv[1:])
     rows = []
     for name in args.configs.split(","):
         config = PRESETS[name]
@@ -94,7 +97,8 @@ def main() -> int:
         cycles, source = resnet18_cycles(config, args.jobs)
         milliseconds = (cycles / (report.fmax_mhz * 1e3)
                         if cycles and report.fmax_mhz else None)
-        rows.append({"config": name, "what": where, "report": report.to_dict(),
+        rows.append({"config": name, "what": where,
+                     "report": report.to_dict(),
                      "resnet18_cycles": cycles, "cycles_from": source,
                      "resnet18_ms_at_fmax": milliseconds,
                      "seconds": round(time.monotonic() - began, 1)})
@@ -114,8 +118,7 @@ def main() -> int:
               f"{fmax} | {cycles} | {ms} |")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    provenance = {"command": "python benchmarks/synth.py " + " ".join(sys.argv[1:]),
-                  "commit": commit, "measured": time.strftime("%Y-%m-%d")}
+    provenance = {"command": command, "commit": commit, "measured": time.strftime("%Y-%m-%d")}
     rows = [{**row, **provenance} for row in rows]
     result = {**provenance, "python": platform.python_version(),
               "rows": kept_rows(Path(args.output), {row["config"] for row in rows}) + rows}

@@ -28,7 +28,8 @@ __all__ = ["synth", "bitstream", "board_header"]
 @click.option("--estimate", is_flag=True,
               help="Synthesis only (no place and route): resources in seconds, no Fmax.")
 @click.option("--clock-mhz", type=float, default=None,
-              help="Clock goal for place and route (default 100 on ecp5, 30 on ice40).")
+              help="Clock goal for place and route (default: a board preset's board clock, "
+                   "else 100 on ecp5, 30 on ice40).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-': standard output).")
 def synth(config, target, device, estimate, clock_mhz, json_path):
@@ -69,7 +70,7 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=float, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's, e.g. "
-                   "100 on ulx3s-85f, 20 on icebreaker).")
+                   "35 on ulx3s-85f, 20 on icebreaker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bitstream(board, config, output, clock_mhz, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""

@@ -1,16 +1,20 @@
 """On-chip memory standing in for DRAM on a board: the accelerator's memory port
 served from block RAM, and a byte port for the host link.
 
-The memory is ``memory_bytes`` deep in words of the DRAM bus width, in banks
-of one of the `MEMORY_KINDS`: ``"bram"``, banks of `BANK_WORDS` words, each
-with one read port and one byte-enabled write port (what ECP5 and iCE40 block
-RAMs offer); ``"spram"``, banks of `SPRAM_WORDS` words with one port shared by
-reads and byte-enabled writes (the iCE40 UP5K's four 16K x 16 single-port
-RAMs, SB_SPRAM256KA, side by side to the bus width): there a write takes the
-port and an accelerator read waits for the next cycle. Reads are pipelined
-(`read_latency`): a block RAM's output is registered before it meets the bank
-multiplexer; an SPRAM's is not (it is fast next to the iCE40's slow clock, and
-the 64 flip-flops are scarce there).
+The memory is ``memory_bytes`` deep in words of the DRAM bus width, of one of
+the `MEMORY_KINDS`: ``"bram"``, one memory with one read port and one
+byte-enabled write port (what ECP5 and iCE40 block RAMs offer) as deep as the
+whole memory, which Yosys slices by bits: on ECP5, 128 KiB on a 64-bit bus are
+64 DP16KD of 16K x 1, each holding one bit of every word, so a word is read
+from all of them at once and no multiplexer gathers it from banks (32 banks of
+512 words, each with its own output register and a 32-to-1 read multiplexer
+after them, made the `ulx3s` board top 3.6 k LUT4s and 2.8 k flip-flops
+larger: benchmarks/README.md, "Synthesis, Fmax and time"); ``"spram"``,
+banks of `SPRAM_WORDS` words with one port shared by reads and byte-enabled
+writes (the iCE40 UP5K's four 16K x 16 single-port RAMs, SB_SPRAM256KA, side
+by side to the bus width): there a write takes the port and an accelerator
+read waits for the next cycle. Reads are pipelined (`read_latency`): the RAM
+reads, then the addressed bank's word is registered.
 ``host_owns`` chooses who drives the ports: the host link between programs,
 the accelerator while one runs; the two never use them at once, so no
 arbitration is needed.
@@ -43,8 +47,6 @@ from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
 
 __all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
 
-# Words per bank: one ECP5 DP16KD deep (512 x 36), two iCE40 SB_RAM40_4K.
-BANK_WORDS = 512
 # Words per single-port bank: one iCE40 SB_SPRAM256KA deep (16K x 16).
 SPRAM_WORDS = 16 * 1024
 MEMORY_KINDS = ("bram", "spram")
@@ -52,8 +54,10 @@ MEMORY_KINDS = ("bram", "spram")
 
 def read_latency(kind: str) -> int:
     """Cycles from a read's address to its word in the last pipeline register:
-    the RAM's read, for block RAM the bank's own output register, the word register."""
-    return 2 if kind == "spram" else 3
+    the RAM's read, then the word register (the same for every kind)."""
+    if kind not in MEMORY_KINDS:
+        raise ValueError(f"kind: one of {', '.join(MEMORY_KINDS)}, got {kind!r}")
+    return 2
 
 
 class OnChipMemory(wiring.Component):
@@ -100,7 +104,7 @@ class OnChipMemory(wiring.Component):
         depth = self.memory_bytes // bus_bytes
         word_shift = log2(bus_bytes)
         single_port = self.kind == "spram"
-        bank_words = min(depth, SPRAM_WORDS if single_port else BANK_WORDS)
+        bank_words = min(depth, SPRAM_WORDS) if single_port else depth
         bank_bits = log2(bank_words)
         banks = []
         for index in range(depth // bank_words):
@@ -123,16 +127,14 @@ class OnChipMemory(wiring.Component):
                             Mux(beat, self.wr_data.payload.strb, 0))
 
         # ------------------------------------------------ the read pipeline
-        # Cycle 1: every bank reads. Cycle 2 (block RAM only): each bank's word
-        # is registered (a block RAM's slow output drives only its own register).
-        # Then the addressed bank's word is registered. Then a small FIFO towards
-        # the accelerator: backpressure needs no hold logic on the RAM.
+        # Cycle 1: every bank reads. Cycle 2: the addressed bank's word is
+        # registered. Then a small FIFO towards the accelerator: backpressure
+        # needs no hold logic on the RAM.
         latency = read_latency(self.kind)
         index_bits = max(1, log2(len(banks)))
         bank_select = read_address[bank_bits:bank_bits + index_bits]
         write_bank = write_address[bank_bits:bank_bits + index_bits]
-        stage_bank = [Signal(range(len(banks)), name=f"stage{i}_bank") for i in (1, 2)]
-        bank_data = [Signal(config.dram_bus_bits, name=f"bank{i}_data") for i in range(len(banks))]
+        read_bank = Signal(range(len(banks)))
         word = Signal(config.dram_bus_bits)
         # Writes reach the banks one cycle after they are accepted, from registers:
         # the address and data fan out to every bank from one flip-flop each.
@@ -141,7 +143,7 @@ class OnChipMemory(wiring.Component):
         m.d.sync += [stored_address.eq(write_address[:bank_bits]), stored_data.eq(write_data)]
         writing = Signal()   # a write reaches a bank this cycle
         bank_strobes = []
-        for (read, write), data, index in zip(banks, bank_data, range(len(banks))):
+        for index, (read, write) in enumerate(banks):
             strobes = Signal(bus_bytes, name=f"bank{index}_strobes")
             bank_strobes.append(strobes)
             m.d.sync += strobes.eq(Mux(write_bank == index, write_strobes, 0)
@@ -157,14 +159,9 @@ class OnChipMemory(wiring.Component):
                                            read_address[:bank_bits])),
                              read.addr.eq(shared), write.addr.eq(shared),
                              read.en.eq(strobes == 0)]
-            if latency == 3:
-                m.d.sync += data.eq(read.data)
-            else:   # the SPRAM holds its output until its next read
-                m.d.comb += data.eq(read.data)
         m.d.comb += writing.eq(Cat(bank_strobes).any() if single_port else 0)
-        m.d.sync += [stage_bank[0].eq(bank_select if len(banks) > 1 else 0),
-                     stage_bank[1].eq(stage_bank[0]),
-                     word.eq(Array(bank_data)[stage_bank[latency - 2]])]
+        m.d.sync += [read_bank.eq(bank_select if len(banks) > 1 else 0),
+                     word.eq(Array(read.data for read, _ in banks)[read_bank])]
 
         # ------------------------------------------------ accelerator reads
         # Read data buffered towards the accelerator: enough to keep one beat per

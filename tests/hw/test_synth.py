@@ -180,3 +180,32 @@ def test_config_reports_are_remembered_and_record_fmax(tmp_path, monkeypatch):
     assert placed.fits and placed.fmax_mhz and conversions == ["tiny", "tiny"]
     assert synth.clock_for(tiny) == (placed.fmax_mhz, "Fmax of config tiny placed on ecp5 "
                                                       "LFE5U-85F (core), vdla hw synth")
+
+
+def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
+    """`place_and_route` of ``ulx3s`` places the ULX3S board top (as its bitstream
+    builds it), of any other config on ECP5 the core out of context."""
+    import vdla.hw.synth as synth
+    from vdla.hw.board_top import BOARD_TOP_NAME
+    from vdla.hw.boards import BOARDS, Board
+    from vdla.hw.config import PRESETS
+    from vdla.hw.generate import TOP_NAME
+    monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
+    built = []
+
+    def small_board(board, config=None):  # stand-ins sized apart, to tell them in the report
+        built.append((board.name, (config or board.config).name))
+        return rtlil.convert(Registers(24), name=BOARD_TOP_NAME, emit_src=False)
+
+    monkeypatch.setattr(Board, "rtlil", small_board)
+    monkeypatch.setattr(synth, "_core_rtlil", lambda config: rtlil.convert(
+        Registers(12), name=TOP_NAME, emit_src=False))
+    ulx3s = synth.place_and_route(PRESETS["ulx3s"], "ecp5", clock_mhz=80)
+    assert ulx3s.top == "board" and ulx3s.ffs == 24 and built == [("ulx3s-85f", "ulx3s")]
+    assert BOARDS["ulx3s-85f"].device == ulx3s.device
+    # Without a clock goal, the board's clock: the one its bitstream must meet.
+    at_board_clock = synth.place_and_route(PRESETS["ulx3s"], "ecp5")
+    assert at_board_clock.clock_mhz == BOARDS["ulx3s-85f"].clock_mhz
+    tiny = synth.place_and_route(PRESETS["tiny"], "ecp5", clock_mhz=80)
+    assert tiny.top == "core" and tiny.ffs == 12 and len(built) == 2
