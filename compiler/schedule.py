@@ -476,6 +476,12 @@ def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: i
     return instructions * (latency + 4 + rows * per_row)
 
 
+def _chunk_loads(plan: TilePlan) -> dict:
+    """`compiler.lower.chunk_loads`, imported here because lowering imports this module."""
+    from vdla.compiler.lower import chunk_loads
+    return chunk_loads(plan)
+
+
 def estimate_cost(plan: TilePlan) -> float:
     """Estimated cycles of a plan (lower is better).
 
@@ -513,15 +519,13 @@ def _estimate(plan: TilePlan) -> tuple[float, float]:
     tiles = math.prod(counts[a] for a in AXES)
     slot = plan.slot_entries()
     inp_loads, wgt_loads = operand_loads(plan)
-    # Input: one LOAD per (batch, channel) plane of the tile, rows merged when
-    # whole; per input row when columns are compacted.
-    rows, cols = plan.input_rows, plan.input_cols
-    planes = tile["b"] * tile["c"]
-    if plan.compact[1]:
-        inp = _load_cycles(config, planes * rows, tile["w"], kw, "inp")
-    else:
-        inp = _load_cycles(config, planes, rows, cols, "inp")
-    wgt = _load_cycles(config, 1, 1, slot["wgt"], "wgt")
+    # A chunk's loads as the DMA pass emits them: it merges the rows and planes
+    # of a box into as few transfers as DRAM contiguity allows.
+    # Zero padding is written into the SRAM rows like data.
+    loads = _chunk_loads(plan)
+    inp, wgt = (sum(_load_cycles(config, 1, load.y_size + load.y_pad_top + load.y_pad_bottom,
+                                 load.x_size + load.x_pad_left + load.x_pad_right, kind)
+                    for load in loads[kind]) for kind in ("inp", "wgt"))
     load = (inp_loads * inp + wgt_loads * wgt) / tiles
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
