@@ -615,11 +615,11 @@ def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
 
 # ---------------------------------------------------------------- the default search
 # The default search ranks without the epilogue stalls: they are real (tiny's
-# C4 with 112-entry slots on 64-row banks: 22.5k measured, 23k estimated), but
-# the smaller output tiles that avoid them load more, and on a narrow bus the
-# estimate undercounts those loads (DRAM contention it does not model): with the
-# stalls, tiny's C4 and C7 defaults moved to schedules 18 % slower. The tuners
-# measure, so they rank with them.
+# C4 with 112-entry slots on 64-row banks: 22,529 cycles measured, 23,040
+# estimated), but the smaller output tiles that avoid them load more, and on a
+# narrow bus the estimate undercounts those loads (the load unit waits on DRAM
+# for 73 % of its busy cycles there): with the stalls, tiny's C4 and C7 defaults
+# moved to schedules 18 % slower. The tuners measure, so they rank with them.
 _DEFAULT_EPILOGUE_STALLS = False
 # The loop orders the default search tries: output channels innermost (input
 # tiles reused) or outermost (weights reused).
