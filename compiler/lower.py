@@ -26,7 +26,7 @@ from vdla.compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nes
 from vdla.compiler.schedule import TilePlan
 from vdla.hw import isa
 
-__all__ = ["lower", "tile_ranges"]
+__all__ = ["lower", "tile_ranges", "chunk_loads"]
 
 
 def tile_ranges(extent: int, size: int) -> list[tuple[int, int]]:
@@ -98,6 +98,33 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
             Copy("store", "out", grids["out"], (b0, k0, h0, w0), (nb, nk, nh, nw), "out", acc)])
         tiles.append(Tile(index, steps, epilogue, store, reset=reset))
     return ir.Function(name, config, plan, buffers, tiles)
+
+
+def chunk_loads(plan: TilePlan) -> dict[str, list[isa.Load]]:
+    """The LOADs of one reduction chunk of a typical tile: ``{"inp": [...], "wgt": [...]}``.
+
+    The instructions the DMA pass emits for the copies `lower` builds, for the
+    tile second along each axis cut into three or more tiles and first along
+    the others (an inner tile where there is one: edge tiles are smaller or
+    padded), with a full chunk. The cost model counts DRAM time from these, so
+    it sees how the DMA merges a box's rows and planes into few transfers.
+    """
+    from vdla.compiler.passes.dma import lower_copy    # passes import this module
+
+    geometry, config, blocks, tile = plan.geometry, plan.config, plan.blocks, plan.tile
+    slot = plan.slot_entries()
+    first = {axis: tile[axis] if plan.counts[axis] > 2 and axis != "c" else 0
+             for axis in "bkhwc"}
+    counts = {axis: min(tile[axis], blocks[axis] - first[axis]) for axis in "bkhwc"}
+    kh, kw = geometry.kernel
+    inp = _input_copy(plan, (blocks["b"], blocks["c"], geometry.height, geometry.width),
+                      Buffer("inp_tile", "inp", slot["inp"]),
+                      (first["b"], 0, first["h"], first["w"]),
+                      (counts["b"], counts["c"], counts["h"], counts["w"]))
+    wgt = Copy("load", "weight", (blocks["k"], blocks["c"], kh, kw), (first["k"], 0, 0, 0),
+               (counts["k"], counts["c"], kh, kw), "wgt", Buffer("wgt_tile", "wgt", slot["wgt"]))
+    return {kind: [insn.instruction for insn in lower_copy(copy)]
+            for kind, copy in (("inp", inp), ("wgt", wgt))}
 
 
 def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts, offset: int = 0) -> Copy:

@@ -6,7 +6,8 @@ order, resident operands) a vector holds what the knobs imply on this layer and
 config: tile counts and fractions of each extent, buffer use, DRAM bytes moved
 per operand, instruction and micro-op counts, the analytical cycle estimate,
 and the share of GEMM work the acc banks let run beside the epilogues
-(`TilePlan.epilogue_overlap`, which the estimate leaves out). The counts are those the cost model derives from the `TilePlan`
+(`TilePlan.epilogue_overlap`, which the estimate charges as stalls). The
+counts are those the cost model derives from the `TilePlan`
 (`compiler.schedule.operand_loads`, `estimate_cost`) rather than from
 compiling: the annealer scores thousands of points per batch, and compiling
 one costs 30 ms to seconds. Sizes are log2 and relative to the layer's ideal

@@ -235,3 +235,59 @@ def test_default_schedule_lies_in_the_declared_space(config_name):
         schedule = default_schedule(op, config)
         assert space.schedule(space.point(schedule)) == schedule
         assert space.plan(schedule) is not None
+
+
+@pytest.mark.parametrize("op, schedule", [
+    # A dense layer: the batch rows and channel blocks of a chunk are one 2D LOAD.
+    (Dense(16, 512, 256), Schedule(tile_b=16, tile_k=4, tile_c=8)),
+    # A strided 1x1 conv (compacted rows), tiles dividing the extents.
+    (Conv2d(1, 64, 32, 28, 28, kernel=1, stride=2), Schedule(tile_h=7, tile_w=14, tile_k=1,
+                                                             tile_c=2, loop_order="kbhw")),
+    # A padded 3x3 conv with odd channels: halos, edge tiles and padding.
+    (Conv2d(2, 45, 20, 9, 9, kernel=3, padding=1), Schedule(tile_h=3, tile_w=9, tile_c=1)),
+])
+def test_chunk_loads_are_the_programs_loads(op, schedule):
+    """The LOADs the cost model counts per chunk (`lower.chunk_loads`) are those of the
+    compiled program: each of its shapes occurs there once per tile and chunk where
+    every tile has that shape, and at least once otherwise."""
+    from collections import Counter
+
+    from vdla.compiler import compile_op
+    from vdla.compiler.lower import chunk_loads
+    from vdla.hw.isa import Load, MemType
+
+    config = PRESETS["default"]
+    plan = schedule.check(op.geometry(), config)
+    program = compile_op(op, config, schedule)
+
+    def shape(load):
+        return (load.y_size, load.x_size, load.y_pad_top, load.y_pad_bottom,
+                load.x_pad_left, load.x_pad_right)
+
+    emitted = Counter(shape(insn) for insn in program.instructions
+                      if isinstance(insn, Load) and insn.memory_type == MemType.INP)
+    counted = Counter(shape(load) for load in chunk_loads(plan)["inp"])
+    steps = np.prod([plan.counts[axis] for axis in "bkhwc"])
+    uniform = all(plan.blocks[axis] % plan.tile[axis] == 0 for axis in "bkhwc") \
+        and op.geometry().padding == (0, 0)
+    for key, count in counted.items():
+        assert emitted[key] > 0, key
+        if uniform:
+            assert emitted[key] == count * steps, key
+
+
+def test_epilogue_stalls_where_acc_banks_are_shared():
+    """Four threads' slots and the bias cannot each have one of 4 acc banks: the estimate
+    then charges the epilogue share on shared banks; with a bank each it charges none."""
+    from vdla.compiler.schedule import estimate_cost
+    op = Conv2d(1, 128, 256, 28, 28, kernel=1, stride=2, bias=True, shift=10, relu=True)
+    config = PRESETS["default"]
+    costs = {}
+    for threads in (3, 4):
+        plan = Schedule(tile_h=14, tile_w=2, tile_k=6, tile_c=2, virtual_threads=threads,
+                        loop_order="bkhw", resident_weights=True).check(op.geometry(), config)
+        stall = estimate_cost(plan) - estimate_cost(plan, epilogue_stalls=False)
+        costs[threads] = (plan.epilogue_overlap(), stall)
+    assert costs[3] == (1.0, 0.0)
+    overlap, stall = costs[4]
+    assert overlap < 1 and stall > 0
