@@ -229,7 +229,9 @@ def run_dse(space: DesignSpace, workloads: Sequence[Workload], *, log: str | Pat
     todo = [config for config in configs if config.hash not in done]
     own = pool is None
     pool = Pool(jobs, scheduler) if own else pool
-    records = {config.hash: done[config.hash] for config in configs if config.hash in done}
+    # a config another sweep evaluated is named as this sweep names it
+    records = {config.hash: {**done[config.hash], "name": config.name}
+               for config in configs if config.hash in done}
     try:
         tasks = [(config, list(workloads), space, area) for config in todo]
         for task, record in pool.map_unordered(_evaluate, tasks):

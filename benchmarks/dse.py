@@ -48,11 +48,11 @@ def main() -> int:
     began = time.perf_counter()
     if args.report_only:
         names = [w.name for w in workloads]
-        hashes = [config.hash for config in space.configs()[0]]
+        configs = space.configs()[0]
         latest = {r["config_hash"]: r for r in read_jsonl(log, what="DSE record",
                                                           required="config_hash")
                   if r.get("workloads") == names and r.get("schedules") == space.schedules}
-        records = [latest[h] for h in hashes if h in latest]   # the space's order
+        records = [{**latest[c.hash], "name": c.name} for c in configs if c.hash in latest]
     else:
         records = dse.run_dse(space, workloads, log=log, resume=True, jobs=args.jobs,
                               progress=lambda r: print(
