@@ -70,7 +70,7 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=float, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's, e.g. "
-                   "35 on ulx3s-85f, 20 on icebreaker).")
+                   "35 on ulx3s-85f, 18 on icebreaker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bitstream(board, config, output, clock_mhz, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""

@@ -392,7 +392,7 @@ PRESETS: dict[str, HwConfig] = {
     # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
     # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
     # RAMs. The board top packs into ~5150 of the 5280 logic cells and runs at
-    # 20 MHz (benchmarks/README.md, "iCEBreaker").
+    # 18 MHz (benchmarks/README.md, "iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
