@@ -13,8 +13,9 @@ come from ``bench/baselines/<config>.json`` when it matches the config, else
 from a run on the RTL tier; milliseconds are those cycles at the reported
 Fmax. A preset whose DRAM addresses are too narrow for a ResNet-18 layer's
 image (iCEBreaker's 128 KiB) runs with 32-bit addresses: `dram_addr_bits`
-sizes only the address and count registers, no cycle depends on it. Prints a markdown table and writes ``benchmarks/results/synth.json``
-(with the command that made it). Rows of configs not named in ``--configs``
+sizes only the address and count registers, no cycle depends on it. Prints a
+markdown table and writes ``benchmarks/results/synth.json`` (with the command
+that made it). Rows of configs not named in ``--configs``
 are kept from the file already there, each with the command, commit and date
 that measured it, so one config can be re-measured alone.
 """
@@ -104,8 +105,7 @@ def main() -> int:
         cycles, source = resnet18_cycles(config, args.jobs)
         milliseconds = (cycles / (report.fmax_mhz * 1e3)
                         if cycles and report.fmax_mhz else None)
-        rows.append({"config": name, "what": where,
-                     "report": report.to_dict(),
+        rows.append({"config": name, "what": where, "report": report.to_dict(),
                      "resnet18_cycles": cycles, "cycles_from": source,
                      "resnet18_ms_at_fmax": milliseconds,
                      "seconds": round(time.monotonic() - began, 1)})

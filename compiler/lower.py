@@ -44,9 +44,7 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     name : str
         Label of the function.
     """
-    geometry, config = plan.geometry, plan.config
-    blocks, tile = plan.blocks, plan.tile
-    kh, kw = geometry.kernel
+    config, blocks, tile = plan.config, plan.blocks, plan.tile
     slot = plan.slot_entries()
     resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
     usage = plan.usage()
@@ -58,9 +56,6 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
     buffers = [inp, wgt, acc]
     if plan.bias_entries:
         buffers.append(Buffer("bias", "acc", plan.bias_entries))
-    grids = {"data": (blocks["b"], blocks["c"], geometry.height, geometry.width),
-             "weight": (blocks["k"], blocks["c"], kh, kw),
-             "out": (blocks["b"], blocks["k"], blocks["h"], blocks["w"])}
     ranges = {axis: tile_ranges(blocks[axis], tile[axis]) for axis in "bkhwc"}
     order = plan.schedule.loop_order
     # Tiles of equal shape share their (immutable) compute nests: passes
@@ -77,12 +72,9 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
             offsets = (chunk * slot["inp"] if resident_inp else 0,
                        (k0 // tile["k"] * len(ranges["c"]) + chunk) * slot["wgt"]
                        if resident_wgt else 0)
-            load = Stage("load", index, [
-                _input_copy(plan, grids["data"], inp, (b0, c0, h0, w0), (nb, nc, nh, nw),
-                            offsets[0]),
-                Copy("load", "weight", grids["weight"], (k0, c0, 0, 0), (nk, nc, kh, kw),
-                     "wgt", wgt, offsets[1]),
-            ], chunk=chunk)
+            load = Stage("load", index, _load_copies(
+                plan, inp, wgt, dict(b=b0, k=k0, h=h0, w=w0, c=c0),
+                dict(b=nb, k=nk, h=nh, w=nw, c=nc), offsets), chunk=chunk)
             key = ("mac", nb, nk, nh, nw, nc, offsets)
             if key not in nests:
                 nests[key] = _mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
@@ -95,7 +87,8 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
         epilogue = Stage("compute", index, [ir.Epilogue(acc, nb, nk, nh * nw, k0)],
                          role="epilogue")
         store = Stage("store", index, [
-            Copy("store", "out", grids["out"], (b0, k0, h0, w0), (nb, nk, nh, nw), "out", acc)])
+            Copy("store", "out", (blocks["b"], blocks["k"], blocks["h"], blocks["w"]),
+                 (b0, k0, h0, w0), (nb, nk, nh, nw), "out", acc)])
         tiles.append(Tile(index, steps, epilogue, store, reset=reset))
     return ir.Function(name, config, plan, buffers, tiles)
 
@@ -111,20 +104,27 @@ def chunk_loads(plan: TilePlan) -> dict[str, list[isa.Load]]:
     """
     from vdla.compiler.passes.dma import lower_copy    # passes import this module
 
-    geometry, config, blocks, tile = plan.geometry, plan.config, plan.blocks, plan.tile
-    slot = plan.slot_entries()
+    blocks, tile, slot = plan.blocks, plan.tile, plan.slot_entries()
     first = {axis: tile[axis] if plan.counts[axis] > 2 and axis != "c" else 0
              for axis in "bkhwc"}
     counts = {axis: min(tile[axis], blocks[axis] - first[axis]) for axis in "bkhwc"}
+    copies = _load_copies(plan, Buffer("inp_tile", "inp", slot["inp"]),
+                          Buffer("wgt_tile", "wgt", slot["wgt"]), first, counts, (0, 0))
+    return {copy.memory: [insn.instruction for insn in lower_copy(copy)] for copy in copies}
+
+
+def _load_copies(plan: TilePlan, inp: Buffer, wgt: Buffer, first: dict, counts: dict,
+                 offsets: tuple[int, int]) -> list[Copy]:
+    """One chunk's LOAD copies, its input window and its weight block: ``first`` and
+    ``counts`` map the axes (b, k, h, w, c) to the chunk's first block and extent."""
+    geometry, blocks = plan.geometry, plan.blocks
     kh, kw = geometry.kernel
-    inp = _input_copy(plan, (blocks["b"], blocks["c"], geometry.height, geometry.width),
-                      Buffer("inp_tile", "inp", slot["inp"]),
-                      (first["b"], 0, first["h"], first["w"]),
-                      (counts["b"], counts["c"], counts["h"], counts["w"]))
-    wgt = Copy("load", "weight", (blocks["k"], blocks["c"], kh, kw), (first["k"], 0, 0, 0),
-               (counts["k"], counts["c"], kh, kw), "wgt", Buffer("wgt_tile", "wgt", slot["wgt"]))
-    return {kind: [insn.instruction for insn in lower_copy(copy)]
-            for kind, copy in (("inp", inp), ("wgt", wgt))}
+    data = (blocks["b"], blocks["c"], geometry.height, geometry.width)
+    return [_input_copy(plan, data, inp, (first["b"], first["c"], first["h"], first["w"]),
+                        (counts["b"], counts["c"], counts["h"], counts["w"]), offsets[0]),
+            Copy("load", "weight", (blocks["k"], blocks["c"], kh, kw),
+                 (first["k"], first["c"], 0, 0), (counts["k"], counts["c"], kh, kw), "wgt", wgt,
+                 offsets[1])]
 
 
 def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts, offset: int = 0) -> Copy:
