@@ -42,8 +42,11 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true",
                         help="report the configurations the log holds, evaluate nothing")
     args = parser.parse_args()
-    space = dse.load_space(args.space)
-    workloads = select_workloads(args.layers)
+    try:
+        space = dse.load_space(args.space)
+        workloads = select_workloads(args.layers)
+    except ValueError as error:   # DseError, or an unknown layer
+        parser.error(str(error))
     log = RESULTS / "dse_log.jsonl"
     began = time.perf_counter()
     if args.report_only:
@@ -73,6 +76,7 @@ def main() -> int:
               "metric": args.metric, "seconds": round(time.perf_counter() - began, 1),
               "configs": records, "front": [r["name"] for r in front]}
     plot = args.output.with_suffix(".png")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=1))
     pareto(records, front, args.metric, plot)
     print(f"* Pareto front: {len(front)} of {len(records)} configurations; "
