@@ -37,10 +37,11 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
-                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0}
+                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
+                 "gemm_operand_stage": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "sequencer_gap", "two_cycle_alu")
+             "sequencer_gap", "two_cycle_alu", "gemm_operand_stage")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -123,6 +124,12 @@ class HwConfig(JsonRecord):
         and issues one every other cycle, as it already does for micro-ops
         that read two acc operands; halves the rate of ALU instructions with
         an immediate operand, and halves the ALU's longest path.
+    gemm_operand_stage : int
+        1: the GEMM unit registers the inp and wgt block RAMs' read data before
+        its multipliers, and reads acc[dst] a cycle later to match
+        (`hw.unit_pipeline`): a GEMM micro-op takes one more cycle from issue
+        to write, at the same rate. On ECP5 the path from a block RAM through
+        a multiplier was the core's longest once the ALU was split.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -152,6 +159,7 @@ class HwConfig(JsonRecord):
     ram_collision_dont_care: int = 0
     sequencer_gap: int = 0
     two_cycle_alu: int = 0
+    gemm_operand_stage: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -380,7 +388,9 @@ PRESETS: dict[str, HwConfig] = {
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
-                      cmd_queue_depth=8, token_queue_depth=32, name="ulx3s"),
+                      cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
+                      ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
+                      name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8

@@ -44,6 +44,12 @@ With ``HwConfig.two_cycle_alu`` the ALU unit paces every instruction and a
 micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU; the second cycle
 is called S5b below and takes S5's place towards S6 and the forwarding).
 
+With ``HwConfig.gemm_operand_stage`` the GEMM unit has a stage S2r between
+S2 and S3: it registers the inp and wgt data (so no path runs from a block
+RAM into a multiplier) and reads acc[dst], whose data S3 takes as above.
+Everything from the acc read on is as in the table, forwarding included; a
+micro-op is a cycle longer in flight.
+
 ``completes`` pulses when an instruction's last micro-op (or its write-less
 marker, for an empty loop) leaves S5 (S5b), the cycle before its S6 write: whatever
 waits on it (the other unit's next instruction, a token to store) reads acc
@@ -224,11 +230,23 @@ class UnitPipeline(wiring.Component):
             m.d.sync += s2[k].eq(getattr(uop, k) + s1[k])
         # Reads only for a micro-op that uses them: idle cycles copy no wide
         # SRAM words in simulation.
+        operand_stage = gemm and bool(config.gemm_operand_stage)
         reads = s2["valid"] & ~s2["control"].reset
-        m.d.comb += [self.acc_read.addr.eq(s2["dst"]), self.acc_read.en.eq(reads)]
+        if not operand_stage:
+            m.d.comb += [self.acc_read.addr.eq(s2["dst"]), self.acc_read.en.eq(reads)]
         if gemm:
             m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads),
                          self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads)]
+        operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data} if gemm else {}
+        if operand_stage:
+            # S2r: the inp / wgt data registered; acc[dst] read here, so that from
+            # this read on the pipeline and its forwarding are the ones below.
+            s2 = stage(s2, "s2r", ("dst",))
+            for kind, value in operands.items():
+                operands[kind] = Data(len(value), name=f"s2r_{kind}")
+                m.d.sync += operands[kind].eq(value)
+            m.d.comb += [self.acc_read.addr.eq(s2["dst"]),
+                         self.acc_read.en.eq(s2["valid"] & ~s2["control"].reset)]
 
         # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
@@ -286,7 +304,7 @@ class UnitPipeline(wiring.Component):
         if gemm:
             m.submodules.core = core = GemmCore(config)
             assert core.LATENCY == 2   # S3 multiplies, S4 sums: the product is ready in S5
-            m.d.comb += [core.inp.eq(self.inp_read.data), core.wgt.eq(self.wgt_read.data)]
+            m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
             computed = Cat(*((a.word_select(e, scalar_bits)
                               + core.product.word_select(e, scalar_bits))[:scalar_bits]
                              for e in range(scalars)))

@@ -27,6 +27,8 @@ TINY = PRESETS["tiny"]
 TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
                             sequencer_gap=1, two_cycle_alu=1, cmd_queue_depth=0,
                             fetch_buffer_depth=1, name="tiny-compact")
+# `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them).
+TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, name="tiny-pipelined")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):
@@ -66,8 +68,10 @@ SMALL = GeneratorOptions(actions=(6, 12), max_uops_per_insn=24, max_load_element
 
 
 @pytest.mark.parametrize("config, seed, stall", [(TINY, 0, 0.0), (TINY, 1, 0.3),
-                                                 (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3)],
-                         ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall"])
+                                                 (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3),
+                                                 (TINY_PIPELINED, 4, 0.3)],
+                         ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall",
+                              "pipelined-4-stall"])
 def test_random_program_matches_fsim(config, seed, stall):
     """A random legal program (every instruction kind, tokens, padding) bit-exact vs fsim."""
     program = generate(config, seed, SMALL)
@@ -80,7 +84,8 @@ def test_random_program_matches_fsim(config, seed, stall):
     assert counters["dram_write_beats"] == memory.write_beats
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_COMPACT], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_COMPACT, TINY_PIPELINED],
+                         ids=lambda c: c.name)
 def test_back_to_back_micro_ops_on_one_acc_row(config):
     """Read-after-write hazards: GEMM and ALU micro-ops hitting the same acc row every
     cycle, and an ALU reading (src) the row the previous micro-op wrote."""
@@ -125,7 +130,8 @@ def test_back_to_back_micro_ops_on_one_acc_row(config):
     assert counters["alu_uops"] == 9 + 5 + 4
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_COMPACT], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_COMPACT, TINY_PIPELINED],
+                         ids=lambda c: c.name)
 @pytest.mark.parametrize("m, n, k", [(1, 1, 4), (2, 1, 3), (2, 2, 3)])
 def test_overlapping_gemm_and_alu_units(config, m, n, k):
     """GEMM tiles with their REQUANT epilogues overlapped on the two units: bit-exact

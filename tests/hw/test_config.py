@@ -81,7 +81,7 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
     for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
                     {"cmd_queue_depth": 0}, {"event_counters": 0}, {"shared_load_engine": 1},
                     {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
-                    {"sequencer_gap": 1}):
+                    {"sequencer_gap": 1}, {"two_cycle_alu": 1}, {"gemm_operand_stage": 1}):
         assert config.replace(**changes).hash != config.hash
 
 
