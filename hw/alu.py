@@ -17,14 +17,11 @@ With ``HwConfig.two_cycle_alu`` it is two stages, for a slow FPGA (on iCE40
 the one-stage ALU's adder, shifter, comparator and multiplexers take ~60 ns):
 the inputs are held for two cycles and ``result`` is valid in the second. The
 first cycle registers, per lane, the shifter's operand (``a + b`` for ADD and
-REQUANT, ``a`` or ``a`` reversed for the shifts, for MUL the product of the
-operands' low halves), MUL's two cross products of a low and a high half (only
-their low halves reach the result) and ``a < b``; so no carry chain follows a
-multiplier in either cycle. The second shifts (ADD by 0), adds MUL's cross
-products into the upper half, and REQUANT compares the registered sum against
-the clip bounds shifted left by its amount, beside the shifter instead of
-after it (``x >> s > 127`` exactly when ``x >= 128 << s``, ``x >> s < lo``
-when ``x < lo << s``).
+REQUANT, the product for MUL, ``a`` or ``a`` reversed for the shifts) and
+``a < b``; the second shifts (ADD and MUL by 0), and REQUANT compares the
+registered sum against the clip bounds shifted left by its amount, beside the
+shifter instead of after it (``x >> s > 127`` exactly when ``x >= 128 << s``,
+``x >> s < lo`` when ``x < lo << s``).
 """
 
 from __future__ import annotations
@@ -113,26 +110,20 @@ class VectorAlu(wiring.Component):
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
-            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")   # ADD: 0
+            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")   # ADD, MUL: 0
             with m.Switch(op):
                 with m.Case(AluOp.REQUANT):
                     m.d.comb += amount.eq(self.imm[:SHIFT_MASK_BITS])
                 with m.Case(AluOp.SHR, AluOp.SHL):
                     m.d.comb += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
-            # First cycle: the shifter's operand (MUL: the low halves' product),
-            # MUL's cross products and the comparison, registered.
-            half = bits // 2
-            a_low, a_high = a.as_unsigned()[:half], a.as_unsigned()[half:]
-            b_low, b_high = b.as_unsigned()[:half], b.as_unsigned()[half:]
+            # First cycle: the shifter's operand and the comparison, registered.
             operand = Signal(bits, name=f"shift_in_{e}")
-            cross = [Signal(bits - half, name=f"cross_{e}_{i}") for i in range(2)]
             less = Signal(name=f"less_{e}")
-            m.d.sync += [cross[0].eq(a_low * b_high), cross[1].eq(a_high * b_low)]
             with m.Switch(op):
                 with m.Case(AluOp.ADD, AluOp.REQUANT):
                     m.d.sync += operand.eq(a.as_unsigned() + b.as_unsigned())
                 with m.Case(AluOp.MUL):
-                    m.d.sync += operand.eq(a_low * b_low)
+                    m.d.sync += operand.eq((a.as_unsigned() * b.as_unsigned())[:bits])
                 with m.Case(AluOp.SHL):
                     m.d.sync += operand.eq(a.as_unsigned()[::-1])
                 with m.Default():
@@ -144,13 +135,10 @@ class VectorAlu(wiring.Component):
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
             above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
             below = operand.as_signed() < (requant_low << amount)
-            # a * b mod 2**bits = low * low + (low * high + high * low) << half
-            product = Cat(operand[:half], operand[half:] + cross[0] + cross[1])
             out = Signal(bits, name=f"alu_{e}")
             _select(m, op, out, a, [
                 (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)),
-                ((AluOp.ADD, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
-                (AluOp.MUL, product[:bits]),
+                ((AluOp.ADD, AluOp.MUL, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
                 (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m
