@@ -37,10 +37,11 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 # still name their hardware.
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
-                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0}
+                 "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
+                 "registered_load_walk": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "sequencer_gap", "two_cycle_alu")
+             "sequencer_gap", "two_cycle_alu", "registered_load_walk")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -123,6 +124,12 @@ class HwConfig(JsonRecord):
         and issues one every other cycle, as it already does for micro-ops
         that read two acc operands; halves the rate of ALU instructions with
         an immediate operand, and halves the ALU's longest path.
+    registered_load_walk : int
+        1: the load engine (`hw.load`) copies the LOAD fields its walkers read
+        when it takes the LOAD, counts SRAM addresses itself and keeps in a
+        register whether the walk is on a data entry, so neither a client's
+        instruction register nor a comparator lies on the path from the
+        engine's state to the DRAM port's data back-pressure. No cycle changes.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -152,6 +159,7 @@ class HwConfig(JsonRecord):
     ram_collision_dont_care: int = 0
     sequencer_gap: int = 0
     two_cycle_alu: int = 0
+    registered_load_walk: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -399,7 +407,8 @@ PRESETS: dict[str, HwConfig] = {
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
                            shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                           sequencer_gap=1, two_cycle_alu=1, name="icebreaker"),
+                           sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
+                           name="icebreaker"),
 }
 
 

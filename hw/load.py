@@ -112,7 +112,16 @@ class LoadEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        insn = self.cmd.payload   # held by the caller while busy (module docstring)
+        registered = bool(config.registered_load_walk)
+        cmd = self.cmd.payload
+        accepted = self.cmd.valid & self.cmd.ready
+        if registered:
+            # The engine's own copy of the LOAD (Yosys keeps the fields the walkers read).
+            insn = Signal(self.cmd.payload.shape(), name="insn")
+            with m.If(accepted):
+                m.d.sync += insn.eq(cmd)
+        else:
+            insn = cmd   # held by the caller while busy (module docstring)
         busy = Signal()
         groups = reader_groups(config, self.kinds)
         reader_of = {kind: group for group, kinds in groups.items() for kind in kinds}
@@ -134,34 +143,47 @@ class LoadEngine(wiring.Component):
             if len(kinds) > 1:
                 m.d.comb += reading[group].eq(Cat(*(selected[kind] for kind in kinds)).any())
 
-        # Padded rectangle bounds, computed once per instruction.
+        # Padded rectangle bounds, computed once per instruction (with
+        # `registered_load_walk`: from the engine's copy, so taking a LOAD adds nothing up).
         padded_bits = config.walker_bits     # a size plus two pads, or (narrow) an SRAM's entries
         rows_total = Signal(padded_bits)
         cols_total = Signal(padded_bits)
         y_end = Signal(padded_bits)
         x_end = Signal(padded_bits)
+        if registered:
+            m.d.comb += [rows_total.eq(insn.y_pad_top + insn.y_size + insn.y_pad_bottom),
+                         cols_total.eq(insn.x_pad_left + insn.x_size + insn.x_pad_right),
+                         y_end.eq(insn.y_pad_top + insn.y_size),
+                         x_end.eq(insn.x_pad_left + insn.x_size)]
         row = Signal(padded_bits)
         col = Signal(padded_bits)
         offset = Signal(min(isa.SRAM_ADDR_BITS, padded_bits))
         rows_left = Signal(min(isa.SIZE_BITS, padded_bits))       # data rows still to request
         row_addr = Signal(config.dram_addr_bits)
 
-        cmd = self.cmd.payload
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
-        with m.If(self.cmd.valid & self.cmd.ready):
-            padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
-            padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
-            m.d.sync += [
-                rows_total.eq(padded_rows),
-                cols_total.eq(padded_cols),
-                y_end.eq(cmd.y_pad_top + cmd.y_size),
-                x_end.eq(cmd.x_pad_left + cmd.x_size),
-                row.eq(0), col.eq(0), offset.eq(0),
-                rows_left.eq(cmd.y_size),
-                row_addr.eq(cmd.dram_base),
-                # Nothing to do for an empty rectangle.
-                busy.eq((padded_rows != 0) & (padded_cols != 0)),
-            ]
+        with m.If(accepted):
+            if registered:
+                # Nothing to do for an empty rectangle: no sum, only which fields are zero.
+                m.d.sync += [
+                    row.eq(0), col.eq(0), rows_left.eq(cmd.y_size), row_addr.eq(cmd.dram_base),
+                    busy.eq(Cat(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom).any()
+                            & Cat(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right).any()),
+                ]
+            else:
+                padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
+                padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
+                m.d.sync += [
+                    rows_total.eq(padded_rows),
+                    cols_total.eq(padded_cols),
+                    y_end.eq(cmd.y_pad_top + cmd.y_size),
+                    x_end.eq(cmd.x_pad_left + cmd.x_size),
+                    row.eq(0), col.eq(0), offset.eq(0),
+                    rows_left.eq(cmd.y_size),
+                    row_addr.eq(cmd.dram_base),
+                    # Nothing to do for an empty rectangle.
+                    busy.eq((padded_rows != 0) & (padded_cols != 0)),
+                ]
             with m.If(cmd.x_size == 0):
                 m.d.sync += rows_left.eq(0)
 
@@ -176,7 +198,29 @@ class LoadEngine(wiring.Component):
                 m.d.sync += [rows_left.eq(rows_left - 1), row_addr.eq(row_addr + insn.x_stride)]
 
         # ---------------------------------------------------------- SRAM walker
-        is_data = (row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left) & (col < x_end)
+        def in_rows(y):
+            return (y >= insn.y_pad_top) & (y < y_end)
+
+        def in_cols(x):
+            return (x >= insn.x_pad_left) & (x < x_end)
+
+        if registered:
+            # Whether (row, col) is a data entry, kept in registers for the next
+            # position as the walk moves (first column: `col_in_first`), and the
+            # SRAM address counted from the LOAD's base: the data back-pressure
+            # (the readers' ``elements.ready``) depends on flip-flops only.
+            row_in, col_in, col_in_first = Signal(), Signal(), Signal()
+            address = Signal(max(config.index_bits(kind) for kind in self.kinds))
+            is_data = row_in & col_in
+            with m.If(accepted):
+                first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
+                m.d.sync += [row_in.eq((cmd.y_pad_top == 0) & (cmd.y_size != 0)),
+                             col_in.eq(first_col), col_in_first.eq(first_col),
+                             address.eq(cmd.sram_base)]
+        else:
+            is_data = ((row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left)
+                       & (col < x_end))
+            address = insn.sram_base + offset
         element_valid = Signal()
         for kind, reader in readers.items():
             with m.If(reading[kind]):
@@ -186,7 +230,7 @@ class LoadEngine(wiring.Component):
             port, reader = getattr(self, f"sram_{kind}"), readers[reader_of[kind]]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
-                port.addr.eq(insn.sram_base + offset),
+                port.addr.eq(address),
                 port.data.eq(reader.elements.payload),
             ]
             if kind in groups:
@@ -195,13 +239,20 @@ class LoadEngine(wiring.Component):
                 m.d.comb += port.data.eq(0)
         m.d.comb += self.waiting.eq(busy & is_data & ~element_valid)
         with m.If(write):
-            m.d.sync += offset.eq(offset + 1)
-            with m.If(col == cols_total - 1):
+            if registered:
+                m.d.sync += address.eq(address + 1)
+            else:
+                m.d.sync += offset.eq(offset + 1)
+            with m.If((col + 1 == cols_total) if registered else (col == cols_total - 1)):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
-                with m.If(row == rows_total - 1):
+                if registered:
+                    m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1))]
+                with m.If((row + 1 == rows_total) if registered else (row == rows_total - 1)):
                     m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += col.eq(col + 1)
+                if registered:
+                    m.d.sync += col_in.eq(in_cols(col + 1))
         return m
 
 
@@ -283,8 +334,9 @@ class SharedLoadEngine(wiring.Component):
         for i in reversed(range(n)):
             with m.If(self.clients[i].cmd.valid & (last < i)):
                 m.d.comb += pick.eq(i)
-        # The LOAD being taken, then the owner's while the engine runs it.
-        current = Mux(engine.busy, owner, pick)
+        # The LOAD being taken, then the owner's while the engine runs it (with
+        # `registered_load_walk` the engine reads it only as it takes it).
+        current = pick if self.config.registered_load_walk else Mux(engine.busy, owner, pick)
         for i, client in enumerate(self.clients):
             with m.If(current == i):
                 m.d.comb += engine.cmd.payload.eq(client.cmd.payload)
