@@ -17,11 +17,13 @@ With ``HwConfig.two_cycle_alu`` it is two stages, for a slow FPGA (on iCE40
 the one-stage ALU's adder, shifter, comparator and multiplexers take ~60 ns):
 the inputs are held for two cycles and ``result`` is valid in the second. The
 first cycle registers, per lane, the shifter's operand (``a + b`` for ADD and
-REQUANT, the product for MUL, ``a`` or ``a`` reversed for the shifts) and
-``a < b``; the second shifts (ADD and MUL by 0), and REQUANT compares the
-registered sum against the clip bounds shifted left by its amount, beside the
-shifter instead of after it (``x >> s > 127`` exactly when ``x >= 128 << s``,
-``x >> s < lo`` when ``x < lo << s``).
+REQUANT, the product for MUL, the smaller or larger of ``a`` and ``b`` for MIN
+and MAX, ``a`` or ``a`` reversed for the shifts) and its amount; the second
+reads only those registers: it shifts (ADD, MUL, MIN and MAX by 0), and
+REQUANT compares the registered sum against the clip bounds shifted left by
+its amount, beside the shifter instead of after it (``x >> s > 127`` exactly
+when ``x >= 128 << s``, ``x >> s < lo`` when ``x < lo << s``). So no path runs
+from the operands' forwarding multiplexers into the second cycle.
 """
 
 from __future__ import annotations
@@ -110,25 +112,29 @@ class VectorAlu(wiring.Component):
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
-            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")   # ADD, MUL: 0
-            with m.Switch(op):
-                with m.Case(AluOp.REQUANT):
-                    m.d.comb += amount.eq(self.imm[:SHIFT_MASK_BITS])
-                with m.Case(AluOp.SHR, AluOp.SHL):
-                    m.d.comb += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
-            # First cycle: the shifter's operand and the comparison, registered.
+            # First cycle: the shifter's operand and its amount (ADD, MUL, MIN, MAX: 0),
+            # registered; the second reads neither ``a`` nor ``b``.
             operand = Signal(bits, name=f"shift_in_{e}")
-            less = Signal(name=f"less_{e}")
+            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")
+            m.d.sync += amount.eq(0)
             with m.Switch(op):
                 with m.Case(AluOp.ADD, AluOp.REQUANT):
                     m.d.sync += operand.eq(a.as_unsigned() + b.as_unsigned())
                 with m.Case(AluOp.MUL):
                     m.d.sync += operand.eq((a.as_unsigned() * b.as_unsigned())[:bits])
+                with m.Case(AluOp.MIN):
+                    m.d.sync += operand.eq(Mux(a < b, a, b))
+                with m.Case(AluOp.MAX):
+                    m.d.sync += operand.eq(Mux(a < b, b, a))
                 with m.Case(AluOp.SHL):
                     m.d.sync += operand.eq(a.as_unsigned()[::-1])
                 with m.Default():
                     m.d.sync += operand.eq(a)
-            m.d.sync += less.eq(a < b)
+            with m.Switch(op):
+                with m.Case(AluOp.REQUANT):
+                    m.d.sync += amount.eq(self.imm[:SHIFT_MASK_BITS])
+                with m.Case(AluOp.SHR, AluOp.SHL):
+                    m.d.sync += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
             # Second cycle: shift, clip, select.
             fill = operand[-1] & ~shift_left
             shifted = Signal(bits, name=f"shifted_{e}")
@@ -136,9 +142,8 @@ class VectorAlu(wiring.Component):
             above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
             below = operand.as_signed() < (requant_low << amount)
             out = Signal(bits, name=f"alu_{e}")
-            _select(m, op, out, a, [
-                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)),
-                ((AluOp.ADD, AluOp.MUL, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
+            _select(m, op, out, shifted, [
+                (AluOp.SHL, shifted[::-1]),
                 (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m
