@@ -180,9 +180,21 @@ class Compute(wiring.Component):
         head_gemm, head_alu = view(head, isa.Opcode.GEMM), view(head, isa.Opcode.ALU)
         head_is_gemm = head_header.opcode == isa.Opcode.GEMM
         head_is_alu = head_header.opcode == isa.Opcode.ALU
+        head_load = view(head, isa.Opcode.LOAD)
+        head_pop_prev, head_pop_next = head_header.pop_prev, head_header.pop_next
+        head_is_ours = (head_header.opcode == isa.Opcode.LOAD) & (
+            (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC))
+        if config.early_decode:
+            # The offered word's first beat has settled a cycle or more before it is
+            # offered (`hw.fetch`): decoded into registers, the issue waits on no decoder.
+            decoded = [Signal(name=f"head_{name}") for name in
+                       ("is_gemm", "is_alu", "pop_prev", "pop_next", "is_ours")]
+            m.d.sync += [register.eq(value) for register, value in zip(
+                decoded, (head_is_gemm, head_is_alu, head_pop_prev, head_pop_next, head_is_ours))]
+            head_is_gemm, head_is_alu, head_pop_prev, head_pop_next, head_is_ours = decoded
         head_overlap = Mux(head_is_gemm, head_gemm.overlap, head_alu.overlap)
-        pops_ready = ((~head_header.pop_prev | self.from_load.valid)
-                      & (~head_header.pop_next | self.from_store.valid))
+        pops_ready = ((~head_pop_prev | self.from_load.valid)
+                      & (~head_pop_next | self.from_store.valid))
         m.d.comb += [gemm.insn.eq(head), alu.insn.eq(head)]
 
         # ---------------------------------------------------------- units and SRAM ports
@@ -258,8 +270,6 @@ class Compute(wiring.Component):
         word = Signal(HwConfig.INSN_BITS)
         header, as_load = view(word, isa.Opcode.FINISH), view(word, isa.Opcode.LOAD)
         m.d.comb += loader.cmd.payload.eq(as_load)
-        head_load = view(head, isa.Opcode.LOAD)
-        ours = (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC)
         pushes_ready = ((~header.push_prev | self.to_load.ready)
                         & (~header.push_next | self.to_store.ready))
         finished = Signal()
@@ -288,19 +298,19 @@ class Compute(wiring.Component):
                         with m.If(unit_ready):
                             m.d.comb += [
                                 self.cmds.ready.eq(1),
-                                self.from_load.ready.eq(head_header.pop_prev),
-                                self.from_store.ready.eq(head_header.pop_next),
+                                self.from_load.ready.eq(head_pop_prev),
+                                self.from_store.ready.eq(head_pop_next),
                                 begin_gemm.eq(head_is_gemm), begin_alu.eq(head_is_alu),
                                 retire_queue.w_en.eq(1),
                             ]
                     with m.Elif(~retire_queue.r_rdy):
                         m.d.comb += [
                             self.cmds.ready.eq(1),
-                            self.from_load.ready.eq(head_header.pop_prev),
-                            self.from_store.ready.eq(head_header.pop_next),
+                            self.from_load.ready.eq(head_pop_prev),
+                            self.from_store.ready.eq(head_pop_next),
                         ]
                         m.d.sync += word.eq(head)
-                        with m.If((head_header.opcode == isa.Opcode.LOAD) & ours):
+                        with m.If(head_is_ours):
                             m.next = "LOAD"
                         with m.Else():
                             m.next = "PUSH"

@@ -111,7 +111,8 @@ class Fetch(wiring.Component):
         # A one-instruction buffer requests the next instruction only once the
         # held one is taken, so no beat waits while it is held (`ElementReader`).
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES,
-                                                     take_while_full=buffer_depth > 1)
+                                                     take_while_full=buffer_depth > 1,
+                                                     in_place=bool(config.early_decode))
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         if buffer_depth == 1:
             buffer = _HeldElement(reader.elements)
@@ -169,6 +170,14 @@ class Fetch(wiring.Component):
         to_load = (head.opcode == isa.Opcode.LOAD) & (
             (head.memory_type == isa.MemType.INP) | (head.memory_type == isa.MemType.WGT))
         to_store = head.opcode == isa.Opcode.STORE
+        if config.early_decode:
+            # The reader writes an instruction's first beat (opcode, memory type) in
+            # place a cycle or more before it offers the instruction, and holds it
+            # until taken: the destination decoded into registers every cycle is the
+            # offered instruction's (`HwConfig.early_decode`).
+            decoded_load, decoded_store = Signal(), Signal()
+            m.d.sync += [decoded_load.eq(to_load), decoded_store.eq(to_store)]
+            to_load, to_store = decoded_load, decoded_store
         to_compute = ~to_load & ~to_store
         target_ready = Mux(to_load, queues["load"].w_rdy,
                            Mux(to_store, queues["store"].w_rdy, queues["compute"].w_rdy))

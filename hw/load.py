@@ -143,18 +143,12 @@ class LoadEngine(wiring.Component):
             if len(kinds) > 1:
                 m.d.comb += reading[group].eq(Cat(*(selected[kind] for kind in kinds)).any())
 
-        # Padded rectangle bounds, computed once per instruction (with
-        # `registered_load_walk`: from the engine's copy, so taking a LOAD adds nothing up).
+        # Padded rectangle bounds, computed once per instruction.
         padded_bits = config.walker_bits     # a size plus two pads, or (narrow) an SRAM's entries
         rows_total = Signal(padded_bits)
         cols_total = Signal(padded_bits)
         y_end = Signal(padded_bits)
         x_end = Signal(padded_bits)
-        if registered:
-            m.d.comb += [rows_total.eq(insn.y_pad_top + insn.y_size + insn.y_pad_bottom),
-                         cols_total.eq(insn.x_pad_left + insn.x_size + insn.x_pad_right),
-                         y_end.eq(insn.y_pad_top + insn.y_size),
-                         x_end.eq(insn.x_pad_left + insn.x_size)]
         row = Signal(padded_bits)
         col = Signal(padded_bits)
         offset = Signal(min(isa.SRAM_ADDR_BITS, padded_bits))
@@ -163,27 +157,25 @@ class LoadEngine(wiring.Component):
 
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
         with m.If(accepted):
+            padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
+            padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
+            m.d.sync += [
+                rows_total.eq(padded_rows),
+                cols_total.eq(padded_cols),
+                y_end.eq(cmd.y_pad_top + cmd.y_size),
+                x_end.eq(cmd.x_pad_left + cmd.x_size),
+                row.eq(0), col.eq(0), offset.eq(0),
+                rows_left.eq(cmd.y_size),
+                row_addr.eq(cmd.dram_base),
+            ]
             if registered:
-                # Nothing to do for an empty rectangle: no sum, only which fields are zero.
-                m.d.sync += [
-                    row.eq(0), col.eq(0), rows_left.eq(cmd.y_size), row_addr.eq(cmd.dram_base),
-                    busy.eq(Cat(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom).any()
-                            & Cat(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right).any()),
-                ]
+                # Nothing to do for an empty rectangle: which fields are zero, not their
+                # sums (taking a LOAD ends at the sums' registers).
+                m.d.sync += busy.eq(Cat(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom).any()
+                                    & Cat(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right).any())
             else:
-                padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
-                padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
-                m.d.sync += [
-                    rows_total.eq(padded_rows),
-                    cols_total.eq(padded_cols),
-                    y_end.eq(cmd.y_pad_top + cmd.y_size),
-                    x_end.eq(cmd.x_pad_left + cmd.x_size),
-                    row.eq(0), col.eq(0), offset.eq(0),
-                    rows_left.eq(cmd.y_size),
-                    row_addr.eq(cmd.dram_base),
-                    # Nothing to do for an empty rectangle.
-                    busy.eq((padded_rows != 0) & (padded_cols != 0)),
-                ]
+                # Nothing to do for an empty rectangle.
+                m.d.sync += busy.eq((padded_rows != 0) & (padded_cols != 0))
             with m.If(cmd.x_size == 0):
                 m.d.sync += rows_left.eq(0)
 
@@ -243,11 +235,11 @@ class LoadEngine(wiring.Component):
                 m.d.sync += address.eq(address + 1)
             else:
                 m.d.sync += offset.eq(offset + 1)
-            with m.If((col + 1 == cols_total) if registered else (col == cols_total - 1)):
+            with m.If(col == cols_total - 1):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
                 if registered:
                     m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1))]
-                with m.If((row + 1 == rows_total) if registered else (row == rows_total - 1)):
+                with m.If(row == rows_total - 1):
                     m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += col.eq(col + 1)

@@ -23,11 +23,12 @@ TINY = PRESETS["tiny"]
 # tiny with the icebreaker preset's area switches: one load engine shared by load and
 # compute (inp / uop and wgt / acc each share a reader), narrow walkers, collision
 # don't-care buffers, a gap between a unit's instructions, a two-cycle ALU, the load walk in
-# registers, no command queues, a one-instruction fetch buffer (its reader takes no beat
-# while full).
+# registers, early decode, no command queues, a one-instruction fetch buffer (its reader
+# takes no beat while full).
 TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
                             sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
-                            cmd_queue_depth=0, fetch_buffer_depth=1, name="tiny-compact")
+                            early_decode=1, cmd_queue_depth=0, fetch_buffer_depth=1,
+                            name="tiny-compact")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):
