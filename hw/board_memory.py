@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.banked_memory import NO_RW_CHECK
 from vdla.hw.config import HwConfig
-from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
+from vdla.hw.layouts import REQUEST_LAYOUT, burst_beats_bits, log2, write_beat_layout
 
 __all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
 
@@ -185,7 +185,7 @@ class OnChipMemory(wiring.Component):
         fifo_kind = _BlockRamFifo if single_port else SyncFIFOBuffered
         m.submodules.read_fifo = read_fifo = fifo_kind(width=config.dram_bus_bits,
                                                        depth=fifo_depth)
-        reads_left = Signal(16)
+        reads_left = Signal(burst_beats_bits(config))
         in_pipeline = Signal(latency)  # one bit per stage holding an accelerator read
         room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < fifo_depth
         issue = ~self.host_owns & (reads_left != 0) & room & ~writing
@@ -202,7 +202,7 @@ class OnChipMemory(wiring.Component):
                      read_fifo.r_en.eq(self.rd_data.ready)]
 
         # ------------------------------------------------ accelerator writes
-        writes_left = Signal(16)
+        writes_left = Signal(burst_beats_bits(config))
         m.d.comb += [self.wr_req.ready.eq(~self.host_owns & (writes_left == 0)),
                      self.wr_data.ready.eq(~self.host_owns & (writes_left != 0))]
         with m.If(self.wr_req.valid & self.wr_req.ready):

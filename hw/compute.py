@@ -234,13 +234,24 @@ class Compute(wiring.Component):
         gemm_in_flight, alu_in_flight = Signal(count_shape), Signal(count_shape)
         gemm_done, alu_done = Signal(count_shape), Signal(count_shape)
         retire_gemm, retire_alu = Signal(), Signal()
-        for in_flight, done, begin, completes, retires in (
-                (gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
-                (alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
+        # With `early_decode`, whether each unit has none / at most one in flight is
+        # kept in registers beside the count, so the issue reads no comparator.
+        in_flight_at_most = {}
+        for unit, in_flight, done, begin, completes, retires in (
+                ("gemm", gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
+                ("alu", alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
+            if config.early_decode:
+                none = Signal(init=1, name=f"{unit}_none_in_flight")
+                one = Signal(init=1, name=f"{unit}_one_in_flight")
+                in_flight_at_most[unit] = (none, one)
             with m.If(begin & ~completes):
                 m.d.sync += in_flight.eq(in_flight + 1)
+                if config.early_decode:
+                    m.d.sync += [none.eq(0), one.eq(none)]
             with m.Elif(completes & ~begin):
                 m.d.sync += in_flight.eq(in_flight - 1)
+                if config.early_decode:
+                    m.d.sync += [none.eq(in_flight == 1), one.eq(in_flight <= 2)]
             with m.If(completes & ~retires):
                 m.d.sync += done.eq(done + 1)
             with m.Elif(retires & ~completes):
@@ -277,9 +288,21 @@ class Compute(wiring.Component):
         m.d.comb += [self.finished.eq(finished), self.retired.eq(retired)]
         # The other unit must have completed everything it was given, or with
         # overlap everything but its newest instruction (see the module docstring).
-        gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1, alu_in_flight == 0)
-        alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1, gemm_in_flight == 0)
-        unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
+        if config.early_decode:
+            # Each unit's condition from registers and its own overlap bit, then the
+            # decoded unit's: a shallow tree (`HwConfig.early_decode`).
+            alu_none, alu_one = in_flight_at_most["alu"]
+            gemm_none, gemm_one = in_flight_at_most["gemm"]
+            gemm_can_issue = gemm.ready & Mux(head_gemm.overlap, alu_one, alu_none)
+            alu_can_issue = alu.ready & Mux(head_alu.overlap, gemm_one, gemm_none)
+            unit_ready = (((head_is_gemm & gemm_can_issue) | (head_is_alu & alu_can_issue))
+                          & retire_queue.w_rdy)
+        else:
+            gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1,
+                                              alu_in_flight == 0)
+            alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1,
+                                            gemm_in_flight == 0)
+            unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
         to_load_valid, to_store_valid = Signal(), Signal()
         m.d.comb += [self.to_load.valid.eq(to_load_valid | (retire & oldest.push_prev)),
                      self.to_store.valid.eq(to_store_valid | (retire & oldest.push_next))]

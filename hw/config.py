@@ -106,7 +106,9 @@ class HwConfig(JsonRecord):
         1: the load engine's and the store module's row, column and entry
         counters are as wide as the largest SRAM needs (`walker_bits`), not the
         ISA's 16-bit size fields: the SRAM bounds every program is checked
-        against (`sim.checker`) keep a non-empty rectangle inside them.
+        against (`sim.checker`) keep a non-empty rectangle inside them. And the
+        counts of a burst's beats (the DRAM arbiter's, the store's, a board
+        memory's) are as wide as the longest burst (`hw.layouts.burst_beats_bits`).
     ram_collision_dont_care : int
         1: the inp, wgt, uop, acc and out block RAMs' read ports leave a read of
         the entry written in the same cycle undefined (Yosys's

@@ -201,15 +201,22 @@ class LoadEngine(wiring.Component):
             # position as the walk moves (first column: `col_in_first`), and the
             # SRAM address counted from the LOAD's base: the data back-pressure
             # (the readers' ``elements.ready``) depends on flip-flops only.
+            # So are whether the walk is at the last column / row (``col == cols_total
+            # - 1``), the first column's from which fields are zero or one, not a sum.
             row_in, col_in, col_in_first = Signal(), Signal(), Signal()
+            row_last, col_last = Signal(), Signal()
             address = Signal(max(config.index_bits(kind) for kind in self.kinds))
             is_data = row_in & col_in
+            at_last_col, at_last_row = col_last, row_last
             with m.If(accepted):
                 first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
                 m.d.sync += [row_in.eq((cmd.y_pad_top == 0) & (cmd.y_size != 0)),
                              col_in.eq(first_col), col_in_first.eq(first_col),
+                             row_last.eq(_sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom)),
+                             col_last.eq(_sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right)),
                              address.eq(cmd.sram_base)]
         else:
+            at_last_col, at_last_row = col == cols_total - 1, row == rows_total - 1
             is_data = ((row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left)
                        & (col < x_end))
             address = insn.sram_base + offset
@@ -235,17 +242,27 @@ class LoadEngine(wiring.Component):
                 m.d.sync += address.eq(address + 1)
             else:
                 m.d.sync += offset.eq(offset + 1)
-            with m.If(col == cols_total - 1):
+            with m.If(at_last_col):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
                 if registered:
-                    m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1))]
-                with m.If(row == rows_total - 1):
+                    m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1)),
+                                 col_last.eq(cols_total == 1), row_last.eq(row + 2 == rows_total)]
+                with m.If(at_last_row):
                     m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += col.eq(col + 1)
                 if registered:
-                    m.d.sync += col_in.eq(in_cols(col + 1))
+                    m.d.sync += [col_in.eq(in_cols(col + 1)), col_last.eq(col + 2 == cols_total)]
         return m
+
+
+def _sum_is_one(*fields):
+    """Whether unsigned ``fields`` add up to 1: one of them is 1, the others 0."""
+    terms = []
+    for index, field in enumerate(fields):
+        others = Cat(*(other for position, other in enumerate(fields) if position != index))
+        terms.append((field == 1) & (others == 0))
+    return Cat(*terms).any()
 
 
 def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=None):

@@ -63,6 +63,12 @@ def test_load_engine_padding_and_addresses(config, kind):
                  x_size=2, x_stride=1),                                  # overlapping rows
         isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=7, dram_base=0, y_size=0,
                  x_size=4, x_stride=4, y_pad_top=1, x_pad_left=1),        # padding only
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=2, dram_base=6, y_size=1,
+                 x_size=1, x_stride=1),                                  # one entry
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=9, dram_base=2, y_size=2,
+                 x_size=0, x_stride=3, x_pad_right=1, y_pad_bottom=1),   # a column of pads
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=3, dram_base=4, y_size=3,
+                 x_size=1, x_stride=2, x_pad_left=1, y_pad_top=2),       # one data column
     ]
     port = getattr(dut, f"sram_{kind}")
     other = getattr(dut, f"sram_{'wgt' if kind == 'inp' else 'inp'}")
