@@ -62,7 +62,7 @@ from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
-from vdla.hw.load import LoadEngine, engine_port_signature, run_load
+from vdla.hw.load import LoadEngine, engine_port_signature, padded_nonempty, run_load
 from vdla.hw.unit_pipeline import UnitPipeline, out_of_acc
 
 __all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
@@ -281,6 +281,9 @@ class Compute(wiring.Component):
         word = Signal(HwConfig.INSN_BITS)
         header, as_load = view(word, isa.Opcode.FINISH), view(word, isa.Opcode.LOAD)
         m.d.comb += loader.cmd.payload.eq(as_load)
+        if config.registered_load_walk:
+            load_nonempty = Signal()   # of the LOAD in `word`, decoded as it is latched
+            m.d.comb += loader.nonempty.eq(load_nonempty)
         pushes_ready = ((~header.push_prev | self.to_load.ready)
                         & (~header.push_next | self.to_store.ready))
         finished = Signal()
@@ -333,6 +336,8 @@ class Compute(wiring.Component):
                             self.from_store.ready.eq(head_pop_next),
                         ]
                         m.d.sync += word.eq(head)
+                        if config.registered_load_walk:
+                            m.d.sync += load_nonempty.eq(padded_nonempty(head_load))
                         with m.If(head_is_ours):
                             m.next = "LOAD"
                         with m.Else():

@@ -34,7 +34,7 @@ type only moves tokens.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -47,7 +47,7 @@ from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layou
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["LoadEngine", "LoadUnit", "SharedLoadEngine", "engine_port_signature",
-           "reader_groups", "run_load"]
+           "padded_nonempty", "reader_groups", "run_load"]
 
 
 def reader_groups(config: HwConfig, kinds) -> dict[str, tuple[str, ...]]:
@@ -78,12 +78,23 @@ def load_ports(config: HwConfig, kinds) -> dict:
 
 def engine_port_signature(config: HwConfig) -> wiring.Signature:
     """A unit's side of a `SharedLoadEngine`: it offers a LOAD on ``cmd`` (and holds
-    it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD."""
-    return wiring.Signature({
+    it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD
+    (with ``registered_load_walk`` also ``nonempty``, as `LoadEngine`'s)."""
+    members = {
         "cmd": Out(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
         "busy": In(1),
         "waiting": In(1),
-    })
+    }
+    if config.registered_load_walk:
+        members["nonempty"] = Out(1)
+    return wiring.Signature(members)
+
+
+def padded_nonempty(insn) -> Value:
+    """Whether a LOAD ``insn`` (a view of the LOAD layout) has a non-empty padded
+    rectangle: a row and a column, padding or data (which fields are zero, no sum)."""
+    return (Cat(insn.y_pad_top, insn.y_size, insn.y_pad_bottom).any()
+            & Cat(insn.x_pad_left, insn.x_size, insn.x_pad_right).any())
 
 
 class LoadEngine(wiring.Component):
@@ -97,6 +108,9 @@ class LoadEngine(wiring.Component):
     busy : Out(1)
     waiting : Out(1)
         Busy and waiting for DRAM data.
+    nonempty : In(1)
+        With ``registered_load_walk``: `padded_nonempty` of the offered LOAD, from
+        a register of the caller (so taking a LOAD decodes none of its fields).
     """
 
     def __init__(self, config: HwConfig, kinds: tuple[str, ...]):
@@ -107,6 +121,8 @@ class LoadEngine(wiring.Component):
             "busy": Out(1),
             "waiting": Out(1),
         }
+        if config.registered_load_walk:
+            members["nonempty"] = In(1)
         super().__init__(members | load_ports(config, self.kinds))
 
     def elaborate(self, platform):
@@ -169,10 +185,8 @@ class LoadEngine(wiring.Component):
                 row_addr.eq(cmd.dram_base),
             ]
             if registered:
-                # Nothing to do for an empty rectangle: which fields are zero, not their
-                # sums (taking a LOAD ends at the sums' registers).
-                m.d.sync += busy.eq(Cat(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom).any()
-                                    & Cat(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right).any())
+                # Nothing to do for an empty rectangle (the caller's register says).
+                m.d.sync += busy.eq(self.nonempty)
             else:
                 # Nothing to do for an empty rectangle.
                 m.d.sync += busy.eq((padded_rows != 0) & (padded_cols != 0))
@@ -349,6 +363,8 @@ class SharedLoadEngine(wiring.Component):
         for i, client in enumerate(self.clients):
             with m.If(current == i):
                 m.d.comb += engine.cmd.payload.eq(client.cmd.payload)
+                if self.config.registered_load_walk:
+                    m.d.comb += engine.nonempty.eq(client.nonempty)
             m.d.comb += [client.cmd.ready.eq(engine.cmd.ready & (pick == i)),
                          client.busy.eq(engine.busy & (owner == i)),
                          client.waiting.eq(engine.waiting & (owner == i))]
@@ -408,6 +424,16 @@ class LoadUnit(wiring.Component):
         ours = (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
         retired = Signal(STATUS_BITS)
         m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
+        if config.registered_load_walk:
+            # Whether the LOAD is ours and non-empty, decoded as the word is taken:
+            # offering it to the engine decodes nothing.
+            incoming = data.View(layout, self.cmds.payload[:layout.size])
+            ours, nonempty = Signal(name="ours"), Signal(name="nonempty")
+            with m.If(self.cmds.valid & self.cmds.ready):
+                m.d.sync += [ours.eq((incoming.memory_type == isa.MemType.INP)
+                                     | (incoming.memory_type == isa.MemType.WGT)),
+                             nonempty.eq(padded_nonempty(incoming))]
+            m.d.comb += engine.nonempty.eq(nonempty)
 
         with m.FSM():
             take_instruction(m, self, word)

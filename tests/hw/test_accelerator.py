@@ -68,8 +68,10 @@ SMALL = GeneratorOptions(actions=(6, 12), max_uops_per_insn=24, max_load_element
 
 
 @pytest.mark.parametrize("config, seed, stall", [(TINY, 0, 0.0), (TINY, 1, 0.3),
-                                                 (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3)],
-                         ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall"])
+                                                 (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3),
+                                                 (TINY.replace(registered_load_walk=1), 4, 0.3)],
+                         ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall",
+                              "registered-walk-4-stall"])
 def test_random_program_matches_fsim(config, seed, stall):
     """A random legal program (every instruction kind, tokens, padding) bit-exact vs fsim."""
     program = generate(config, seed, SMALL)

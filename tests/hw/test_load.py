@@ -40,6 +40,8 @@ async def _issue_load(ctx, dut, insn, config):
     fields = isa.formats(config)[isa.Opcode.LOAD]
     ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const(
         {f.name: getattr(insn, f.name) for f in fields}))
+    if config.registered_load_walk:   # the caller's decoded flag (`LoadEngine.nonempty`)
+        ctx.set(dut.nonempty, insn.padded_y * insn.padded_x != 0)
     ctx.set(dut.cmd.valid, 1)
     await ctx.tick().until(dut.cmd.ready)
     ctx.set(dut.cmd.valid, 0)
