@@ -184,7 +184,7 @@ class Compute(wiring.Component):
         head_pop_prev, head_pop_next = head_header.pop_prev, head_header.pop_next
         head_is_ours = (head_header.opcode == isa.Opcode.LOAD) & (
             (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC))
-        if config.early_decode:
+        if config.registered_dispatch:
             # The offered word's first beat has settled a cycle or more before it is
             # offered (`hw.fetch`): decoded into registers, the issue waits on no decoder.
             decoded = [Signal(name=f"head_{name}") for name in
@@ -234,23 +234,23 @@ class Compute(wiring.Component):
         gemm_in_flight, alu_in_flight = Signal(count_shape), Signal(count_shape)
         gemm_done, alu_done = Signal(count_shape), Signal(count_shape)
         retire_gemm, retire_alu = Signal(), Signal()
-        # With `early_decode`, whether each unit has none / at most one in flight is
+        # With `registered_dispatch`, whether each unit has none / at most one in flight is
         # kept in registers beside the count, so the issue reads no comparator.
         in_flight_at_most = {}
         for unit, in_flight, done, begin, completes, retires in (
                 ("gemm", gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
                 ("alu", alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
-            if config.early_decode:
+            if config.registered_dispatch:
                 none = Signal(init=1, name=f"{unit}_none_in_flight")
                 one = Signal(init=1, name=f"{unit}_one_in_flight")
                 in_flight_at_most[unit] = (none, one)
             with m.If(begin & ~completes):
                 m.d.sync += in_flight.eq(in_flight + 1)
-                if config.early_decode:
+                if config.registered_dispatch:
                     m.d.sync += [none.eq(0), one.eq(none)]
             with m.Elif(completes & ~begin):
                 m.d.sync += in_flight.eq(in_flight - 1)
-                if config.early_decode:
+                if config.registered_dispatch:
                     m.d.sync += [none.eq(in_flight == 1), one.eq(in_flight <= 2)]
             with m.If(completes & ~retires):
                 m.d.sync += done.eq(done + 1)
@@ -291,9 +291,9 @@ class Compute(wiring.Component):
         m.d.comb += [self.finished.eq(finished), self.retired.eq(retired)]
         # The other unit must have completed everything it was given, or with
         # overlap everything but its newest instruction (see the module docstring).
-        if config.early_decode:
+        if config.registered_dispatch:
             # Each unit's condition from registers and its own overlap bit, then the
-            # decoded unit's: a shallow tree (`HwConfig.early_decode`).
+            # decoded unit's: a shallow tree (`HwConfig.registered_dispatch`).
             alu_none, alu_one = in_flight_at_most["alu"]
             gemm_none, gemm_one = in_flight_at_most["gemm"]
             gemm_can_issue = gemm.ready & Mux(head_gemm.overlap, alu_one, alu_none)

@@ -38,10 +38,10 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
-                 "registered_load_walk": 0, "early_decode": 0}
+                 "registered_load_walk": 0, "registered_dispatch": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "sequencer_gap", "two_cycle_alu", "registered_load_walk", "early_decode")
+             "sequencer_gap", "two_cycle_alu", "registered_load_walk", "registered_dispatch")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -132,14 +132,17 @@ class HwConfig(JsonRecord):
         register whether the walk is on a data entry, so neither a client's
         instruction register nor a comparator lies on the path from the
         engine's state to the DRAM port's data back-pressure. No cycle changes.
-    early_decode : int
+    registered_dispatch : int
         1 (with ``cmd_queue_depth`` 0, ``fetch_buffer_depth`` 1 and at least two
         bus beats per instruction): fetch's reader writes each beat of an
         instruction in its place, so the first (opcode and token flags) is
         settled a cycle or more before the instruction is offered, and fetch
-        and compute decode the offered word into registers every cycle: the
-        paths by which fetch dispatches and compute issues hold no decoder
-        (`hw.fetch`, `hw.compute`). No cycle changes.
+        and compute decode the offered word into registers every cycle; compute
+        keeps whether each unit has none / at most one instruction in flight,
+        the token queues whether they hold a token, in registers, and fetch
+        counts a dispatch a cycle later: the paths by which fetch dispatches
+        and compute issues hold no decoder or comparator (`hw.fetch`,
+        `hw.compute`, `hw.token_queue`). No cycle changes.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -170,7 +173,7 @@ class HwConfig(JsonRecord):
     sequencer_gap: int = 0
     two_cycle_alu: int = 0
     registered_load_walk: int = 0
-    early_decode: int = 0
+    registered_dispatch: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -241,8 +244,8 @@ class HwConfig(JsonRecord):
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
-        if self.early_decode and (self.cmd_queue_depth, self.fetch_buffer_depth) != (0, 1):
-            raise ConfigError("early_decode: needs cmd_queue_depth 0 and fetch_buffer_depth 1 "
+        if self.registered_dispatch and (self.cmd_queue_depth, self.fetch_buffer_depth) != (0, 1):
+            raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 "
                               f"(got {self.cmd_queue_depth} and {self.fetch_buffer_depth})")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
@@ -251,13 +254,13 @@ class HwConfig(JsonRecord):
         # Importing here keeps isa.py free to import this module at load time.
         from vdla.hw import isa
         isa.check_fits(self)
-        if self.early_decode:
+        if self.registered_dispatch:
             # The fields decoded early lie in an instruction's first bus beat, and a
             # later beat comes before it is offered.
             offsets = isa.field_offsets(isa.formats(self)[isa.Opcode.LOAD])
             first_beat = max(sum(offsets[name]) for name in isa.EARLY_DECODE_FIELDS)
             if not first_beat <= self.dram_bus_bits <= self.INSN_BITS // 2:
-                raise ConfigError(f"early_decode: needs a bus of {first_beat} to "
+                raise ConfigError(f"registered_dispatch: needs a bus of {first_beat} to "
                                   f"{self.INSN_BITS // 2} bits (an instruction's opcode, token "
                                   "flags and memory type in its first of two or more beats), "
                                   f"got dram_bus_bits {self.dram_bus_bits}")
@@ -432,7 +435,7 @@ PRESETS: dict[str, HwConfig] = {
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
                            shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
                            sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
-                           early_decode=1, name="icebreaker"),
+                           registered_dispatch=1, name="icebreaker"),
 }
 
 

@@ -143,7 +143,7 @@ def flag_queue(module: int, flag: str) -> tuple[int, int] | None:
 # and drain it: (producer's push flag, consumer's pop flag), from `flag_queue`.
 DEPENDENCY_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
 # Header fields that fetch and compute decode before an instruction is offered
-# (`HwConfig.early_decode`): every format holds them at the LOAD format's offsets.
+# (`HwConfig.registered_dispatch`): every format holds them at the LOAD format's offsets.
 EARLY_DECODE_FIELDS = ("opcode", "pop_prev", "pop_next", "memory_type")
 QUEUE_FLAGS = {
     queue: tuple(next(flag for flag in DEPENDENCY_FLAGS

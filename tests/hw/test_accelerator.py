@@ -27,7 +27,7 @@ TINY = PRESETS["tiny"]
 # takes no beat while full).
 TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
                             sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
-                            early_decode=1, cmd_queue_depth=0, fetch_buffer_depth=1,
+                            registered_dispatch=1, cmd_queue_depth=0, fetch_buffer_depth=1,
                             name="tiny-compact")
 
 
