@@ -426,8 +426,12 @@ PRESETS: dict[str, HwConfig] = {
     # counter (event_counters 0) save logic cells, and so do every area switch
     # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
     # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
-    # RAMs. The board top packs into ~5150 of the 5280 logic cells and runs at
-    # 18 MHz (benchmarks/README.md, "iCEBreaker").
+    # RAMs (the board memory's read FIFO 2 more). Two timing switches keep the
+    # long paths (18.6 MHz before them) off comparators and decoders: the load
+    # walk in registers (registered_load_walk) and registered dispatch and
+    # issue (registered_dispatch). The board top packs into ~5040 of the 5280
+    # logic cells, routes at ~31 MHz and runs at 24 MHz (benchmarks/README.md,
+    # "iCEBreaker"; no switch changes a cycle).
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,

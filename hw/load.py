@@ -16,6 +16,9 @@ is accepted on ``cmd`` it raises ``busy`` and runs two independent walkers:
 The engine keeps no copy of the instruction: ``cmd.payload`` must hold the
 accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
+With ``HwConfig.registered_load_walk`` it does keep one (Yosys keeps the ~50
+bits the walkers read), so a shared engine's payload multiplexer matters only as
+it takes a LOAD, and it keeps the walk's flags in registers (below).
 
 An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
@@ -211,12 +214,11 @@ class LoadEngine(wiring.Component):
             return (x >= insn.x_pad_left) & (x < x_end)
 
         if registered:
-            # Whether (row, col) is a data entry, kept in registers for the next
-            # position as the walk moves (first column: `col_in_first`), and the
-            # SRAM address counted from the LOAD's base: the data back-pressure
-            # (the readers' ``elements.ready``) depends on flip-flops only.
-            # So are whether the walk is at the last column / row (``col == cols_total
-            # - 1``), the first column's from which fields are zero or one, not a sum.
+            # Whether (row, col) is a data entry and whether it is the last column /
+            # row, kept in registers for the next position as the walk moves (the
+            # first position's from which fields are zero or one, no sum), and the
+            # SRAM address counted from the LOAD's base: the data back-pressure (the
+            # readers' ``elements.ready``) and the walk's steps start at flip-flops.
             row_in, col_in, col_in_first = Signal(), Signal(), Signal()
             row_last, col_last = Signal(), Signal()
             address = Signal(max(config.index_bits(kind) for kind in self.kinds))
@@ -421,7 +423,11 @@ class LoadUnit(wiring.Component):
 
         word = Signal(HwConfig.INSN_BITS)
         insn = data.View(layout, word[:layout.size])
-        ours = (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
+
+        def is_ours(load):
+            return (load.memory_type == isa.MemType.INP) | (load.memory_type == isa.MemType.WGT)
+
+        ours = is_ours(insn)
         retired = Signal(STATUS_BITS)
         m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
         if config.registered_load_walk:
@@ -430,9 +436,7 @@ class LoadUnit(wiring.Component):
             incoming = data.View(layout, self.cmds.payload[:layout.size])
             ours, nonempty = Signal(name="ours"), Signal(name="nonempty")
             with m.If(self.cmds.valid & self.cmds.ready):
-                m.d.sync += [ours.eq((incoming.memory_type == isa.MemType.INP)
-                                     | (incoming.memory_type == isa.MemType.WGT)),
-                             nonempty.eq(padded_nonempty(incoming))]
+                m.d.sync += [ours.eq(is_ours(incoming)), nonempty.eq(padded_nonempty(incoming))]
             m.d.comb += engine.nonempty.eq(nonempty)
 
         with m.FSM():

@@ -144,6 +144,6 @@ class LoopSequencer(wiring.Component):
             with m.If(self.begin):
                 m.d.sync += [issuing.eq(nonempty), marker.eq(~nonempty)]
         else:
-            with m.If(self.begin):
+            with m.If(self.begin):   # (in the order that keeps these configs' Verilog)
                 m.d.sync += loop[:7] + [issuing.eq(nonempty), marker.eq(~nonempty)] + loop[7:]
         return m
