@@ -128,10 +128,12 @@ class HwConfig(JsonRecord):
         an immediate operand, and halves the ALU's longest path.
     registered_load_walk : int
         1: the load engine (`hw.load`) copies the LOAD fields its walkers read
-        when it takes the LOAD, counts SRAM addresses itself and keeps in a
-        register whether the walk is on a data entry, so neither a client's
-        instruction register nor a comparator lies on the path from the
-        engine's state to the DRAM port's data back-pressure. No cycle changes.
+        when it takes the LOAD, counts SRAM addresses itself and keeps in
+        registers whether the walk is on a data entry and at the last column /
+        row, and its clients decode whether a LOAD is theirs and non-empty as
+        they latch it: neither a client's instruction register nor a comparator
+        or sum lies on the paths from the engine's state to the DRAM port's data
+        back-pressure and from a client's offer to the engine. No cycle changes.
     registered_dispatch : int
         1 (with ``cmd_queue_depth`` 0, ``fetch_buffer_depth`` 1 and at least two
         bus beats per instruction): fetch's reader writes each beat of an
@@ -245,8 +247,9 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
         if self.registered_dispatch and (self.cmd_queue_depth, self.fetch_buffer_depth) != (0, 1):
-            raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 "
-                              f"(got {self.cmd_queue_depth} and {self.fetch_buffer_depth})")
+            raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and "
+                              f"fetch_buffer_depth 1 (got {self.cmd_queue_depth} and "
+                              f"{self.fetch_buffer_depth})")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:

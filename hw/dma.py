@@ -58,7 +58,7 @@ class ElementReader(wiring.Component):
         An element of several beats: write each beat into its place (the first
         in the low bits) as it arrives, instead of shifting the element down a
         beat at a time, so the first beat's bits hold their final value from
-        the cycle after it arrived (`hw.fetch`'s early decode reads them).
+        the cycle after it arrived (`hw.fetch`'s registered dispatch decodes them).
 
     Ports
     -----

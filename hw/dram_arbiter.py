@@ -4,10 +4,11 @@ Reads: each client offers burst requests on its ``req`` stream. The arbiter
 grants one client at a time, round robin starting after the last granted one,
 forwards that request to ``mem_rd_req`` and records ``(client, beats)`` (with
 ``HwConfig.narrow_walkers``, the index of its last beat: no subtraction on the
-data side) in an order FIFO (up to ``config.dram_reads_in_flight`` bursts outstanding, so request latency
-overlaps with data). Data beats arrive in request order on ``mem_rd_data``;
-the head of the order FIFO says which client they belong to, and the beat is
-passed to that client's ``data`` stream (its ready back-pressures the memory).
+data side) in an order FIFO (up to ``config.dram_reads_in_flight`` bursts
+outstanding, so request latency overlaps with data). Data beats arrive in
+request order on ``mem_rd_data``; the head of the order FIFO says which client
+they belong to, and the beat is passed to that client's ``data`` stream (its
+ready back-pressures the memory).
 Every client drains its data unconditionally (see `hw.dma`), so a burst
 waiting at the head never blocks forever.
 

@@ -39,8 +39,8 @@ MAX_BURST_BEATS = 256
 
 
 def burst_beats_bits(config: HwConfig) -> int:
-    """Bits a burst's beat count is kept in by the blocks that count a burst's beats
-    (the DRAM arbiter, a board's memory): a request's ``beats`` field, or with
+    """Bits a burst's beat count is kept in by the blocks that count down a burst's
+    beats (the store, a board's memory): a request's ``beats`` field, or with
     ``config.narrow_walkers`` enough for `MAX_BURST_BEATS`, the longest burst any
     block issues."""
     return MAX_BURST_BEATS.bit_length() if config.narrow_walkers else BURST_BEATS_BITS

@@ -48,9 +48,11 @@ def test_default_matches_vta_buffers():
     ({"registered_load_walk": 2}, "registered_load_walk: must be 0 or 1, got 2"),
     ({"registered_dispatch": 1},
      r"registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 \(got 16 and 16\)"),
-    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1, "dram_bus_bits": 128},
+    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
+      "dram_bus_bits": 128},
      r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 128"),
-    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1, "dram_bus_bits": 8},
+    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
+      "dram_bus_bits": 8},
      r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 8"),
 ])
 def test_impossible_config_names_the_field(changes, field):
