@@ -130,7 +130,8 @@ class Accelerator(wiring.Component):
         compute = block("compute", Compute(config))
         store = block("store", StoreUnit(config))
         arbiter = block("arbiter", DramArbiter(config, len(read_clients(config))))
-        queues = {name: block(f"tokens_{name}", TokenQueue(config.token_queue_depth))
+        queues = {name: block(f"tokens_{name}", TokenQueue(
+                      config.token_queue_depth, registered_valid=bool(config.registered_dispatch)))
                   for name in TOKEN_QUEUES.values()}
         units = dict(zip(MODULES, (load, compute, store)))
 

@@ -17,11 +17,14 @@ With ``HwConfig.two_cycle_alu`` it is two stages, for a slow FPGA (on iCE40
 the one-stage ALU's adder, shifter, comparator and multiplexers take ~60 ns):
 the inputs are held for two cycles and ``result`` is valid in the second. The
 first cycle registers, per lane, the shifter's operand (``a + b`` for ADD and
-REQUANT, the product for MUL, ``a`` or ``a`` reversed for the shifts) and
-``a < b``; the second shifts (ADD and MUL by 0), and REQUANT compares the
-registered sum against the clip bounds shifted left by its amount, beside the
-shifter instead of after it (``x >> s > 127`` exactly when ``x >= 128 << s``,
-``x >> s < lo`` when ``x < lo << s``).
+REQUANT, ``a`` or ``a`` reversed for the shifts and MIN / MAX) and its amount,
+``a < b``, and MUL's three products of 16-bit halves; the second reads those
+registers (and ``b`` for MIN / MAX): it adds MUL's products, picks MIN / MAX,
+shifts (ADD by 0), and REQUANT compares the registered sum against the clip
+bounds shifted left by its amount, beside the shifter instead of after it
+(``x >> s > 127`` exactly when ``x >= 128 << s``, ``x >> s < lo`` when ``x <
+lo << s``). So no path runs from the operands' forwarding multiplexers through
+an adder, comparator or the shifter into the second cycle.
 """
 
 from __future__ import annotations
@@ -110,25 +113,37 @@ class VectorAlu(wiring.Component):
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
-            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")   # ADD, MUL: 0
-            with m.Switch(op):
-                with m.Case(AluOp.REQUANT):
-                    m.d.comb += amount.eq(self.imm[:SHIFT_MASK_BITS])
-                with m.Case(AluOp.SHR, AluOp.SHL):
-                    m.d.comb += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
-            # First cycle: the shifter's operand and the comparison, registered.
+            # First cycle: the shifter's operand and its amount (ADD, MUL, MIN, MAX: 0)
+            # and ``a < b``, registered; the second reads ``b`` only for MIN and MAX
+            # (a multiplexer, not the shift amount).
             operand = Signal(bits, name=f"shift_in_{e}")
-            less = Signal(name=f"less_{e}")
+            amount = Signal(SHIFT_MASK_BITS, name=f"amount_{e}")
+            m.d.sync += amount.eq(0)
+            # MUL: the three products of 16-bit halves that reach the low 32 bits,
+            # registered (in the multiplier blocks' output registers), summed in the
+            # second cycle: the first holds no adder after the multipliers.
+            half = bits // 2
+            a_bits, b_bits = a.as_unsigned(), b.as_unsigned()
+            low = Signal(bits, name=f"mul_low_{e}", reset_less=True)
+            cross = [Signal(half, name=f"mul_cross{n}_{e}", reset_less=True) for n in range(2)]
+            m.d.sync += [low.eq(a_bits[:half] * b_bits[:half]),
+                         cross[0].eq(a_bits[:half] * b_bits[half:]),
+                         cross[1].eq(a_bits[half:] * b_bits[:half])]
+            product = Cat(low[:half], low[half:] + cross[0] + cross[1])[:bits]
             with m.Switch(op):
                 with m.Case(AluOp.ADD, AluOp.REQUANT):
                     m.d.sync += operand.eq(a.as_unsigned() + b.as_unsigned())
-                with m.Case(AluOp.MUL):
-                    m.d.sync += operand.eq((a.as_unsigned() * b.as_unsigned())[:bits])
                 with m.Case(AluOp.SHL):
                     m.d.sync += operand.eq(a.as_unsigned()[::-1])
                 with m.Default():
                     m.d.sync += operand.eq(a)
+            less = Signal(name=f"less_{e}")
             m.d.sync += less.eq(a < b)
+            with m.Switch(op):
+                with m.Case(AluOp.REQUANT):
+                    m.d.sync += amount.eq(self.imm[:SHIFT_MASK_BITS])
+                with m.Case(AluOp.SHR, AluOp.SHL):
+                    m.d.sync += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
             # Second cycle: shift, clip, select.
             fill = operand[-1] & ~shift_left
             shifted = Signal(bits, name=f"shifted_{e}")
@@ -136,9 +151,10 @@ class VectorAlu(wiring.Component):
             above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
             below = operand.as_signed() < (requant_low << amount)
             out = Signal(bits, name=f"alu_{e}")
-            _select(m, op, out, a, [
-                (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)),
-                ((AluOp.ADD, AluOp.MUL, AluOp.SHR), shifted), (AluOp.SHL, shifted[::-1]),
+            # MIN and MAX: ``a`` (the operand, registered) or ``b`` (held), by ``a < b``.
+            _select(m, op, out, shifted, [
+                (AluOp.MIN, Mux(less, operand, b)), (AluOp.MAX, Mux(less, b, operand)),
+                (AluOp.SHL, shifted[::-1]), (AluOp.MUL, product),
                 (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
         return m

@@ -42,8 +42,9 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from vdla.hw.banked_memory import NO_RW_CHECK
 from vdla.hw.config import HwConfig
-from vdla.hw.layouts import REQUEST_LAYOUT, log2, write_beat_layout
+from vdla.hw.layouts import REQUEST_LAYOUT, burst_beats_bits, log2, write_beat_layout
 
 __all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
 
@@ -58,6 +59,19 @@ def read_latency(kind: str) -> int:
     if kind not in MEMORY_KINDS:
         raise ValueError(f"kind: one of {', '.join(MEMORY_KINDS)}, got {kind!r}")
     return 2
+
+
+class _BlockRamFifo(SyncFIFOBuffered):
+    """`SyncFIFOBuffered` with its storage in a block RAM: Yosys keeps a memory of a
+    few words in flip-flops, which a part whose block RAMs outnumber its logic (the
+    iCE40 UP5K) can spare less. No entry is read in the cycle it is written (the
+    FIFO reads its storage only when it holds a word not yet read, which is never
+    the entry it writes), so a collision is don't-care (`NO_RW_CHECK`)."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        m.submodules.storage.attrs.update({"ram_style": "block", NO_RW_CHECK: 1})
+        return m
 
 
 class OnChipMemory(wiring.Component):
@@ -129,7 +143,8 @@ class OnChipMemory(wiring.Component):
         # ------------------------------------------------ the read pipeline
         # Cycle 1: every bank reads. Cycle 2: the addressed bank's word is
         # registered. Then a small FIFO towards the accelerator: backpressure
-        # needs no hold logic on the RAM.
+        # needs no hold logic on the RAM. Beside single-port RAMs (the UP5K) the
+        # FIFO's words are in a block RAM (`_BlockRamFifo`), not ~100 flip-flops.
         latency = read_latency(self.kind)
         index_bits = max(1, log2(len(banks)))
         bank_select = read_address[bank_bits:bank_bits + index_bits]
@@ -167,9 +182,10 @@ class OnChipMemory(wiring.Component):
         # Read data buffered towards the accelerator: enough to keep one beat per
         # cycle flowing with `latency` reads in the pipeline.
         fifo_depth = latency + 1
-        m.submodules.read_fifo = read_fifo = SyncFIFOBuffered(width=config.dram_bus_bits,
-                                                              depth=fifo_depth)
-        reads_left = Signal(16)
+        fifo_kind = _BlockRamFifo if single_port else SyncFIFOBuffered
+        m.submodules.read_fifo = read_fifo = fifo_kind(width=config.dram_bus_bits,
+                                                       depth=fifo_depth)
+        reads_left = Signal(burst_beats_bits(config))
         in_pipeline = Signal(latency)  # one bit per stage holding an accelerator read
         room = read_fifo.level + sum(bit.as_unsigned() for bit in in_pipeline) < fifo_depth
         issue = ~self.host_owns & (reads_left != 0) & room & ~writing
@@ -186,7 +202,7 @@ class OnChipMemory(wiring.Component):
                      read_fifo.r_en.eq(self.rd_data.ready)]
 
         # ------------------------------------------------ accelerator writes
-        writes_left = Signal(16)
+        writes_left = Signal(burst_beats_bits(config))
         m.d.comb += [self.wr_req.ready.eq(~self.host_owns & (writes_left == 0)),
                      self.wr_data.ready.eq(~self.host_owns & (writes_left != 0))]
         with m.If(self.wr_req.valid & self.wr_req.ready):

@@ -62,7 +62,7 @@ from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
-from vdla.hw.load import LoadEngine, engine_port_signature, run_load
+from vdla.hw.load import LoadEngine, engine_port_signature, padded_nonempty, run_load
 from vdla.hw.unit_pipeline import UnitPipeline, out_of_acc
 
 __all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
@@ -180,9 +180,21 @@ class Compute(wiring.Component):
         head_gemm, head_alu = view(head, isa.Opcode.GEMM), view(head, isa.Opcode.ALU)
         head_is_gemm = head_header.opcode == isa.Opcode.GEMM
         head_is_alu = head_header.opcode == isa.Opcode.ALU
+        head_load = view(head, isa.Opcode.LOAD)
+        head_pop_prev, head_pop_next = head_header.pop_prev, head_header.pop_next
+        head_is_ours = (head_header.opcode == isa.Opcode.LOAD) & (
+            (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC))
+        if config.registered_dispatch:
+            # The offered word's first beat has settled a cycle or more before it is
+            # offered (`hw.fetch`): decoded into registers, the issue waits on no decoder.
+            decoded = [Signal(name=f"head_{name}") for name in
+                       ("is_gemm", "is_alu", "pop_prev", "pop_next", "is_ours")]
+            m.d.sync += [register.eq(value) for register, value in zip(
+                decoded, (head_is_gemm, head_is_alu, head_pop_prev, head_pop_next, head_is_ours))]
+            head_is_gemm, head_is_alu, head_pop_prev, head_pop_next, head_is_ours = decoded
         head_overlap = Mux(head_is_gemm, head_gemm.overlap, head_alu.overlap)
-        pops_ready = ((~head_header.pop_prev | self.from_load.valid)
-                      & (~head_header.pop_next | self.from_store.valid))
+        pops_ready = ((~head_pop_prev | self.from_load.valid)
+                      & (~head_pop_next | self.from_store.valid))
         m.d.comb += [gemm.insn.eq(head), alu.insn.eq(head)]
 
         # ---------------------------------------------------------- units and SRAM ports
@@ -222,13 +234,24 @@ class Compute(wiring.Component):
         gemm_in_flight, alu_in_flight = Signal(count_shape), Signal(count_shape)
         gemm_done, alu_done = Signal(count_shape), Signal(count_shape)
         retire_gemm, retire_alu = Signal(), Signal()
-        for in_flight, done, begin, completes, retires in (
-                (gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
-                (alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
+        # With `registered_dispatch`, whether each unit has none / at most one in flight is
+        # kept in registers beside the count, so the issue reads no comparator.
+        in_flight_at_most = {}
+        for unit, in_flight, done, begin, completes, retires in (
+                ("gemm", gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
+                ("alu", alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
+            if config.registered_dispatch:
+                none = Signal(init=1, name=f"{unit}_none_in_flight")
+                one = Signal(init=1, name=f"{unit}_one_in_flight")
+                in_flight_at_most[unit] = (none, one)
             with m.If(begin & ~completes):
                 m.d.sync += in_flight.eq(in_flight + 1)
+                if config.registered_dispatch:
+                    m.d.sync += [none.eq(0), one.eq(none)]
             with m.Elif(completes & ~begin):
                 m.d.sync += in_flight.eq(in_flight - 1)
+                if config.registered_dispatch:
+                    m.d.sync += [none.eq(in_flight == 1), one.eq(in_flight <= 2)]
             with m.If(completes & ~retires):
                 m.d.sync += done.eq(done + 1)
             with m.Elif(retires & ~completes):
@@ -258,8 +281,9 @@ class Compute(wiring.Component):
         word = Signal(HwConfig.INSN_BITS)
         header, as_load = view(word, isa.Opcode.FINISH), view(word, isa.Opcode.LOAD)
         m.d.comb += loader.cmd.payload.eq(as_load)
-        head_load = view(head, isa.Opcode.LOAD)
-        ours = (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC)
+        if config.registered_load_walk:
+            load_nonempty = Signal()   # of the LOAD in `word`, decoded as it is latched
+            m.d.comb += loader.nonempty.eq(load_nonempty)
         pushes_ready = ((~header.push_prev | self.to_load.ready)
                         & (~header.push_next | self.to_store.ready))
         finished = Signal()
@@ -267,9 +291,21 @@ class Compute(wiring.Component):
         m.d.comb += [self.finished.eq(finished), self.retired.eq(retired)]
         # The other unit must have completed everything it was given, or with
         # overlap everything but its newest instruction (see the module docstring).
-        gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1, alu_in_flight == 0)
-        alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1, gemm_in_flight == 0)
-        unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
+        if config.registered_dispatch:
+            # Each unit's condition from registers and its own overlap bit, then the
+            # decoded unit's: a shallow tree (`HwConfig.registered_dispatch`).
+            alu_none, alu_one = in_flight_at_most["alu"]
+            gemm_none, gemm_one = in_flight_at_most["gemm"]
+            gemm_can_issue = gemm.ready & Mux(head_gemm.overlap, alu_one, alu_none)
+            alu_can_issue = alu.ready & Mux(head_alu.overlap, gemm_one, gemm_none)
+            unit_ready = (((head_is_gemm & gemm_can_issue) | (head_is_alu & alu_can_issue))
+                          & retire_queue.w_rdy)
+        else:
+            gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1,
+                                              alu_in_flight == 0)
+            alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1,
+                                            gemm_in_flight == 0)
+            unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
         to_load_valid, to_store_valid = Signal(), Signal()
         m.d.comb += [self.to_load.valid.eq(to_load_valid | (retire & oldest.push_prev)),
                      self.to_store.valid.eq(to_store_valid | (retire & oldest.push_next))]
@@ -288,19 +324,21 @@ class Compute(wiring.Component):
                         with m.If(unit_ready):
                             m.d.comb += [
                                 self.cmds.ready.eq(1),
-                                self.from_load.ready.eq(head_header.pop_prev),
-                                self.from_store.ready.eq(head_header.pop_next),
+                                self.from_load.ready.eq(head_pop_prev),
+                                self.from_store.ready.eq(head_pop_next),
                                 begin_gemm.eq(head_is_gemm), begin_alu.eq(head_is_alu),
                                 retire_queue.w_en.eq(1),
                             ]
                     with m.Elif(~retire_queue.r_rdy):
                         m.d.comb += [
                             self.cmds.ready.eq(1),
-                            self.from_load.ready.eq(head_header.pop_prev),
-                            self.from_store.ready.eq(head_header.pop_next),
+                            self.from_load.ready.eq(head_pop_prev),
+                            self.from_store.ready.eq(head_pop_next),
                         ]
                         m.d.sync += word.eq(head)
-                        with m.If((head_header.opcode == isa.Opcode.LOAD) & ours):
+                        if config.registered_load_walk:
+                            m.d.sync += load_nonempty.eq(padded_nonempty(head_load))
+                        with m.If(head_is_ours):
                             m.next = "LOAD"
                         with m.Else():
                             m.next = "PUSH"

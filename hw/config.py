@@ -38,10 +38,11 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
-                 "gemm_operand_stage": 0}
+                 "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
-             "sequencer_gap", "two_cycle_alu", "gemm_operand_stage")
+             "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
+             "registered_dispatch")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -106,7 +107,9 @@ class HwConfig(JsonRecord):
         1: the load engine's and the store module's row, column and entry
         counters are as wide as the largest SRAM needs (`walker_bits`), not the
         ISA's 16-bit size fields: the SRAM bounds every program is checked
-        against (`sim.checker`) keep a non-empty rectangle inside them.
+        against (`sim.checker`) keep a non-empty rectangle inside them. And the
+        counts of a burst's beats (the DRAM arbiter's, the store's, a board
+        memory's) are as wide as the longest burst (`hw.layouts.burst_beats_bits`).
     ram_collision_dont_care : int
         1: the inp, wgt, uop, acc and out block RAMs' read ports leave a read of
         the entry written in the same cycle undefined (Yosys's
@@ -130,6 +133,25 @@ class HwConfig(JsonRecord):
         (`hw.unit_pipeline`): a GEMM micro-op takes one more cycle from issue
         to write, at the same rate. On ECP5 the path from a block RAM through
         a multiplier was the core's longest once the ALU was split.
+    registered_load_walk : int
+        1: the load engine (`hw.load`) copies the LOAD fields its walkers read
+        when it takes the LOAD, counts SRAM addresses itself and keeps in
+        registers whether the walk is on a data entry and at the last column /
+        row, and its clients decode whether a LOAD is theirs and non-empty as
+        they latch it: neither a client's instruction register nor a comparator
+        or sum lies on the paths from the engine's state to the DRAM port's data
+        back-pressure and from a client's offer to the engine. No cycle changes.
+    registered_dispatch : int
+        1 (with ``cmd_queue_depth`` 0, ``fetch_buffer_depth`` 1 and at least two
+        bus beats per instruction): fetch's reader writes each beat of an
+        instruction in its place, so the first (opcode and token flags) is
+        settled a cycle or more before the instruction is offered, and fetch
+        and compute decode the offered word into registers every cycle; compute
+        keeps whether each unit has none / at most one instruction in flight,
+        the token queues whether they hold a token, in registers, and fetch
+        counts a dispatch a cycle later: the paths by which fetch dispatches
+        and compute issues hold no decoder or comparator (`hw.fetch`,
+        `hw.compute`, `hw.token_queue`). No cycle changes.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -160,6 +182,8 @@ class HwConfig(JsonRecord):
     sequencer_gap: int = 0
     two_cycle_alu: int = 0
     gemm_operand_stage: int = 0
+    registered_load_walk: int = 0
+    registered_dispatch: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -230,6 +254,10 @@ class HwConfig(JsonRecord):
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
+        if self.registered_dispatch and (self.cmd_queue_depth, self.fetch_buffer_depth) != (0, 1):
+            raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and "
+                              f"fetch_buffer_depth 1 (got {self.cmd_queue_depth} and "
+                              f"{self.fetch_buffer_depth})")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -237,6 +265,16 @@ class HwConfig(JsonRecord):
         # Importing here keeps isa.py free to import this module at load time.
         from vdla.hw import isa
         isa.check_fits(self)
+        if self.registered_dispatch:
+            # The fields decoded early lie in an instruction's first bus beat, and a
+            # later beat comes before it is offered.
+            offsets = isa.field_offsets(isa.formats(self)[isa.Opcode.LOAD])
+            first_beat = max(sum(offsets[name]) for name in isa.EARLY_DECODE_FIELDS)
+            if not first_beat <= self.dram_bus_bits <= self.INSN_BITS // 2:
+                raise ConfigError(f"registered_dispatch: needs a bus of {first_beat} to "
+                                  f"{self.INSN_BITS // 2} bits (an instruction's opcode, token "
+                                  "flags and memory type in its first of two or more beats), "
+                                  f"got dram_bus_bits {self.dram_bus_bits}")
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -390,6 +428,7 @@ PRESETS: dict[str, HwConfig] = {
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
                       ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
+                      registered_load_walk=1,
                       name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
@@ -401,15 +440,20 @@ PRESETS: dict[str, HwConfig] = {
     # counter (event_counters 0) save logic cells, and so do every area switch
     # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
     # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
-    # RAMs. The board top packs into ~5150 of the 5280 logic cells and runs at
-    # 18 MHz (benchmarks/README.md, "iCEBreaker").
+    # RAMs (the board memory's read FIFO 2 more). Two timing switches keep the
+    # long paths (18.6 MHz before them) off comparators and decoders: the load
+    # walk in registers (registered_load_walk) and registered dispatch and
+    # issue (registered_dispatch). The board top packs into ~5040 of the 5280
+    # logic cells, routes at ~31 MHz and runs at 24 MHz (benchmarks/README.md,
+    # "iCEBreaker"; no switch changes a cycle).
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
                            cmd_queue_depth=0, token_queue_depth=8, max_acc_banks=1,
                            fetch_buffer_depth=1, dram_addr_bits=17, event_counters=0,
                            shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                           sequencer_gap=1, two_cycle_alu=1, name="icebreaker"),
+                           sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
+                           registered_dispatch=1, name="icebreaker"),
 }
 
 

@@ -54,6 +54,11 @@ class ElementReader(wiring.Component):
         gone, for a user that never has beats in flight while it holds an
         element (fetch with a one-instruction buffer): its consumer's ready
         then stays out of the memory's ready path, a long one on iCE40.
+    in_place : bool
+        An element of several beats: write each beat into its place (the first
+        in the low bits) as it arrives, instead of shifting the element down a
+        beat at a time, so the first beat's bits hold their final value from
+        the cycle after it arrived (`hw.fetch`'s registered dispatch decodes them).
 
     Ports
     -----
@@ -67,9 +72,10 @@ class ElementReader(wiring.Component):
     """
 
     def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = isa.SIZE_BITS,
-                 rows_ahead: int = 4, take_while_full: bool = True):
+                 rows_ahead: int = 4, take_while_full: bool = True, in_place: bool = False):
         self.config = config
         self.take_while_full = take_while_full
+        self.in_place = in_place
         self.element_bytes = element_bytes
         self.count_bits = count_bits
         self.rows_ahead = rows_ahead
@@ -168,7 +174,11 @@ class ElementReader(wiring.Component):
                 if beats_per_element == 1:
                     m.d.sync += [element.eq(self.mem.data.payload), full.eq(1)]
                 else:
-                    m.d.sync += element.eq(Cat(element[bus_bits:], self.mem.data.payload))
+                    if self.in_place:
+                        m.d.sync += element.word_select(gathered, bus_bits).eq(
+                            self.mem.data.payload)
+                    else:
+                        m.d.sync += element.eq(Cat(element[bus_bits:], self.mem.data.payload))
                     with m.If(gathered == beats_per_element - 1):
                         m.d.sync += [gathered.eq(0), full.eq(1)]
                     with m.Else():

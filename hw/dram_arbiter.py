@@ -2,11 +2,13 @@
 
 Reads: each client offers burst requests on its ``req`` stream. The arbiter
 grants one client at a time, round robin starting after the last granted one,
-forwards that request to ``mem_rd_req`` and records ``(client, beats)`` in an
-order FIFO (up to ``config.dram_reads_in_flight`` bursts outstanding, so request latency
-overlaps with data). Data beats arrive in request order on ``mem_rd_data``;
-the head of the order FIFO says which client they belong to, and the beat is
-passed to that client's ``data`` stream (its ready back-pressures the memory).
+forwards that request to ``mem_rd_req`` and records ``(client, beats)`` (with
+``HwConfig.narrow_walkers``, the index of its last beat: no subtraction on the
+data side) in an order FIFO (up to ``config.dram_reads_in_flight`` bursts
+outstanding, so request latency overlaps with data). Data beats arrive in
+request order on ``mem_rd_data``; the head of the order FIFO says which client
+they belong to, and the beat is passed to that client's ``data`` stream (its
+ready back-pressures the memory).
 Every client drains its data unconditionally (see `hw.dma`), so a burst
 waiting at the head never blocks forever.
 
@@ -21,8 +23,8 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
-from vdla.hw.layouts import (BURST_BEATS_BITS, REQUEST_LAYOUT, MemReadSignature, MemWriteSignature,
-                        write_beat_layout)
+from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
+                             MemWriteSignature, write_beat_layout)
 
 __all__ = ["DramArbiter"]
 
@@ -57,7 +59,11 @@ class DramArbiter(wiring.Component):
         m = Module()
         n = self.n_readers
         id_bits = max(1, (n - 1).bit_length())
-        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + BURST_BEATS_BITS,
+        # The order FIFO keeps each burst's beat count, or (`narrow_walkers`) the index
+        # of its last beat, which the data side compares without a subtraction.
+        narrow = bool(self.config.narrow_walkers)
+        beats_bits = (MAX_BURST_BEATS - 1).bit_length() if narrow else BURST_BEATS_BITS
+        m.submodules.order = order = fifo.SyncFIFO(width=id_bits + beats_bits,
                                                 depth=self.config.dram_reads_in_flight)
 
         # ---------------------------------------------------------- requests
@@ -83,17 +89,19 @@ class DramArbiter(wiring.Component):
                     self.mem_rd_req.payload.eq(self.readers[i].req.payload),
                     self.readers[i].req.ready.eq(self.mem_rd_req.ready & order.w_rdy),
                 ]
+        beats = self.mem_rd_req.payload.beats
         with m.If(self.mem_rd_req.valid & self.mem_rd_req.ready):
             m.d.comb += [
                 order.w_en.eq(1),
-                order.w_data.eq(owner | (self.mem_rd_req.payload.beats << id_bits)),
+                order.w_data.eq(owner | ((beats - 1)[:beats_bits] if narrow else beats) << id_bits),
             ]
             m.d.sync += [granted.eq(0), last.eq(owner)]
 
         # ---------------------------------------------------------- data
         head_owner = order.r_data[:id_bits]
         head_beats = order.r_data[id_bits:]
-        received = Signal(BURST_BEATS_BITS)
+        head_last = head_beats if narrow else head_beats - 1
+        received = Signal(beats_bits)
         for i in range(n):
             m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
             with m.If(order.r_rdy & (head_owner == i)):
@@ -103,7 +111,7 @@ class DramArbiter(wiring.Component):
                 ]
         beat = self.mem_rd_data.valid & self.mem_rd_data.ready
         with m.If(beat):
-            with m.If(received == head_beats - 1):
+            with m.If(received == head_last):
                 m.d.sync += received.eq(0)
                 m.d.comb += order.r_en.eq(1)
             with m.Else():

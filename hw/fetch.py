@@ -111,7 +111,8 @@ class Fetch(wiring.Component):
         # A one-instruction buffer requests the next instruction only once the
         # held one is taken, so no beat waits while it is held (`ElementReader`).
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES,
-                                                     take_while_full=buffer_depth > 1)
+                                                     take_while_full=buffer_depth > 1,
+                                                     in_place=bool(config.registered_dispatch))
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         if buffer_depth == 1:
             buffer = _HeldElement(reader.elements)
@@ -169,6 +170,14 @@ class Fetch(wiring.Component):
         to_load = (head.opcode == isa.Opcode.LOAD) & (
             (head.memory_type == isa.MemType.INP) | (head.memory_type == isa.MemType.WGT))
         to_store = head.opcode == isa.Opcode.STORE
+        if config.registered_dispatch:
+            # The reader writes an instruction's first beat (opcode, memory type) in
+            # place a cycle or more before it offers the instruction, and holds it
+            # until taken: the destination decoded into registers every cycle is the
+            # offered instruction's (`HwConfig.registered_dispatch`).
+            decoded_load, decoded_store = Signal(), Signal()
+            m.d.sync += [decoded_load.eq(to_load), decoded_store.eq(to_store)]
+            to_load, to_store = decoded_load, decoded_store
         to_compute = ~to_load & ~to_store
         target_ready = Mux(to_load, queues["load"].w_rdy,
                            Mux(to_store, queues["store"].w_rdy, queues["compute"].w_rdy))
@@ -177,11 +186,21 @@ class Fetch(wiring.Component):
             m.d.comb += [queues[name].w_data.eq(buffer.r_data),
                          queues[name].w_en.eq(buffer.r_rdy & chosen)]
         m.d.comb += buffer.r_en.eq(dispatch)
-        with m.If(dispatch):
-            m.d.sync += undispatched.eq(undispatched - 1)
+        if config.registered_dispatch:
+            # Counted a cycle later, from a register: a dispatch (the end of a long
+            # path through compute's issue) enables one flip-flop, not the counter.
+            dispatched = Signal()
+            m.d.sync += dispatched.eq(dispatch)
+            with m.If(dispatched):
+                m.d.sync += undispatched.eq(undispatched - 1)
+            complete = Mux(dispatched, undispatched == 1, undispatched == 0)
+        else:
+            with m.If(dispatch):
+                m.d.sync += undispatched.eq(undispatched - 1)
+            complete = undispatched == 0
 
         m.d.comb += [
-            self.complete.eq(undispatched == 0),
+            self.complete.eq(complete),
             self.idle.eq((in_flight == 0) & reader.idle),
             self.fetched.eq(fetched),
         ]

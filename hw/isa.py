@@ -79,7 +79,8 @@ __all__ = [
     "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "encode", "decode", "encode_program", "decode_program",
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
-    "MODULES", "TOKEN_QUEUES", "DEPENDENCY_FLAGS", "QUEUE_FLAGS", "module_of", "flag_queue",
+    "MODULES", "TOKEN_QUEUES", "DEPENDENCY_FLAGS", "EARLY_DECODE_FIELDS", "QUEUE_FLAGS",
+    "module_of", "flag_queue",
     "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
 ]
 
@@ -141,6 +142,9 @@ def flag_queue(module: int, flag: str) -> tuple[int, int] | None:
 # The header's dependency flags, and for each token queue the flags that feed
 # and drain it: (producer's push flag, consumer's pop flag), from `flag_queue`.
 DEPENDENCY_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+# Header fields that fetch and compute decode before an instruction is offered
+# (`HwConfig.registered_dispatch`): every format holds them at the LOAD format's offsets.
+EARLY_DECODE_FIELDS = ("opcode", "pop_prev", "pop_next", "memory_type")
 QUEUE_FLAGS = {
     queue: tuple(next(flag for flag in DEPENDENCY_FLAGS
                       if flag.startswith(verb) and flag_queue(module, flag) == queue)

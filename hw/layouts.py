@@ -23,7 +23,8 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 
 __all__ = [
-    "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "instruction_layout", "uop_layout",
+    "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "burst_beats_bits",
+    "instruction_layout", "uop_layout",
     "MemReadSignature", "MemWriteSignature", "write_beat_layout", "row_command_layout",
     "sram_read_signature", "sram_write_signature", "TokenSignature", "log2",
 ]
@@ -35,6 +36,14 @@ REQUEST_LAYOUT = data.StructLayout({"addr": HwConfig.DRAM_ADDR_BITS, "beats": BU
 # Longest burst a block issues. Long enough to amortise the read latency, short
 # enough that one client cannot hold the shared port for long.
 MAX_BURST_BEATS = 256
+
+
+def burst_beats_bits(config: HwConfig) -> int:
+    """Bits a burst's beat count is kept in by the blocks that count down a burst's
+    beats (the store, a board's memory): a request's ``beats`` field, or with
+    ``config.narrow_walkers`` enough for `MAX_BURST_BEATS`, the longest burst any
+    block issues."""
+    return MAX_BURST_BEATS.bit_length() if config.narrow_walkers else BURST_BEATS_BITS
 
 
 def log2(value: int) -> int:

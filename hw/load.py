@@ -16,6 +16,9 @@ is accepted on ``cmd`` it raises ``busy`` and runs two independent walkers:
 The engine keeps no copy of the instruction: ``cmd.payload`` must hold the
 accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
+With ``HwConfig.registered_load_walk`` it does keep one (Yosys keeps the ~50
+bits the walkers read), so a shared engine's payload multiplexer matters only as
+it takes a LOAD, and it keeps the walk's flags in registers (below).
 
 An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
@@ -34,7 +37,7 @@ type only moves tokens.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -47,7 +50,7 @@ from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layou
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["LoadEngine", "LoadUnit", "SharedLoadEngine", "engine_port_signature",
-           "reader_groups", "run_load"]
+           "padded_nonempty", "reader_groups", "run_load"]
 
 
 def reader_groups(config: HwConfig, kinds) -> dict[str, tuple[str, ...]]:
@@ -78,12 +81,23 @@ def load_ports(config: HwConfig, kinds) -> dict:
 
 def engine_port_signature(config: HwConfig) -> wiring.Signature:
     """A unit's side of a `SharedLoadEngine`: it offers a LOAD on ``cmd`` (and holds
-    it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD."""
-    return wiring.Signature({
+    it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD
+    (with ``registered_load_walk`` also ``nonempty``, as `LoadEngine`'s)."""
+    members = {
         "cmd": Out(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
         "busy": In(1),
         "waiting": In(1),
-    })
+    }
+    if config.registered_load_walk:
+        members["nonempty"] = Out(1)
+    return wiring.Signature(members)
+
+
+def padded_nonempty(insn) -> Value:
+    """Whether a LOAD ``insn`` (a view of the LOAD layout) has a non-empty padded
+    rectangle: a row and a column, padding or data (which fields are zero, no sum)."""
+    return (Cat(insn.y_pad_top, insn.y_size, insn.y_pad_bottom).any()
+            & Cat(insn.x_pad_left, insn.x_size, insn.x_pad_right).any())
 
 
 class LoadEngine(wiring.Component):
@@ -97,6 +111,9 @@ class LoadEngine(wiring.Component):
     busy : Out(1)
     waiting : Out(1)
         Busy and waiting for DRAM data.
+    nonempty : In(1)
+        With ``registered_load_walk``: `padded_nonempty` of the offered LOAD, from
+        a register of the caller (so taking a LOAD decodes none of its fields).
     """
 
     def __init__(self, config: HwConfig, kinds: tuple[str, ...]):
@@ -107,12 +124,23 @@ class LoadEngine(wiring.Component):
             "busy": Out(1),
             "waiting": Out(1),
         }
+        if config.registered_load_walk:
+            members["nonempty"] = In(1)
         super().__init__(members | load_ports(config, self.kinds))
 
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        insn = self.cmd.payload   # held by the caller while busy (module docstring)
+        registered = bool(config.registered_load_walk)
+        cmd = self.cmd.payload
+        accepted = self.cmd.valid & self.cmd.ready
+        if registered:
+            # The engine's own copy of the LOAD (Yosys keeps the fields the walkers read).
+            insn = Signal(self.cmd.payload.shape(), name="insn")
+            with m.If(accepted):
+                m.d.sync += insn.eq(cmd)
+        else:
+            insn = cmd   # held by the caller while busy (module docstring)
         busy = Signal()
         groups = reader_groups(config, self.kinds)
         reader_of = {kind: group for group, kinds in groups.items() for kind in kinds}
@@ -146,9 +174,8 @@ class LoadEngine(wiring.Component):
         rows_left = Signal(min(isa.SIZE_BITS, padded_bits))       # data rows still to request
         row_addr = Signal(config.dram_addr_bits)
 
-        cmd = self.cmd.payload
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
-        with m.If(self.cmd.valid & self.cmd.ready):
+        with m.If(accepted):
             padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
             padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
             m.d.sync += [
@@ -159,9 +186,13 @@ class LoadEngine(wiring.Component):
                 row.eq(0), col.eq(0), offset.eq(0),
                 rows_left.eq(cmd.y_size),
                 row_addr.eq(cmd.dram_base),
-                # Nothing to do for an empty rectangle.
-                busy.eq((padded_rows != 0) & (padded_cols != 0)),
             ]
+            if registered:
+                # Nothing to do for an empty rectangle (the caller's register says).
+                m.d.sync += busy.eq(self.nonempty)
+            else:
+                # Nothing to do for an empty rectangle.
+                m.d.sync += busy.eq((padded_rows != 0) & (padded_cols != 0))
             with m.If(cmd.x_size == 0):
                 m.d.sync += rows_left.eq(0)
 
@@ -176,7 +207,35 @@ class LoadEngine(wiring.Component):
                 m.d.sync += [rows_left.eq(rows_left - 1), row_addr.eq(row_addr + insn.x_stride)]
 
         # ---------------------------------------------------------- SRAM walker
-        is_data = (row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left) & (col < x_end)
+        def in_rows(y):
+            return (y >= insn.y_pad_top) & (y < y_end)
+
+        def in_cols(x):
+            return (x >= insn.x_pad_left) & (x < x_end)
+
+        if registered:
+            # Whether (row, col) is a data entry and whether it is the last column /
+            # row, kept in registers for the next position as the walk moves (the
+            # first position's from which fields are zero or one, no sum), and the
+            # SRAM address counted from the LOAD's base: the data back-pressure (the
+            # readers' ``elements.ready``) and the walk's steps start at flip-flops.
+            row_in, col_in, col_in_first = Signal(), Signal(), Signal()
+            row_last, col_last = Signal(), Signal()
+            address = Signal(max(config.index_bits(kind) for kind in self.kinds))
+            is_data = row_in & col_in
+            at_last_col, at_last_row = col_last, row_last
+            with m.If(accepted):
+                first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
+                m.d.sync += [row_in.eq((cmd.y_pad_top == 0) & (cmd.y_size != 0)),
+                             col_in.eq(first_col), col_in_first.eq(first_col),
+                             row_last.eq(_sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom)),
+                             col_last.eq(_sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right)),
+                             address.eq(cmd.sram_base)]
+        else:
+            at_last_col, at_last_row = col == cols_total - 1, row == rows_total - 1
+            is_data = ((row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left)
+                       & (col < x_end))
+            address = insn.sram_base + offset
         element_valid = Signal()
         for kind, reader in readers.items():
             with m.If(reading[kind]):
@@ -186,7 +245,7 @@ class LoadEngine(wiring.Component):
             port, reader = getattr(self, f"sram_{kind}"), readers[reader_of[kind]]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
-                port.addr.eq(insn.sram_base + offset),
+                port.addr.eq(address),
                 port.data.eq(reader.elements.payload),
             ]
             if kind in groups:
@@ -195,14 +254,31 @@ class LoadEngine(wiring.Component):
                 m.d.comb += port.data.eq(0)
         m.d.comb += self.waiting.eq(busy & is_data & ~element_valid)
         with m.If(write):
-            m.d.sync += offset.eq(offset + 1)
-            with m.If(col == cols_total - 1):
+            if registered:
+                m.d.sync += address.eq(address + 1)
+            else:
+                m.d.sync += offset.eq(offset + 1)
+            with m.If(at_last_col):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
-                with m.If(row == rows_total - 1):
+                if registered:
+                    m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1)),
+                                 col_last.eq(cols_total == 1), row_last.eq(row + 2 == rows_total)]
+                with m.If(at_last_row):
                     m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += col.eq(col + 1)
+                if registered:
+                    m.d.sync += [col_in.eq(in_cols(col + 1)), col_last.eq(col + 2 == cols_total)]
         return m
+
+
+def _sum_is_one(*fields):
+    """Whether unsigned ``fields`` add up to 1: one of them is 1, the others 0."""
+    terms = []
+    for index, field in enumerate(fields):
+        others = Cat(*(other for position, other in enumerate(fields) if position != index))
+        terms.append((field == 1) & (others == 0))
+    return Cat(*terms).any()
 
 
 def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=None):
@@ -283,11 +359,14 @@ class SharedLoadEngine(wiring.Component):
         for i in reversed(range(n)):
             with m.If(self.clients[i].cmd.valid & (last < i)):
                 m.d.comb += pick.eq(i)
-        # The LOAD being taken, then the owner's while the engine runs it.
-        current = Mux(engine.busy, owner, pick)
+        # The LOAD being taken, then the owner's while the engine runs it (with
+        # `registered_load_walk` the engine reads it only as it takes it).
+        current = pick if self.config.registered_load_walk else Mux(engine.busy, owner, pick)
         for i, client in enumerate(self.clients):
             with m.If(current == i):
                 m.d.comb += engine.cmd.payload.eq(client.cmd.payload)
+                if self.config.registered_load_walk:
+                    m.d.comb += engine.nonempty.eq(client.nonempty)
             m.d.comb += [client.cmd.ready.eq(engine.cmd.ready & (pick == i)),
                          client.busy.eq(engine.busy & (owner == i)),
                          client.waiting.eq(engine.waiting & (owner == i))]
@@ -344,9 +423,21 @@ class LoadUnit(wiring.Component):
 
         word = Signal(HwConfig.INSN_BITS)
         insn = data.View(layout, word[:layout.size])
-        ours = (insn.memory_type == isa.MemType.INP) | (insn.memory_type == isa.MemType.WGT)
+
+        def is_ours(load):
+            return (load.memory_type == isa.MemType.INP) | (load.memory_type == isa.MemType.WGT)
+
+        ours = is_ours(insn)
         retired = Signal(STATUS_BITS)
         m.d.comb += [self.retired.eq(retired), engine.cmd.payload.eq(insn)]
+        if config.registered_load_walk:
+            # Whether the LOAD is ours and non-empty, decoded as the word is taken:
+            # offering it to the engine decodes nothing.
+            incoming = data.View(layout, self.cmds.payload[:layout.size])
+            ours, nonempty = Signal(name="ours"), Signal(name="nonempty")
+            with m.If(self.cmds.valid & self.cmds.ready):
+                m.d.sync += [ours.eq(is_ours(incoming)), nonempty.eq(padded_nonempty(incoming))]
+            m.d.comb += engine.nonempty.eq(nonempty)
 
         with m.FSM():
             take_instruction(m, self, word)

@@ -30,7 +30,7 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import STATUS_BITS
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
-                        instruction_layout, log2, sram_read_signature)
+                             burst_beats_bits, instruction_layout, log2, sram_read_signature)
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["StoreUnit"]
@@ -117,7 +117,7 @@ class StoreUnit(wiring.Component):
         row_beats = Signal(size_bits + log2(beats_per_element) + 1)   # beats of the row not yet requested
         req_addr = Signal(config.dram_addr_bits)
         burst = Signal(BURST_BEATS_BITS)
-        beats_left = Signal(BURST_BEATS_BITS)   # beats of the current burst still to send
+        beats_left = Signal(burst_beats_bits(config))   # beats of the current burst still to send
         part = Signal(range(beats_per_element))   # beat within a wide element
         lane = Signal(lane_bits)        # next lane of a narrow-element beat
         row_elements = Signal(size_bits)    # narrow: elements of the row not yet packed

@@ -38,12 +38,16 @@ class TokenQueue(wiring.Component):
         A token to the consumer.
     count : Out(STATUS_BITS)
         Tokens held (for status reporting).
+
+    With ``registered_valid``, ``pop.valid`` is a flip-flop kept beside the count
+    (`HwConfig.registered_dispatch`), not a comparator on it.
     """
 
-    def __init__(self, depth: int):
+    def __init__(self, depth: int, registered_valid: bool = False):
         if depth < 1:
             raise ValueError(f"token queue depth must be positive, got {depth}")
         self.depth = depth
+        self.registered_valid = registered_valid
         super().__init__({
             "push": In(TokenSignature),
             "pop": Out(TokenSignature),
@@ -60,10 +64,18 @@ class TokenQueue(wiring.Component):
             self.pop.valid.eq(count != 0),
             self.count.eq(count),
         ]
+        if self.registered_valid:
+            # ``pop.valid`` from a register kept beside the count (same value).
+            holds = Signal()
+            m.d.comb += self.pop.valid.eq(holds)
         with m.If(pushed & ~popped):
             m.d.sync += count.eq(count + 1)
+            if self.registered_valid:
+                m.d.sync += holds.eq(1)
         with m.Elif(popped & ~pushed):
             m.d.sync += count.eq(count - 1)
+            if self.registered_valid:
+                m.d.sync += holds.eq(count != 1)
         return m
 
 

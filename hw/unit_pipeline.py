@@ -183,7 +183,9 @@ class UnitPipeline(wiring.Component):
             m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
         control = _control_layout(config, self.unit)
         c0 = Data(control)
-        with m.If(self.begin):
+        # With `sequencer_gap` the control follows ``insn`` while the sequencer is idle,
+        # as its loop registers do (`hw.sequencer`): `begin` comes only then.
+        with m.If(seq.ready if config.sequencer_gap else self.begin):
             m.d.sync += c0.reset.eq(insn.reset)
             if not gemm:
                 # Latched sign extension: a register keeps Yosys from inlining the

@@ -22,13 +22,17 @@ from tests.hw.dram_model import DramModel
 TINY = PRESETS["tiny"]
 # tiny with the icebreaker preset's area switches: one load engine shared by load and
 # compute (inp / uop and wgt / acc each share a reader), narrow walkers, collision
-# don't-care buffers, a gap between a unit's instructions, a two-cycle ALU, no command queues, a
-# one-instruction fetch buffer (its reader takes no beat while full).
+# don't-care buffers, a gap between a unit's instructions, a two-cycle ALU, the load walk in
+# registers, early decode, no command queues, a one-instruction fetch buffer (its reader
+# takes no beat while full).
 TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collision_dont_care=1,
-                            sequencer_gap=1, two_cycle_alu=1, cmd_queue_depth=0,
-                            fetch_buffer_depth=1, name="tiny-compact")
-# `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them).
-TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, name="tiny-pipelined")
+                            sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
+                            registered_dispatch=1, cmd_queue_depth=0, fetch_buffer_depth=1,
+                            name="tiny-compact")
+# `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them): the
+# registered load walk here on the load module's and compute's own engines.
+TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, registered_load_walk=1,
+                              name="tiny-pipelined")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):

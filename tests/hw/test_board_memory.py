@@ -36,3 +36,14 @@ def test_read_latency():
     assert read_latency("bram") == read_latency("spram") == 2
     with pytest.raises(ValueError, match="kind: one of bram, spram, got 'dram'"):
         read_latency("dram")
+
+
+@pytest.mark.parametrize("kind, in_block_ram", [("bram", False), ("spram", True)])
+def test_read_fifo_is_in_block_ram_beside_single_port_memory(kind, in_block_ram):
+    """Beside the UP5K's single-port RAMs the read FIFO's words are a block RAM (logic
+    cells are what that part lacks); elsewhere Yosys keeps them in flip-flops."""
+    text = rtlil.convert(OnChipMemory(PRESETS["tiny"], 64 * 1024, kind), name="m",
+                         emit_src=False)
+    storage = re.search(r"((?:  attribute [^\n]*\n)*)  memory width 32 size 2 \\storage", text)
+    assert storage is not None
+    assert ('ram_style "block"' in storage.group(1)) == in_block_ram

@@ -45,6 +45,15 @@ def test_default_matches_vta_buffers():
     ({"narrow_walkers": -1}, "narrow_walkers: must be 0 or 1, got -1"),
     ({"ram_collision_dont_care": 3}, "ram_collision_dont_care: must be 0 or 1, got 3"),
     ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
+    ({"registered_load_walk": 2}, "registered_load_walk: must be 0 or 1, got 2"),
+    ({"registered_dispatch": 1},
+     r"registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 \(got 16 and 16\)"),
+    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
+      "dram_bus_bits": 128},
+     r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 128"),
+    ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
+      "dram_bus_bits": 8},
+     r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 8"),
 ])
 def test_impossible_config_names_the_field(changes, field):
     with pytest.raises(ConfigError, match=field):
@@ -81,7 +90,9 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
     for changes in ({"max_acc_banks": 2}, {"fetch_buffer_depth": 8}, {"dram_addr_bits": 20},
                     {"cmd_queue_depth": 0}, {"event_counters": 0}, {"shared_load_engine": 1},
                     {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
-                    {"sequencer_gap": 1}, {"two_cycle_alu": 1}, {"gemm_operand_stage": 1}):
+                    {"sequencer_gap": 1}, {"two_cycle_alu": 1}, {"gemm_operand_stage": 1},
+                    {"registered_load_walk": 1},
+                    {"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1}):
         assert config.replace(**changes).hash != config.hash
 
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vdla.hw.dram_arbiter import DramArbiter
+from vdla.hw.layouts import MAX_BURST_BEATS
 from tests.hw.amaranth_sim import TINY, run
 from tests.hw.dram_model import DramModel
 
 
-def test_arbiter_routes_data_in_order_under_stalls():
-    config = TINY
+@pytest.mark.parametrize("config", [TINY, TINY.replace(narrow_walkers=1, name="tiny-narrow")],
+                         ids=lambda c: c.name)
+def test_arbiter_routes_data_in_order_under_stalls(config):
+    """Bursts of 1 to 8 beats and one of `MAX_BURST_BEATS` (with ``narrow_walkers`` the
+    order FIFO holds a burst's last beat index, 8 bits for 256 beats)."""
     clients = 3
     dut = DramArbiter(config, clients)
     rng = np.random.default_rng(5)
@@ -19,6 +24,7 @@ def test_arbiter_routes_data_in_order_under_stalls():
     bus = config.dram_bus_bytes
     requests = {c: [(int(rng.integers(0, 1000)) * bus, int(rng.integers(1, 9))) for _ in range(6)]
                 for c in range(clients)}
+    requests[0].insert(2, (64 * bus, MAX_BURST_BEATS))
     received = {c: [] for c in range(clients)}
     done = set()
 

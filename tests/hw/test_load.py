@@ -14,6 +14,8 @@ from tests.hw.amaranth_sim import TINY, TINY_WIDE_BUS, run
 # inp and wgt elements of one size share a reader; counters sized by the SRAMs.
 TINY_SHARED = TINY.replace(block_out=1, shared_load_engine=1, narrow_walkers=1,
                            name="tiny-shared")
+# The same with the walk's bounds, data flag and SRAM address in the engine's registers.
+TINY_REGISTERED = TINY_SHARED.replace(registered_load_walk=1, name="tiny-registered")
 
 
 def reader_port(dut, config, kind):
@@ -38,12 +40,17 @@ async def _issue_load(ctx, dut, insn, config):
     fields = isa.formats(config)[isa.Opcode.LOAD]
     ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const(
         {f.name: getattr(insn, f.name) for f in fields}))
+    if config.registered_load_walk:   # the caller's decoded flag (`LoadEngine.nonempty`)
+        ctx.set(dut.nonempty, insn.padded_y * insn.padded_x != 0)
     ctx.set(dut.cmd.valid, 1)
     await ctx.tick().until(dut.cmd.ready)
     ctx.set(dut.cmd.valid, 0)
+    if config.registered_load_walk:   # the engine keeps its own copy: the caller may move on
+        ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const({}))
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED, TINY_REGISTERED],
+                         ids=lambda c: c.name)
 @pytest.mark.parametrize("kind", ["inp", "wgt"])
 def test_load_engine_padding_and_addresses(config, kind):
     rng = np.random.default_rng(zlib.crc32(f"{config.name}/{kind}".encode()))  # str hash() varies per run
@@ -58,6 +65,12 @@ def test_load_engine_padding_and_addresses(config, kind):
                  x_size=2, x_stride=1),                                  # overlapping rows
         isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=7, dram_base=0, y_size=0,
                  x_size=4, x_stride=4, y_pad_top=1, x_pad_left=1),        # padding only
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=2, dram_base=6, y_size=1,
+                 x_size=1, x_stride=1),                                  # one entry
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=9, dram_base=2, y_size=2,
+                 x_size=0, x_stride=3, x_pad_right=1, y_pad_bottom=1),   # a column of pads
+        isa.Load(memory_type=isa.MemType[kind.upper()], sram_base=3, dram_base=4, y_size=3,
+                 x_size=1, x_stride=2, x_pad_left=1, y_pad_top=2),       # one data column
     ]
     port = getattr(dut, f"sram_{kind}")
     other = getattr(dut, f"sram_{'wgt' if kind == 'inp' else 'inp'}")
@@ -131,10 +144,10 @@ def test_reader_groups_follow_element_sizes():
     assert "mem_uop" not in LoadEngine(shared, ("inp", "uop")).signature.members
 
 
-def test_narrow_walkers_fill_a_whole_sram():
+@pytest.mark.parametrize("config", [TINY_SHARED, TINY_REGISTERED], ids=lambda c: c.name)
+def test_narrow_walkers_fill_a_whole_sram(config):
     """With ``narrow_walkers`` the counters are `HwConfig.walker_bits` wide: a padded
     rectangle covering every entry of wgt still lands each element once, in place."""
-    config = TINY_SHARED
     depth = config.depth("wgt")
     assert config.walker_bits == config.depth("acc").bit_length() < 16
     insn = isa.Load(memory_type=isa.MemType.WGT, sram_base=0, dram_base=1, y_size=2,

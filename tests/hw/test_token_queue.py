@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vdla.hw.token_queue import TokenQueue
 from tests.hw.amaranth_sim import run
 
 
-def test_token_queue_counts_and_limits():
+@pytest.mark.parametrize("registered_valid", [False, True], ids=["comparator", "register"])
+def test_token_queue_counts_and_limits(registered_valid):
+    """With ``registered_valid`` (`HwConfig.registered_dispatch`) the same behaviour."""
     depth = 3
-    dut = TokenQueue(depth)
+    dut = TokenQueue(depth, registered_valid=registered_valid)
     rng = np.random.default_rng(0)
 
     async def testbench(ctx):
