@@ -418,18 +418,18 @@ PRESETS: dict[str, HwConfig] = {
     # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
-    # LUTs of that core's 31 k. Its board top: 16.6 k LUTs, 8.9 k FFs, 124
-    # block RAMs (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed
-    # (router1) at 45.5 MHz, so the board runs at 35 MHz; 100 MHz needs the ALU
-    # split over two stages: benchmarks/README.md, "Synthesis, Fmax and time".
-    # ResNet-18 C2-C11: 27.8 M cycles, 95.3 % GEMM utilization.
+    # LUTs of that core's 31 k. The switches it sets cut the longest paths
+    # (two_cycle_alu, gemm_operand_stage, registered_load_walk) and the block
+    # RAMs' bypass logic. Its board top: 14.5 k LUTs, 7.4 k FFs, 124 block RAMs
+    # (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 56.2 MHz,
+    # so the board runs at 40 MHz: benchmarks/README.md, "ULX3S". ResNet-18
+    # C2-C11: 28.2 M cycles, 94.0 % GEMM utilization.
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
                       ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
-                      registered_load_walk=1,
-                      name="ulx3s"),
+                      registered_load_walk=1, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8
