@@ -6,7 +6,7 @@ UART's baud rate. `build_bitstream` wraps `hw.board_top.BoardTop` with the
 board's UART pins and a LED (lit while a program runs) and runs the
 platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
 so a bitstream needs nothing beyond ``pip install``. The design runs on the
-board's PLL, which makes `Board.clock_mhz` (ULX3S 40 MHz from 25, iCEBreaker
+board's PLL, which makes `Board.clock_mhz` (ULX3S 50 MHz from 25, iCEBreaker
 24 MHz from 12) from the oscillator; nextpnr refuses a design that cannot meet
 it, so a bitstream that builds runs at that clock. A board's clock is one its
 preset's routed board top meets (benchmarks/README.md, "Synthesis, Fmax and
@@ -98,7 +98,7 @@ class Board:
 
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
-          1_000_000, "ecp5", "LFE5U-85F", clock_mhz=40.0),
+          1_000_000, "ecp5", "LFE5U-85F", clock_mhz=50.0),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's.
     # 24 MHz (the PLL makes it exactly from 12; 24 clocks per UART bit): the board

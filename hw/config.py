@@ -421,8 +421,8 @@ PRESETS: dict[str, HwConfig] = {
     # LUTs of that core's 31 k. The switches it sets cut the longest paths
     # (two_cycle_alu, gemm_operand_stage, registered_load_walk) and the block
     # RAMs' bypass logic. Its board top: 14.5 k LUTs, 7.4 k FFs, 124 block RAMs
-    # (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 56.2 MHz,
-    # so the board runs at 40 MHz: benchmarks/README.md, "ULX3S". ResNet-18
+    # (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 57.6 MHz,
+    # so the board runs at 50 MHz: benchmarks/README.md, "ULX3S". ResNet-18
     # C2-C11: 28.2 M cycles, 94.0 % GEMM utilization.
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
