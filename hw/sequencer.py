@@ -125,25 +125,26 @@ class LoopSequencer(wiring.Component):
             with m.Else():
                 m.d.sync += u.eq(u + 1)
         m.d.sync += marker.eq(0)
-        loop = [
+        counters = [
             u.eq(insn.uop_begin), u_first.eq(insn.uop_begin), u_last.eq(insn.uop_end - 1),
             i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
-            paced.eq(self.paced), gap.eq(0),
         ]
+        settings = [paced.eq(self.paced), gap.eq(0)]
         for k in kinds:
-            loop += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
-                     factor_in[k].eq(getattr(insn, f"{k}_factor_in")),
-                     outer[k].eq(0), off[k].eq(0)]
+            settings += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
+                         factor_in[k].eq(getattr(insn, f"{k}_factor_in")),
+                         outer[k].eq(0), off[k].eq(0)]
         nonempty = (insn.iter_out != 0) & (insn.iter_in != 0) & (insn.uop_end > insn.uop_begin)
+        starts = [issuing.eq(nonempty), marker.eq(~nonempty)]
         if config.sequencer_gap:
             # `begin` only comes while idle (``ready`` is ``~issuing``), and nothing reads
             # the loop registers while idle: they follow ``insn`` whenever idle, so
             # `begin` (the end of the issue decision) enables two flip-flops, not all.
             with m.If(~issuing):
-                m.d.sync += loop
+                m.d.sync += counters + settings
             with m.If(self.begin):
-                m.d.sync += [issuing.eq(nonempty), marker.eq(~nonempty)]
+                m.d.sync += starts
         else:
             with m.If(self.begin):   # (in the order that keeps these configs' Verilog)
-                m.d.sync += loop[:7] + [issuing.eq(nonempty), marker.eq(~nonempty)] + loop[7:]
+                m.d.sync += counters + starts + settings
         return m
