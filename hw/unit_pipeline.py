@@ -232,13 +232,18 @@ class UnitPipeline(wiring.Component):
             m.d.sync += s2[k].eq(getattr(uop, k) + s1[k])
         # Reads only for a micro-op that uses them: idle cycles copy no wide
         # SRAM words in simulation.
+        def reads(s):
+            return s["valid"] & ~s["control"].reset
+
+        def read_acc(s):
+            m.d.comb += [self.acc_read.addr.eq(s["dst"]), self.acc_read.en.eq(reads(s))]
+
         operand_stage = gemm and bool(config.gemm_operand_stage)
-        reads = s2["valid"] & ~s2["control"].reset
         if not operand_stage:
-            m.d.comb += [self.acc_read.addr.eq(s2["dst"]), self.acc_read.en.eq(reads)]
+            read_acc(s2)
         if gemm:
-            m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads),
-                         self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads)]
+            m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads(s2)),
+                         self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
         operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data} if gemm else {}
         if operand_stage:
             # S2r: the inp / wgt data registered; acc[dst] read here, so that from
@@ -247,8 +252,7 @@ class UnitPipeline(wiring.Component):
             for kind, value in operands.items():
                 operands[kind] = Data(len(value), name=f"s2r_{kind}")
                 m.d.sync += operands[kind].eq(value)
-            m.d.comb += [self.acc_read.addr.eq(s2["dst"]),
-                         self.acc_read.en.eq(s2["valid"] & ~s2["control"].reset)]
+            read_acc(s2)
 
         # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
