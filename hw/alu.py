@@ -110,6 +110,15 @@ class VectorAlu(wiring.Component):
     def _two_cycle_lanes(self, m, bits, shift_left, requant_low):
         """The lanes of the two-cycle ALU (module docstring), into ``m``."""
         op = self.op
+        shared_bounds = None
+        if self.config.registered_control:
+            # REQUANT's clip bounds shifted by its amount (the immediate's), registered
+            # in the first cycle for every lane: the second compares against registers.
+            amount = self.imm[:SHIFT_MASK_BITS]
+            bounds = Const(OUT_MAX + 1, 8) << amount, requant_low << amount
+            shared_bounds = (Signal.like(bounds[0], name="high_bound"),
+                             Signal.like(bounds[1], name="low_bound"))
+            m.d.sync += [register.eq(bound) for register, bound in zip(shared_bounds, bounds)]
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
@@ -130,13 +139,20 @@ class VectorAlu(wiring.Component):
                          cross[0].eq(a_bits[:half] * b_bits[half:]),
                          cross[1].eq(a_bits[half:] * b_bits[:half])]
             product = Cat(low[:half], low[half:] + cross[0] + cross[1])[:bits]
+            registered_fill = bool(self.config.registered_control)
+            if registered_fill:
+                # The operand and the shifter's fill bit (the sign, but 0 for SHL's
+                # logical shift), registered: no decoder before the shifter.
+                chosen, fill = Signal(bits, name=f"shift_in_next_{e}"), Signal(name=f"fill_{e}")
+                m.d.sync += [operand.eq(chosen), fill.eq(chosen[-1] & ~shift_left)]
             with m.Switch(op):
-                with m.Case(AluOp.ADD, AluOp.REQUANT):
-                    m.d.sync += operand.eq(a.as_unsigned() + b.as_unsigned())
-                with m.Case(AluOp.SHL):
-                    m.d.sync += operand.eq(a.as_unsigned()[::-1])
-                with m.Default():
-                    m.d.sync += operand.eq(a)
+                for ops, value in (((AluOp.ADD, AluOp.REQUANT), a.as_unsigned() + b.as_unsigned()),
+                                   ((AluOp.SHL,), a.as_unsigned()[::-1]), ((), a)):
+                    with (m.Case(*ops) if ops else m.Default()):
+                        if registered_fill:
+                            m.d.comb += chosen.eq(value)
+                        else:
+                            m.d.sync += operand.eq(value)
             less = Signal(name=f"less_{e}")
             m.d.sync += less.eq(a < b)
             with m.Switch(op):
@@ -145,11 +161,14 @@ class VectorAlu(wiring.Component):
                 with m.Case(AluOp.SHR, AluOp.SHL):
                     m.d.sync += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
             # Second cycle: shift, clip, select.
-            fill = operand[-1] & ~shift_left
+            if not registered_fill:
+                fill = operand[-1] & ~shift_left
             shifted = Signal(bits, name=f"shifted_{e}")
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
-            above = operand.as_signed() >= (Const(OUT_MAX + 1, 8) << amount)
-            below = operand.as_signed() < (requant_low << amount)
+            high_bound, low_bound = shared_bounds or (Const(OUT_MAX + 1, 8) << amount,
+                                                      requant_low << amount)
+            above = operand.as_signed() >= high_bound
+            below = operand.as_signed() < low_bound
             out = Signal(bits, name=f"alu_{e}")
             # MIN and MAX: ``a`` (the operand, registered) or ``b`` (held), by ``a < b``.
             _select(m, op, out, shifted, [

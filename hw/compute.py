@@ -184,7 +184,7 @@ class Compute(wiring.Component):
         head_pop_prev, head_pop_next = head_header.pop_prev, head_header.pop_next
         head_is_ours = (head_header.opcode == isa.Opcode.LOAD) & (
             (head_load.memory_type == isa.MemType.UOP) | (head_load.memory_type == isa.MemType.ACC))
-        if config.registered_dispatch:
+        if config.decodes_in_place and config.cmd_queue_depth == 0:
             # The offered word's first beat has settled a cycle or more before it is
             # offered (`hw.fetch`): decoded into registers, the issue waits on no decoder.
             decoded = [Signal(name=f"head_{name}") for name in

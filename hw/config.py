@@ -38,11 +38,12 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
-                 "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0}
+                 "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
+                 "registered_control": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
-             "registered_dispatch")
+             "registered_dispatch", "registered_control")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -142,16 +143,24 @@ class HwConfig(JsonRecord):
         or sum lies on the paths from the engine's state to the DRAM port's data
         back-pressure and from a client's offer to the engine. No cycle changes.
     registered_dispatch : int
-        1 (with ``cmd_queue_depth`` 0, ``fetch_buffer_depth`` 1 and at least two
-        bus beats per instruction): fetch's reader writes each beat of an
+        1: every instruction reaches the logic that dispatches or issues it
+        from a register, and that logic holds no decoder or comparator
+        (`hw.fetch`, `hw.compute`, `hw.token_queue`). Compute keeps whether
+        each unit has none / at most one instruction in flight, the token
+        queues whether they hold a token, in registers, and fetch counts a
+        dispatch a cycle later. Fetch's instruction buffer and the command
+        queues offer their heads from output registers (an instruction that
+        passes through an empty one waits a cycle more). Where there is no
+        buffer (``fetch_buffer_depth`` 1; then the bus needs at least two
+        beats per instruction) fetch's reader writes each beat of an
         instruction in its place, so the first (opcode and token flags) is
         settled a cycle or more before the instruction is offered, and fetch
-        and compute decode the offered word into registers every cycle; compute
-        keeps whether each unit has none / at most one instruction in flight,
-        the token queues whether they hold a token, in registers, and fetch
-        counts a dispatch a cycle later: the paths by which fetch dispatches
-        and compute issues hold no decoder or comparator (`hw.fetch`,
-        `hw.compute`, `hw.token_queue`). No cycle changes.
+        (and compute, without command queues) decode it into registers every
+        cycle: no cycle changes.
+    registered_control : int
+        1: decisions a unit takes every cycle come from registers computed a
+        cycle ahead: the loop sequencers' ends of loop (`hw.sequencer`). No
+        cycle changes.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -184,6 +193,7 @@ class HwConfig(JsonRecord):
     gemm_operand_stage: int = 0
     registered_load_walk: int = 0
     registered_dispatch: int = 0
+    registered_control: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -254,10 +264,6 @@ class HwConfig(JsonRecord):
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
-        if self.registered_dispatch and (self.cmd_queue_depth, self.fetch_buffer_depth) != (0, 1):
-            raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and "
-                              f"fetch_buffer_depth 1 (got {self.cmd_queue_depth} and "
-                              f"{self.fetch_buffer_depth})")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -265,7 +271,7 @@ class HwConfig(JsonRecord):
         # Importing here keeps isa.py free to import this module at load time.
         from vdla.hw import isa
         isa.check_fits(self)
-        if self.registered_dispatch:
+        if self.decodes_in_place:
             # The fields decoded early lie in an instruction's first bus beat, and a
             # later beat comes before it is offered.
             offsets = isa.field_offsets(isa.formats(self)[isa.Opcode.LOAD])
@@ -275,6 +281,12 @@ class HwConfig(JsonRecord):
                                   f"{self.INSN_BITS // 2} bits (an instruction's opcode, token "
                                   "flags and memory type in its first of two or more beats), "
                                   f"got dram_bus_bits {self.dram_bus_bits}")
+
+    @property
+    def decodes_in_place(self) -> bool:
+        """Fetch decodes the instruction its reader holds, as it arrives
+        (`registered_dispatch` without an instruction buffer)."""
+        return bool(self.registered_dispatch) and self.fetch_buffer_depth == 1
 
     # ---------------------------------------------------------------- sizes
     @property

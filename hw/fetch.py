@@ -112,13 +112,15 @@ class Fetch(wiring.Component):
         # held one is taken, so no beat waits while it is held (`ElementReader`).
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES,
                                                      take_while_full=buffer_depth > 1,
-                                                     in_place=bool(config.registered_dispatch))
+                                                     in_place=config.decodes_in_place)
+        # With `registered_dispatch` every queue offers its head from a register.
+        queue_kind = fifo.SyncFIFOBuffered if config.registered_dispatch else fifo.SyncFIFO
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
         if buffer_depth == 1:
             buffer = _HeldElement(reader.elements)
         else:
-            m.submodules.buffer = buffer = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
-                                                         depth=buffer_depth)
+            m.submodules.buffer = buffer = queue_kind(width=HwConfig.INSN_BITS,
+                                                      depth=buffer_depth)
             m.d.comb += [buffer.w_data.eq(reader.elements.payload),
                          buffer.w_en.eq(reader.elements.valid),
                          reader.elements.ready.eq(buffer.w_rdy)]
@@ -129,8 +131,8 @@ class Fetch(wiring.Component):
                 # No queue: the dispatcher drives the module's stream itself.
                 queues[name] = _Direct(output)
                 continue
-            queues[name] = queue = fifo.SyncFIFO(width=HwConfig.INSN_BITS,
-                                                 depth=config.cmd_queue_depth)
+            queues[name] = queue = queue_kind(width=HwConfig.INSN_BITS,
+                                              depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue
             wiring.connect(m, queue.r_stream, wiring.flipped(output))
             m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
@@ -150,13 +152,23 @@ class Fetch(wiring.Component):
                 undispatched.eq(self.insn_count),
                 next_index.eq(self.insn_addr >> log2(isa.INSN_BYTES)),
             ]
-        room = buffer.level + in_flight + chunk <= buffer_depth
+        wants = (remaining != 0) & (buffer.level + in_flight + chunk <= buffer_depth)
+        if config.registered_control:
+            # Decided from the last cycle's counts, and not right after a request
+            # (whose chunk they do not count yet): since only a request shrinks the
+            # room, the decision is never too eager, and the request path holds no
+            # adder or comparator.
+            wanted, just_requested = Signal(), Signal()
+            m.d.sync += wanted.eq(wants)
+            wants = wanted & ~just_requested
         m.d.comb += [
-            reader.cmd.valid.eq((remaining != 0) & room),
+            reader.cmd.valid.eq(wants),
             reader.cmd.payload.addr.eq(next_index),
             reader.cmd.payload.count.eq(chunk),
         ]
         requested = reader.cmd.valid & reader.cmd.ready
+        if config.registered_control:
+            m.d.sync += just_requested.eq(requested)
         arrived = reader.elements.valid & reader.elements.ready   # buffered (depth 1: taken)
         with m.If(requested):
             m.d.sync += [remaining.eq(remaining - chunk), next_index.eq(next_index + chunk)]
@@ -170,7 +182,7 @@ class Fetch(wiring.Component):
         to_load = (head.opcode == isa.Opcode.LOAD) & (
             (head.memory_type == isa.MemType.INP) | (head.memory_type == isa.MemType.WGT))
         to_store = head.opcode == isa.Opcode.STORE
-        if config.registered_dispatch:
+        if config.decodes_in_place:
             # The reader writes an instruction's first beat (opcode, memory type) in
             # place a cycle or more before it offers the instruction, and holds it
             # until taken: the destination decoded into registers every cycle is the

@@ -100,7 +100,18 @@ class LoopSequencer(wiring.Component):
 
         # A paced instruction emits on the cycles where `gap` is low.
         emitting = issuing & ~gap
-        end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
+        ahead = bool(config.registered_control)
+        if ahead:
+            # Whether each counter is at its last value, kept in registers updated
+            # with it (the comparisons on the next value): `last` and `ready` wait
+            # on no comparator.
+            end_u, end_j, end_i = Signal(name="end_u"), Signal(name="end_j"), Signal(name="end_i")
+            single_u, single_j = Signal(), Signal()   # one micro-op; one inner iteration
+            # The values before the last (wrapped where there is none: never reached).
+            u_penult, j_penult, i_penult = (Signal(uop_bits), Signal(isa.ITER_BITS),
+                                            Signal(isa.ITER_BITS))
+        else:
+            end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
         at_last = emitting & end_u & end_j & end_i
         m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker)]
         if config.sequencer_gap:
@@ -114,6 +125,8 @@ class LoopSequencer(wiring.Component):
                 m.d.sync += u.eq(u_first)
                 with m.If(end_j):
                     m.d.sync += [j.eq(0), i.eq(i + 1)]
+                    if ahead:
+                        m.d.sync += [end_j.eq(single_j), end_i.eq(i == i_penult)]
                     for k in kinds:
                         following = outer[k] + factor_out[k]
                         m.d.sync += [outer[k].eq(following), off[k].eq(following)]
@@ -121,14 +134,26 @@ class LoopSequencer(wiring.Component):
                         m.d.sync += issuing.eq(0)
                 with m.Else():
                     m.d.sync += j.eq(j + 1)
+                    if ahead:
+                        m.d.sync += end_j.eq(j == j_penult)
                     m.d.sync += [off[k].eq(off[k] + factor_in[k]) for k in kinds]
+                if ahead:
+                    m.d.sync += end_u.eq(single_u)
             with m.Else():
                 m.d.sync += u.eq(u + 1)
+                if ahead:
+                    m.d.sync += end_u.eq(u == u_penult)
         m.d.sync += marker.eq(0)
         counters = [
             u.eq(insn.uop_begin), u_first.eq(insn.uop_begin), u_last.eq(insn.uop_end - 1),
             i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
         ]
+        if ahead:
+            one_uop, one_inner = insn.uop_end == insn.uop_begin + 1, insn.iter_in == 1
+            counters += [end_u.eq(one_uop), single_u.eq(one_uop), end_j.eq(one_inner),
+                         single_j.eq(one_inner), end_i.eq(insn.iter_out == 1),
+                         u_penult.eq(insn.uop_end - 2), j_penult.eq(insn.iter_in - 2),
+                         i_penult.eq(insn.iter_out - 2)]
         settings = [paced.eq(self.paced), gap.eq(0)]
         for k in kinds:
             settings += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),

@@ -30,8 +30,10 @@ TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collisio
                             registered_dispatch=1, cmd_queue_depth=0, fetch_buffer_depth=1,
                             name="tiny-compact")
 # `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them): the
-# registered load walk here on the load module's and compute's own engines.
+# registered load walk here on the load module's and compute's own engines, registered
+# heads of the fetch buffer and command queues.
 TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, registered_load_walk=1,
+                              sequencer_gap=1, registered_dispatch=1, registered_control=1,
                               name="tiny-pipelined")
 
 

@@ -31,8 +31,10 @@ REQUANT_IMMS = [0, 1, 8, 31, 32, 33, 40, 63, 64, 64 + 32 + 3, 0x7FC0 | 9, -1, -3
                 -2**15, 2**15 - 1]
 
 
-@pytest.mark.parametrize("config", [TINY, TINY.replace(two_cycle_alu=1, name="tiny-two-cycle")],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [
+    TINY, TINY.replace(two_cycle_alu=1, name="tiny-two-cycle"),
+    TINY.replace(two_cycle_alu=1, registered_control=1, name="tiny-two-cycle-registered")],
+    ids=lambda c: c.name)
 @pytest.mark.parametrize("op", list(isa.AluOp), ids=lambda op: op.name)
 def test_alu_matches_numpy(config, op):
     """One cycle: the result follows the inputs at once; two cycles (`two_cycle_alu`):

@@ -46,8 +46,7 @@ def test_default_matches_vta_buffers():
     ({"ram_collision_dont_care": 3}, "ram_collision_dont_care: must be 0 or 1, got 3"),
     ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
     ({"registered_load_walk": 2}, "registered_load_walk: must be 0 or 1, got 2"),
-    ({"registered_dispatch": 1},
-     r"registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 \(got 16 and 16\)"),
+    ({"registered_control": 2}, "registered_control: must be 0 or 1, got 2"),
     ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
       "dram_bus_bits": 128},
      r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 128"),
@@ -92,7 +91,7 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
                     {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
                     {"sequencer_gap": 1}, {"two_cycle_alu": 1}, {"gemm_operand_stage": 1},
                     {"registered_load_walk": 1},
-                    {"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1}):
+                    {"registered_dispatch": 1}, {"registered_control": 1}):
         assert config.replace(**changes).hash != config.hash
 
 

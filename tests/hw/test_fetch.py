@@ -51,10 +51,14 @@ SMALL_BUFFER = TINY.replace(fetch_buffer_depth=4, name="tiny-fetch4")
 NO_QUEUES = TINY.replace(fetch_buffer_depth=1, cmd_queue_depth=0, name="tiny-direct")
 # Beats written in place, the destination decoded into registers, dispatches counted late.
 REGISTERED = NO_QUEUES.replace(registered_dispatch=1, name="tiny-registered-dispatch")
+# With a buffer and queues: every head offered from an output register, the request
+# decided from registers (`registered_control`).
+REGISTERED_QUEUES = TINY.replace(registered_dispatch=1, registered_control=1,
+                                 name="tiny-registered-queues")
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, SMALL_BUFFER, NO_QUEUES, REGISTERED],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, SMALL_BUFFER, NO_QUEUES, REGISTERED,
+                                    REGISTERED_QUEUES], ids=lambda c: c.name)
 @pytest.mark.parametrize("case, stall, take", [
     ("finish alone", 0.0, 1.0),
     ("two chunks", 0.0, 1.0),                  # full speed

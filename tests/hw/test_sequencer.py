@@ -10,8 +10,11 @@ from vdla.hw.config import PRESETS
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
 TINY = PRESETS["tiny"]
-# The same walk, taking each instruction only once idle (`HwConfig.sequencer_gap`).
-CONFIGS = [TINY, TINY.replace(sequencer_gap=1, name="tiny-gap")]
+# The same walk, taking each instruction only once idle (`HwConfig.sequencer_gap`), and
+# with the loop ends in registers (`HwConfig.registered_control`).
+CONFIGS = [TINY, TINY.replace(sequencer_gap=1, name="tiny-gap"),
+           TINY.replace(registered_control=1, name="tiny-registered"),
+           TINY.replace(sequencer_gap=1, registered_control=1, name="tiny-gap-registered")]
 
 
 def reference(insn: dict, kinds) -> list[tuple]:
