@@ -89,6 +89,15 @@ class Board:
     def clocks_per_bit(self, clock_hz: float) -> int:
         return max(4, round(clock_hz / self.baud))
 
+    def pins(self) -> dict[str, str]:
+        """The board's pins of `BoardTop`'s ports: its oscillator's (standing in for the
+        PLL's clock), the UART's and the LED's, by the platform's resources."""
+        platform = self.platform_instance()
+        uart = {signal.name: signal.ios[0].names[0] for signal in platform.lookup("uart", 0).ios}
+        return {"clk": platform.lookup(platform.default_clk).ios[0].names[0],
+                "uart_rx": uart["rx"], "uart_tx": uart["tx"],
+                "running": platform.lookup(self.led, 0).ios[0].names[0]}
+
     def rtlil(self, config: HwConfig | None = None) -> str:
         """RTLIL of this board's `BoardTop` around ``config`` (its preset by default) as
         its bitstream builds it: the board's memory, the UART divisor at its PLL clock."""

@@ -158,9 +158,11 @@ class HwConfig(JsonRecord):
         (and compute, without command queues) decode it into registers every
         cycle: no cycle changes.
     registered_control : int
-        1: decisions a unit takes every cycle come from registers computed a
-        cycle ahead: the loop sequencers' ends of loop (`hw.sequencer`). No
-        cycle changes.
+        1: decisions taken every cycle come from registers computed a cycle
+        ahead: the loop sequencers' ends of loop (`hw.sequencer`), the
+        two-cycle ALU's clip bounds and shifter fill bit (`hw.alu`), and
+        fetch's decision to request instructions, which waits a cycle after
+        each request (`hw.fetch`). No other cycle changes.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -441,7 +443,8 @@ PRESETS: dict[str, HwConfig] = {
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
                       ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
-                      registered_load_walk=1, name="ulx3s"),
+                      registered_load_walk=1, sequencer_gap=1, registered_dispatch=1,
+                      registered_control=1, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8

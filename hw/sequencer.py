@@ -12,6 +12,9 @@ the sequencer can take the next instruction: it is idle, or it sends its last
 micro-op now, so a unit's instructions follow each other without a bubble
 (with ``HwConfig.sequencer_gap``: only once idle, a cycle later, so that
 ``ready`` is a register).
+With ``HwConfig.registered_control`` whether each counter is at its last
+value is a register, set with the counter from a comparison against the value
+before the last, so ``last`` (and ``ready``) come from registers too.
 ``last`` marks the end of an instruction: its last micro-op, or a write-less
 marker one cycle after an empty instruction (zero trip count or empty uop
 range) began, so every instruction completes exactly once.

@@ -377,8 +377,8 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     top_kind : str
         A label for the report (``core``, ``board``).
     constraints : str, optional
-        iCE40 PCF text pinning the top's ports (unconstrained ports are
-        placed anywhere).
+        iCE40 PCF or ECP5 LPF text pinning the top's ports (unconstrained ports
+        are placed anywhere).
 
     Returns
     -------
@@ -448,8 +448,12 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
                "--seed", "1", "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
     if target == "ecp5":
-        # In context the top's few ports become IO buffers on any free pins.
+        # In context the top's few ports become IO buffers: on the pins ``constraints``
+        # (LPF) names, the others on any free pin.
         command.append("--out-of-context" if out_of_context else "--lpf-allow-unconstrained")
+        if constraints:
+            (work / "pins.lpf").write_text(constraints)
+            command += ["--lpf", "pins.lpf"]
     if target == "ice40":
         if constraints:
             (work / "pins.pcf").write_text(constraints)
@@ -577,8 +581,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
             rtlil = board.rtlil(config) if board else board_rtlil(config)
             goal = clock_mhz or (preset_of.clock_mhz if preset_of else None)
             # In context: its clock goes on the global clock network, as on the board.
+            # On ECP5 from the board's clock pin: from some free pins nextpnr finds no
+            # route to the global network.
+            pins = (preset_of.pins() if preset_of and target == "ecp5" else {})
+            lpf = "".join(f'LOCATE COMP "{port}" SITE "{pin}";\n' for port, pin in pins.items())
             return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
-                                    clock_mhz=goal, out_of_context=False, top_kind="board")
+                                    clock_mhz=goal, out_of_context=False, top_kind="board",
+                                    constraints=lpf or None)
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
                                 clock_mhz=clock_mhz, out_of_context=True)
 
