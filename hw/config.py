@@ -38,11 +38,12 @@ _UPPER_BOUNDS = {"batch": 64, "block_in": 256, "block_out": 256, "cmd_queue_dept
 _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits": 32,
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
-                 "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0}
+                 "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
+                 "registered_load_data": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
-             "registered_dispatch")
+             "registered_dispatch", "registered_load_data")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -152,6 +153,20 @@ class HwConfig(JsonRecord):
         counts a dispatch a cycle later: the paths by which fetch dispatches
         and compute issues hold no decoder or comparator (`hw.fetch`,
         `hw.compute`, `hw.token_queue`). No cycle changes.
+    registered_load_data : int
+        1 (with ``registered_load_walk``): the DRAM arbiter (`hw.dram_arbiter`)
+        keeps a read beat that its client does not take in the cycle it arrives
+        in a one-beat register, so the DRAM port's read-data ready is a
+        flip-flop; the load engine decodes its memory kind as it takes a LOAD,
+        keeps whether rows remain to be requested and (its element readers)
+        whether a row's last element is held in registers, and counts down to
+        its walk's edges, so the next data / last-column / last-row flags take
+        one compare of a counter with a constant (`hw.load`): the paths from the
+        walk and the readers to the port's ready, the order FIFO and the SRAM
+        writes hold no decoder, sum or wide compare. Clients see their beats at
+        the same cycles; the port sees a beat taken up to a cycle earlier, so a
+        burst's order entry may free (and the next request go out) earlier,
+        never later.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -184,6 +199,7 @@ class HwConfig(JsonRecord):
     gemm_operand_stage: int = 0
     registered_load_walk: int = 0
     registered_dispatch: int = 0
+    registered_load_data: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -258,6 +274,8 @@ class HwConfig(JsonRecord):
             raise ConfigError("registered_dispatch: needs cmd_queue_depth 0 and "
                               f"fetch_buffer_depth 1 (got {self.cmd_queue_depth} and "
                               f"{self.fetch_buffer_depth})")
+        if self.registered_load_data and not self.registered_load_walk:
+            raise ConfigError("registered_load_data: needs registered_load_walk")
         if self.dram_reads_in_flight > 256:
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
@@ -429,7 +447,7 @@ PRESETS: dict[str, HwConfig] = {
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
                       cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
                       ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
-                      registered_load_walk=1, name="ulx3s"),
+                      registered_load_walk=1, registered_load_data=1, name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8

@@ -46,6 +46,8 @@ def test_default_matches_vta_buffers():
     ({"ram_collision_dont_care": 3}, "ram_collision_dont_care: must be 0 or 1, got 3"),
     ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
     ({"registered_load_walk": 2}, "registered_load_walk: must be 0 or 1, got 2"),
+    ({"registered_load_data": 2}, "registered_load_data: must be 0 or 1, got 2"),
+    ({"registered_load_data": 1}, "registered_load_data: needs registered_load_walk"),
     ({"registered_dispatch": 1},
      r"registered_dispatch: needs cmd_queue_depth 0 and fetch_buffer_depth 1 \(got 16 and 16\)"),
     ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
@@ -94,6 +96,8 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
                     {"registered_load_walk": 1},
                     {"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1}):
         assert config.replace(**changes).hash != config.hash
+    walk = config.replace(registered_load_walk=1)   # registered_load_data needs it
+    assert walk.replace(registered_load_data=1).hash != walk.hash
 
 
 def test_walker_bits_count_the_deepest_sram_only_when_narrow():
