@@ -10,7 +10,9 @@ request order on ``mem_rd_data``; the head of the order FIFO says which client
 they belong to, and the beat is passed to that client's ``data`` stream (its
 ready back-pressures the memory).
 Every client drains its data unconditionally (see `hw.dma`), so a burst
-waiting at the head never blocks forever.
+waiting at the head never blocks forever. With ``HwConfig.registered_load_data``
+a beat its client does not take at once waits in a one-beat register, so the
+port's ``ready`` is a flip-flop (`DramArbiter._skid`).
 
 Writes: only the store module writes, so its request and data streams pass
 straight through to ``mem_wr_req`` / ``mem_wr_data``.

@@ -18,7 +18,10 @@ accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
 With ``HwConfig.registered_load_walk`` it does keep one (Yosys keeps the ~50
 bits the walkers read), so a shared engine's payload multiplexer matters only as
-it takes a LOAD, and it keeps the walk's flags in registers (below).
+it takes a LOAD, and it keeps the walk's flags in registers (below). With
+``HwConfig.registered_load_data`` as well, it decodes the memory kind as it takes
+the LOAD and steps those flags by down-counters (`_WalkAxis`), and its readers keep
+their burst lengths and a row's last element in registers (`hw.dma`).
 
 An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
@@ -347,14 +350,14 @@ class _WalkAxis:
 def _sum_is_one(*fields, flat: bool = False):
     """Whether unsigned ``fields`` add up to 1: one of them is 1, the others 0.
 
-    ``flat``: written as "no bit above bit 0 is set, and exactly one bit 0 is", one
-    wide NOR beside a small parity term, which Yosys maps shallower.
+    ``flat``: written as "no bit above bit 0 is set, and exactly one bit 0 is": one
+    wide NOR beside a three-input term, which Yosys maps shallower.
     """
     if flat:
         high = Cat(*(field[1:] for field in fields))
         lows = [field[0] for field in fields]
-        exactly_one = Cat(*(low & ~Cat(*(other for other in lows if other is not low)).any()
-                            for low in lows)).any()
+        exactly_one = Cat(*(low & ~Cat(*lows[:index], *lows[index + 1:]).any()
+                            for index, low in enumerate(lows))).any()
         return ~high.any() & exactly_one
     terms = []
     for index, field in enumerate(fields):
