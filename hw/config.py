@@ -441,7 +441,8 @@ PRESETS: dict[str, HwConfig] = {
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
     # LUTs of that core's 31 k. The switches it sets cut the longest paths
     # (two_cycle_alu, gemm_operand_stage, registered_load_walk,
-    # registered_load_data) and the block RAMs' bypass logic. Its board top: 14.5 k LUTs, 7.4 k FFs, 124 block RAMs
+    # registered_load_data) and the block RAMs' bypass logic. Its board top
+    # (before registered_load_data): 14.5 k LUTs, 7.4 k FFs, 124 block RAMs
     # (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 57.6 MHz,
     # so the board runs at 50 MHz: benchmarks/README.md, "ULX3S". ResNet-18
     # C2-C11: 28.2 M cycles, 94.0 % GEMM utilization.
