@@ -59,6 +59,12 @@ class ElementReader(wiring.Component):
         in the low bits) as it arrives, instead of shifting the element down a
         beat at a time, so the first beat's bits hold their final value from
         the cycle after it arrived (`hw.fetch`'s registered dispatch decodes them).
+    registered : bool
+        Keep the next burst's length in a register (set with the beats left),
+        so a request's length takes no compare, and (an element narrower than a
+        beat) whether the held element is its row's last (set as the row starts
+        and as the element before it is taken), so ``mem.data``'s ready takes
+        no compare of the row's count (`hw.load` with ``registered_load_data``).
 
     Ports
     -----
@@ -72,8 +78,10 @@ class ElementReader(wiring.Component):
     """
 
     def __init__(self, config: HwConfig, element_bytes: int, *, count_bits: int = isa.SIZE_BITS,
-                 rows_ahead: int = 4, take_while_full: bool = True, in_place: bool = False):
+                 rows_ahead: int = 4, take_while_full: bool = True, in_place: bool = False,
+                 registered: bool = False):
         self.config = config
+        self.registered = registered
         self.take_while_full = take_while_full
         self.in_place = in_place
         self.element_bytes = element_bytes
@@ -103,7 +111,12 @@ class ElementReader(wiring.Component):
         address = Signal(self.config.dram_addr_bits)   # wraps there (`HwConfig`)
         issuing = Signal()
         burst = Signal(BURST_BEATS_BITS)
-        m.d.comb += burst.eq(Mux(beats_left > MAX_BURST_BEATS, MAX_BURST_BEATS, beats_left))
+
+        def capped(beats):
+            return Mux(beats > MAX_BURST_BEATS, MAX_BURST_BEATS, beats)
+
+        if not self.registered:   # else set with beats_left, below
+            m.d.comb += burst.eq(capped(beats_left))
 
         if not wide:
             m.submodules.rows = rows = fifo.SyncFIFO(
@@ -123,25 +136,31 @@ class ElementReader(wiring.Component):
         with m.If(accepted & (cmd.count != 0)):
             m.d.sync += issuing.eq(1)
             if wide:
+                row_beats = cmd.count << log2(beats_per_element)
                 m.d.sync += [
                     address.eq(byte_address),
-                    beats_left.eq(cmd.count << log2(beats_per_element)),
+                    beats_left.eq(row_beats),
                 ]
             else:
                 first_lane = cmd.addr[:lane_bits]
+                row_beats = (first_lane + cmd.count + (lanes - 1)) >> log2(lanes)
                 m.d.sync += [
                     address.eq(Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])),
-                    beats_left.eq((first_lane + cmd.count + (lanes - 1)) >> log2(lanes)),
+                    beats_left.eq(row_beats),
                 ]
                 m.d.comb += [
                     rows.w_en.eq(1),
                     rows.w_data.eq(Cat(first_lane, cmd.count)),
                 ]
+            if self.registered:
+                m.d.sync += burst.eq(capped(row_beats))
         with m.If(self.mem.req.valid & self.mem.req.ready):
             m.d.sync += [
                 address.eq(address + (burst << log2(bus_bytes))),
                 beats_left.eq(beats_left - burst),
             ]
+            if self.registered:
+                m.d.sync += burst.eq(capped(beats_left - burst))
             with m.If(beats_left == burst):
                 m.d.sync += issuing.eq(0)
 
@@ -191,6 +210,12 @@ class ElementReader(wiring.Component):
             holding = Signal()
             taken = self.elements.valid & self.elements.ready
             last_of_row = remaining == 1
+            if self.registered:
+                last_of_row = Signal(name="last_of_row")
+                with m.If(~row_active & rows.r_rdy):
+                    m.d.sync += last_of_row.eq(rows.r_data[lane_bits:] == 1)
+                with m.If(taken):
+                    m.d.sync += last_of_row.eq(remaining == 2)
             release = taken & ((lane == lanes - 1) | last_of_row)
             m.d.comb += [
                 self.elements.valid.eq(holding & row_active),

@@ -10,7 +10,9 @@ request order on ``mem_rd_data``; the head of the order FIFO says which client
 they belong to, and the beat is passed to that client's ``data`` stream (its
 ready back-pressures the memory).
 Every client drains its data unconditionally (see `hw.dma`), so a burst
-waiting at the head never blocks forever.
+waiting at the head never blocks forever. With ``HwConfig.registered_load_data``
+a beat its client does not take at once waits in a one-beat register, so the
+port's ``ready`` is a flip-flop (`DramArbiter._skid`).
 
 Writes: only the store module writes, so its request and data streams pass
 straight through to ``mem_wr_req`` / ``mem_wr_data``.
@@ -18,7 +20,7 @@ straight through to ``mem_wr_req`` / ``mem_wr_data``.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -102,13 +104,16 @@ class DramArbiter(wiring.Component):
         head_beats = order.r_data[id_bits:]
         head_last = head_beats if narrow else head_beats - 1
         received = Signal(beats_bits)
-        for i in range(n):
-            m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
-            with m.If(order.r_rdy & (head_owner == i)):
-                m.d.comb += [
-                    self.readers[i].data.valid.eq(self.mem_rd_data.valid),
-                    self.mem_rd_data.ready.eq(self.readers[i].data.ready),
-                ]
+        if self.config.registered_load_data:
+            self._skid(m, order, head_owner)
+        else:
+            for i in range(n):
+                m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
+                with m.If(order.r_rdy & (head_owner == i)):
+                    m.d.comb += [
+                        self.readers[i].data.valid.eq(self.mem_rd_data.valid),
+                        self.mem_rd_data.ready.eq(self.readers[i].data.ready),
+                    ]
         beat = self.mem_rd_data.valid & self.mem_rd_data.ready
         with m.If(beat):
             with m.If(received == head_last):
@@ -127,3 +132,32 @@ class DramArbiter(wiring.Component):
             self.write_beats.eq(self.mem_wr_data.valid & self.mem_wr_data.ready),
         ]
         return m
+
+    def _skid(self, m, order, head_owner):
+        """``registered_load_data``: the port's read data through a one-beat register.
+
+        The port's ``ready`` is "the register is empty" (and a burst is expected): a
+        beat its client does not take in the cycle it arrives waits in the register,
+        with its client, and the client takes it from there. Each client sees its
+        beats at the cycles it would have without the register (the port's next
+        beat waits the cycle the held one is taken); only the port sees a beat
+        taken a cycle early, so the order FIFO may free an entry earlier.
+        """
+        held = Signal()
+        held_beat = Signal(self.config.dram_bus_bits)
+        held_owner = Signal.like(head_owner)
+        owner = Mux(held, held_owner, head_owner)
+        valid = held | (order.r_rdy & self.mem_rd_data.valid)
+        taken = Signal()
+        for i in range(self.n_readers):
+            client = self.readers[i].data
+            m.d.comb += client.payload.eq(Mux(held, held_beat, self.mem_rd_data.payload))
+            with m.If(owner == i):
+                m.d.comb += [client.valid.eq(valid), taken.eq(client.ready)]
+        m.d.comb += self.mem_rd_data.ready.eq(~held & order.r_rdy)
+        with m.If(held):
+            with m.If(taken):
+                m.d.sync += held.eq(0)
+        with m.Elif(self.mem_rd_data.valid & self.mem_rd_data.ready & ~taken):
+            m.d.sync += [held.eq(1), held_beat.eq(self.mem_rd_data.payload),
+                         held_owner.eq(head_owner)]

@@ -18,7 +18,10 @@ accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
 With ``HwConfig.registered_load_walk`` it does keep one (Yosys keeps the ~50
 bits the walkers read), so a shared engine's payload multiplexer matters only as
-it takes a LOAD, and it keeps the walk's flags in registers (below).
+it takes a LOAD, and it keeps the walk's flags in registers (below). With
+``HwConfig.registered_load_data`` as well, it decodes the memory kind as it takes
+the LOAD and steps those flags by down-counters (`_WalkAxis`), and its readers keep
+their burst lengths and a row's last element in registers (`hw.dma`).
 
 An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
@@ -36,6 +39,8 @@ type only moves tokens.
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
@@ -132,6 +137,7 @@ class LoadEngine(wiring.Component):
         m = Module()
         config = self.config
         registered = bool(config.registered_load_walk)
+        tight = bool(config.registered_load_data)   # implies `registered` (`HwConfig`)
         cmd = self.cmd.payload
         accepted = self.cmd.valid & self.cmd.ready
         if registered:
@@ -148,19 +154,26 @@ class LoadEngine(wiring.Component):
         for kind in groups:
             readers[kind] = reader = ElementReader(config, config.element_bytes(kind),
                                                    count_bits=min(isa.SIZE_BITS,
-                                                                  config.walker_bits))
+                                                                  config.walker_bits),
+                                                   registered=tight)
             m.submodules[f"reader_{kind}"] = reader
             connect(m, reader.mem, flipped(getattr(self, f"mem_{kind}")))
 
+        # The LOAD's memory kind and (a reader is selected when one of its kinds is)
+        # reader; `tight`: decoded into registers as the LOAD is taken.
         selected = {kind: Signal(name=f"is_{kind}") for kind in self.kinds}
+        decode, domain = (cmd, m.d.sync) if tight else (insn, m.d.comb)
         for kind in self.kinds:
-            m.d.comb += selected[kind].eq(insn.memory_type == isa.MemType[kind.upper()])
-        # A reader is selected when one of its kinds is.
+            with m.If(accepted) if tight else nullcontext():
+                domain += selected[kind].eq(decode.memory_type == isa.MemType[kind.upper()])
         reading = {}
         for group, kinds in groups.items():
             reading[group] = selected[group] if len(kinds) == 1 else Signal(name=f"is_{group}_size")
             if len(kinds) > 1:
-                m.d.comb += reading[group].eq(Cat(*(selected[kind] for kind in kinds)).any())
+                with m.If(accepted) if tight else nullcontext():
+                    domain += reading[group].eq(Cat(*(
+                        decode.memory_type == isa.MemType[kind.upper()] if tight else selected[kind]
+                        for kind in kinds)).any())
 
         # Padded rectangle bounds, computed once per instruction.
         padded_bits = config.walker_bits     # a size plus two pads, or (narrow) an SRAM's entries
@@ -197,14 +210,21 @@ class LoadEngine(wiring.Component):
                 m.d.sync += rows_left.eq(0)
 
         # ---------------------------------------------------------- row walker
+        rows_pending = rows_left != 0
+        if tight:   # in a register
+            rows_pending = Signal(name="rows_pending")
+            with m.If(accepted):
+                m.d.sync += rows_pending.eq((cmd.y_size != 0) & (cmd.x_size != 0))
         for kind, reader in readers.items():
             m.d.comb += [
-                reader.cmd.valid.eq(busy & reading[kind] & (rows_left != 0)),
+                reader.cmd.valid.eq(busy & reading[kind] & rows_pending),
                 reader.cmd.payload.addr.eq(row_addr),
                 reader.cmd.payload.count.eq(insn.x_size),
             ]
             with m.If(reader.cmd.valid & reader.cmd.ready):
                 m.d.sync += [rows_left.eq(rows_left - 1), row_addr.eq(row_addr + insn.x_stride)]
+                if tight:
+                    m.d.sync += rows_pending.eq(rows_left != 1)
 
         # ---------------------------------------------------------- SRAM walker
         def in_rows(y):
@@ -213,7 +233,26 @@ class LoadEngine(wiring.Component):
         def in_cols(x):
             return (x >= insn.x_pad_left) & (x < x_end)
 
-        if registered:
+        if tight:
+            # The registered walk's flags, stepped by counters (`_WalkAxis`); the
+            # first column's flags in registers too, for each row's start.
+            rows_axis, cols_axis = _WalkAxis(padded_bits, "row"), _WalkAxis(padded_bits, "col")
+            col_in_first, one_col = Signal(), Signal()
+            address = Signal(max(config.index_bits(kind) for kind in self.kinds))
+            is_data = rows_axis.inside & cols_axis.inside
+            at_last_col, at_last_row = cols_axis.last, rows_axis.last
+            with m.If(accepted):
+                first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
+                single_col = _sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right, flat=True)
+                m.d.sync += rows_axis.start(
+                    cmd.y_pad_top, cmd.y_pad_top + cmd.y_size, padded_rows,
+                    (cmd.y_pad_top == 0) & (cmd.y_size != 0),
+                    _sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom, flat=True))
+                m.d.sync += cols_axis.start(cmd.x_pad_left, cmd.x_pad_left + cmd.x_size,
+                                            padded_cols, first_col, single_col)
+                m.d.sync += [col_in_first.eq(first_col), one_col.eq(single_col),
+                             address.eq(cmd.sram_base)]
+        elif registered:
             # Whether (row, col) is a data entry and whether it is the last column /
             # row, kept in registers for the next position as the walk moves (the
             # first position's from which fields are zero or one, no sum), and the
@@ -259,21 +298,67 @@ class LoadEngine(wiring.Component):
             else:
                 m.d.sync += offset.eq(offset + 1)
             with m.If(at_last_col):
-                m.d.sync += [col.eq(0), row.eq(row + 1)]
-                if registered:
+                if tight:
+                    m.d.sync += rows_axis.step() + cols_axis.start(
+                        insn.x_pad_left, x_end, cols_total, col_in_first, one_col)
+                else:
+                    m.d.sync += [col.eq(0), row.eq(row + 1)]
+                if registered and not tight:
                     m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1)),
                                  col_last.eq(cols_total == 1), row_last.eq(row + 2 == rows_total)]
                 with m.If(at_last_row):
                     m.d.sync += busy.eq(0)
             with m.Else():
-                m.d.sync += col.eq(col + 1)
-                if registered:
+                if tight:
+                    m.d.sync += cols_axis.step()
+                else:
+                    m.d.sync += col.eq(col + 1)
+                if registered and not tight:
                     m.d.sync += [col_in.eq(in_cols(col + 1)), col_last.eq(col + 2 == cols_total)]
         return m
 
 
-def _sum_is_one(*fields):
-    """Whether unsigned ``fields`` add up to 1: one of them is 1, the others 0."""
+class _WalkAxis:
+    """One axis (rows or columns) of the load walk with ``registered_load_data``.
+
+    Registers say whether the position is in the axis's data range (``inside``)
+    and whether it is the axis's last (``last``); three down-counters to the
+    data range's start and end and to the axis's end give the next position's
+    flags from compares with constants only (no sum, no compare of two counters).
+    """
+
+    def __init__(self, bits: int, name: str):
+        self.inside, self.last = Signal(name=f"{name}_in"), Signal(name=f"{name}_last")
+        self.to_start, self.to_end, self.to_go = (Signal(bits, name=f"{name}_to_{what}")
+                                                  for what in ("start", "end", "go"))
+
+    def start(self, start, end, total, inside, last) -> list:
+        """Statements that put the walk on position 0 of ``total`` positions whose data
+        range is ``[start, end)``; ``inside`` and ``last`` are position 0's flags."""
+        return [self.to_start.eq(start), self.to_end.eq(end), self.to_go.eq(total),
+                self.inside.eq(inside), self.last.eq(last)]
+
+    def step(self) -> list:
+        """Statements that move the walk from position p to p + 1 (the counters hold
+        start - p, end - p and total - p)."""
+        return [self.to_start.eq(self.to_start - 1), self.to_end.eq(self.to_end - 1),
+                self.to_go.eq(self.to_go - 1),
+                self.inside.eq((self.inside | (self.to_start == 1)) & (self.to_end != 1)),
+                self.last.eq(self.to_go == 2)]
+
+
+def _sum_is_one(*fields, flat: bool = False):
+    """Whether unsigned ``fields`` add up to 1: one of them is 1, the others 0.
+
+    ``flat``: written as "no bit above bit 0 is set, and exactly one bit 0 is": one
+    wide NOR beside a three-input term, which Yosys maps shallower.
+    """
+    if flat:
+        high = Cat(*(field[1:] for field in fields))
+        lows = [field[0] for field in fields]
+        exactly_one = Cat(*(low & ~Cat(*lows[:index], *lows[index + 1:]).any()
+                            for index, low in enumerate(lows))).any()
+        return ~high.any() & exactly_one
     terms = []
     for index, field in enumerate(fields):
         others = Cat(*(other for position, other in enumerate(fields) if position != index))

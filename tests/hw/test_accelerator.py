@@ -30,11 +30,13 @@ TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collisio
                             registered_dispatch=1, cmd_queue_depth=0, fetch_buffer_depth=1,
                             name="tiny-compact")
 # `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them): the
-# registered load walk here on the load module's and compute's own engines, registered
-# heads of the fetch buffer and command queues.
+# registered load walk and load data path here on the load module's and compute's own
+# engines, registered heads of the fetch buffer and command queues.
 TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, registered_load_walk=1,
-                              sequencer_gap=1, registered_dispatch=1, registered_control=1,
-                              name="tiny-pipelined")
+                              registered_load_data=1, sequencer_gap=1, registered_dispatch=1,
+                              registered_control=1, name="tiny-pipelined")
+# ... on a 64-bit bus: uop and inp elements are half beats (`hw.dma`'s lanes).
+TINY_PIPELINED_WIDE_BUS = TINY_PIPELINED.replace(dram_bus_bits=64, name="tiny64-pipelined")
 
 
 def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cycles=60000):
@@ -75,9 +77,10 @@ SMALL = GeneratorOptions(actions=(6, 12), max_uops_per_insn=24, max_load_element
 
 @pytest.mark.parametrize("config, seed, stall", [(TINY, 0, 0.0), (TINY, 1, 0.3),
                                                  (TINY_COMPACT, 2, 0.0), (TINY_COMPACT, 3, 0.3),
-                                                 (TINY_PIPELINED, 4, 0.3)],
+                                                 (TINY_PIPELINED, 4, 0.3),
+                                                 (TINY_PIPELINED_WIDE_BUS, 5, 0.3)],
                          ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall",
-                              "pipelined-4-stall"])
+                              "pipelined-4-stall", "pipelined64-5-stall"])
 def test_random_program_matches_fsim(config, seed, stall):
     """A random legal program (every instruction kind, tokens, padding) bit-exact vs fsim."""
     program = generate(config, seed, SMALL)

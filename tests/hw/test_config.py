@@ -47,6 +47,8 @@ def test_default_matches_vta_buffers():
     ({"sequencer_gap": 2}, "sequencer_gap: must be 0 or 1, got 2"),
     ({"registered_load_walk": 2}, "registered_load_walk: must be 0 or 1, got 2"),
     ({"registered_control": 2}, "registered_control: must be 0 or 1, got 2"),
+    ({"registered_load_data": 2}, "registered_load_data: must be 0 or 1, got 2"),
+    ({"registered_load_data": 1}, "registered_load_data: needs registered_load_walk"),
     ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
       "dram_bus_bits": 128},
      r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 128"),
@@ -93,6 +95,8 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
                     {"registered_load_walk": 1},
                     {"registered_dispatch": 1}, {"registered_control": 1}):
         assert config.replace(**changes).hash != config.hash
+    walk = config.replace(registered_load_walk=1)   # registered_load_data needs it
+    assert walk.replace(registered_load_data=1).hash != walk.hash
 
 
 def test_walker_bits_count_the_deepest_sram_only_when_narrow():

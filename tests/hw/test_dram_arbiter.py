@@ -11,8 +11,10 @@ from tests.hw.amaranth_sim import TINY, run
 from tests.hw.dram_model import DramModel
 
 
-@pytest.mark.parametrize("config", [TINY, TINY.replace(narrow_walkers=1, name="tiny-narrow")],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [
+    TINY, TINY.replace(narrow_walkers=1, name="tiny-narrow"),
+    TINY.replace(registered_load_walk=1, registered_load_data=1, name="tiny-skid")],
+    ids=lambda c: c.name)
 def test_arbiter_routes_data_in_order_under_stalls(config):
     """Bursts of 1 to 8 beats and one of `MAX_BURST_BEATS` (with ``narrow_walkers`` the
     order FIFO holds a burst's last beat index, 8 bits for 256 beats)."""

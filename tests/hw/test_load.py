@@ -16,6 +16,11 @@ TINY_SHARED = TINY.replace(block_out=1, shared_load_engine=1, narrow_walkers=1,
                            name="tiny-shared")
 # The same with the walk's bounds, data flag and SRAM address in the engine's registers.
 TINY_REGISTERED = TINY_SHARED.replace(registered_load_walk=1, name="tiny-registered")
+# And its walk on counters, its memory kind decoded as it takes a LOAD (``registered_load_data``);
+# on a 64-bit bus, inp elements are half beats (the reader keeps a row's last in a register).
+TINY_TIGHT = TINY_REGISTERED.replace(registered_load_data=1, name="tiny-tight")
+TINY_TIGHT_WIDE_BUS = TINY_WIDE_BUS.replace(registered_load_walk=1, registered_load_data=1,
+                                            name="tiny64-tight")
 
 
 def reader_port(dut, config, kind):
@@ -49,8 +54,8 @@ async def _issue_load(ctx, dut, insn, config):
         ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const({}))
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED, TINY_REGISTERED],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED, TINY_REGISTERED, TINY_TIGHT,
+                                    TINY_TIGHT_WIDE_BUS], ids=lambda c: c.name)
 @pytest.mark.parametrize("kind", ["inp", "wgt"])
 def test_load_engine_padding_and_addresses(config, kind):
     rng = np.random.default_rng(zlib.crc32(f"{config.name}/{kind}".encode()))  # str hash() varies per run
@@ -144,7 +149,8 @@ def test_reader_groups_follow_element_sizes():
     assert "mem_uop" not in LoadEngine(shared, ("inp", "uop")).signature.members
 
 
-@pytest.mark.parametrize("config", [TINY_SHARED, TINY_REGISTERED], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY_SHARED, TINY_REGISTERED, TINY_TIGHT],
+                         ids=lambda c: c.name)
 def test_narrow_walkers_fill_a_whole_sram(config):
     """With ``narrow_walkers`` the counters are `HwConfig.walker_bits` wide: a padded
     rectangle covering every entry of wgt still lands each element once, in place."""
