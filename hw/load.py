@@ -282,6 +282,14 @@ class LoadEngine(wiring.Component):
         write = busy & (~is_data | element_valid)
         for kind in self.kinds:
             port, reader = getattr(self, f"sram_{kind}"), readers[reader_of[kind]]
+            if tight:
+                # The write a cycle later, from registers: block RAMs lie far apart, so
+                # their ports take no logic after the walk's. Whoever reads the SRAM
+                # waits on the engine going idle, a cycle or more before its first read.
+                written = port
+                port = sram_write_signature(config, kind).flip().create()
+                m.d.sync += [written.en.eq(port.en), written.addr.eq(port.addr),
+                             written.data.eq(port.data)]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
                 port.addr.eq(address),

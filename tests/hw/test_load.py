@@ -54,6 +54,11 @@ async def _issue_load(ctx, dut, insn, config):
         ctx.set(dut.cmd.payload, dut.cmd.payload.shape().const({}))
 
 
+def write_delay(config) -> int:
+    """Cycles an SRAM write lands after the engine is idle (`registered_load_data`: 1)."""
+    return config.registered_load_data
+
+
 @pytest.mark.parametrize("config", [TINY, TINY_WIDE_BUS, TINY_SHARED, TINY_REGISTERED, TINY_TIGHT,
                                     TINY_TIGHT_WIDE_BUS], ids=lambda c: c.name)
 @pytest.mark.parametrize("kind", ["inp", "wgt"])
@@ -85,6 +90,7 @@ def test_load_engine_padding_and_addresses(config, kind):
         for insn in loads:
             written = {}
             await _issue_load(ctx, dut, insn, config)
+            idle_cycles = 0
             for _ in range(2000):
                 en, addr, data, other_en, busy = (await ctx.tick().sample(
                     port.en, port.addr, port.data, other.en, dut.busy))[2:]
@@ -92,7 +98,8 @@ def test_load_engine_padding_and_addresses(config, kind):
                 if en:
                     assert addr not in written, f"entry {addr} written twice"
                     written[addr] = data
-                if not ctx.get(dut.busy):
+                idle_cycles = 0 if ctx.get(dut.busy) else idle_cycles + 1
+                if idle_cycles > write_delay(config):
                     break
             else:
                 raise AssertionError("load did not finish")
@@ -124,14 +131,14 @@ def run_wgt_load(dut, config, insn, memory) -> dict:
 
     async def testbench(ctx):
         await _issue_load(ctx, dut, insn, config)
-        while True:
+        idle_cycles = 0
+        while idle_cycles <= write_delay(config):
             en, addr, data = (await ctx.tick().sample(dut.sram_wgt.en, dut.sram_wgt.addr,
                                                       dut.sram_wgt.data))[2:]
             if en:
                 assert addr not in written, f"entry {addr} written twice"
                 written[addr] = data
-            if not ctx.get(dut.busy):
-                break
+            idle_cycles = 0 if ctx.get(dut.busy) else idle_cycles + 1
 
     reader = reader_port(dut, config, "wgt")
     run(dut, testbench, processes=[memory.process(reader.req, reader.data)])
