@@ -117,18 +117,12 @@ class Accelerator(wiring.Component):
         go = Signal()
         insn_addr = Signal(32)
         insn_count = Signal(config.insn_count_bits)
-        restart = self.start
-        if config.registered_control:
-            # The blocks' reset, which reaches every flip-flop, from a register: they
-            # restart, and work begins, a cycle later (the counters count the same).
-            restart = Signal(name="restart")
-            m.d.sync += restart.eq(self.start)
-        m.d.sync += go.eq(restart)
+        m.d.sync += go.eq(self.start)
         with m.If(self.start):
             m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
 
         def block(name, elaboratable):
-            m.submodules[name] = ResetInserter(restart)(elaboratable)
+            m.submodules[name] = ResetInserter(self.start)(elaboratable)
             return elaboratable
 
         fetch = block("fetch", Fetch(config))

@@ -162,9 +162,7 @@ class HwConfig(JsonRecord):
         ahead: the loop sequencers' ends of loop (`hw.sequencer`), the
         two-cycle ALU's clip bounds and shifter fill bit (`hw.alu`), and
         fetch's decision to request instructions, which waits a cycle after
-        each request (`hw.fetch`), and the blocks' restart on ``start``, a
-        cycle later (`hw.accelerator`; the counters count the same). No other
-        cycle changes.
+        each request (`hw.fetch`). No other cycle changes.
     registered_load_data : int
         1 (with ``registered_load_walk``): the DRAM arbiter (`hw.dram_arbiter`)
         keeps a read beat that its client does not take in the cycle it arrives
