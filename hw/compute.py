@@ -209,32 +209,22 @@ class Compute(wiring.Component):
         connect(m, gemm.out_write, flipped(self.out_write))
         m.d.comb += [self.gemm_uop.eq(gemm.executes), self.alu_uop.eq(alu.executes)]
         # The ALU's write ports also take acc LOADs, which never run beside a unit.
-        if config.registered_load_data:
-            # Both hold zeros while not writing (`hw.unit_pipeline`, `hw.load`): ORed, with
-            # no select fanning out to the block RAMs.
-            for port, unit_write, data_loaded in (
-                    (acc_write_alu, alu.acc_write, sram_acc.data),
-                    (self.out_write_alu, alu.out_write, out_of_acc(config, sram_acc.data))):
-                m.d.comb += [port.en.eq(unit_write.en | sram_acc.en),
-                             port.addr.eq(unit_write.addr | sram_acc.addr),
-                             port.data.eq(unit_write.data | data_loaded)]
-        else:
-            with m.If(alu.acc_write.en):
-                m.d.comb += [
-                    acc_write_alu.en.eq(1), acc_write_alu.addr.eq(alu.acc_write.addr),
-                    acc_write_alu.data.eq(alu.acc_write.data),
-                    self.out_write_alu.en.eq(1), self.out_write_alu.addr.eq(alu.out_write.addr),
-                    self.out_write_alu.data.eq(alu.out_write.data),
-                ]
-            with m.Else():
-                m.d.comb += [
-                    acc_write_alu.en.eq(sram_acc.en),
-                    acc_write_alu.addr.eq(sram_acc.addr),
-                    acc_write_alu.data.eq(sram_acc.data),
-                    self.out_write_alu.en.eq(sram_acc.en),
-                    self.out_write_alu.addr.eq(sram_acc.addr),
-                    self.out_write_alu.data.eq(out_of_acc(config, sram_acc.data)),
-                ]
+        with m.If(alu.acc_write.en):
+            m.d.comb += [
+                acc_write_alu.en.eq(1), acc_write_alu.addr.eq(alu.acc_write.addr),
+                acc_write_alu.data.eq(alu.acc_write.data),
+                self.out_write_alu.en.eq(1), self.out_write_alu.addr.eq(alu.out_write.addr),
+                self.out_write_alu.data.eq(alu.out_write.data),
+            ]
+        with m.Else():
+            m.d.comb += [
+                acc_write_alu.en.eq(sram_acc.en),
+                acc_write_alu.addr.eq(sram_acc.addr),
+                acc_write_alu.data.eq(sram_acc.data),
+                self.out_write_alu.en.eq(sram_acc.en),
+                self.out_write_alu.addr.eq(sram_acc.addr),
+                self.out_write_alu.data.eq(out_of_acc(config, sram_acc.data)),
+            ]
 
         # ---------------------------------------------------------- completion
         # Per unit: instructions issued and not completed (in flight), and

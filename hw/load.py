@@ -286,11 +286,10 @@ class LoadEngine(wiring.Component):
                 # The write a cycle later, from registers: block RAMs lie far apart, so
                 # their ports take no logic after the walk's. Whoever reads the SRAM
                 # waits on the engine going idle, a cycle or more before its first read.
-                # Zeros while not writing: `hw.compute` ORs the acc writes with the ALU's.
                 written = port
                 port = sram_write_signature(config, kind).flip().create()
-                m.d.sync += [written.en.eq(port.en), written.addr.eq(Mux(port.en, port.addr, 0)),
-                             written.data.eq(Mux(port.en, port.data, 0))]
+                m.d.sync += [written.en.eq(port.en), written.addr.eq(port.addr),
+                             written.data.eq(port.data)]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
                 port.addr.eq(address),

@@ -276,14 +276,7 @@ class UnitPipeline(wiring.Component):
             s5b = s5
         v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
         v7, dst7, result7 = Signal(name="s7_valid"), Data(index_bits["dst"]), Data(acc_bits)
-        if not gemm and config.registered_load_data:
-            # The ALU unit shares its write ports with the load engine's writes, which
-            # `hw.compute` ORs in (no select fanning out to the block RAMs): S6's
-            # index and result are zero while it holds no micro-op, as the engine's are.
-            m.d.sync += [v6.eq(s5b["valid"]), v7.eq(v6), dst7.eq(dst6), result7.eq(result6),
-                         dst6.eq(Mux(s5b["valid"], s5["dst"], 0)),
-                         result6.eq(Mux(s5b["valid"], result, 0))]
-        elif split:
+        if split:
             m.d.sync += [v6.eq(s5b["valid"]), dst6.eq(s5["dst"]),
                          v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
             sync_when(s5b["valid"], result6.eq(result))
