@@ -173,11 +173,13 @@ class HwConfig(JsonRecord):
         its walk's edges, so the next data / last-column / last-row flags take
         one compare of a counter with a constant (`hw.load`): the paths from the
         walk and the readers to the port's ready, the order FIFO and the SRAM
-        writes hold no decoder, sum or wide compare. For the same beats from
+        writes hold no decoder, sum or wide compare, and the engine writes the
+        SRAMs from registers, a cycle after its walk (its users wait on it going
+        idle, a cycle or more before they read). For the same beats from
         the port clients see them at the same cycles, but the port sees a beat
         taken up to a cycle earlier (so a burst's order entry may free earlier):
         against a memory that never stalls no cycle changed in the programs
-        measured (``ulx3s``'s ResNet-18 C2-C11: 28,187,777 cycles either way);
+        measured (``ulx3s``'s ResNet-18 C2-C11: the same cycles either way);
         one that stalls at random sees other handshakes (tiny on a 64-bit bus,
         random programs: -2.3 % to +0.7 % cycles).
     name : str
@@ -453,12 +455,12 @@ PRESETS: dict[str, HwConfig] = {
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
     # LUTs of that core's 31 k. The switches it sets cut the longest paths
-    # (two_cycle_alu, gemm_operand_stage, registered_load_walk,
-    # registered_load_data) and the block RAMs' bypass logic. Its board top
-    # (before registered_load_data): 14.5 k LUTs, 7.4 k FFs, 124 block RAMs
-    # (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 57.6 MHz,
-    # so the board runs at 50 MHz: benchmarks/README.md, "ULX3S". ResNet-18
-    # C2-C11: 28.2 M cycles, 94.0 % GEMM utilization.
+    # (two_cycle_alu, gemm_operand_stage, sequencer_gap, registered_load_walk,
+    # registered_load_data, registered_dispatch, registered_control) and the
+    # block RAMs' bypass logic. Its board top: 14.8 k LUTs, 8.9 k FFs, 124 block
+    # RAMs (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 64.5
+    # MHz, so the board runs at 50 MHz: benchmarks/README.md, "ULX3S". ResNet-18
+    # C2-C11: 28.19 M cycles, 94.0 % GEMM utilization.
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
