@@ -62,3 +62,15 @@ def test_board_presets_are_the_boards_hardware(name):
     # The UART divisor at the board's oscillator: within 2 % of the baud rate.
     clock = board.platform_instance().default_clk_frequency
     assert abs(clock / board.clocks_per_bit(clock) / board.baud - 1) < 0.02
+
+
+@pytest.mark.parametrize("name", list(BOARDS))
+def test_board_pins_cover_the_board_tops_ports(name):
+    """`Board.pins` (the ECP5 place-and-route report's LPF): the clock and every port of
+    `BoardTop`, each on its own pin of the board's platform."""
+    board = BOARDS[name]
+    pins = board.pins()
+    assert set(pins) == {"clk", "uart_rx", "uart_tx", "running"}   # BoardTop's ports
+    assert len(set(pins.values())) == len(pins) and all(pins.values())
+    platform = board.platform_instance()
+    assert pins["clk"] == platform.lookup(platform.default_clk).ios[0].names[0]
