@@ -24,7 +24,8 @@ __all__ = ["synth", "bitstream", "board_header"]
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
               help="FPGA family.")
 @click.option("--device", default=None,
-              help="FPGA part (default: LFE5U-85F for ecp5, iCE40UP5K for ice40).")
+              help="FPGA part (default: a board preset's board's part, else LFE5U-85F for "
+                   "ecp5, iCE40UP5K for ice40).")
 @click.option("--estimate", is_flag=True,
               help="Synthesis only (no place and route): resources in seconds, no Fmax.")
 @click.option("--clock-mhz", type=float, default=None,
@@ -64,13 +65,13 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
 
 @click.command("bitstream")
 @click.option("--board", required=True, metavar="NAME",
-              help="Board: ulx3s-85f (ECP5) or icebreaker (iCE40 UP5K).")
+              help="Board: ecpix5-85f or ulx3s-85f (ECP5), icebreaker (iCE40 UP5K).")
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=float, default=None,
-              help="The design's clock, from the FPGA's PLL (default: the board's, e.g. "
-                   "35 on ulx3s-85f, 18 on icebreaker).")
+              help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
+                   "on ecpix5-85f, 50 on ulx3s-85f, 30 on icebreaker).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bitstream(board, config, output, clock_mhz, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""

@@ -6,8 +6,8 @@ UART's baud rate. `build_bitstream` wraps `hw.board_top.BoardTop` with the
 board's UART pins and a LED (lit while a program runs) and runs the
 platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
 so a bitstream needs nothing beyond ``pip install``. The design runs on the
-board's PLL, which makes `Board.clock_mhz` (ULX3S 50 MHz from 25, iCEBreaker
-30 MHz from 12) from the oscillator; nextpnr refuses a design that cannot meet
+board's PLL, which makes `Board.clock_mhz` (ECPIX-5 100 MHz from 100, ULX3S
+50 MHz from 25, iCEBreaker 30 MHz from 12) from the oscillator; nextpnr refuses a design that cannot meet
 it, so a bitstream that builds runs at that clock. A board's clock is one its
 preset's routed board top meets (benchmarks/README.md, "Synthesis, Fmax and
 time").
@@ -62,7 +62,8 @@ class Board:
     clock_mhz : float
         The design's clock, made by the FPGA's PLL from the board's oscillator.
     led : str
-        The platform resource lit while a program runs.
+        The platform resource lit while a program runs; ``resource.subsignal`` for
+        one colour of an RGB LED (``rgb_led.g``).
     memory_kind : str
         The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
     """
@@ -93,10 +94,16 @@ class Board:
         """The board's pins of `BoardTop`'s ports: its oscillator's (standing in for the
         PLL's clock), the UART's and the LED's, by the platform's resources."""
         platform = self.platform_instance()
-        uart = {signal.name: signal.ios[0].names[0] for signal in platform.lookup("uart", 0).ios}
+        def subsignals(resource):
+            return {signal.name: signal.ios[0].names[0] for signal in resource.ios}
+
+        uart = subsignals(platform.lookup("uart", 0))
+        led, _, colour = self.led.partition(".")
+        led_resource = platform.lookup(led, 0)
         return {"clk": platform.lookup(platform.default_clk).ios[0].names[0],
                 "uart_rx": uart["rx"], "uart_tx": uart["tx"],
-                "running": platform.lookup(self.led, 0).ios[0].names[0]}
+                "running": (subsignals(led_resource)[colour] if colour
+                            else led_resource.ios[0].names[0])}
 
     def rtlil(self, config: HwConfig | None = None) -> str:
         """RTLIL of this board's `BoardTop` around ``config`` (its preset by default) as
@@ -108,6 +115,10 @@ class Board:
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
           1_000_000, "ecp5", "LFE5U-85F", clock_mhz=50.0),
+    # The same core and board top on the ECPIX-5's speed-8 part, at its
+    # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
+    Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
+          1_000_000, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's.
     # 30 MHz (the PLL makes it exactly from 12; 30 clocks per UART bit): placed and
@@ -194,7 +205,9 @@ class _BoardDesign(Elaboratable):
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx = rx = io.Buffer("i", uart.rx)
         m.submodules.tx = tx = io.Buffer("o", uart.tx)
-        m.submodules.led = led = io.Buffer("o", platform.request(self.board.led, 0, dir="-"))
+        led, _, colour = self.board.led.partition(".")
+        led_port = platform.request(led, 0, dir="-")
+        m.submodules.led = led = io.Buffer("o", getattr(led_port, colour) if colour else led_port)
         clocks_per_bit = self.board.clocks_per_bit(self.clock_mhz * 1e6)
         m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
                                           core=self.core, memory_kind=self.board.memory_kind)

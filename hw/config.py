@@ -160,9 +160,10 @@ class HwConfig(JsonRecord):
     registered_control : int
         1: decisions taken every cycle come from registers computed a cycle
         ahead: the loop sequencers' ends of loop (`hw.sequencer`), the
-        two-cycle ALU's clip bounds and shifter fill bit (`hw.alu`), and
-        fetch's decision to request instructions, which waits a cycle after
-        each request (`hw.fetch`). No other cycle changes.
+        two-cycle ALU's clip bounds and shifter fill bit (`hw.alu`), the
+        compute units' forwarding selects (`hw.unit_pipeline`), and fetch's
+        decision to request instructions, which waits a cycle after each
+        request (`hw.fetch`). No other cycle changes.
     registered_load_data : int
         1 (with ``registered_load_walk``): the DRAM arbiter (`hw.dram_arbiter`)
         keeps a read beat that its client does not take in the cycle it arrives
@@ -493,6 +494,10 @@ PRESETS: dict[str, HwConfig] = {
                            sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
                            registered_dispatch=1, name="icebreaker"),
 }
+# ECPIX-5 (ECP5 LFE5UM5G-85F, speed grade 8): the ``ulx3s`` core on the faster
+# part, its board top routed at 100 MHz and more (benchmarks/README.md, "ECPIX-5").
+# The same cycles as ``ulx3s``.
+PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 
 
 def load_config(spec: str | Path | None) -> HwConfig:

@@ -286,10 +286,16 @@ class LoadEngine(wiring.Component):
                 # The write a cycle later, from registers: block RAMs lie far apart, so
                 # their ports take no logic after the walk's. Whoever reads the SRAM
                 # waits on the engine going idle, a cycle or more before its first read.
+                # Address and data need no reset (nothing is written without ``en``):
+                # reset-less, the padding's zero is the data registers' only reset,
+                # and the restart's net does not reach them.
                 written = port
                 port = sram_write_signature(config, kind).flip().create()
-                m.d.sync += [written.en.eq(port.en), written.addr.eq(port.addr),
-                             written.data.eq(port.data)]
+                held = {name: Signal.like(getattr(written, name), name=f"{kind}_write_{name}",
+                                          reset_less=True) for name in ("addr", "data")}
+                m.d.sync += [written.en.eq(port.en), held["addr"].eq(port.addr),
+                             held["data"].eq(port.data)]
+                m.d.comb += [written.addr.eq(held["addr"]), written.data.eq(held["data"])]
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
                 port.addr.eq(address),

@@ -35,7 +35,11 @@ no path runs from the ALU through a forwarding multiplexer (on ECP5 that was
 the critical path). An operand read in S2 takes, in S3, the result S6 or else
 S7 holds for its row, in S4 S6's, and in S5 S6's again (a registered select);
 acc[src], read in S3, takes in S4 S6's or else S7's and in S5 S6's. Together
-they cover every result written after the read. Back-to-back micro-ops on
+they cover every result written after the read. With
+``HwConfig.registered_control`` every select is a register: compared a cycle
+ahead, on the index the stage is about to hold, against what S6 and S7 are
+about to take, so that no comparator drives a wide multiplexer (on ECP5 that
+was the critical path once the load engine's were cut). Back-to-back micro-ops on
 the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
@@ -284,11 +288,22 @@ class UnitPipeline(wiring.Component):
             m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
                          v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
 
-        def newer(index, value, with_s7=True):
-            """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row."""
+        def newer(index, value, before, with_s7=True):
+            """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row.
+
+            With ``registered_control`` the selects are registers, compared a cycle
+            ahead on ``before`` (the index that is ``index`` the next cycle) against
+            what S6 and S7 take: no comparator drives the wide multiplexers.
+            """
+            if config.registered_control:
+                in6, in7 = (Signal(name=f"{index.name}_in_s{n}") for n in (6, 7))
+                m.d.sync += [in6.eq(s5b["valid"] & (s5["dst"] == before)),
+                             in7.eq(v6 & (dst6 == before))]
+            else:
+                in6, in7 = v6 & (dst6 == index), v7 & (dst7 == index)
             if with_s7:
-                value = Mux(v7 & (dst7 == index), result7, value)
-            return Mux(v6 & (dst6 == index), result6, value)
+                value = Mux(in7, result7, value)
+            return Mux(in6, result6, value)
 
         # Two-cycle ALU: S5's operands are taken only with a micro-op (held in S5b).
         takes = s4["valid"] if split else None
@@ -301,11 +316,11 @@ class UnitPipeline(wiring.Component):
 
         a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
         if split:
-            m.d.sync += a4.eq(newer(s3["dst"], self.acc_read.data))
-            sync_when(takes, a5.eq(newer(s4["dst"], a4, with_s7=False)))
+            m.d.sync += a4.eq(newer(s3["dst"], self.acc_read.data, s2["dst"]))
+            sync_when(takes, a5.eq(newer(s4["dst"], a4, s3["dst"], with_s7=False)))
         else:
-            m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data)),
-                         a5.eq(newer(s4["dst"], a4, with_s7=False))]
+            m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data, s2["dst"])),
+                         a5.eq(newer(s4["dst"], a4, s3["dst"], with_s7=False))]
         a = Mux(s6_next_holds(s4["dst"]), result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
@@ -322,7 +337,7 @@ class UnitPipeline(wiring.Component):
             use_imm = s4["control"].use_imm
             operand_vector = Cat(*([s4["control"].operand] * scalars))
             sync_when(takes, b5.eq(Mux(use_imm, operand_vector,
-                                       newer(s4["src"], self.acc_src_read.data))))
+                                       newer(s4["src"], self.acc_src_read.data, s3["src"]))))
             b_in_s6 = Signal(name="s5_b_in_s6")
             sync_when(takes, b_in_s6.eq(s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm))
             m.submodules.alu = alu = VectorAlu(config)

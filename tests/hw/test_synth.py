@@ -183,8 +183,8 @@ def test_config_reports_are_remembered_and_record_fmax(tmp_path, monkeypatch):
 
 
 def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
-    """`place_and_route` of ``ulx3s`` places the ULX3S board top (as its bitstream
-    builds it), of any other config on ECP5 the core out of context."""
+    """`place_and_route` of a board preset places its board's board top (as its
+    bitstream builds it), of any other config on ECP5 the core out of context."""
     import vdla.hw.synth as synth
     from vdla.hw.board_top import BOARD_TOP_NAME
     from vdla.hw.boards import BOARDS, Board
@@ -209,3 +209,10 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
     assert at_board_clock.clock_mhz == BOARDS["ulx3s-85f"].clock_mhz
     tiny = synth.place_and_route(PRESETS["tiny"], "ecp5", clock_mhz=80)
     assert tiny.top == "core" and tiny.ffs == 12 and len(built) == 2
+    # ``ecpix5`` is ``ulx3s``'s hardware: placed on its own board's part and pins by
+    # default, at its own board's clock, and its Fmax is remembered apart.
+    ecpix5 = synth.place_and_route(PRESETS["ecpix5"], "ecp5")
+    assert built[-1] == ("ecpix5-85f", "ecpix5") and ecpix5.top == "board"
+    assert (ecpix5.device, ecpix5.clock_mhz) == ("LFE5UM5G-85F-8BG554", 100.0)
+    assert synth.known_fmax(PRESETS["ecpix5"])["device"] == ecpix5.device
+    assert synth.known_fmax(PRESETS["ulx3s"])["device"] == "LFE5U-85F"
