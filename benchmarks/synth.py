@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/synth.py [--configs default,ulx3s,icebreaker] [--estimate] [--jobs 2]
+    python benchmarks/synth.py [--configs default,ulx3s,ecpix5,icebreaker] [--estimate] [--jobs 2]
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
@@ -85,7 +85,7 @@ def kept_rows(path: Path, measured: set[str]) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="default,ulx3s,icebreaker")
+    parser.add_argument("--configs", default="default,ulx3s,ecpix5,icebreaker")
     parser.add_argument("--estimate", action="store_true", help="synthesis only (no Fmax)")
     parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))

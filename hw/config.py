@@ -39,11 +39,12 @@ _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits":
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
                  "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
-                 "registered_control": 0, "registered_load_data": 0}
+                 "registered_control": 0, "registered_load_data": 0, "gemm_tree_stage": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
-             "registered_dispatch", "registered_control", "registered_load_data")
+             "registered_dispatch", "registered_control", "registered_load_data",
+             "gemm_tree_stage")
 MAX_MACS_PER_CYCLE = 1 << 14
 
 
@@ -134,6 +135,13 @@ class HwConfig(JsonRecord):
         (`hw.unit_pipeline`): a GEMM micro-op takes one more cycle from issue
         to write, at the same rate. On ECP5 the path from a block RAM through
         a multiplier was the core's longest once the ALU was split.
+    gemm_tree_stage : int
+        1: the GEMM core's adder tree spans two stages (`hw.gemm`), and the
+        GEMM unit reads acc[dst] another cycle later to match
+        (`hw.unit_pipeline`): a GEMM micro-op takes one more cycle from issue
+        to write, at the same rate. On the ECPIX-5's ECP5 the tree, mapped by
+        Yosys into LUT compressors and a carry chain, was the board top's
+        longest path once the control paths were registered.
     registered_load_walk : int
         1: the load engine (`hw.load`) copies the LOAD fields its walkers read
         when it takes the LOAD, counts SRAM addresses itself and keeps in
@@ -217,6 +225,7 @@ class HwConfig(JsonRecord):
     registered_dispatch: int = 0
     registered_control: int = 0
     registered_load_data: int = 0
+    gemm_tree_stage: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -468,7 +477,8 @@ PRESETS: dict[str, HwConfig] = {
                       cmd_queue_depth=8, token_queue_depth=32, narrow_walkers=1,
                       ram_collision_dont_care=1, two_cycle_alu=1, gemm_operand_stage=1,
                       registered_load_walk=1, sequencer_gap=1, registered_dispatch=1,
-                      registered_control=1, registered_load_data=1, name="ulx3s"),
+                      registered_control=1, registered_load_data=1, gemm_tree_stage=1,
+                      name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
     # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8

@@ -1,9 +1,9 @@
 """The GEMM core's datapath: one ``BATCH x BLOCK_IN`` by ``BLOCK_OUT x BLOCK_IN``
-int8 product per cycle, in two pipeline stages.
+int8 product per cycle, in two (or three) pipeline stages.
 
 `GemmCore` takes ``inp`` (an inp element) and ``wgt`` (a wgt element) every
 cycle and gives ``product[b, o] = sum_k inp[b, k] * wgt[o, k]`` (an acc
-element, int32 lanes) `LATENCY` cycles later, where the compute unit adds it to
+element, int32 lanes) `GemmCore.latency` cycles later, where the compute unit adds it to
 the accumulator (``acc += inp @ wgt.T``). Elements are packed little endian,
 scalar ``[r, c]`` of an ``R x C`` element at bits ``8 * (r * C + c)`` (32 * ...
 for int32), the DRAM layout of `runtime.layout`.
@@ -13,8 +13,11 @@ multipliers (what FPGA DSP blocks or small LUT multipliers implement), fed
 straight from the SRAM read data, products registered. Stage 2 sums each dot
 product with a balanced adder tree whose widths grow one bit per level (a
 16-term dot product is at most 20 bits, so no sum wraps), registered and sign
-extended to the int32 lane. Nothing is wider than it needs to be: the
-synthesised netlist shows 8x8 ``$mul`` cells (a test checks it).
+extended to the int32 lane. With ``HwConfig.gemm_tree_stage`` the adder tree
+spans two stages: the first sums groups of products (its lower levels), the
+second the groups' registered sums, so `GemmCore.latency` is 3. Nothing is
+wider than it needs to be: the synthesised netlist shows 8x8 ``$mul`` cells (a
+test checks it).
 """
 
 from __future__ import annotations
@@ -39,21 +42,33 @@ def adder_tree(terms):
     return terms[0]
 
 
+def _group_size(terms: int) -> int:
+    """Products per first-stage group of a split tree: the lower half of its levels
+    (rounded up), e.g. 4 of 16 terms, so each stage sums at most 4 values."""
+    levels = max(terms - 1, 0).bit_length()
+    return 1 << ((levels + 1) // 2)
+
+
 class GemmCore(wiring.Component):
-    """``product = inp @ wgt.T`` (int8 x int8 -> int32), `LATENCY` cycles after its operands.
+    """``product = inp @ wgt.T`` (int8 x int8 -> int32), `latency` cycles after its operands.
+
+    Attributes
+    ----------
+    latency : int
+        2 (multipliers, then the adder tree), or 3 with ``gemm_tree_stage``
+        (multipliers, the tree's lower levels, its upper levels).
 
     Ports
     -----
     inp : In(inp element bits)
     wgt : In(wgt element bits)
     product : Out(acc element bits)
-        Registered; the product of the operands given `LATENCY` cycles earlier.
+        Registered; the product of the operands given `latency` cycles earlier.
     """
-
-    LATENCY = 2   # multipliers, then the adder tree
 
     def __init__(self, config: HwConfig):
         self.config = config
+        self.latency = 2 + config.gemm_tree_stage
         super().__init__({
             "inp": In(config.element_bytes("inp") * 8),
             "wgt": In(config.element_bytes("wgt") * 8),
@@ -82,6 +97,17 @@ class GemmCore(wiring.Component):
                                      reset_less=True)
                     m.d.sync += product.eq(inp(b, k) * wgt(o, k))
                     products.append(product)
+                if config.gemm_tree_stage:
+                    size = _group_size(block_in)
+                    groups = [products[i:i + size] for i in range(0, block_in, size)]
+                    partials = []
+                    for g, group in enumerate(groups):
+                        partial_sum = adder_tree(group)
+                        partial = Signal(signed(len(partial_sum)), name=f"partial_{b}_{o}_{g}",
+                                         reset_less=True)
+                        m.d.sync += partial.eq(partial_sum)
+                        partials.append(partial)
+                    products = partials
                 total = adder_tree(products)
                 lane = self.product.word_select(b * config.block_out + o, acc_bits)
                 dot = Signal(signed(len(total)), name=f"dot_{b}_{o}", reset_less=True)

@@ -52,7 +52,10 @@ With ``HwConfig.gemm_operand_stage`` the GEMM unit has a stage S2r between
 S2 and S3: it registers the inp and wgt data (so no path runs from a block
 RAM into a multiplier) and reads acc[dst], whose data S3 takes as above.
 Everything from the acc read on is as in the table, forwarding included; a
-micro-op is a cycle longer in flight.
+micro-op is a cycle longer in flight. ``HwConfig.gemm_tree_stage`` adds
+another such stage, S2t (after S2r, if any), for `GemmCore`'s split adder
+tree: the multipliers take the data in S2t, the tree's lower levels S3 and its
+upper ones S4, and acc[dst] is read in S2t.
 
 ``completes`` pulses when an instruction's last micro-op (or its write-less
 marker, for an empty loop) leaves S5 (S5b), the cycle before its S6 write: whatever
@@ -242,21 +245,22 @@ class UnitPipeline(wiring.Component):
         def read_acc(s):
             m.d.comb += [self.acc_read.addr.eq(s["dst"]), self.acc_read.en.eq(reads(s))]
 
-        operand_stage = gemm and bool(config.gemm_operand_stage)
-        if not operand_stage:
-            read_acc(s2)
         if gemm:
             m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads(s2)),
                          self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
         operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data} if gemm else {}
-        if operand_stage:
-            # S2r: the inp / wgt data registered; acc[dst] read here, so that from
-            # this read on the pipeline and its forwarding are the ones below.
+        if gemm and config.gemm_operand_stage:
+            # S2r: the inp / wgt data registered.
             s2 = stage(s2, "s2r", ("dst",))
             for kind, value in operands.items():
                 operands[kind] = Data(len(value), name=f"s2r_{kind}")
                 m.d.sync += operands[kind].eq(value)
-            read_acc(s2)
+        if gemm and config.gemm_tree_stage:
+            # S2t: the multipliers, the adder tree's halves in S3 and S4.
+            s2 = stage(s2, "s2t", ("dst",))
+        # acc[dst] read in the last of these stages, so that from this read on the
+        # pipeline and its forwarding are the ones below.
+        read_acc(s2)
 
         # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
@@ -324,7 +328,8 @@ class UnitPipeline(wiring.Component):
         a = Mux(s6_next_holds(s4["dst"]), result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
-            assert core.LATENCY == 2   # S3 multiplies, S4 sums: the product is ready in S5
+            # S3 multiplies (S2t with the tree stage), S4 sums: the product is ready in S5.
+            assert core.latency == 2 + config.gemm_tree_stage
             m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
             computed = Cat(*((a.word_select(e, scalar_bits)
                               + core.product.word_select(e, scalar_bits))[:scalar_bits]

@@ -144,14 +144,15 @@ async def gemm_core(dut):
              (np.full((b, bi), -128), np.full((bo, bi), 127))]
     cases += [(rng.integers(-128, 128, (b, bi)), rng.integers(-128, 128, (bo, bi)))
               for _ in range(298)]
-    # A new operand pair every cycle; each product comes GemmCore.LATENCY cycles later.
-    for step in range(len(cases) + GemmCore.LATENCY):
+    # A new operand pair every cycle; each product comes GemmCore's latency cycles later.
+    latency = GemmCore(CONFIG).latency
+    for step in range(len(cases) + latency):
         if step < len(cases):
             inp, wgt = cases[step]
             dut.gemm__inp.value = pack(inp.reshape(-1), 8)
             dut.gemm__wgt.value = pack(wgt.reshape(-1), 8)
         await RisingEdge(dut.clk)
-        case = step - GemmCore.LATENCY
+        case = step - latency
         if case >= 0:
             inp, wgt = cases[case]
             got = unpack_signed(read(dut.gemm__product), 32, b * bo).reshape(b, bo)

@@ -34,7 +34,7 @@ TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collisio
 # engines, registered heads of the fetch buffer and command queues.
 TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, registered_load_walk=1,
                               registered_load_data=1, sequencer_gap=1, registered_dispatch=1,
-                              registered_control=1, name="tiny-pipelined")
+                              registered_control=1, gemm_tree_stage=1, name="tiny-pipelined")
 # ... on a 64-bit bus: uop and inp elements are half beats (`hw.dma`'s lanes).
 TINY_PIPELINED_WIDE_BUS = TINY_PIPELINED.replace(dram_bus_bits=64, name="tiny64-pipelined")
 

@@ -93,7 +93,8 @@ def test_fields_added_later_keep_old_hashes_at_their_defaults():
                     {"narrow_walkers": 1}, {"ram_collision_dont_care": 1},
                     {"sequencer_gap": 1}, {"two_cycle_alu": 1}, {"gemm_operand_stage": 1},
                     {"registered_load_walk": 1},
-                    {"registered_dispatch": 1}, {"registered_control": 1}):
+                    {"registered_dispatch": 1}, {"registered_control": 1},
+                    {"gemm_tree_stage": 1}):
         assert config.replace(**changes).hash != config.hash
     walk = config.replace(registered_load_walk=1)   # registered_load_data needs it
     assert walk.replace(registered_load_data=1).hash != walk.hash

@@ -10,10 +10,15 @@ from vdla.sim.oracles import pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
 
 
-@pytest.mark.parametrize("config", [TINY, TINY.replace(batch=2, block_in=8, block_out=4)],
-                         ids=["tiny", "2x8x4"])
+@pytest.mark.parametrize("config", [
+    TINY, TINY.replace(batch=2, block_in=8, block_out=4),
+    TINY.replace(gemm_tree_stage=1), TINY.replace(block_in=16, block_out=2, gemm_tree_stage=1),
+    TINY.replace(block_in=8, block_out=2, gemm_tree_stage=1),
+    TINY.replace(block_in=1, block_out=2, gemm_tree_stage=1)],
+    ids=["tiny", "2x8x4", "tiny-tree", "1x16x2-tree", "1x8x2-tree", "1x1x2-tree"])
 def test_gemm_core_matches_numpy(config):
     dut = GemmCore(config)
+    latency = dut.latency
     rng = np.random.default_rng(1)
     b, bi, bo = config.batch, config.block_in, config.block_out
     cases = [(rng.integers(-128, 128, (b, bi)), rng.integers(-128, 128, (bo, bi))) for _ in range(30)]
@@ -21,15 +26,15 @@ def test_gemm_core_matches_numpy(config):
     cases.append((np.full((b, bi), -128), np.full((bo, bi), 127)))    # most negative sums
 
     async def testbench(ctx):
-        # A new operand pair every cycle; each product comes LATENCY cycles later.
-        for step in range(len(cases) + GemmCore.LATENCY - 1):
+        # A new operand pair every cycle; each product comes `latency` cycles later.
+        for step in range(len(cases) + latency - 1):
             if step < len(cases):
                 inp, wgt = cases[step]
                 ctx.set(dut.inp, pack(inp.reshape(-1), 8))
                 ctx.set(dut.wgt, pack(wgt.reshape(-1), 8))
             await ctx.tick()
-            if step + 1 >= GemmCore.LATENCY:
-                inp, wgt = cases[step + 1 - GemmCore.LATENCY]
+            if step + 1 >= latency:
+                inp, wgt = cases[step + 1 - latency]
                 got = unpack_signed(ctx.get(dut.product), 32, b * bo).reshape(b, bo)
                 np.testing.assert_array_equal(got, inp.astype(np.int64) @ wgt.astype(np.int64).T)
 
