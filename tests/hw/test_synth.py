@@ -82,6 +82,31 @@ def test_estimate_counts_multipliers_and_block_ram(target, count, brams, tmp_pat
     assert again.to_dict() | {"cached": False} == report.to_dict()
 
 
+class SelectCopies(wiring.Component):
+    """A registered select over 4 lanes of 32-bit multiplexers, from ``count`` copies."""
+
+    def __init__(self, count: int):
+        self.count = count
+        super().__init__({"a": In(8), "b": In(8), "x": In(128), "y": In(128), "o": Out(128)})
+
+    def elaborate(self, platform):
+        from amaranth import Cat, Mux
+        from vdla.hw.replica import copies
+        m = Module()
+        selects = copies("select", self.count)
+        m.d.sync += [select.eq(self.a == self.b) for select in selects]
+        m.d.sync += self.o.eq(Cat(*(Mux(selects[lane % self.count], self.x.word_select(lane, 32),
+                                        self.y.word_select(lane, 32)) for lane in range(4))))
+        return m
+
+
+@pytest.mark.parametrize("target", ["ecp5", "ice40"])
+def test_register_copies_survive_synthesis(target):
+    """`hw.replica`'s copies stay apart (Yosys merges identical registers otherwise)."""
+    one, four = (synthesize_rtlil(_rtlil(SelectCopies(count)), "top", target) for count in (1, 4))
+    assert (one.ffs, four.ffs) == (128 + 1, 128 + 4)
+
+
 def test_estimate_says_when_it_does_not_fit():
     device = DEVICES["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40", "iCE40HX1K")
@@ -118,9 +143,15 @@ def test_critical_paths_name_the_scopes_a_path_crosses():
     ]}]}
     from vdla.hw.synth import critical_paths
     assert critical_paths(pnr) == [{
-        "clock": "clk", "delay_ns": 8.0, "logic_ns": 4.75, "routing_ns": 3.25,
+        "clock": "clk", "to_clock": "clk", "delay_ns": 8.0, "logic_ns": 4.75, "routing_ns": 3.25,
         "from": "alu.s5_a_FF", "to": "acc_FF", "through": ["alu", "alu.core", "top"]}]
     assert critical_paths({}) == [] and critical_paths({"critical_paths": [{"path": []}]}) == []
+    # The one-line summary names the slowest path within a clock, not one from a pin.
+    from vdla.hw.synth import SynthReport
+    from_pin = {**critical_paths(pnr)[0], "clock": "<async>", "delay_ns": 11.5}
+    report = SynthReport(luts=1, ffs=1, brams=0, dsps=0, fmax_mhz=125.0, device="LFE5U-85F",
+                         fits=True, critical_paths=[from_pin, *critical_paths(pnr)])
+    assert report.critical_path_text().startswith("critical path 8.0 ns")
 
 
 def test_place_and_route_of_a_design_too_big_for_the_part():
