@@ -465,12 +465,14 @@ PRESETS: dict[str, HwConfig] = {
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
     # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
     # LUTs of that core's 31 k. The switches it sets cut the longest paths
-    # (two_cycle_alu, gemm_operand_stage, sequencer_gap, registered_load_walk,
-    # registered_load_data, registered_dispatch, registered_control) and the
-    # block RAMs' bypass logic. Its board top: 14.8 k LUTs, 8.9 k FFs, 124 block
-    # RAMs (buffers 60, the 128 KiB on-chip memory 64), 76 DSPs; routed at 64.5
-    # MHz, so the board runs at 50 MHz: benchmarks/README.md, "ULX3S". ResNet-18
-    # C2-C11: 28.19 M cycles, 94.0 % GEMM utilization.
+    # (two_cycle_alu, gemm_operand_stage, gemm_tree_stage, sequencer_gap,
+    # registered_load_walk, registered_load_data, registered_dispatch,
+    # registered_control) and the block RAMs' bypass logic. Its board top: 13.6 k
+    # LUTs, 9.2 k FFs, 124 block RAMs (buffers 60, the 128 KiB on-chip memory
+    # 64), 76 DSPs; its bitstream routes at 66 MHz on this speed-6 part and the
+    # board runs at 50 MHz (benchmarks/README.md, "ULX3S"); on the ECPIX-5's
+    # speed-8 part it routes at 100 MHz and more ("ECPIX-5"). ResNet-18 C2-C11:
+    # 28.19 M cycles, 94.0 % GEMM utilization.
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
