@@ -3,8 +3,8 @@ int8 product per cycle, in two (or three) pipeline stages.
 
 `GemmCore` takes ``inp`` (an inp element) and ``wgt`` (a wgt element) every
 cycle and gives ``product[b, o] = sum_k inp[b, k] * wgt[o, k]`` (an acc
-element, int32 lanes) `GemmCore.latency` cycles later, where the compute unit adds it to
-the accumulator (``acc += inp @ wgt.T``). Elements are packed little endian,
+element, int32 lanes) `GemmCore.latency` cycles later, where the compute unit
+adds it to the accumulator (``acc += inp @ wgt.T``). Elements are packed little endian,
 scalar ``[r, c]`` of an ``R x C`` element at bits ``8 * (r * C + c)`` (32 * ...
 for int32), the DRAM layout of `runtime.layout`.
 
@@ -44,7 +44,7 @@ def adder_tree(terms):
 
 def _group_size(terms: int) -> int:
     """Products per first-stage group of a split tree: the lower half of its levels
-    (rounded up), e.g. 4 of 16 terms, so each stage sums at most 4 values."""
+    (rounded up); e.g. of 16 terms 4, so that each stage sums 4 values."""
     levels = max(terms - 1, 0).bit_length()
     return 1 << ((levels + 1) // 2)
 

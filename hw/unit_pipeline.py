@@ -39,7 +39,9 @@ they cover every result written after the read. With
 ``HwConfig.registered_control`` every select is a register: compared a cycle
 ahead, on the index the stage is about to hold, against what S6 and S7 are
 about to take, so that no comparator drives a wide multiplexer (on ECP5 that
-was the critical path once the load engine's were cut). Back-to-back micro-ops on
+was the critical path once the load engine's were cut), and S5's selects are
+registered once per lane (`hw.replica`), so that no flip-flop drives every
+lane's multiplexer into the ALU or the adders. Back-to-back micro-ops on
 the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
