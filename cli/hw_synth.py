@@ -19,6 +19,13 @@ from vdla.cli.options import config_option, fail
 __all__ = ["synth", "bitstream", "board_header"]
 
 
+def seed_option(default, said):
+    """``--seed``: another seed is another placement (one moves the Fmax by several MHz)."""
+    return click.option("--seed", type=int, default=default,
+                        help=f"nextpnr's placement seed (default: {said}); another seed is "
+                             "another placement.")
+
+
 @click.command("synth")
 @config_option
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
@@ -31,9 +38,10 @@ __all__ = ["synth", "bitstream", "board_header"]
 @click.option("--clock-mhz", type=float, default=None,
               help="Clock goal for place and route (default: a board preset's board clock, "
                    "else 100 on ecp5, 30 on ice40).")
+@seed_option(1, "1")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-': standard output).")
-def synth(config, target, device, estimate, clock_mhz, json_path):
+def synth(config, target, device, estimate, clock_mhz, seed, json_path):
     """Synthesise the accelerator: resources, fit, and (after place and route) Fmax."""
     from vdla.hw import synth as flow
     if device is not None and (device not in flow.DEVICES or flow.DEVICES[device].target != target):
@@ -48,7 +56,8 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
         if estimate:
             report = flow.estimate(config, target, device)
         else:
-            report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz)
+            report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz,
+                                          seed=seed)
     except flow.SynthError as error:
         fail(str(error).splitlines()[0])
     data = {"config": config.name, "config_hash": config.hash, **report.to_dict()}
@@ -72,8 +81,9 @@ def synth(config, target, device, estimate, clock_mhz, json_path):
 @click.option("--clock-mhz", type=float, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
                    "on ecpix5-85f, 50 on ulx3s-85f, 30 on icebreaker).")
+@seed_option(None, "nextpnr's own")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def bitstream(board, config, output, clock_mhz, as_json):
+def bitstream(board, config, output, clock_mhz, seed, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
     from vdla.hw.boards import BOARDS, build_bitstream
     from vdla.hw.synth import SynthError
@@ -89,7 +99,7 @@ def bitstream(board, config, output, clock_mhz, as_json):
     click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
                err=True)
     try:
-        report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz)
+        report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz, seed=seed)
     except SynthError as error:
         fail(str(error).splitlines()[0])
     if as_json:

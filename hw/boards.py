@@ -143,6 +143,7 @@ class BitstreamReport:
     clock_mhz: float
     fmax_by_clock: dict[str, float]
     seconds: float
+    seed: int | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -248,7 +249,8 @@ _FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz")
 
 
 def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = None,
-                    core=None, clock_mhz: float | None = None) -> BitstreamReport:
+                    core=None, clock_mhz: float | None = None,
+                    seed: int | None = None) -> BitstreamReport:
     """Build ``board``'s bitstream of the board top and write it to ``output``.
 
     Parameters
@@ -264,6 +266,9 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     clock_mhz : float, optional
         The design's clock (default: the board's `Board.clock_mhz`). nextpnr
         refuses a design that cannot meet it.
+    seed : int, optional
+        nextpnr's placement seed (default: nextpnr's own); another placement may
+        meet a clock this one misses.
 
     Raises
     ------
@@ -284,12 +289,13 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
             _without_zero_memory_init():
         try:
             # nextpnr with the options `hw.synth` places with (ECP5: static placer, router2).
-            options = TARGETS[board.target]["nextpnr_options"]
+            options = (*TARGETS[board.target]["nextpnr_options"],
+                       *(("--seed", str(seed)) if seed is not None else ()))
             plan = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                   build_dir=build_dir, do_build=False, do_program=False,
                                   synth_opts=synth_options(board.target, board.device),
                                   script_after_read=KEEP_REPLICAS,
-                                  **({"nextpnr_opts": list(options)} if options else {}))
+                                  nextpnr_opts=list(options))
             if config.ram_collision_dont_care:   # as `Board.rtlil` marks it
                 plan.files["top.il"] = mark_collision_dont_care(plan.files["top.il"])
             products = plan.execute_local(build_dir)
@@ -314,4 +320,4 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     return BitstreamReport(board=board.name, config=config.name, output=str(output),
                            bytes=len(bitstream),
                            clock_mhz=clock_mhz or board.clock_mhz, fmax_by_clock=fmax,
-                           seconds=round(time.monotonic() - began, 1))
+                           seconds=round(time.monotonic() - began, 1), seed=seed)

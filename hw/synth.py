@@ -159,6 +159,9 @@ class SynthReport:
         ``estimate`` (synthesis only) or ``place_and_route``.
     top : str
         What was synthesised (``core`` or ``board``).
+    seed : int or None
+        nextpnr's placement seed (place and route): one placement moves the Fmax
+        by several MHz.
     clock_mhz : float or None
         The clock goal given to nextpnr (place and route only).
     fmax_by_clock : dict of str to float
@@ -192,6 +195,7 @@ class SynthReport:
     stage: str = "estimate"
     top: str = "core"
     clock_mhz: float | None = None
+    seed: int | None = None
     fmax_by_clock: dict[str, float] = dataclasses.field(default_factory=dict)
     cells: dict[str, int] = dataclasses.field(default_factory=dict)
     utilization: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
@@ -237,7 +241,8 @@ class SynthReport:
         if self.fmax_mhz is not None:
             clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in self.fmax_by_clock.items())
             verdict = "meets" if self.meets_clock else "misses"
-            parts.append(f"Fmax {clocks} ({verdict} {self.clock_mhz:g} MHz)")
+            seed = f", seed {self.seed}" if self.seed is not None else ""
+            parts.append(f"Fmax {clocks} ({verdict} {self.clock_mhz:g} MHz{seed})")
         return " ".join(parts)
 
     def critical_path_text(self) -> str | None:
@@ -361,7 +366,7 @@ def _device(target: str, device: str | None) -> Device:
 def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | None = None, *,
                      place: bool = False, clock_mhz: float | None = None,
                      out_of_context: bool = True, top_kind: str = "core",
-                     constraints: str | None = None) -> SynthReport:
+                     constraints: str | None = None, seed: int = 1) -> SynthReport:
     """Synthesise (and optionally place and route) an RTLIL design; cached.
 
     Parameters
@@ -386,6 +391,8 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     constraints : str, optional
         iCE40 PCF or ECP5 LPF text pinning the top's ports (unconstrained ports
         are placed anywhere).
+    seed : int
+        nextpnr's placement seed.
 
     Returns
     -------
@@ -401,7 +408,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     clock = float(clock_mhz or settings["clock_mhz"]) if place else None
     digest = hashlib.sha256()
     for piece in (f"recipe {RECIPE_VERSION}", _tool_versions(), target, part.name, top,
-                  f"place {place} clock {clock} ooc {out_of_context}",
+                  f"place {place} clock {clock} ooc {out_of_context} seed {seed}",
                   " ".join(settings["nextpnr_options"]) if place else "", constraints or "", rtlil):
         digest.update(piece.encode())
         digest.update(b"\0")
@@ -432,7 +439,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
                                   "top": top_kind, "fmax_mhz": None, "fits": _fits(counts, part),
                                   "stage": "estimate"}
         if place:
-            report.update(_place(work, target, part, clock, out_of_context, constraints))
+            report.update(_place(work, target, part, clock, out_of_context, constraints, seed))
         report["seconds"] = round(time.monotonic() - began, 1)
         _keep_tail(work / "yosys.log", work / "yosys.log.tail")
         _keep_tail(work / "nextpnr.log", work / "nextpnr.log.tail")
@@ -450,11 +457,11 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
 
 
 def _place(work: Path, target: str, part: Device, clock: float, out_of_context: bool,
-           constraints: str | None) -> dict[str, Any]:
+           constraints: str | None, seed: int) -> dict[str, Any]:
     """Run nextpnr in ``work`` on ``netlist.json``; the report's place-and-route fields."""
     command = [tool_path(TARGETS[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
-               "--seed", "1", "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
+               "--seed", str(seed), "-q", "-l", "nextpnr.log", *TARGETS[target]["nextpnr_options"]]
     if target == "ecp5":
         # In context the top's few ports become IO buffers: on the pins ``constraints``
         # (LPF) names, the others on any free pin.
@@ -468,7 +475,7 @@ def _place(work: Path, target: str, part: Device, clock: float, out_of_context: 
             command += ["--pcf", "pins.pcf"]
         command.append("--pcf-allow-unconstrained")
     result = _run(command, work, work / "nextpnr.log", f"{command[0]}", allow_failure=True)
-    fields: dict[str, Any] = {"stage": "place_and_route", "clock_mhz": clock}
+    fields: dict[str, Any] = {"stage": "place_and_route", "clock_mhz": clock, "seed": seed}
     if result.returncode != 0:
         log_path = work / "nextpnr.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -562,7 +569,7 @@ def _board_part(config: HwConfig, target: str) -> str | None:
 
 
 def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
-                    clock_mhz: float | None = None) -> SynthReport:
+                    clock_mhz: float | None = None, seed: int = 1) -> SynthReport:
     """Synthesis, placement and routing of ``config`` with nextpnr; Fmax per clock domain.
 
     A board preset (the config of a `hw.boards` board with that part, e.g.
@@ -583,6 +590,8 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     clock_mhz : float, optional
         Clock goal for nextpnr (default: a board preset's `hw.boards.Board.clock_mhz`,
         the clock its bitstream runs at; else 100 MHz on ECP5, 30 MHz on iCE40).
+    seed : int
+        nextpnr's placement seed (one placement moves the Fmax by several MHz).
 
     Returns
     -------
@@ -609,11 +618,11 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
             lpf = "".join(f'LOCATE COMP "{port}" SITE "{pin}";\n' for port, pin in pins.items())
             return synthesize_rtlil(rtlil, BOARD_TOP_NAME, target, device, place=True,
                                     clock_mhz=goal, out_of_context=False, top_kind="board",
-                                    constraints=lpf or None)
+                                    constraints=lpf or None, seed=seed)
         return synthesize_rtlil(_core_rtlil(config), TOP_NAME, target, device, place=True,
-                                clock_mhz=clock_mhz, out_of_context=True)
+                                clock_mhz=clock_mhz, out_of_context=True, seed=seed)
 
-    report = _remembered(config, ("place_and_route", target, device, clock_mhz), run)
+    report = _remembered(config, ("place_and_route", target, device, clock_mhz, seed), run)
     record_fmax(config, report)
     return report
 

@@ -119,6 +119,11 @@ def test_estimate_says_when_it_does_not_fit():
 def test_place_and_route_reports_fmax(target):
     report = synthesize_rtlil(_rtlil(Registers(64)), "top", target, place=True, clock_mhz=50)
     assert report.fits and report.stage == "place_and_route" and report.clock_mhz == 50
+    assert report.seed == 1 and "meets 50 MHz, seed 1)" in report.summary()
+    # Another seed is another placement: another report, which says so.
+    other = synthesize_rtlil(_rtlil(Registers(64)), "top", target, place=True, clock_mhz=50,
+                             seed=2)
+    assert other.seed == 2 and "seed 2" in other.summary()
     assert report.fmax_by_clock and report.fmax_mhz == min(report.fmax_by_clock.values())
     # A shift register is among the fastest logic there is.
     assert report.meets_clock
