@@ -45,8 +45,9 @@ def command():
 @command.command("list")
 def list_presets():
     """List the preset configs."""
+    width = max(map(len, PRESETS))
     for name, config in PRESETS.items():
-        click.echo(f"{name:<8} {describe_config(config)}")
+        click.echo(f"{name:<{width}} {describe_config(config)}")
     click.echo("\n'vdla config show PRESET' prints one as JSON; a JSON file of that form (fields "
                "left out take default's values) works wherever --config does.")
 
