@@ -4,9 +4,9 @@ int8 product per cycle, in two (or three) pipeline stages.
 `GemmCore` takes ``inp`` (an inp element) and ``wgt`` (a wgt element) every
 cycle and gives ``product[b, o] = sum_k inp[b, k] * wgt[o, k]`` (an acc
 element, int32 lanes) `GemmCore.latency` cycles later, where the compute unit
-adds it to the accumulator (``acc += inp @ wgt.T``). Elements are packed little endian,
-scalar ``[r, c]`` of an ``R x C`` element at bits ``8 * (r * C + c)`` (32 * ...
-for int32), the DRAM layout of `runtime.layout`.
+adds it to the accumulator (``acc += inp @ wgt.T``). Elements are packed
+little endian, scalar ``[r, c]`` of an ``R x C`` element at bits ``8 * (r * C +
+c)`` (32 * ... for int32), the DRAM layout of `runtime.layout`.
 
 Stage 1 multiplies: ``BATCH * BLOCK_OUT * BLOCK_IN`` signed 8x8 -> 16-bit
 multipliers (what FPGA DSP blocks or small LUT multipliers implement), fed

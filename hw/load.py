@@ -286,9 +286,8 @@ class LoadEngine(wiring.Component):
                 # The write a cycle later, from registers: block RAMs lie far apart, so
                 # their ports take no logic after the walk's. Whoever reads the SRAM
                 # waits on the engine going idle, a cycle or more before its first read.
-                # Address and data need no reset (nothing is written without ``en``):
-                # reset-less, the padding's zero is the data registers' only reset,
-                # and the restart's net does not reach them.
+                # Address and data need no reset (nothing is written without ``en``),
+                # so the restart's net, which reaches every reset, does not reach them.
                 written = port
                 port = sram_write_signature(config, kind).flip().create()
                 held = {name: Signal.like(getattr(written, name), name=f"{kind}_write_{name}",

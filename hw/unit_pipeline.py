@@ -351,7 +351,8 @@ class UnitPipeline(wiring.Component):
         a = s6_next_holds(s4["dst"])(result6, a5)
         if gemm:
             m.submodules.core = core = GemmCore(config)
-            # S3 multiplies (S2t with the tree stage), S4 sums: the product is ready in S5.
+            # The core takes the operands in S3 (S2t with the tree stage), and its
+            # product is ready in S5.
             assert core.latency == 2 + config.gemm_tree_stage
             m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
             computed = Cat(*((a.word_select(e, scalar_bits)

@@ -16,6 +16,7 @@ from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from vdla.sim.fsim import FunctionalSimulator
 from vdla.sim.programs import GeneratorOptions, generate
+from tests.hw.amaranth_sim import TINY_PIPELINED
 from tests.hw.compute_programs import overlap_program
 from tests.hw.dram_model import DramModel
 
@@ -29,12 +30,6 @@ TINY_COMPACT = TINY.replace(shared_load_engine=1, narrow_walkers=1, ram_collisio
                             sequencer_gap=1, two_cycle_alu=1, registered_load_walk=1,
                             registered_dispatch=1, cmd_queue_depth=0, fetch_buffer_depth=1,
                             name="tiny-compact")
-# `tiny` with the switches that cut paths for a fast FPGA clock (`ulx3s` sets them): the
-# registered load walk and load data path here on the load module's and compute's own
-# engines, registered heads of the fetch buffer and command queues.
-TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, registered_load_walk=1,
-                              registered_load_data=1, sequencer_gap=1, registered_dispatch=1,
-                              registered_control=1, gemm_tree_stage=1, name="tiny-pipelined")
 # ... on a 64-bit bus: uop and inp elements are half beats (`hw.dma`'s lanes).
 TINY_PIPELINED_WIDE_BUS = TINY_PIPELINED.replace(dram_bus_bits=64, name="tiny64-pipelined")
 

@@ -20,16 +20,11 @@ from amaranth.lib.wiring import connect
 from amaranth.sim import Simulator
 
 from vdla.hw import isa
-from vdla.hw.config import PRESETS
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
 from vdla.hw.unit_pipeline import UnitPipeline
 from vdla.sim.oracles import alu, pack, to_int8, unpack_signed, wrap32
+from tests.hw.amaranth_sim import TINY, TINY_PIPELINED
 
-TINY = PRESETS["tiny"]
-# The switches that change the pipeline (`ulx3s` sets them): a two-cycle ALU, the
-# GEMM's operand and adder-tree stages, registered forwarding selects.
-TINY_PIPELINED = TINY.replace(two_cycle_alu=1, gemm_operand_stage=1, gemm_tree_stage=1,
-                              registered_control=1, name="tiny-pipelined")
 ACC_ROWS = 6   # few rows: consecutive micro-ops often touch the same one
 
 
