@@ -13,8 +13,9 @@ difference is refused) and never compiled.
 built, as `runtime.verify` does for accelerator programs: the op is well
 formed, the mode is the target's, the schedule passes its own checks and
 generates, the tensors are exactly those the op and mode imply (names,
-roles, host layouts, shapes: `runtime.program.host_tensors`), the
-descriptions and records are what they claim, and there are no
+roles, host layouts, shapes: `runtime.program.host_tensors`) and none
+larger than the accelerator's DRAM image may be (`runtime.verify.MAX_DRAM_BYTES`),
+the descriptions and records are what they claim, and there are no
 instructions, DRAM plan or unknown fields. A violation is one `ProgramError`
 naming the field, so an edited shape, mode or schedule can never reach a
 kernel as memory it would read or write out of bounds.
@@ -23,12 +24,14 @@ kernel as memory it would read or write out of bounds.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable
 
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import op_from_dict
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import Program, host_tensors
+from vdla.runtime.verify import MAX_DRAM_BYTES
 
 __all__ = ["HostTarget", "HostSpec", "host_spec", "host_targets"]
 
@@ -168,7 +171,13 @@ def host_spec(program: Program) -> HostSpec:
         schedule = target.schedule_type.from_dict(info["schedule"])
     except CompileError as error:
         raise ProgramError(f"{where}: schedule: {error}") from None
-    _check_tensors(where, program, op, mode, host_tensors(op, target.dtypes_of(mode)))
+    tensors = host_tensors(op, target.dtypes_of(mode))
+    _check_tensors(where, program, op, mode, tensors)
+    for tensor in tensors:  # as the accelerator's DRAM image is bounded (runtime.verify)
+        nbytes = math.prod(tensor.shape) * tensor.dtype.itemsize
+        if nbytes > MAX_DRAM_BYTES:
+            raise ProgramError(f"{where}: tensor {tensor.name!r} of shape {tensor.shape} takes "
+                               f"{nbytes} bytes, more than vdla's {MAX_DRAM_BYTES}-byte limit")
     for field in ("layer", "op_description"):
         if metadata[field] != op.describe():
             raise ProgramError(f"{where}: {field} {metadata[field]!r:.80} does not describe its "
