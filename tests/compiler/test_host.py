@@ -19,7 +19,7 @@ from vdla.compiler.host import host_spec
 from vdla.compiler.ops import Conv2d, Dense
 from vdla.runtime.device import Device, ProgramError
 from vdla.runtime.program_file import ProgramFileError, dumps, loads
-from tests.fuzz_helpers import sign, split
+from tests.fuzz_helpers import get_at, set_at, sign, split
 
 OP = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True,
             shift=6, relu=True)
@@ -44,19 +44,11 @@ def _edited(data: bytes, edit) -> bytes:
 
 def _set(path, value):
     """An edit that sets the header field at ``path`` (a tuple of keys) to ``value``."""
-    def edit(header):
-        for key in path[:-1]:
-            header = header[key]
-        header[path[-1]] = value
-    return edit
+    return lambda header: set_at(header, path, value)
 
 
 def _drop(path):
-    def edit(header):
-        for key in path[:-1]:
-            header = header[key]
-        del header[path[-1]]
-    return edit
+    return lambda header: get_at(header, path[:-1]).pop(path[-1])
 
 
 CPU_EDITS = [
