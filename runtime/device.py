@@ -247,7 +247,7 @@ class _KernelRunner:
 
 
 class CpuRunner(_KernelRunner):
-    """Runs ``cpu`` programs in-process: their C generated, built (cached) and called through ctypes.
+    """Runs ``cpu`` programs in-process: C generated, built (cached) and called through ctypes.
 
     Parameters
     ----------

@@ -145,7 +145,7 @@ class EmulatedKernel:
         self._weight = self._bias = None
 
     def set_weights(self, weight: np.ndarray, bias: np.ndarray | None = None) -> None:
-        """Pack ``weight`` (KCHW or dense ``(N, K)``) as the kernel reads it; ``bias`` None for zeros."""
+        """Pack ``weight`` (KCHW or dense ``(N, K)``) as the kernel reads it; None ``bias``: zeros."""
         self._weight = np.ascontiguousarray(self.tiling.pack_weight(
             np.asarray(weight, dtype=self.dtypes["weight"])))
         self._bias = np.ascontiguousarray(

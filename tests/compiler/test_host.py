@@ -69,7 +69,8 @@ CPU_EDITS = [
     (_set(("metadata", "cpu", "mode"), "fp32"),
      f"cpu program: tensor 'data' has layout 'host_int8', but {LAYER} (fp32) gives it layout "
      "'host_float32'"),
-    (_set(("metadata", "cpu", "mode"), "int4"), "cpu program: mode 'int4' is not one of int8, fp32"),
+    (_set(("metadata", "cpu", "mode"), "int4"),
+     "cpu program: mode 'int4' is not one of int8, fp32"),
     (_set(("metadata", "cpu", "schedule", "ow_tile"), 1000),
      "cpu program: schedule: ow_tile: at most 28 (the knob space's largest), got 1000"),
     (_set(("metadata", "cpu", "schedule", "ic_block"), 1 << 40),
