@@ -247,7 +247,8 @@ def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_th
         program = compile_host(op, precision, schedule, config)
         save(program, output)
         if dump_path:
-            Path(dump_path).write_text(program.metadata[target]["source"])
+            from vdla.compiler.host import host_spec   # the file holds no code: regenerate it
+            Path(dump_path).write_text(host_spec(program).source)
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except build_error as error:         # a compiler's report: its first line says what

@@ -6,6 +6,12 @@ pops per queue (a static balance check), the micro-op table, the DRAM plan and
 the compiler's metadata. ``--json`` gives all of it, uop table in full.
 ``--config`` is optional (the file carries its config); one that names other
 hardware is refused.
+
+A ``cpu`` or ``gpu`` program has no instructions: ``inspect`` shows its
+tensors, its metadata (op, mode, schedule, the compiling machine's records)
+and whether its header holds against its op (`compiler.host.host_spec`);
+``--source`` prints the C or CUDA C that running it builds, generated again
+from the op, mode and schedule (the file holds no code).
 """
 
 from __future__ import annotations
@@ -19,8 +25,7 @@ from vdla.cli.options import fail, program_config_option
 from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
 from vdla.runtime.layout import packed_nbytes
-from vdla.runtime.program_file import load
-from vdla.runtime.verify import verify_plan
+from vdla.runtime.program_file import load, verify_program_header
 from vdla.hw.isa import DEPENDENCY_FLAGS, MODULES, TOKEN_QUEUES, flag_queue, module_of
 
 UOP_ROWS_SHOWN = 16
@@ -106,20 +111,72 @@ def describe(program) -> dict:
     }
 
 
+def describe_host(program) -> dict:
+    """What ``inspect`` reports of a cpu or gpu program, as JSON-ready data."""
+    return {"target": program.target,
+            "config": dict(program.config.to_dict(), hash=program.config.hash),
+            "tensors": [{"name": t.name, "role": t.role, "layout": t.layout,
+                         "shape": list(t.shape)} for t in program.tensors],
+            "metadata": program.metadata}
+
+
+def _inspect_host(program, program_file, as_json, show_source) -> None:
+    from vdla.compiler.host import host_spec
+    report = describe_host(program)
+    try:
+        spec = host_spec(program)
+        report["verification"] = "ok"
+    except ValueError as error:
+        spec, report["verification"] = None, str(error)
+    if show_source:
+        if spec is None:
+            fail(f"--source: {report['verification']}")
+        if not as_json:
+            click.echo(spec.source, nl=False)
+            return
+        report["source"] = spec.source
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    echo = click.echo
+    code = {"cpu": "C", "gpu": "CUDA C"}[program.target]
+    echo(f"program: {program_file}")
+    echo(f"target: {program.target} (no instructions and no code: the {code} is generated from "
+         "the op, mode and schedule where it runs; --source prints it)")
+    echo("header verification: " + ("ok" if report["verification"] == "ok"
+                                     else f"FAILED: {report['verification']}"))
+    echo("tensors:")
+    for tensor in report["tensors"]:
+        shape = "x".join(str(n) for n in tensor["shape"])
+        name, role, layout = (str(tensor[key]) for key in ("name", "role", "layout"))
+        echo(f"  {name:<8} {role:<7} {layout:<13} {shape}")
+    echo("metadata:")
+    for key, value in report["metadata"].items():
+        echo(f"  {key}: {json.dumps(value)}")
+
+
 @click.command("inspect")
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--all-uops", is_flag=True, help="List every micro-op, not only the first ones.")
+@click.option("--source", "show_source", is_flag=True,
+              help="A cpu or gpu program: print the C or CUDA C it runs (generated again from "
+                   "its op, mode and schedule).")
 @program_config_option
-def command(program_file, as_json, all_uops, config):
+def command(program_file, as_json, all_uops, show_source, config):
     """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
     try:
         program = load(program_file, config, verify=False)  # show a broken plan, and say so
     except ValueError as error:
         fail(str(error))
+    if program.target != "accel":
+        return _inspect_host(program, program_file, as_json, show_source)
+    if show_source:
+        fail("--source: an accelerator program holds instructions, not source code "
+             "(vdla inspect lists them; vdla compile --dump writes them as text)")
     report = describe(program)
     try:
-        verify_plan(program)
+        verify_program_header(program)
         report["verification"] = "ok"
     except ValueError as error:
         report["verification"] = str(error)

@@ -74,6 +74,11 @@ class Epilogue:
     relu: bool = False
 
     def __post_init__(self):
+        # A truthy string would mean one thing to numpy's reference and another
+        # to generated code (which reads the flag as a number): booleans only.
+        for name in ("bias", "relu"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ShapeError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if not isinstance(self.shift, (int, np.integer)) or isinstance(self.shift, bool) \
                 or self.shift < 0:
             raise ShapeError(f"shift: expected an integer >= 0, got {self.shift!r}")
@@ -357,11 +362,13 @@ def _check_shape(name: str, shape: tuple, expected: tuple) -> None:
 
 
 def op_from_dict(data: dict) -> Conv2d | Dense:
-    """Rebuild an operator from `to_dict` output."""
+    """Rebuild an operator from `to_dict` output (`ShapeError` for anything else)."""
+    if not isinstance(data, dict):
+        raise ShapeError(f"an operator is a JSON object, got {type(data).__name__}")
     data = dict(data)
     kind = data.pop("op", None)
     classes = {"conv2d": Conv2d, "dense": Dense}
-    if kind not in classes:
+    if not isinstance(kind, str) or kind not in classes:
         raise ShapeError(f"unknown operator {kind!r} (known: {', '.join(classes)})")
     try:
         return classes[kind](**data)

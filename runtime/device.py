@@ -10,7 +10,10 @@ accepted it, so no tier runs a program the verifier rejects.
 ``Device(target="cpu")`` runs ``cpu`` programs (generated C, `compiler.cpu`)
 and ``Device(target="gpu")`` runs ``gpu`` programs (generated CUDA C,
 `compiler.gpu`, on a CUDA device through CuPy) under the same inputs/outputs
-contract instead; each kind of device refuses the others' programs.
+contract instead; each kind of device refuses the others' programs. A host
+program holds no code: its header is checked against its op
+(`compiler.host.host_spec`) and its kernel regenerated from the op, mode and
+schedule, so nothing but code vdla generates is ever built or loaded.
 """
 
 from __future__ import annotations
@@ -79,7 +82,9 @@ class Device:
     target : str, optional
         ``"accel"`` (default: the simulated accelerator), ``"cpu"`` (this
         machine's processor; ``threads=`` sets its threads, 2 by default)
-        or ``"gpu"`` (the current CUDA device; needs ``vdla[gpu]``).
+        or ``"gpu"`` (the current CUDA device, needs ``vdla[gpu]``; or, with
+        ``emulate=True``, `compiler.gpu.host_emulation` on this CPU: slow, for
+        tests on small layers).
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's
@@ -172,17 +177,20 @@ class Device:
         InputError
             Missing, unknown, mistyped or misshapen inputs.
         ProgramError
-            A program for other hardware or with a DRAM plan that
-            `runtime.verify.verify_plan` rejects.
+            A program for other hardware, with a DRAM plan that
+            `runtime.verify.verify_plan` rejects, or a host program whose header
+            `compiler.host.host_spec` rejects.
         sim.errors.SimulationError
             A program that breaks a rule of `sim.checker` (deadlock, race, ...),
             found before any backend runs it; or a failure of the run itself
             (a timed backend's cycle limit).
         """
         if self.target in _HOST_RUNNERS:
+            from vdla.compiler.host import host_spec
             self.check_target(program)
+            spec = host_spec(program)
             self.check_inputs(program, inputs)
-            return self.backend.run_program(program, inputs)
+            return self.backend.run_program(spec, inputs)
         dram = self.build_image(program, inputs)
         if not getattr(self.backend, "checks_programs", False):
             # The backend does not apply sim.checker's rules itself: check first.
@@ -199,19 +207,20 @@ class Device:
 
 
 class _KernelRunner:
-    """Runs programs of a generated-code target: kernels loaded once per source, timed runs.
+    """Runs programs of a generated-code target: a kernel built once per spec, timed runs.
 
-    Subclasses name their ``target`` and load a kernel (``_load``) and say
-    what a run reports (``_details``).
+    Subclasses name their ``target``, build a kernel from a checked
+    `compiler.host.HostSpec` (``_load``; from its op, mode and schedule: the
+    code is generated again, never read from the program) and say what a run
+    reports (``_details``).
     """
 
     target = ""
-    code = "generated code"
 
     def __init__(self):
-        self._kernels: dict[str, Any] = {}
+        self._kernels: dict[tuple, Any] = {}
 
-    def _load(self, program: Program):
+    def _load(self, spec):
         raise NotImplementedError
 
     def _run(self, kernel, data: np.ndarray) -> np.ndarray:
@@ -220,25 +229,12 @@ class _KernelRunner:
     def _details(self, kernel) -> dict[str, Any]:
         raise NotImplementedError
 
-    def run_program(self, program: Program, inputs: dict[str, np.ndarray]) -> DeviceResult:
-        """Run a checked program of this target on checked inputs."""
+    def run_program(self, spec, inputs: dict[str, np.ndarray]) -> DeviceResult:
+        """Run the program ``spec`` describes (`compiler.host.host_spec`) on checked inputs."""
         import time
-        info = (program.metadata.get(self.target) if isinstance(program.metadata, dict)
-                else None)
-        source = info.get("source") if isinstance(info, dict) else None
-        if not isinstance(source, str):
-            raise ProgramError(f"{self.target} program: its metadata holds no {self.code} "
-                               f"(metadata[{self.target!r}]['source']); recompile it with "
-                               f"--target {self.target}")
-        kernel = self._kernels.get(source)
+        kernel = self._kernels.get(spec.key)
         if kernel is None:
-            try:
-                kernel = self._kernels[source] = self._load(program)
-            except ProgramError:
-                raise
-            except (KeyError, TypeError, ValueError) as error:
-                raise ProgramError(f"{self.target} program: malformed metadata "
-                                   f"({type(error).__name__}: {error})") from None
+            kernel = self._kernels[spec.key] = self._load(spec)
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
         began = time.perf_counter()
         out = self._run(kernel, inputs["data"])
@@ -251,7 +247,7 @@ class _KernelRunner:
 
 
 class CpuRunner(_KernelRunner):
-    """Runs ``cpu`` programs in-process: their C built (cached) and called through ctypes.
+    """Runs ``cpu`` programs in-process: C generated, built (cached) and called through ctypes.
 
     Parameters
     ----------
@@ -260,7 +256,6 @@ class CpuRunner(_KernelRunner):
     """
 
     target = name = "cpu"
-    code = "generated C"
 
     def __init__(self, threads: int = 2):
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
@@ -268,11 +263,11 @@ class CpuRunner(_KernelRunner):
         super().__init__()
         self.threads = threads
 
-    def _load(self, program: Program):
-        from vdla.compiler.cpu.program import kernel_of
+    def _load(self, spec):
         from vdla.compiler.cpu.build import CpuBuildError
+        from vdla.compiler.cpu.kernel import CpuKernel
         try:
-            return kernel_of(program)
+            return CpuKernel(spec.op, spec.mode, spec.schedule)
         except CpuBuildError as error:
             raise ProgramError(f"cpu program: its C does not build here: {error}") from None
 
@@ -289,6 +284,12 @@ class GpuRunner(_KernelRunner):
     A run's ``seconds`` include the copies in and out that the host-array
     contract needs; `compiler.gpu.kernel.GpuKernel.launch` is the device-only path.
 
+    Parameters
+    ----------
+    emulate : bool
+        Run the same generated CUDA C on this CPU instead
+        (`compiler.gpu.host_emulation`; int8 and fp32, slow: for tests).
+
     Raises
     ------
     ProgramError
@@ -296,27 +297,38 @@ class GpuRunner(_KernelRunner):
     """
 
     target = name = "gpu"
-    code = "generated CUDA C"
 
-    def __init__(self):
+    def __init__(self, emulate: bool = False):
         super().__init__()
+        self.emulate = emulate
+        if emulate:
+            return
         from vdla.compiler.gpu.kernel import gpu_unavailable_reason
         reason = gpu_unavailable_reason()
         if reason is not None:
             raise ProgramError(f"the gpu target cannot run here: {reason}")
 
-    def _load(self, program: Program):
-        from vdla.compiler.gpu.program import kernel_of
-        return kernel_of(program)
+    def _load(self, spec):
+        if self.emulate:
+            from vdla.compiler.gpu.host_emulation import EmulatedKernel, EmulationError
+            try:
+                return EmulatedKernel(spec.op, spec.mode, spec.schedule)
+            except EmulationError as error:
+                raise ProgramError(f"gpu program: cannot emulate it here: "
+                                   f"{str(error).splitlines()[0]}") from None
+        from vdla.compiler.gpu.kernel import GpuKernel
+        return GpuKernel(spec.op, spec.mode, spec.schedule)
 
     def _run(self, kernel, data: np.ndarray) -> np.ndarray:
         return kernel.run(data)
 
     def _details(self, kernel) -> dict[str, Any]:
+        launch = {"grid": list(kernel.tiling.grid), "threads_per_block": kernel.tiling.threads}
+        if self.emulate:
+            return {"device": "host emulation (compiler.gpu.host_emulation)", **launch}
         import cupy
         return {"device": cupy.cuda.runtime.getDeviceProperties(
-            cupy.cuda.Device().id)["name"].decode(), "grid": list(kernel.tiling.grid),
-            "threads_per_block": kernel.tiling.threads}
+            cupy.cuda.Device().id)["name"].decode(), **launch}
 
 
 _HOST_RUNNERS = {"cpu": CpuRunner, "gpu": GpuRunner}

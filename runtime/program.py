@@ -21,7 +21,7 @@ import numpy as np
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Instruction, Uop
 
-__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS", "host_program"]
+__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS", "host_program", "host_tensors"]
 
 FORMAT_VERSION = 1
 # What a program runs on: the accelerator (any simulation tier), the host CPU
@@ -89,12 +89,12 @@ class Program:
         Size of the DRAM image the program needs.
     metadata : dict
         JSON-serialisable description: the layer, its schedule, the compiler's
-        notes. Not interpreted by the accelerator's runtime (a ``cpu``
-        program keeps its op, mode, schedule and C source here).
+        notes. Not interpreted by the accelerator's runtime (a ``cpu`` or
+        ``gpu`` program keeps its op, mode and schedule here: `compiler.host`).
     target : str
         One of `TARGETS`: ``"accel"`` (instructions for the simulators) or
-        ``"cpu"`` (no instructions; C for `runtime.Device(target="cpu")`) or
-        ``"gpu"`` (no instructions; CUDA C for `runtime.Device(target="gpu")`).
+        ``"cpu"`` (no instructions; C generated for `runtime.Device(target="cpu")`) or
+        ``"gpu"`` (no instructions; CUDA C generated for `runtime.Device(target="gpu")`).
     """
 
     config: HwConfig
@@ -132,22 +132,32 @@ class Program:
         return [t for t in self.tensors if t.role == "output"]
 
 
+def host_tensors(op, dtypes: dict) -> list[TensorRegion]:
+    """The tensors of ``op``'s host program: its inputs and ``out``, plain arrays of ``dtypes``.
+
+    ``dtypes`` maps each tensor name to its numpy dtype. The one statement of
+    what a host program's tensors are: `host_program` writes them and
+    `compiler.host.host_spec` requires them.
+    """
+    shapes = op.geometry().shapes
+    tensors = [TensorRegion(name, "input", f"host_{np.dtype(dtypes[name]).name}",
+                            tuple(shapes[name]), 0) for name in op.input_names()]
+    tensors.append(TensorRegion("out", "output", f"host_{np.dtype(dtypes['out']).name}",
+                                tuple(op.output_shape), 0))
+    return tensors
+
+
 def host_program(op, dtypes: dict, target: str, info: dict, config=None) -> "Program":
     """A program for a host target (``cpu``, ``gpu``): no instructions, host-layout tensors.
 
-    ``dtypes`` maps each tensor name to its numpy dtype; ``info`` (the
-    target's mode, schedule and generated source) is kept under
+    ``dtypes`` as for `host_tensors`; ``info`` (the target's mode, schedule
+    and records, never code: `compiler.host`) is kept under
     ``metadata[target]``; ``config`` only names the accelerator the file was
     compiled beside (the default preset when None).
     """
-    shapes = op.geometry().shapes
-    tensors = [TensorRegion(name, "input", f"host_{dtypes[name].name}", tuple(shapes[name]), 0)
-               for name in op.input_names()]
-    tensors.append(TensorRegion("out", "output", f"host_{dtypes['out'].name}",
-                                tuple(op.output_shape), 0))
     metadata = {"layer": op.describe(), "op": op.to_dict(), "op_description": op.describe(),
                 target: info}
     return Program(config=config or PRESETS["default"], instructions=[], uops=[],
-                   tensors=tensors, insn_offset=0, uop_offset=0, dram_bytes=0,
+                   tensors=host_tensors(op, dtypes), insn_offset=0, uop_offset=0, dram_bytes=0,
                    metadata=metadata, target=target)
 

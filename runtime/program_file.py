@@ -18,7 +18,9 @@ Any damage (a flipped bit, truncation) fails the digest before anything is
 parsed. A file whose digest holds may still have been written by hand, so
 `load` also bounds what it reads, checks the header field by field (types,
 ``config_hash`` against the config) and verifies the DRAM plan
-(`runtime.verify.verify_plan`) before a `Program` comes back.
+(`runtime.verify.verify_plan`) or, for a ``cpu`` or ``gpu`` program, every
+header field against its op (`compiler.host.host_spec`: such a file holds
+no code) before a `Program` comes back.
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import FORMAT_VERSION, TARGETS, Program, TensorRegion
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan
 
-__all__ = ["save", "load", "dumps", "loads", "ProgramFileError", "MAGIC", "FORMAT_VERSION",
-           "MAX_HEADER_BYTES", "max_file_bytes"]
+__all__ = ["save", "load", "dumps", "loads", "verify_program_header", "ProgramFileError", "MAGIC",
+           "FORMAT_VERSION", "MAX_HEADER_BYTES", "max_file_bytes"]
 
 MAGIC = b"VDLAPROG"
 _PREAMBLE = struct.Struct("<8sII")  # magic, version, header length
@@ -132,8 +134,8 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
           verify: bool = True) -> Program:
     """Parse the bytes of a ``.vdla`` file; see `load`.
 
-    ``verify=False`` skips `runtime.verify.verify_plan` (for tools that show
-    a broken file; `runtime.device.Device` verifies again before a run).
+    ``verify=False`` skips `verify_program_header` (for tools that show a
+    broken file; `runtime.device.Device` verifies again before a run).
     """
     if len(data) < _PREAMBLE.size:
         if not data or not MAGIC.startswith(data[:len(MAGIC)]):
@@ -205,12 +207,30 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     uops = [isa.Uop(int(d), int(s), int(w)) for d, s, w in zip(dst, src, wgt)]
     program = Program(config=file_config, instructions=instructions, uops=uops, tensors=tensors,
                       metadata=metadata, target=target, **offsets)
-    if verify and program.target == "accel":  # host targets have no DRAM plan to verify
+    if verify:
         try:
-            verify_plan(program)
+            verify_program_header(program)
         except ProgramError as error:
             raise ProgramFileError(f"{source}: {error}") from None
     return program
+
+
+def verify_program_header(program: Program) -> None:
+    """What `loads` verifies of a program.
+
+    An accelerator program's DRAM plan (`runtime.verify.verify_plan`); a
+    host program's header against its op (`compiler.host.host_spec`).
+
+    Raises
+    ------
+    ProgramError
+        Naming the first problem found.
+    """
+    if program.target == "accel":
+        verify_plan(program)
+    else:
+        from vdla.compiler.host import host_spec  # host code is regenerated from the op
+        host_spec(program)
 
 
 def max_file_bytes(header_length: int) -> int:
@@ -244,7 +264,8 @@ def load(path: str | Path, config: HwConfig | None = None, *, verify: bool = Tru
     ProgramFileError
         Missing, damaged or truncated file, wrong magic, unsupported format
         version, malformed header, a DRAM plan `runtime.verify.verify_plan`
-        rejects, or a program for other hardware.
+        rejects, a host program header `compiler.host.host_spec` rejects, or
+        a program for other hardware.
     """
     path = Path(path)
     try:

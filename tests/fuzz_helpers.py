@@ -50,4 +50,33 @@ def sign(header_text: bytes, rest: bytes, version: int = 1) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-__all__ = ["vdla", "assert_one_line_error", "split", "sign"]
+# Values a hostile header may hold in place of any field.
+ODD_VALUES = [None, True, -1, 0, 1, 7, 2**31, 2**64, 10**12, 1.5, float("inf"), float("nan"),
+              "", "x", "../../etc", [], [1, 2], {}, {"a": 1}, [[[[[]]]]]]
+
+
+def json_paths(value, prefix=()):
+    """Every path (a tuple of keys and indices) into a JSON value, ``()`` included."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from json_paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from json_paths(item, (*prefix, index))
+
+
+def get_at(value, path):
+    """The item of a JSON value at ``path``."""
+    for key in path:
+        value = value[key]
+    return value
+
+
+def set_at(value, path, new) -> None:
+    """Replace the item of a JSON value at ``path`` (not empty) by ``new``."""
+    get_at(value, path[:-1])[path[-1]] = new
+
+
+__all__ = ["vdla", "assert_one_line_error", "split", "sign", "ODD_VALUES", "json_paths",
+           "get_at", "set_at"]

@@ -13,7 +13,8 @@ import pytest
 
 from vdla.hw.config import PRESETS
 from vdla.runtime.program_file import dumps
-from tests.fuzz_helpers import assert_one_line_error, sign, split, vdla
+from tests.fuzz_helpers import (ODD_VALUES, assert_one_line_error, json_paths, set_at, sign,
+                                 split, vdla)
 from tests.runtime.programs import dense_inputs, dense_program, dense_reference
 
 TINY = PRESETS["tiny"]
@@ -52,37 +53,15 @@ def _check_run(monkeypatch, capsys, tmp_path, data: bytes, inputs, what: str, si
     return "refused"
 
 
-# Values a hostile header may hold in place of any field.
-ODD_VALUES = [None, True, -1, 0, 1, 7, 2**31, 2**64, 10**12, 1.5, float("inf"), float("nan"),
-              "", "x", "../../etc", [], [1, 2], {}, {"a": 1}, [[[[[]]]]]]
-
-
-def _paths(value, prefix=()):
-    """Every path into a JSON value."""
-    yield prefix
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _paths(item, (*prefix, index))
-
-
-def _set(value, path, new):
-    for key in path[:-1]:
-        value = value[key]
-    value[path[-1]] = new
-
-
 def test_header_fields_replaced_at_random(monkeypatch, capsys, tmp_path, original, inputs):
     header, rest = split(original)
-    paths = [p for p in _paths(header) if p]
+    paths = [p for p in json_paths(header) if p]
     rng = random.Random(8)
     outcomes = {"ran": 0, "refused": 0}
     for _ in range(150):
         crafted = copy.deepcopy(header)
         path = rng.choice(paths)
-        _set(crafted, path, rng.choice(ODD_VALUES))
+        set_at(crafted, path, rng.choice(ODD_VALUES))
         text = json.dumps(crafted).encode()   # allows Infinity and NaN, as an attacker may
         outcomes[_check_run(monkeypatch, capsys, tmp_path, sign(text, rest), inputs,
                             f"{'/'.join(map(str, path))}")] += 1

@@ -38,7 +38,7 @@ from pathlib import Path
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
 from vdla.compiler.errors import ShapeError
 
-__all__ = ["generate_c", "PREAMBLE", "POOL"]
+__all__ = ["generate_c", "generate_op_c", "PREAMBLE", "POOL"]
 
 # Items one pool job can number: its claim word holds counts in 24 bits (pool.c).
 MAX_ITEMS = 1 << 24
@@ -316,3 +316,12 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     return "\n".join([f"/* vdla cpu kernel ({mode}), generated: schedule "
                       f"{schedule.to_dict()} */", header, PREAMBLE, _EPILOGUE[mode], *tiles,
                       _driver(schedule, mode, tail)])
+
+
+def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
+    """`generate_c` for a `compiler.ops.Conv2d` or `Dense` (its problem and epilogue).
+
+    Deterministic: the same op, mode and schedule give the same text, which is
+    how a program file that stores no code gets its kernel back (`compiler.host`).
+    """
+    return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu)

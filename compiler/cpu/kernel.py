@@ -1,6 +1,7 @@
 """A compiled CPU kernel in-process: weight packing, the ctypes call, references.
 
-`CpuKernel` generates the C of one layer (`compiler.cpu.codegen`), builds it
+`CpuKernel` generates the C of one layer (`compiler.cpu.codegen`; it takes
+no C from elsewhere, so only code vdla generated is ever built), builds it
 (`compiler.cpu.build`, cached), loads it with ctypes, packs weights once
 (`set_weights`) and runs on activations (`run`), NCHW (or dense ``(M, K)``) in
 and out, exactly the tensors the accelerator's programs take. The activation
@@ -14,7 +15,7 @@ import ctypes
 import numpy as np
 
 from vdla.compiler.cpu.build import build_library, cpu_features
-from vdla.compiler.cpu.codegen import generate_c
+from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.schedule import MODES, CpuProblem, CpuSchedule, default_cpu_schedule
 from vdla.compiler.errors import ScheduleError, ShapeError
 
@@ -56,8 +57,6 @@ class CpuKernel:
         ``"int8"`` (bit-exact with the accelerator) or ``"fp32"``.
     schedule : CpuSchedule, optional
         The knobs; `default_cpu_schedule` otherwise.
-    source : str, optional
-        C generated earlier for the same op, mode and schedule (a program file's).
     flags : tuple of str, optional
         Compiler flags instead of `compiler.cpu.build.compiler_flags` (e.g.
         ``("-O3",)`` builds the portable vector path on any x86-64).
@@ -72,14 +71,14 @@ class CpuKernel:
     """
 
     def __init__(self, op, mode: str = "int8", schedule: CpuSchedule | None = None,
-                 source: str | None = None, flags: tuple[str, ...] | None = None):
+                 flags: tuple[str, ...] | None = None):
         if mode not in MODES:
             raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         self.op, self.mode = op, mode
         self.problem = CpuProblem.from_op(op)
         features = cpu_features()
         self.schedule = schedule or default_cpu_schedule(self.problem, mode, features)
-        self.source = source or generate_c(self.problem, self.schedule, mode, op.shift, op.relu)
+        self.source = generate_op_c(op, mode, self.schedule)
         self.library_path = build_library(self.source, flags)
         self._library = ctypes.CDLL(str(self.library_path))
         self._library.vdla_isa.restype = ctypes.c_char_p

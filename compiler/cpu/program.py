@@ -1,21 +1,35 @@
 """Compile a layer for the ``cpu`` target into a `runtime.program.Program`.
 
-A cpu program has no instructions: its tensors are plain arrays of the
-layer's logical shapes (`runtime.program.HOST_LAYOUTS`), and its metadata
-holds the op, the arithmetic mode, the schedule and the generated C, so a
-``.vdla`` file runs on any machine with a C compiler (the C is rebuilt there,
-with that machine's flags) through `runtime.Device(target="cpu")`.
+A cpu program has no instructions and no code: its tensors are plain arrays
+of the layer's logical shapes (`runtime.program.HOST_LAYOUTS`), and its
+metadata holds the op, the arithmetic mode, the schedule and what this
+machine recorded (the dot-product ``isa`` and the compiler ``flags``). The
+machine that runs the file regenerates the C from them and builds it there,
+with its own flags (`compiler.host`, `runtime.Device(target="cpu")`).
 """
 
 from __future__ import annotations
 
 from vdla.compiler.cpu.build import compiler_flags
+from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
-from vdla.compiler.cpu.schedule import CpuSchedule
+from vdla.compiler.cpu.schedule import MODES, CpuSchedule
+from vdla.compiler.host import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 
-__all__ = ["compile_cpu", "kernel_of"]
+__all__ = ["compile_cpu", "CPU"]
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+# The cpu target's programs (`compiler.host.host_spec` checks them).
+CPU = HostTarget(name="cpu", code="C", modes=MODES, dtypes_of=dtypes_of,
+                 schedule_type=CpuSchedule, generate=generate_op_c,
+                 records={"isa": (lambda value: isinstance(value, str), "a string"),
+                          "flags": (_strings, "a list of strings")})
 
 
 def compile_cpu(op, mode: str = "int8", schedule: CpuSchedule | None = None,
@@ -38,14 +52,5 @@ def compile_cpu(op, mode: str = "int8", schedule: CpuSchedule | None = None,
         With ``target="cpu"``.
     """
     kernel = CpuKernel(op, mode, schedule)
-    info = {"mode": mode, "schedule": kernel.schedule.to_dict(), "isa": kernel.isa,
-            "flags": list(compiler_flags()), "source": kernel.source}
+    info = CPU.info(mode, kernel.schedule, isa=kernel.isa, flags=list(compiler_flags()))
     return host_program(op, dtypes_of(mode), "cpu", info, config)
-
-
-def kernel_of(program: Program) -> CpuKernel:
-    """The loaded kernel of a cpu program (its C built here, or found in the cache)."""
-    from vdla.compiler.ops import op_from_dict
-    info = program.metadata["cpu"]
-    return CpuKernel(op_from_dict(program.metadata["op"]), info["mode"],
-                     CpuSchedule.from_dict(info["schedule"]), source=info["source"])

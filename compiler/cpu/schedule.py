@@ -38,6 +38,15 @@ __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space
 MODES = ("int8", "fp32")
 LOOP_ORDERS = ("block_kernel", "kernel_block")
 PARALLEL_AXES = ("rows", "channels", "both")
+# The options `cpu_space` declares; their largest also bound every schedule,
+# since beyond them a kernel's unrolled C (oc_vectors x ow_tile accumulators,
+# unroll copies) or its packed workspace (ic_block) grows for no gain.
+OC_VECTORS = (1, 2, 3, 4)
+MAX_OW_TILE = 28
+IC_BLOCKS = (16, 32, 64, 128, 256)
+UNROLLS = (1, 2, 4)
+_UPPER_BOUNDS = {"oc_vectors": max(OC_VECTORS), "ow_tile": MAX_OW_TILE,
+                 "ic_block": max(IC_BLOCKS), "unroll": max(UNROLLS)}
 # Vector registers left for weights and a broadcast operand besides the accumulators.
 _SPARE_REGISTERS = 3
 
@@ -100,12 +109,16 @@ class CpuSchedule(JsonRecord):
     parallel: str = "both"
 
     def __post_init__(self):
-        if self.lanes not in (8, 16):
+        if not isinstance(self.lanes, int) or isinstance(self.lanes, bool) \
+                or self.lanes not in (8, 16):
             raise ScheduleError(f"lanes: expected 8 or 16, got {self.lanes!r}")
-        for name in ("oc_vectors", "ow_tile", "ic_block", "unroll"):
+        for name, bound in _UPPER_BOUNDS.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ScheduleError(f"{name}: expected a positive integer, got {value!r}")
+            if value > bound:
+                raise ScheduleError(f"{name}: at most {bound} (the knob space's largest), "
+                                    f"got {value}")
         if self.ic_block % 4:
             raise ScheduleError(f"ic_block: expected a multiple of 4 (the int8 dot product's "
                                 f"group), got {self.ic_block}")
@@ -187,10 +200,11 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
     """
     problem, features = _problem_and_features(problem, features)
     channels = _ceil_div(problem.in_channels, 4) * 4
-    ic_blocks = sorted({b for b in (16, 32, 64, 128, 256) if b < channels} | {min(channels, 256)})
-    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1, 2, 3, 4)),
-             ("ow_tile", tuple(range(1, min(problem.out_width, 28) + 1))),
-             ("ic_block", tuple(ic_blocks)), ("loop_order", LOOP_ORDERS), ("unroll", (1, 2, 4)),
+    largest = max(IC_BLOCKS)
+    ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
+    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", OC_VECTORS),
+             ("ow_tile", tuple(range(1, min(problem.out_width, MAX_OW_TILE) + 1))),
+             ("ic_block", tuple(ic_blocks)), ("loop_order", LOOP_ORDERS), ("unroll", UNROLLS),
              ("parallel", PARALLEL_AXES))
     return CpuSpace(problem, _registers(features), knobs)
 

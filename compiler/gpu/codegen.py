@@ -31,7 +31,7 @@ from vdla.compiler.gpu.schedule import MODES, GpuSchedule
 from vdla.compiler.gpu.tiling import Sym, Tiling, _text
 from vdla.compiler.errors import ScheduleError
 
-__all__ = ["generate_cuda", "KERNEL_NAME", "ELEMENT_TYPES"]
+__all__ = ["generate_cuda", "generate_op_cuda", "KERNEL_NAME", "ELEMENT_TYPES"]
 
 KERNEL_NAME = "vdla_layer"
 # C types of (data, weight word, bias, out) and of a shared/accumulator word per mode.
@@ -210,3 +210,13 @@ extern "C" __global__ void __launch_bounds__({tiling.threads}, 1)
         "\n".join(stores),
         "\n}\n",
     ])
+
+
+def generate_op_cuda(op, mode: str, schedule: GpuSchedule) -> str:
+    """`generate_cuda` for a `compiler.ops.Conv2d` or `Dense` (its problem and epilogue).
+
+    Deterministic, as `compiler.host` relies on: a gpu program file stores no
+    code, its kernel is this text regenerated.
+    """
+    return generate_cuda(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu,
+                         op.describe())

@@ -9,7 +9,9 @@ host ones, and launched block by block: every block's ``threads`` run as
 statics: one block runs at a time) and a ``std::barrier`` for
 ``__syncthreads()``; ``threadIdx`` is thread-local, ``blockIdx`` set per block.
 ``__dp4a(a, b, c)`` is CUDA's definition: ``c`` plus the four signed byte
-products of ``a`` and ``b``, wrapping.
+products of ``a`` and ``b``, wrapping. `EmulatedKernel` generates that text
+itself from the op, mode and schedule and builds nothing else, so a program
+file's stored code (`compiler.host`) can never reach the host compiler.
 
 What this does not check: the GPU's memory model beyond barriers (a missing
 ``__syncthreads`` could go unnoticed when the host's threads happen to run in
@@ -26,11 +28,15 @@ import subprocess
 
 import numpy as np
 
-from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME
+from vdla.compiler.cpu.schedule import CpuProblem
+from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME, generate_op_cuda
+from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import cached_build
+from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.gpu.tiling import Tiling
 
-__all__ = ["emulate", "EmulationError"]
+__all__ = ["EmulatedKernel", "emulate", "EmulationError"]
 
 _PRELUDE = """\
 #include <barrier>
@@ -96,16 +102,83 @@ def _build(source: str) -> str:
     return str(cached_build("emulation", (source, " ".join(command)), produce, "kernel.so"))
 
 
-def emulate(tiling: Tiling, source: str, data: np.ndarray, weight: np.ndarray,
-            bias: np.ndarray | None) -> np.ndarray:
-    """Run ``source`` (a `compiler.gpu.codegen.generate_cuda` kernel for ``tiling``) on the CPU.
+class EmulatedKernel:
+    """A gpu kernel run by this emulation, with `compiler.gpu.kernel.GpuKernel`'s host interface.
+
+    The CUDA C is generated here from the op, mode and schedule
+    (`compiler.gpu.codegen.generate_op_cuda`); no other text is ever built,
+    so a gpu program file runs here (``Device(target="gpu", emulate=True)``)
+    exactly as its regenerated kernel would on a GPU.
 
     Parameters
     ----------
-    tiling : Tiling
-        The kernel's tiling (grid, threads, weight packing).
-    source : str
-        Its CUDA C (int8 or fp32).
+    op : compiler.ops.Conv2d or compiler.ops.Dense
+    mode : str
+        ``"int8"`` or ``"fp32"``.
+    schedule : GpuSchedule, optional
+        `compiler.gpu.schedule.default_gpu_schedule` otherwise.
+
+    Raises
+    ------
+    EmulationError
+        For fp16, or without a C++20 host compiler.
+    compiler.errors.ScheduleError
+        For an unknown mode.
+    """
+
+    def __init__(self, op, mode: str = "int8", schedule: GpuSchedule | None = None):
+        if mode not in MODES:
+            raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        if mode == "fp16":
+            raise EmulationError("fp16 kernels need cuda_fp16.h, which has no host build here")
+        self.op, self.mode = op, mode
+        problem = CpuProblem.from_op(op)
+        self.schedule = schedule or default_gpu_schedule(problem, mode)
+        self.tiling = Tiling(problem, self.schedule, mode)
+        self.source = generate_op_cuda(op, mode, self.schedule)
+        self.dtypes = dtypes_of(mode)
+        types = ELEMENT_TYPES[mode]
+        self._library = ctypes.CDLL(_build(_PRELUDE + self.source + _LAUNCHER.format(
+            grid_m=self.tiling.grid[0], grid_n=self.tiling.grid[1], threads=self.tiling.threads,
+            kernel=KERNEL_NAME, **{name: types[name] for name in ("data", "weight", "bias",
+                                                                   "out")})))
+        self._weight = self._bias = None
+
+    def set_weights(self, weight: np.ndarray, bias: np.ndarray | None = None) -> None:
+        """Pack ``weight`` (KCHW or dense ``(N, K)``) as the kernel reads it; None ``bias``: zeros."""
+        self._weight = np.ascontiguousarray(self.tiling.pack_weight(
+            np.asarray(weight, dtype=self.dtypes["weight"])))
+        self._bias = np.ascontiguousarray(
+            np.zeros(self.tiling.channels_out, self.dtypes["bias"]) if bias is None
+            else np.asarray(bias, self.dtypes["bias"]))
+
+    def run(self, data: np.ndarray) -> np.ndarray:
+        """Compute the layer on ``data`` with the weights of `set_weights`."""
+        if self._weight is None:
+            raise ShapeError("EmulatedKernel.run: call set_weights first")
+        data = np.ascontiguousarray(data, dtype=self.dtypes["data"])
+        expected = tuple(self.op.geometry().shapes["data"])
+        if data.shape != expected:
+            raise ShapeError(f"data: expected shape {expected}, got {data.shape}")
+        out = np.zeros(self.op.output_shape, dtype=self.dtypes["out"])
+        pointer = ctypes.c_void_p
+        self._library.vdla_emulate(data.ctypes.data_as(pointer),
+                                   self._weight.ctypes.data_as(pointer),
+                                   self._bias.ctypes.data_as(pointer), out.ctypes.data_as(pointer))
+        return out
+
+
+def emulate(op, mode: str, schedule: GpuSchedule | None, data: np.ndarray, weight: np.ndarray,
+            bias: np.ndarray | None) -> np.ndarray:
+    """Run the generated kernel of ``op`` on the CPU once (`EmulatedKernel`).
+
+    Parameters
+    ----------
+    op : compiler.ops.Conv2d or compiler.ops.Dense
+    mode : str
+        ``"int8"`` or ``"fp32"``.
+    schedule : GpuSchedule or None
+        None for `compiler.gpu.schedule.default_gpu_schedule`.
     data, weight, bias : numpy.ndarray
         The layer's logical inputs; ``bias`` None for zeros.
 
@@ -114,26 +187,6 @@ def emulate(tiling: Tiling, source: str, data: np.ndarray, weight: np.ndarray,
     numpy.ndarray
         The output, of the layer's logical shape.
     """
-    if tiling.mode == "fp16":
-        raise EmulationError("fp16 kernels need cuda_fp16.h, which has no host build here")
-    types = ELEMENT_TYPES[tiling.mode]
-    library_path = _build(_PRELUDE + source + _LAUNCHER.format(
-        grid_m=tiling.grid[0], grid_n=tiling.grid[1], threads=tiling.threads,
-        kernel=KERNEL_NAME, **{name: types[name] for name in ("data", "weight", "bias", "out")}))
-    host = np.int8 if tiling.mode == "int8" else np.float32
-    bias_type = np.int32 if tiling.mode == "int8" else np.float32
-    data = np.ascontiguousarray(data, dtype=host)
-    packed = np.ascontiguousarray(tiling.pack_weight(np.asarray(weight, dtype=host)))
-    bias = np.ascontiguousarray(np.zeros(tiling.channels_out, bias_type) if bias is None
-                                else np.asarray(bias, bias_type))
-    problem = tiling.problem
-    if problem.out_strides[0] == 0:  # dense, normalised as 1 x N x 1 x M
-        shape = (problem.width, problem.out_channels)
-    else:
-        shape = (problem.batch, problem.out_channels, problem.out_height, problem.out_width)
-    out = np.zeros(shape, dtype=host)
-    library = ctypes.CDLL(library_path)
-    pointer = ctypes.c_void_p
-    library.vdla_emulate(data.ctypes.data_as(pointer), packed.ctypes.data_as(pointer),
-                         bias.ctypes.data_as(pointer), out.ctypes.data_as(pointer))
-    return out
+    kernel = EmulatedKernel(op, mode, schedule)
+    kernel.set_weights(weight, bias)
+    return kernel.run(data)

@@ -28,7 +28,7 @@ import numpy as np
 from vdla.compiler.cpu.kernel import dtypes_of as cpu_dtypes_of
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import ScheduleError, ShapeError
-from vdla.compiler.gpu.codegen import KERNEL_NAME, generate_cuda
+from vdla.compiler.gpu.codegen import KERNEL_NAME, generate_op_cuda
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.gpu.tiling import Tiling
 
@@ -81,6 +81,9 @@ def _cupy():
 class GpuKernel:
     """One layer compiled for the current CUDA device.
 
+    Its CUDA C is always generated here (`compiler.gpu.codegen`), so NVRTC
+    compiles no text that vdla did not generate.
+
     Parameters
     ----------
     op : compiler.ops.Conv2d or compiler.ops.Dense
@@ -88,8 +91,6 @@ class GpuKernel:
         ``"int8"`` (bit-exact with the accelerator), ``"fp16"`` or ``"fp32"``.
     schedule : GpuSchedule, optional
         `default_gpu_schedule` otherwise.
-    source : str, optional
-        CUDA C generated earlier for the same op, mode and schedule (a program file's).
 
     Raises
     ------
@@ -99,8 +100,7 @@ class GpuKernel:
         For an unknown mode.
     """
 
-    def __init__(self, op, mode: str = "int8", schedule: GpuSchedule | None = None,
-                 source: str | None = None):
+    def __init__(self, op, mode: str = "int8", schedule: GpuSchedule | None = None):
         if mode not in MODES:
             raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         cupy = _cupy()
@@ -108,8 +108,7 @@ class GpuKernel:
         self.problem = CpuProblem.from_op(op)
         self.schedule = schedule or default_gpu_schedule(self.problem, mode)
         self.tiling = Tiling(self.problem, self.schedule, mode)
-        self.source = source or generate_cuda(self.problem, self.schedule, mode, op.shift, op.relu,
-                                              op.describe())
+        self.source = generate_op_cuda(op, mode, self.schedule)
         self.dtypes = dtypes_of(mode)
         self._module = cupy.RawModule(code=self.source, options=NVRTC_OPTIONS)
         self._function = self._module.get_function(KERNEL_NAME)

@@ -1,12 +1,13 @@
 """Compile a layer for the ``gpu`` target into a `runtime.program.Program`.
 
-A gpu program, like a cpu one (`compiler.cpu.program`), has no instructions:
-its tensors are plain arrays of the layer's logical shapes
-(`runtime.program.HOST_LAYOUTS`) and its metadata holds the op, the mode, the
-schedule and the generated CUDA C. Compiling needs no GPU: the C is generated
-here and, where nvcc exists, compiled for ``sm_90a`` to record ptxas's report
-(registers, shared memory, spills). The machine that runs the file compiles
-the same C with NVRTC for its own device (`runtime.Device(target="gpu")`).
+A gpu program, like a cpu one (`compiler.cpu.program`), has no instructions
+and no code: its tensors are plain arrays of the layer's logical shapes
+(`runtime.program.HOST_LAYOUTS`) and its metadata holds the op, the mode and
+the schedule. Compiling needs no GPU: the CUDA C is generated here and, where
+nvcc exists, compiled for ``sm_90a`` to record ptxas's report (registers,
+shared memory, spills). The machine that runs the file regenerates the same C
+and compiles it with NVRTC for its own device (`compiler.host`,
+`runtime.Device(target="gpu")`).
 """
 
 from __future__ import annotations
@@ -14,20 +15,38 @@ from __future__ import annotations
 import dataclasses
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.gpu.codegen import generate_cuda
-from vdla.compiler.gpu.kernel import GpuKernel, dtypes_of
-from vdla.compiler.gpu.nvcc import compile_cubin, find_nvcc
-from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.errors import ScheduleError
+from vdla.compiler.gpu.codegen import generate_op_cuda
+from vdla.compiler.gpu.kernel import dtypes_of
+from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
+from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.compiler.host import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 
-__all__ = ["compile_gpu", "kernel_of"]
+__all__ = ["compile_gpu", "GPU"]
+
+
+def _ptxas_report(value) -> bool:
+    """None (no nvcc where it was compiled) or a `PtxasReport` as a dict."""
+    if value is None:
+        return True
+    names = [field.name for field in dataclasses.fields(PtxasReport)]
+    return (isinstance(value, dict) and sorted(value) == sorted(names)
+            and isinstance(value["arch"], str)
+            and all(isinstance(value[name], int) and not isinstance(value[name], bool)
+                    for name in names if name != "arch"))
+
+
+# The gpu target's programs (`compiler.host.host_spec` checks them).
+GPU = HostTarget(name="gpu", code="CUDA C", modes=MODES, dtypes_of=dtypes_of,
+                 schedule_type=GpuSchedule, generate=generate_op_cuda,
+                 records={"ptxas": (_ptxas_report, "null or ptxas's report")})
 
 
 def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,
                 config: HwConfig | None = None, check_with_nvcc: bool = True) -> Program:
-    """Generate the CUDA C of ``op`` and wrap it in a program with ``target="gpu"``.
+    """Generate the CUDA C of ``op`` (to check it) and make a program with ``target="gpu"``.
 
     Parameters
     ----------
@@ -51,18 +70,8 @@ def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,
     """
     if mode not in MODES:
         raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
-    problem = CpuProblem.from_op(op)
-    schedule = schedule or default_gpu_schedule(problem, mode)
-    source = generate_cuda(problem, schedule, mode, op.shift, op.relu, op.describe())
+    schedule = schedule or default_gpu_schedule(CpuProblem.from_op(op), mode)
+    source = generate_op_cuda(op, mode, schedule)
     report = compile_cubin(source) if check_with_nvcc and find_nvcc() else None
-    info = {"mode": mode, "schedule": schedule.to_dict(), "source": source,
-            "ptxas": dataclasses.asdict(report) if report else None}
+    info = GPU.info(mode, schedule, ptxas=dataclasses.asdict(report) if report else None)
     return host_program(op, dtypes_of(mode), "gpu", info, config)
-
-
-def kernel_of(program: Program) -> GpuKernel:
-    """The loaded kernel of a gpu program (its C compiled by NVRTC, or found in CuPy's cache)."""
-    from vdla.compiler.ops import op_from_dict
-    info = program.metadata["gpu"]
-    return GpuKernel(op_from_dict(program.metadata["op"]), info["mode"],
-                     GpuSchedule.from_dict(info["schedule"]), source=info["source"])

@@ -79,6 +79,15 @@ class GpuSchedule(JsonRecord):
         if self.threads > H100["max_threads_per_block"]:
             raise ScheduleError(f"{self.threads} threads per block exceed the GPU's "
                                 f"{H100['max_threads_per_block']}")
+        shared = max(self.shared_bytes(mode) for mode in MODES)
+        if shared > H100["static_shared_bytes"]:
+            raise ScheduleError(f"staged tiles of {shared} bytes ((block_m + block_n) x block_k "
+                                f"words) exceed the GPU's {H100['static_shared_bytes']} bytes "
+                                "of static shared memory")
+        if estimated_registers(self) > H100["registers_per_thread"]:
+            raise ScheduleError(f"a {self.thread_m}x{self.thread_n} register tile needs about "
+                                f"{estimated_registers(self)} registers a thread, more than the "
+                                f"GPU's {H100['registers_per_thread']}")
 
     @property
     def warp_m(self) -> int:

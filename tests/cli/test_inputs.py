@@ -102,3 +102,41 @@ def test_unwritable_folder_is_one_line(tmp_path):
     assert result.exit_code != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and f"-o {tmp_path / 'file' / 'in'}: cannot write" in lines[0]
+
+
+HOST_LAYER = Conv2d(1, 5, 6, 7, 6, kernel=3, padding=1, bias=True, shift=5, relu=True)
+
+
+@pytest.mark.parametrize("target, mode, dtypes", [
+    ("cpu", "int8", ("int8", "int8", "int32", "int8")),
+    ("cpu", "fp32", ("float32",) * 4),
+    ("gpu", "fp16", ("float16", "float16", "float32", "float16")),
+])
+def test_host_programs_get_inputs_of_their_dtypes_and_numpys_result(tmp_path, target, mode,
+                                                                    dtypes):
+    from vdla.compiler.cpu import reference_fp32
+    from vdla.compiler.cpu.program import compile_cpu
+    from vdla.compiler.gpu.program import compile_gpu
+    program = (compile_cpu(HOST_LAYER, mode) if target == "cpu"
+               else compile_gpu(HOST_LAYER, mode, check_with_nvcc=False))
+    path = save(program, tmp_path / "host.vdla")
+    folder = tmp_path / "in"
+    result = invoke("inputs", path, "-o", folder)
+    assert result.exit_code == 0, result.output
+    arrays = {name: np.load(folder / f"{name}.npy") for name in ("data", "weight", "bias")}
+    assert [arrays[name].dtype.name for name in arrays] == list(dtypes[:3])
+    expected = np.load(folder / "expected_out.npy")
+    assert expected.dtype.name == dtypes[3] and expected.shape == HOST_LAYER.output_shape
+    if mode == "int8":
+        np.testing.assert_array_equal(expected, HOST_LAYER.reference(**arrays))
+    else:   # numpy's float64 result, rounded once to the output's type
+        np.testing.assert_array_equal(expected, reference_fp32(HOST_LAYER, **arrays)
+                                      .astype(dtypes[3]))
+        assert np.abs(arrays["data"]).max() <= 8 and np.abs(expected).max() > 0
+    line = next(line for line in result.stdout.splitlines() if line.startswith("run it: "))
+    words = shlex.split(line.removeprefix("run it: "))
+    assert words[:5] == ["vdla", "run", str(path), "--target", target]
+    if target == "cpu":   # the printed command runs as it stands
+        ran = invoke(*words[1:])
+        assert ran.exit_code == 0, ran.output
+        np.testing.assert_allclose(np.load(folder / "out.npy"), expected, rtol=1e-5, atol=1e-4)

@@ -14,8 +14,7 @@ import pytest
 
 from vdla.compiler.cpu import reference_fp32
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.gpu import Tiling, default_gpu_schedule, gpu_knob_space
-from vdla.compiler.gpu.codegen import generate_cuda
+from vdla.compiler.gpu import gpu_knob_space
 from vdla.compiler.gpu.host_emulation import EmulationError, emulate
 
 from tests.compiler.gpu.shapes import ODD_SHAPES, describe
@@ -25,12 +24,9 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c+
 
 
 def _run(op, mode="int8", schedule=None, inputs=None):
-    problem = CpuProblem.from_op(op)
-    schedule = schedule or default_gpu_schedule(problem, mode)
-    tiling = Tiling(problem, schedule, mode)
-    source = generate_cuda(problem, schedule, mode, op.shift, op.relu, op.describe())
     inputs = inputs or op.random_inputs(np.random.default_rng(5), bias_range=1 << 30)
-    return emulate(tiling, source, inputs["data"], inputs["weight"], inputs.get("bias")), inputs
+    return emulate(op, mode, schedule, inputs["data"], inputs["weight"],
+                   inputs.get("bias")), inputs
 
 
 @pytest.mark.parametrize("op", ODD_SHAPES, ids=describe)

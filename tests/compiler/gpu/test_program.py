@@ -30,7 +30,7 @@ def test_program_file_round_trip(tmp_path, mode, dtypes):
     save(program, tmp_path / "p.vdla")
     loaded = load(tmp_path / "p.vdla")
     assert loaded.target == "gpu" and loaded.instructions == []
-    assert loaded.metadata["gpu"]["source"] == program.metadata["gpu"]["source"]
+    assert loaded.metadata == program.metadata and "source" not in loaded.metadata["gpu"]
     assert [loaded.tensor(n).dtype.name for n in ("data", "weight", "bias", "out")] == list(dtypes)
     assert loaded.tensor("out").shape == op.output_shape
 
