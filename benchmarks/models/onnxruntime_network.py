@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -98,6 +99,7 @@ def main(argv=None) -> int:
     args.json.write_text(json.dumps({
         "onnxruntime": onnxruntime.__version__, "threads": args.threads, "calls": args.calls,
         "warmup": args.warmup, "machine": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
         "models": reports}, indent=1) + "\n")
     print(f"\nwrote {args.json}")
     return 0
