@@ -11,6 +11,7 @@ them on one input:
   spinning threads answer faster but steal cores other processes share;
 - the median is the figure; the 10th and 90th percentiles are the spread.
 
+`run_all` runs a model over many inputs (in the batch size it takes) and
 `compare_outputs` says how far an int8 peer's outputs are from fp32's.
 ``onnx`` and ``onnxruntime`` are needed (``pip install 'vdla[compare]'``).
 """
@@ -26,8 +27,8 @@ import numpy as np
 
 from vdla.bench.onnx_quantize import quantize_qdq
 
-__all__ = ["Timing", "time_block", "session", "time_model", "peer_models", "compare_outputs",
-           "format_timings"]
+__all__ = ["Timing", "time_block", "session", "time_model", "peer_models", "run_all",
+           "compare_outputs", "format_timings"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,18 @@ def peer_models(model_path, calibration: np.ndarray, folder,
         models[f"ort {scheme}"] = Path(folder) / f"{Path(model_path).stem}.{scheme}.onnx"
         quantize_qdq(model_path, calibration, models[f"ort {scheme}"], scheme)
     return models
+
+
+def run_all(model_path, images: np.ndarray, threads: int = 1) -> np.ndarray:
+    """The model's first output on every image, fed in the batch size its input takes."""
+    runner = session(model_path, threads, spinning=False)
+    (graph_input,) = runner.get_inputs()
+    batch = graph_input.shape[0] if isinstance(graph_input.shape[0], int) else len(images)
+    if len(images) % batch:
+        raise ValueError(f"{len(images)} inputs do not fill batches of {batch} "
+                         f"(the model's batch size)")
+    return np.concatenate([runner.run(None, {graph_input.name: images[first:first + batch]})[0]
+                           for first in range(0, len(images), batch)])
 
 
 def compare_outputs(output: np.ndarray, reference: np.ndarray) -> dict[str, float]:

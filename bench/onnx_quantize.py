@@ -19,6 +19,9 @@ Schemes (``scheme``):
     ``TensorQuantOverrides`` set each tensor's scale to ``2**ceil(log2 s)`` of
     the ``int8`` scheme's (one calibration, cached between the two passes)
     and it quantises the weights and biases to them itself.
+``int8-channel``
+    The ``int8`` scheme with one weight scale per output channel
+    (``max|w[c]| / 127``): arbitrary scales, as other tools write them.
 ``uint8``
     onnxruntime's fast x86 form: asymmetric uint8 activations, symmetric
     int8 weights (``QLinearConv`` u8s8 kernels after its QDQ fusions).
@@ -35,7 +38,7 @@ import numpy as np
 
 __all__ = ["quantize_qdq", "SCHEMES", "qdq_scales"]
 
-SCHEMES = ("int8", "int8-pow2", "uint8")
+SCHEMES = ("int8", "int8-pow2", "int8-channel", "uint8")
 # What quantize_static calls a graph output it renames to put a Q/DQ pair behind it.
 _RENAMED_OUTPUT = "_QuantizeLinear_Input"
 
@@ -66,7 +69,8 @@ def qdq_scales(model) -> dict[str, float]:
 
     Activations are named by what their QuantizeLinear reads, weights by their
     initialiser without onnxruntime's ``_quantized`` suffix; biases (int32,
-    scale derived from their operands') are left out.
+    scale derived from their operands') are left out.  Per-channel weights
+    are left out too: only per-tensor scales are returned.
     """
     from onnx import numpy_helper
     values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
@@ -75,7 +79,7 @@ def qdq_scales(model) -> dict[str, float]:
         if node.op_type == "QuantizeLinear":
             scales[node.input[0].removesuffix(_RENAMED_OUTPUT)] = float(values[node.input[1]])
         elif (node.op_type == "DequantizeLinear" and node.input[0] in values
-              and values[node.input[0]].dtype == np.int8):
+              and values[node.input[0]].dtype == np.int8 and values[node.input[1]].ndim == 0):
             scales[node.input[0].removesuffix("_quantized")] = float(values[node.input[1]])
     return scales
 
@@ -114,6 +118,7 @@ def quantize_qdq(model_path, calibration: np.ndarray, output_path, scheme: str =
         def quantize(path, **extra):
             quantize_static(prepared, path, _batches(model, calibration),
                             quant_format=QuantFormat.QDQ, weight_type=QuantType.QInt8,
+                            per_channel=scheme == "int8-channel",
                             activation_type=(QuantType.QUInt8 if scheme == "uint8"
                                              else QuantType.QInt8),
                             calibration_cache_path=cache,

@@ -8,8 +8,9 @@ For each model, onnxruntime's fp32 session and its QDQ quantisations
 (`bench.onnx_quantize`: symmetric ``int8``, ``int8-pow2``, and its fast
 ``uint8``-activation form) are timed at batch 1, each in a block of its own,
 with and without intra-op spinning (`bench.onnx_network`); each int8 output is
-compared with fp32's (cosine, top-1 agreement) and, for digits, every
-implementation's accuracy on the 360 held-out images is measured. Prints the
+compared with fp32's (mean cosine and top-1 agreement, on the 360 held-out
+digits and on 16 random ResNet-18 images), and every digits implementation's
+accuracy on the 360 is measured. Prints the
 tables and writes ``benchmarks/results/onnxruntime_network.json``.
 ResNet-18 is generated into a temporary folder (`resnet18.build_resnet18`).
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vdla.bench.onnx_network import (compare_outputs, format_timings, peer_models, session,
+from vdla.bench.onnx_network import (compare_outputs, format_timings, peer_models, run_all,
                                      time_model)
 from vdla.bench.onnx_quantize import SCHEMES
 
@@ -35,39 +36,40 @@ RESULTS = HERE.parent / "results" / "onnxruntime_network.json"
 RESNET18_CALIBRATION = 8
 
 
-def _digits(folder: Path):
-    from_file = np.load(HERE / "digits_data.npz")
-    return (HERE / "digits.onnx", from_file["calibration"], from_file["images"][:1],
-            (from_file["images"], from_file["labels"]))
+def _digits(folder: Path) -> dict:
+    data = np.load(HERE / "digits_data.npz")
+    return {"path": HERE / "digits.onnx", "calibration": data["calibration"],
+            "sample": data["images"][:1], "evaluation": data["images"], "labels": data["labels"]}
 
 
-def _resnet18(folder: Path):
+def _resnet18(folder: Path) -> dict:
     from resnet18 import build_resnet18, random_images
-    path = folder / "resnet18.onnx"
-    build_resnet18(path, seed=0, batch=1)
-    return path, random_images(RESNET18_CALIBRATION, seed=1), random_images(1, seed=2), None
+    build_resnet18(folder / "resnet18.onnx", seed=0, batch=1)
+    return {"path": folder / "resnet18.onnx",
+            "calibration": random_images(RESNET18_CALIBRATION, seed=1),
+            "sample": random_images(1, seed=2), "evaluation": random_images(16, seed=3)}
 
 
 def measure(name: str, source, folder: Path, args) -> dict:
     """Every implementation of one model: timings, output quality, accuracy."""
-    model_path, calibration, sample, labelled = source(folder)
-    models = peer_models(model_path, calibration, folder, SCHEMES)
-    report = {"model": name, "timings": [], "quality": {}, "accuracy": {}}
-    outputs = {}
+    model = source(folder)
+    models = peer_models(model["path"], model["calibration"], folder, SCHEMES)
+    report = {"model": name, "evaluated_on": len(model["evaluation"]), "timings": [],
+              "quality": {}, "accuracy": {}}
     for implementation, path in models.items():
         for spinning in (False, True):
             print(f"{name}: {implementation}, spinning {spinning}", file=sys.stderr)
-            timing, outputs[implementation] = time_model(
-                implementation, path, {"input": sample}, args.threads, spinning,
-                args.warmup, args.calls)
+            timing, _ = time_model(implementation, path, {"input": model["sample"]},
+                                   args.threads, spinning, args.warmup, args.calls)
             report["timings"].append(timing)
-        if labelled is not None:
-            images, labels = labelled
-            logits = session(path, args.threads, False).run(None, {"input": images})[0]
-            report["accuracy"][implementation] = float((logits.argmax(axis=1) == labels).mean())
+    outputs = {implementation: run_all(path, model["evaluation"], args.threads)
+               for implementation, path in models.items()}
     for implementation, output in outputs.items():
         if implementation != "ort fp32":
             report["quality"][implementation] = compare_outputs(output, outputs["ort fp32"])
+        if "labels" in model:
+            report["accuracy"][implementation] = float(
+                (output.argmax(axis=1) == model["labels"]).mean())
     return report
 
 
@@ -91,8 +93,9 @@ def main(argv=None) -> int:
         print("\n".join(format_timings(report["timings"])))
         report["timings"] = [timing.as_dict() for timing in report["timings"]]
         for implementation, quality in report["quality"].items():
-            print(f"{implementation}: cosine with fp32 {quality['cosine']:.5f}, "
-                  f"top-1 agreement {100 * quality['top1_agreement']:.1f} %")
+            print(f"{implementation}: cosine with fp32 {quality['cosine']:.5f}, top-1 "
+                  f"agreement {100 * quality['top1_agreement']:.1f} % "
+                  f"({report['evaluated_on']} inputs)")
         for implementation, accuracy in report["accuracy"].items():
             print(f"{implementation}: accuracy on the 360 held-out digits {100 * accuracy:.2f} %")
     args.json.parent.mkdir(parents=True, exist_ok=True)

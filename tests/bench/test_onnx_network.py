@@ -55,3 +55,16 @@ def test_peer_models_writes_one_qdq_model_per_scheme(tmp_path):
     assert models == {"ort fp32": MODELS / "digits.onnx",
                       "ort int8-pow2": tmp_path / "digits.int8-pow2.onnx"}
     assert models["ort int8-pow2"].exists()
+
+
+def test_run_all_feeds_the_models_batch_size(tmp_path):
+    import onnx
+    data = np.load(MODELS / "digits_data.npz")
+    fixed = onnx.load(MODELS / "digits.onnx")
+    fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
+    onnx.save(fixed, tmp_path / "batch4.onnx")
+    logits = onnx_network.run_all(tmp_path / "batch4.onnx", data["images"][:8])
+    np.testing.assert_allclose(logits, data["float_logits"][:8], atol=1e-4)
+    with pytest.raises(ValueError, match=r"^6 inputs do not fill batches of 4 "
+                                         r"\(the model's batch size\)$"):
+        onnx_network.run_all(tmp_path / "batch4.onnx", data["images"][:6])

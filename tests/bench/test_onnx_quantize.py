@@ -65,6 +65,17 @@ def test_symmetric_schemes(tmp_path, data, scheme):
     assert abs(_accuracy(path, data) - data["float_accuracy"]) <= 0.005
 
 
+def test_per_channel_weight_scales(tmp_path, data):
+    model = quantize_qdq(DIGITS, data["calibration"], tmp_path / "pc.onnx", "int8-channel")
+    values = _initializers(model)
+    np.testing.assert_allclose(values["ConvBnFusion_W_conv1.weight_scale"],
+                               np.abs(_folded_conv1_weight()).max(axis=(1, 2, 3)) / 127,
+                               rtol=1e-6)
+    scales = qdq_scales(model)
+    assert "input" in scales and "ConvBnFusion_W_conv1.weight" not in scales
+    assert abs(_accuracy(tmp_path / "pc.onnx", data) - data["float_accuracy"]) <= 0.005
+
+
 def test_uint8_activations(tmp_path, data):
     model = quantize_qdq(DIGITS, data["calibration"], tmp_path / "u8.onnx", "uint8")
     values = _initializers(model)
@@ -75,7 +86,7 @@ def test_uint8_activations(tmp_path, data):
 
 def test_bad_arguments(tmp_path, data):
     with pytest.raises(ValueError, match=r"^unknown quantisation scheme 'int4' "
-                                         r"\(known: int8, int8-pow2, uint8\)$"):
+                                         r"\(known: int8, int8-pow2, int8-channel, uint8\)$"):
         quantize_qdq(DIGITS, data["calibration"], tmp_path / "x.onnx", "int4")
     fixed = onnx.load(DIGITS)
     fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
