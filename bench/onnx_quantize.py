@@ -19,6 +19,9 @@ Schemes (``scheme``):
     ``TensorQuantOverrides`` set each tensor's scale to ``2**ceil(log2 s)`` of
     the ``int8`` scheme's (one calibration, cached between the two passes)
     and it quantises the weights and biases to them itself.
+``int8-pow2-nearest``
+    The same with each scale rounded to the nearest power of two (in log2):
+    finer steps, at the price of clipping the largest values.
 ``int8-channel``
     The ``int8`` scheme with one weight scale per output channel
     (``max|w[c]| / 127``): arbitrary scales, as other tools write them.
@@ -38,7 +41,9 @@ import numpy as np
 
 __all__ = ["quantize_qdq", "SCHEMES", "qdq_scales"]
 
-SCHEMES = ("int8", "int8-pow2", "int8-channel", "uint8")
+SCHEMES = ("int8", "int8-pow2", "int8-pow2-nearest", "int8-channel", "uint8")
+# How each power-of-two scheme rounds log2 of the int8 scheme's scales.
+_POW2_ROUNDING = {"int8-pow2": np.ceil, "int8-pow2-nearest": np.round}
 # What quantize_static calls a graph output it renames to put a Q/DQ pair behind it.
 _RENAMED_OUTPUT = "_QuantizeLinear_Input"
 
@@ -48,8 +53,8 @@ def _batches(model, calibration: np.ndarray):
     from onnxruntime.quantization import CalibrationDataReader
     (graph_input,) = [value for value in model.graph.input
                       if value.name not in {init.name for init in model.graph.initializer}]
-    first = graph_input.type.tensor_type.shape.dim[0]
-    batch = first.dim_value if first.HasField("dim_value") else 1
+    batch_dim = graph_input.type.tensor_type.shape.dim[0]
+    batch = batch_dim.dim_value if batch_dim.HasField("dim_value") else 1
     if len(calibration) < batch or len(calibration) % batch:
         raise ValueError(f"{len(calibration)} calibration images do not fill batches of "
                          f"{batch} (the model's batch size)")
@@ -124,17 +129,18 @@ def quantize_qdq(model_path, calibration: np.ndarray, output_path, scheme: str =
                             calibration_cache_path=cache,
                             extra_options={"WeightSymmetric": True,
                                            "ActivationSymmetric": scheme != "uint8", **extra})
-        if scheme != "int8-pow2":
+        if scheme not in _POW2_ROUNDING:
             quantize(output_path)
         else:
             natural = Path(folder) / "natural.onnx"
             quantize(natural)
-            overrides = {name: [{"scale": np.array(2.0 ** np.ceil(np.log2(scale)), np.float32),
+            rounding = _POW2_ROUNDING[scheme]
+            overrides = {name: [{"scale": np.array(2.0 ** rounding(np.log2(scale)), np.float32),
                                  "zero_point": np.array(0, np.int8)}]
                          for name, scale in qdq_scales(onnx.load(natural)).items()}
             quantize(output_path, TensorQuantOverrides=overrides)
     written = onnx.load(output_path)
-    if scheme == "int8-pow2":
+    if scheme in _POW2_ROUNDING:
         odd = {name: scale for name, scale in qdq_scales(written).items()
                if np.log2(scale) != np.round(np.log2(scale))}
         if odd:  # an onnxruntime that ignores part of the overrides must not pass silently

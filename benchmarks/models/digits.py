@@ -118,7 +118,8 @@ class BatchNorm:
         self.last_mean, self.last_var = mean, var
         self.inv = 1 / np.sqrt(var + EPSILON)
         self.normal = (x - mean[:, None, None]) * self.inv[:, None, None]
-        return self.normal * self.params["scale"][:, None, None] + self.params["bias"][:, None, None]
+        scale, shift = self.params["scale"], self.params["bias"]
+        return self.normal * scale[:, None, None] + shift[:, None, None]
 
     def backward(self, dy):
         self.grads = {"scale": (dy * self.normal).sum(axis=(0, 2, 3)),

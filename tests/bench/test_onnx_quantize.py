@@ -38,7 +38,7 @@ def _folded_conv1_weight():
     return values["conv1.weight"] * gain[:, None, None, None]
 
 
-@pytest.mark.parametrize("scheme", ["int8", "int8-pow2"])
+@pytest.mark.parametrize("scheme", ["int8", "int8-pow2", "int8-pow2-nearest"])
 def test_symmetric_schemes(tmp_path, data, scheme):
     path = tmp_path / f"digits.{scheme}.onnx"
     model = quantize_qdq(DIGITS, data["calibration"], path, scheme)
@@ -50,8 +50,8 @@ def test_symmetric_schemes(tmp_path, data, scheme):
     expected = {"input": float(np.abs(data["calibration"]).max()) / 127,
                 "ConvBnFusion_W_conv1.weight": float(np.abs(_folded_conv1_weight()).max()) / 127}
     for name, scale in expected.items():
-        if scheme == "int8-pow2":
-            scale = 2.0 ** np.ceil(np.log2(scale))
+        if scheme != "int8":
+            scale = 2.0 ** (np.ceil if scheme == "int8-pow2" else np.round)(np.log2(scale))
             assert np.log2(scales[name]) == int(np.log2(scales[name]))
         assert scales[name] == pytest.approx(scale, rel=1e-6)
     # Every bias is int32 at its Conv's or Gemm's input scale times weight scale.
@@ -86,7 +86,8 @@ def test_uint8_activations(tmp_path, data):
 
 def test_bad_arguments(tmp_path, data):
     with pytest.raises(ValueError, match=r"^unknown quantisation scheme 'int4' "
-                                         r"\(known: int8, int8-pow2, int8-channel, uint8\)$"):
+                                         r"\(known: int8, int8-pow2, int8-pow2-nearest, "
+                                         r"int8-channel, uint8\)$"):
         quantize_qdq(DIGITS, data["calibration"], tmp_path / "x.onnx", "int4")
     fixed = onnx.load(DIGITS)
     fixed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 4
