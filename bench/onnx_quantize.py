@@ -29,6 +29,8 @@ Schemes (``scheme``):
     onnxruntime's fast x86 form: asymmetric uint8 activations, symmetric
     int8 weights (``QLinearConv`` u8s8 kernels after its QDQ fusions).
 
+`qdq_scales` reads a QDQ model's scales and `quantized_tensors` runs it with
+every quantised activation exposed, for tensor-by-tensor comparisons.
 ``onnx`` and ``onnxruntime`` are needed (``pip install 'vdla[compare]'``).
 """
 
@@ -39,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["quantize_qdq", "SCHEMES", "qdq_scales"]
+__all__ = ["quantize_qdq", "SCHEMES", "qdq_scales", "quantized_tensors"]
 
 SCHEMES = ("int8", "int8-pow2", "int8-pow2-nearest", "int8-channel", "uint8")
 # How each power-of-two scheme rounds log2 of the int8 scheme's scales.
@@ -146,3 +148,24 @@ def quantize_qdq(model_path, calibration: np.ndarray, output_path, scheme: str =
         if odd:  # an onnxruntime that ignores part of the overrides must not pass silently
             raise RuntimeError(f"onnxruntime left scales that are not powers of two: {odd}")
     return written
+
+
+def quantized_tensors(model_path, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every QuantizeLinear output of the QDQ model at ``model_path`` on ``feed``.
+
+    Keys are the float tensors' names, as in `qdq_scales`; values are the
+    integer tensors onnxruntime computes (each one's zero point included).
+    The outputs are added to a copy of the model, so onnxruntime fuses as it
+    would without them (a Q node's output may be a graph output).
+    """
+    import onnx
+    import onnxruntime
+    model = onnx.load(model_path)
+    names = {node.output[0]: node.input[0].removesuffix(_RENAMED_OUTPUT)
+             for node in model.graph.node if node.op_type == "QuantizeLinear"}
+    outputs = {output.name for output in model.graph.output}
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names
+                              if name not in outputs)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return dict(zip(names.values(), session.run(list(names), feed)))

@@ -10,7 +10,7 @@ import onnxruntime
 import pytest
 from onnx import numpy_helper
 
-from vdla.bench.onnx_quantize import qdq_scales, quantize_qdq
+from vdla.bench.onnx_quantize import qdq_scales, quantize_qdq, quantized_tensors
 
 MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "models"
 DIGITS = MODELS / "digits.onnx"
@@ -95,3 +95,20 @@ def test_bad_arguments(tmp_path, data):
     with pytest.raises(ValueError, match="^6 calibration images do not fill batches of 4 "
                                          r"\(the model's batch size\)$"):
         quantize_qdq(tmp_path / "batch4.onnx", data["calibration"][:6], tmp_path / "x.onnx")
+
+
+def test_quantized_tensors_are_what_the_model_computes(tmp_path, data):
+    path = tmp_path / "digits.int8-pow2.onnx"
+    model = quantize_qdq(DIGITS, data["calibration"], path, "int8-pow2")
+    images = data["images"][:20]
+    tensors = quantized_tensors(path, {"input": images})
+    scales = qdq_scales(model)
+    assert set(tensors) == set(scales) - {name for name in scales if name.endswith(".weight")}
+    assert all(tensor.dtype == np.int8 for tensor in tensors.values())
+    # The input is quantised once: numpy's round-half-even of x / scale, clipped.
+    np.testing.assert_array_equal(
+        tensors["input"], np.clip(np.round(images / scales["input"]), -128, 127))
+    # Exposing the tensors changes nothing: the logits are the plain session's.
+    plain = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(tensors["logits"] * np.float32(scales["logits"]),
+                                  plain.run(None, {"input": images})[0])
