@@ -123,11 +123,12 @@ def compare_outputs(output: np.ndarray, reference: np.ndarray) -> dict[str, floa
 
 def format_timings(timings: list[Timing]) -> list[str]:
     """One row per timed block: median and spread (10th-90th percentile)."""
-    rows = [f"{'implementation':<18} {'threads':>7} {'spinning':>8} {'median ms':>10} "
+    width = max([len("implementation"), *(len(timing.name) for timing in timings)])
+    rows = [f"{'implementation':<{width}} {'threads':>7} {'spinning':>8} {'median ms':>10} "
             f"{'p10-p90 ms':>16}"]
     for timing in timings:
         spread = f"{timing.p10_ms:.3f}-{timing.p90_ms:.3f}"
-        rows.append(f"{timing.name:<18} {timing.settings.get('threads', ''):>7} "
+        rows.append(f"{timing.name:<{width}} {timing.settings.get('threads', ''):>7} "
                     f"{'yes' if timing.settings.get('spinning') else 'no':>8} "
                     f"{timing.median_ms:>10.3f} {spread:>16}")
     return rows
