@@ -138,12 +138,15 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
         records = read_log(path)
     except TuneError as error:
         fail(str(error))
+    # Only records of this design: a trial on other Verilog (or another CPU and
+    # compiler) measured other hardware.
+    design = chosen.design(config)
     if target == "accel":
-        record = best_record(records, op, config, target)
-        where = f"on config {config.name!r} (hash {config.hash})"
+        record = best_record(records, op, config, target, design)
+        where = f"on config {config.name!r} (hash {config.hash}, design {design})"
     else:
-        record = best_record(records, op, None, target, design=chosen.design(config))
-        where = f"measured on the cpu here ({chosen.design(config)})"
+        record = best_record(records, op, None, target, design)
+        where = f"measured on the cpu here ({design})"
     if record is None:
         mine = [r for r in records if r["workload"] == workload_key(op) and r["correct"]]
         others = sorted({r["target"] for r in mine} - {target})
