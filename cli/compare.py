@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from vdla.cli.options import POSITIVE, config_option, fail
+from vdla.cli.options import POSITIVE, config_option, fail, write_output
 
 _TARGETS = ("accel", "cpu", "gpu")
 
@@ -68,8 +68,7 @@ def command(network, targets, config, clock_mhz, threads, repeats, as_json, json
     report["command"] = "vdla compare " + " ".join(sys.argv[2:])
     try:
         if json_path:
-            with open(json_path, "w") as handle:
-                json.dump(report, handle, indent=2)
+            write_output(json_path, json.dumps(report, indent=2), "--json")
         if plot_path:
             plot_comparison(report, plot_path)
     except OSError as error:

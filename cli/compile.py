@@ -17,7 +17,7 @@ import click
 
 from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
 from vdla.compiler.dump import dump_program, summarize
-from vdla.cli.options import config_option, fail
+from vdla.cli.options import config_option, fail, write_output
 
 
 def _kernel(value: str) -> tuple[int, int]:
@@ -181,7 +181,7 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
                              latency_hiding=not no_latency_hiding)
         save(program, output)
         if dump_path:
-            Path(dump_path).write_text(dump_program(program))
+            write_output(dump_path, dump_program(program), "--dump")
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except OSError as error:
@@ -250,7 +250,7 @@ def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_th
         program = compile_host(op, precision, schedule, config)
         save(program, output)
         if dump_path:
-            Path(dump_path).write_text(program.metadata[target]["source"])
+            write_output(dump_path, program.metadata[target]["source"], "--dump")
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except build_error as error:         # a compiler's report: its first line says what

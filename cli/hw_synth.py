@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import POSITIVE, config_option, fail
+from vdla.cli.options import POSITIVE, config_option, fail, write_output
 
 __all__ = ["synth", "bitstream", "board_header"]
 
@@ -63,7 +63,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
         click.echo(json.dumps(data))
         return
     if json_path is not None:
-        json_path.write_text(json.dumps(data, indent=2) + "\n")
+        write_output(json_path, json.dumps(data, indent=2) + "\n", "--json")
     click.echo(f"config {config.name}: {report.summary()}"
                + (" (cached)" if report.cached else f" in {report.seconds:g} s"))
     if report.critical_path_text():
@@ -118,4 +118,4 @@ def board_header(config, output):
     if output is None:
         click.echo(c_header(config), nl=False)
     else:
-        output.write_text(c_header(config))
+        write_output(output, c_header(config), "--output")

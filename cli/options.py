@@ -49,6 +49,23 @@ POSITIVE = Number(positive=True)
 """The type of every float option that must be a positive real number (a clock ...)."""
 
 
+def write_output(path, content, what: str) -> None:
+    """Write an output file the user named, atomically (`vdla.files.write_atomic`):
+    a failed write leaves an existing file as it was.
+
+    ``content`` is text, bytes or ``write(handle)``; a failure stops the
+    command with one line naming ``what`` (``"--json"``, ``"output 'y'"``).
+    """
+    from vdla.files import write_atomic
+    if isinstance(content, str):
+        content = content.encode()
+    write = content if callable(content) else (lambda handle: handle.write(content))
+    try:
+        write_atomic(path, write)
+    except OSError as error:
+        fail(f"{what}: {error}")
+
+
 def check_identifier(value: str | None, option: str) -> str | None:
     """``value`` if it is a plain Verilog identifier (or None); else fail with one line."""
     import re

@@ -23,7 +23,7 @@ import click
 import numpy as np
 
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, fail, program_config_option
+from vdla.cli.options import check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
 from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
@@ -268,12 +268,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         fail(str(error))
     written = {}
     for name, path in output_paths.items():
-        try:
-            # Through a handle: np.save(path) would append ".npy" to other names.
-            with open(path, "wb") as handle:
-                np.save(handle, result.outputs[name], allow_pickle=False)
-        except OSError as error:
-            fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
+        # Through a handle: np.save(path) would append ".npy" to other names.
+        write_output(path, lambda handle: np.save(handle, result.outputs[name],
+                                                  allow_pickle=False), f"output {name!r}")
         written[name] = str(path)
     if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
         fail(f"--trace {trace}: the simulator wrote no trace there")

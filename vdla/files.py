@@ -92,6 +92,8 @@ def bounded_lines(path: str | Path, limit: int, line_limit: int, what: str,
                         f"not a {what} file")
 
     with handle:
+        if os.fstat(handle.fileno()).st_size > limit:       # a regular file, known at once
+            raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
         pending, number, total = b"", 0, 0
         while True:
             try:
@@ -131,7 +133,8 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None],
 
     The temporary file sits in the target's folder (a rename within one file
     system is atomic) and is removed if anything fails, so ``path`` holds
-    either its old contents or the complete new ones.
+    either its old contents or the complete new ones. A special file
+    (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place.
 
     Raises
     ------
@@ -140,6 +143,14 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None],
         default: the caller reports it as it reports other write failures).
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # /dev/null, /dev/stdout, a FIFO: written in place, never renamed over.
+        try:
+            with open(path, "wb") as handle:
+                write(handle)
+        except OSError as problem:
+            raise error(f"cannot write {what} {path}: {problem.strerror or problem}") from None
+        return
     try:
         handle = tempfile.NamedTemporaryFile("wb", dir=path.parent or ".",
                                              prefix=f".{path.name}.", suffix=".tmp",
