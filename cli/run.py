@@ -28,8 +28,8 @@ from vdla.cli.run_report import run_report, text_lines
 from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
 
-# Seconds between progress lines of a long RTL run.
-RTL_PROGRESS_SECONDS = 10
+# Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
+PROGRESS_SECONDS = 10
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -244,13 +244,14 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         options["activity"] = True
         if window is not None:
             options["activity_window"] = window
-    if sim == "rtl":  # a cold Verilator build (about a minute) and long runs say so first
+    if sim in ("rtl", "fsim") and target == "accel":
+        # A cold Verilator build (about a minute) and long runs say so first.
         def progress(text: str) -> None:
             if text.startswith("building"):
                 text += " (first run for this hardware only, about a minute)..."
             click.echo(text, err=True)
         options["progress"] = progress
-        options["progress_every"] = RTL_PROGRESS_SECONDS
+        options["progress_every"] = PROGRESS_SECONDS
     if target == "cpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
