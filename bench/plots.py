@@ -374,5 +374,4 @@ def _save(figure: Figure, path: str | Path, crop: bool = False) -> None:
     figure.tight_layout()
     # Written aside and renamed: a failed write leaves an earlier plot whole.
     write_atomic(path, lambda file: figure.savefig(
-        file, format="png", **({"bbox_inches": "tight", "pad_inches": 0.1} if crop else {})),
-        what="plot")
+        file, format="png", **({"bbox_inches": "tight", "pad_inches": 0.1} if crop else {})))

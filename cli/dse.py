@@ -17,8 +17,7 @@ import sys
 
 import click
 
-from vdla.cli.options import fail
-from vdla.files import write_atomic
+from vdla.cli.options import fail, write_output
 
 
 @click.command("dse")
@@ -72,14 +71,13 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
               "layers": [w.name for w in workloads], "metric": metric, "configs": records,
               "front": [r["name"] for r in front]}
     written = [out_path]
+    write_output(out_path, json.dumps(report, indent=1), "--out")
     try:
-        write_atomic(out_path, lambda file: file.write(json.dumps(report, indent=1).encode()),
-                     what="report")
         if front:
             pareto(records, front, metric, plot_path)
             written.append(plot_path)
     except (OSError, ValueError) as error:
-        fail(str(error))
+        fail(f"--plot: cannot write {plot_path} ({getattr(error, 'strerror', None) or error})")
     click.echo(f"{'config':40s} {'cycles':>12s} {metric:>8s} {'MHz':>6s} {'time ms':>9s}")
     for record in records:
         if record.get("error"):

@@ -63,7 +63,7 @@ def write_output(path, content, what: str) -> None:
     try:
         write_atomic(path, write)
     except OSError as error:
-        fail(f"{what}: {error}")
+        fail(f"{what}: cannot write {path} ({error.strerror or error})")
 
 
 def check_identifier(value: str | None, option: str) -> str | None:

@@ -50,7 +50,7 @@ _NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
                       tokenize.TokenError)
 
 
-def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
+def _read_npy(path: str, what: str, expected) -> np.ndarray:
     """One ``.npy`` array, its header checked before any data is read.
 
     ``expected`` (a `TensorRegion`) bounds what is read: an array of another
@@ -72,11 +72,10 @@ def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
                      f"({str(error) or 'empty file'})")
             if dtype.hasobject:
                 fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
-            if expected is not None:
-                want = (np.dtype(expected.dtype), tuple(expected.shape))
-                if (dtype, tuple(shape)) != want:
-                    fail(f"{what}: expected {describe_array(*want)}, got "
-                         f"{describe_array(dtype, shape)} ({path})")
+            want = (np.dtype(expected.dtype), tuple(expected.shape))
+            if (dtype, tuple(shape)) != want:
+                fail(f"{what}: expected {describe_array(*want)}, got "
+                     f"{describe_array(dtype, shape)} ({path})")
             handle.seek(0)
             array = np.load(handle, allow_pickle=False)
     except FileNotFoundError:
@@ -90,7 +89,11 @@ def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
 
 def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
     expected = {region.name: region for region in program.inputs}
-    return {name: _read_npy(path, f"input {name!r}", expected.get(name))
+    for name in pairs:          # before any file is read: only a known shape bounds a read
+        if name not in expected:
+            fail(f"unknown input {name!r}: the program's inputs are "
+                 f"{', '.join(sorted(expected)) or 'none'}")
+    return {name: _read_npy(path, f"input {name!r}", expected[name])
             for name, path in pairs.items()}
 
 

@@ -106,8 +106,11 @@ def save(program: Program, path: str | Path) -> Path:
     """
     path = Path(path)
     data = dumps(program)
-    # Aside and renamed: a failed write leaves an existing file as it was.
-    write_atomic(path, lambda handle: handle.write(data), ProgramFileError, "program file")
+    try:
+        # Aside and renamed: a failed write leaves an existing file as it was.
+        write_atomic(path, lambda handle: handle.write(data))
+    except OSError as error:
+        raise ProgramFileError(f"{path}: cannot write ({error.strerror or error})") from None
     return path
 
 

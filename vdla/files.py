@@ -127,8 +127,7 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None],
-                 error: type[Exception] = OSError, what: str = "file") -> None:
+def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write ``path`` through ``write(handle)`` on a temporary file, then rename it over.
 
     The temporary file sits in the target's folder (a rename within one file
@@ -138,25 +137,17 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None],
 
     Raises
     ------
-    error
-        One line naming ``path`` when the write fails (``error`` is OSError by
-        default: the caller reports it as it reports other write failures).
+    OSError
+        As the write raised it (the caller names the file in its own words).
     """
     path = Path(path)
     if path.exists() and not path.is_file() and not path.is_dir():
         # /dev/null, /dev/stdout, a FIFO: written in place, never renamed over.
-        try:
-            with open(path, "wb") as handle:
-                write(handle)
-        except OSError as problem:
-            raise error(f"cannot write {what} {path}: {problem.strerror or problem}") from None
+        with open(path, "wb") as handle:
+            write(handle)
         return
-    try:
-        handle = tempfile.NamedTemporaryFile("wb", dir=path.parent or ".",
-                                             prefix=f".{path.name}.", suffix=".tmp",
-                                             delete=False)
-    except OSError as problem:
-        raise error(f"cannot write {what} {path}: {problem.strerror or problem}") from None
+    handle = tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False)
     try:
         with handle:
             write(handle)
@@ -164,10 +155,7 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None],
             os.fsync(handle.fileno())
         os.chmod(handle.name, _mode_for(path))
         os.replace(handle.name, path)
-    except BaseException as problem:
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
-        if isinstance(problem, OSError):
-            raise error(f"cannot write {what} {path}: {problem.strerror or problem} "
-                        "(left as it was)") from None
         raise
