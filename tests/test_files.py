@@ -57,6 +57,11 @@ def test_write_atomic_keeps_permissions_and_writes_special_files_in_place(tmp_pa
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask
+    link = tmp_path / "link.bin"
+    link.symlink_to(path)
+    write_atomic(link, lambda handle: handle.write(b"through"))
+    assert link.is_symlink() and path.read_bytes() == b"through"
+    link.unlink()
     write_atomic("/dev/null", lambda handle: handle.write(b"gone"))
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)      # written to, not renamed over
 
@@ -65,7 +70,7 @@ def test_write_atomic_keeps_permissions_and_writes_special_files_in_place(tmp_pa
         raise RuntimeError("killed")
     with pytest.raises(RuntimeError, match="killed"):
         write_atomic(path, broken)
-    assert path.read_bytes() == b"new"
+    assert path.read_bytes() == b"through"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.bin", "out.bin"]
 
 

@@ -141,6 +141,8 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
         As the write raised it (the caller names the file in its own words).
     """
     path = Path(path)
+    if path.is_symlink():           # write the file it names; keep the link
+        path = path.resolve()
     if path.exists() and not path.is_file() and not path.is_dir():
         # /dev/null, /dev/stdout, a FIFO: written in place, never renamed over.
         with open(path, "wb") as handle:
