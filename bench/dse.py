@@ -41,8 +41,9 @@ __all__ = ["DseError", "DesignSpace", "load_space", "evaluate_config", "run_dse"
 AREA_METRICS = ("luts", "ffs", "brams", "dsps")
 # Time needs a clock: without an Fmax from the flow, this nominal one (MHz).
 NOMINAL_MHZ = 100.0
-# Combinations a space's ``vary`` may give: each is minutes of RTL simulation and
-# synthesis, so more is a typo (12 values of 8 fields: 430 million), refused up front.
+# Configurations a space may give (``vary``'s combinations and the listed ones): each
+# is minutes of RTL simulation and synthesis, so more is a typo (12 values of 8
+# fields: 430 million), refused up front.
 MAX_CONFIGS = 4096
 
 # What a DSE log record holds (`evaluate_config`), checked when a log is resumed;
@@ -124,11 +125,12 @@ def load_space(path: str | Path) -> DesignSpace:
     if not isinstance(tuner, str) or tuner not in TUNERS:
         raise DseError(f"space {path}: tuner {tuner!r}: unknown (available: "
                        f"{', '.join(TUNERS)})")
-    combinations = math.prod(len(values) for values in vary.values())
-    if combinations > MAX_CONFIGS:
-        raise DseError(f"space {path}: vary gives {combinations:,} combinations, more than "
-                       f"the {MAX_CONFIGS:,} a sweep may hold (each one is an RTL run and a "
-                       "synthesis): vary fewer fields or values")
+    combinations = math.prod(len(values) for values in vary.values()) if vary else 0
+    if len(extra) + combinations > MAX_CONFIGS:
+        raise DseError(f"space {path}: {len(extra) + combinations:,} configurations "
+                       f"({combinations:,} combinations of vary, {len(extra):,} listed), more "
+                       f"than the {MAX_CONFIGS:,} a sweep may hold (each one is an RTL run and "
+                       "a synthesis): vary or list fewer")
     return DesignSpace(base, {k: tuple(v) for k, v in vary.items()}, extra, schedules, trials,
                        tuner)
 

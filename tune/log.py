@@ -58,13 +58,17 @@ def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> st
 
 def make_record(target: str, op, config: HwConfig, schedule: Schedule,
                 measurement: Measurement, **extra: Any) -> dict[str, Any]:
-    """One log line's object (``extra``: tuner, trial number, seed, ...)."""
-    return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
+    """One log line's object (``extra``: tuner, trial number, seed, ...), checked as a
+    log's records are when read back (`check_record`): a target's bug that measured a
+    NaN must not write a log no one can read."""
+    record = {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
             "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
             "design": design_digest(target, config), "schedule": schedule.to_dict(),
             "cost": measurement.cost,
             "correct": measurement.correct, "error": measurement.error,
             "details": measurement.details, "time": round(time.time(), 3), **extra}
+    check_record(record, f"a new {target} trial of {op.describe()}")
+    return record
 
 
 def record_measurement(record: dict) -> Measurement:

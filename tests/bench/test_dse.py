@@ -41,7 +41,10 @@ def _write(tmp_path, data):
     ({"vary": {name: list(range(1, 13)) for name in ("batch", "block_in", "block_out",
                "inp_buffer_bytes", "wgt_buffer_bytes", "acc_buffer_bytes",
                "uop_buffer_bytes", "dram_bus_bits")}},
-     "vary gives 429,981,696 combinations, more than the 4,096 a sweep may hold"),
+     "429,981,696 configurations (429,981,696 combinations of vary, 0 listed), more than "
+     "the 4,096 a sweep may hold"),
+    ({"configs": ["tiny"] * 4100, "vary": {"block_out": [8, 16, 32]}},
+     "4,103 configurations (3 combinations of vary, 4,100 listed)"),
 ])
 def test_bad_space_files_are_named(tmp_path, data, message):
     with pytest.raises(dse.DseError, match="space .*" + message.replace("(", r"\(")
