@@ -119,3 +119,9 @@ def _inline_pool():
     import concurrent.futures
     from vdla.bench.executor import Pool
     return Pool(executor=concurrent.futures.ThreadPoolExecutor(1))
+
+
+def test_a_record_no_log_could_hold_is_never_made():
+    with pytest.raises(TuneError, match=r"a new accel trial of conv2d .*: cost nan: expected a "
+                                        r"finite number, 0 or more"):
+        _record(float("nan"), tile_h=2)
