@@ -8,9 +8,10 @@ a warning a last line cut off mid-write (and refusing other damage, which a
 crash cannot cause, and any record `check_record` refuses: a missing field, a
 NaN, negative or non-numeric cost), reading no more than `MAX_LOG_BYTES`, and
 counting a trial logged twice once; `TuneLog` drops an unfinished record
-before it appends, so a resumed log is whole again. `best_record` picks the record `vdla compile --tuned`
-applies; the same records warm-start the learned model on other workloads
-and serve as a cache of measurements (`measurement_key`).
+before it appends, so a resumed log is whole again. `best_record` picks the
+record `vdla compile --tuned` applies (of the same design); the same records
+warm-start the learned model on other workloads and serve as a cache of
+measurements (`measurement_key`).
 """
 
 from __future__ import annotations
@@ -62,11 +63,11 @@ def make_record(target: str, op, config: HwConfig, schedule: Schedule,
     log's records are when read back (`check_record`): a target's bug that measured a
     NaN must not write a log no one can read."""
     record = {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
-            "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "design": design_digest(target, config), "schedule": schedule.to_dict(),
-            "cost": measurement.cost,
-            "correct": measurement.correct, "error": measurement.error,
-            "details": measurement.details, "time": round(time.time(), 3), **extra}
+              "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
+              "design": design_digest(target, config), "schedule": schedule.to_dict(),
+              "cost": measurement.cost,
+              "correct": measurement.correct, "error": measurement.error,
+              "details": measurement.details, "time": round(time.time(), 3), **extra}
     check_record(record, f"a new {target} trial of {op.describe()}")
     return record
 
