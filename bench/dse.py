@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
+import math
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -31,14 +31,26 @@ from vdla.bench.executor import Pool
 from vdla.compiler.workloads import Workload
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
 from vdla.hw.generate import verilog_digest
+from vdla.hw.records import (AMOUNT, COUNT, OBJECT, TEXT, check_fields, optional, parse_json,
+                             read_record_text)
 
 __all__ = ["DseError", "DesignSpace", "load_space", "evaluate_config", "run_dse",
-           "pareto_front", "synth_area", "AREA_METRICS"]
+           "pareto_front", "synth_area", "check_record", "AREA_METRICS", "MAX_CONFIGS"]
 
 # Resources a front can be drawn against (SynthReport attributes).
 AREA_METRICS = ("luts", "ffs", "brams", "dsps")
 # Time needs a clock: without an Fmax from the flow, this nominal one (MHz).
 NOMINAL_MHZ = 100.0
+# Configurations a space may give (``vary``'s combinations and the listed ones): each
+# is minutes of RTL simulation and synthesis, so more is a typo (12 values of 8
+# fields: 430 million), refused up front.
+MAX_CONFIGS = 4096
+
+# What a DSE log record holds (`evaluate_config`), checked when a log is resumed;
+# a successful one also its cycles, area and time.
+RECORD_FIELDS = {"config": OBJECT, "config_hash": TEXT, "design": TEXT, "schedules": TEXT,
+                 "layers": OBJECT, "error": optional(TEXT)}
+RESULT_FIELDS = {"cycles": COUNT, "area": OBJECT, "clock_mhz": AMOUNT, "time_s": AMOUNT}
 
 
 class DseError(ValueError):
@@ -82,12 +94,7 @@ def load_space(path: str | Path) -> DesignSpace:
         Naming what is wrong with the file.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise DseError(f"cannot read space {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise DseError(f"space {path} is not valid JSON: {error}") from None
+    data = parse_json(read_record_text(path, DseError, "space"), DseError, f"space {path}")
     if not isinstance(data, dict):
         raise DseError(f"space {path}: expected a JSON object")
     known = ("base", "vary", "configs", "schedules", "trials", "tuner")
@@ -111,10 +118,21 @@ def load_space(path: str | Path) -> DesignSpace:
         raise DseError(f"space {path}: schedules must be 'default' or 'tuned', "
                        f"got {schedules!r}")
     trials = data.get("trials", 16)
-    if not isinstance(trials, int) or trials < 1:
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
         raise DseError(f"space {path}: trials must be a positive integer, got {trials!r}")
+    from vdla.tune.tuners import TUNERS
+    tuner = data.get("tuner", "xgb")
+    if not isinstance(tuner, str) or tuner not in TUNERS:
+        raise DseError(f"space {path}: tuner {tuner!r}: unknown (available: "
+                       f"{', '.join(TUNERS)})")
+    combinations = math.prod(len(values) for values in vary.values()) if vary else 0
+    if len(extra) + combinations > MAX_CONFIGS:
+        raise DseError(f"space {path}: {len(extra) + combinations:,} configurations "
+                       f"({combinations:,} combinations of vary, {len(extra):,} listed), more "
+                       f"than the {MAX_CONFIGS:,} a sweep may hold (each one is an RTL run and "
+                       "a synthesis): vary or list fewer")
     return DesignSpace(base, {k: tuple(v) for k, v in vary.items()}, extra, schedules, trials,
-                       data.get("tuner", "xgb"))
+                       tuner)
 
 
 def _config(path, where: str, spec) -> HwConfig:
@@ -203,8 +221,9 @@ def run_dse(space: DesignSpace, workloads: Sequence[Workload], *, log: str | Pat
             progress: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
     """Evaluate every configuration of ``space``; return the records, one per configuration.
 
-    Records already in ``log`` for the same workload and schedules count as done
-    with ``resume`` (a log holding some is refused without it).
+    Successful records already in ``log`` for the same workload, schedules and
+    design count as done with ``resume`` (a log holding some is refused
+    without it); failed ones are evaluated again.
 
     Raises
     ------
@@ -216,15 +235,16 @@ def run_dse(space: DesignSpace, workloads: Sequence[Workload], *, log: str | Pat
     if not configs:
         raise DseError("the design space holds no valid configuration")
     names = [workload.name for workload in workloads]
-    previous = read_jsonl(log, what="DSE record", required="config_hash")
+    previous = read_jsonl(log, what="DSE record", required="config_hash", check=check_record)
     # a record of another design (the config's Verilog) measured other cycles and area
     designs = {config.hash: verilog_digest(config) for config in configs}
-    done = {r["config_hash"]: r for r in previous
-            if r.get("workloads") == names and r.get("schedules") == space.schedules
-            and r.get("design") == designs.get(r["config_hash"])}
-    if done and not resume:
-        raise DseError(f"log {log} already holds {len(done)} configuration(s) of this sweep: "
+    ours = [r for r in previous if r.get("workloads") == names
+            and r["schedules"] == space.schedules and r["design"] == designs.get(r["config_hash"])]
+    if ours and not resume:
+        raise DseError(f"log {log} already holds {len(ours)} configuration(s) of this sweep: "
                        "pass --resume to continue or use another --log")
+    # a configuration that failed is evaluated again (the failure may have been the machine's)
+    done = {r["config_hash"]: r for r in ours if r["error"] is None}
     writer = TuneLog(log)
     todo = [config for config in configs if config.hash not in done]
     own = pool is None
@@ -245,6 +265,19 @@ def run_dse(space: DesignSpace, workloads: Sequence[Workload], *, log: str | Pat
         if own:
             pool.close()
     return [records[config.hash] for config in configs if config.hash in records]
+
+
+def check_record(record: dict, where: str) -> None:
+    """Refuse a DSE log record `evaluate_config` could not have written.
+
+    Raises
+    ------
+    DseError
+        Naming ``where`` (file and line) and the field at fault.
+    """
+    check_fields(record, RECORD_FIELDS, where, DseError)
+    if record["error"] is None:
+        check_fields(record, RESULT_FIELDS, where, DseError)
 
 
 def pareto_front(records: Sequence[dict], metric: str = "luts") -> list[dict]:

@@ -7,18 +7,24 @@ for ``scheduler="tcp://host:8786"``, or a cluster of local scheduler and worker
 processes spun up here for ``scheduler="local"`` (both need the optional
 ``distributed`` package). `Pool` adds what long searches need on top: results
 in completion order and a retry for a task whose worker was lost (a crashed or
-killed process costs that task one more run, never the search).
+killed process costs that task one more run, never the search). Local workers
+die with the process that started them, even when it is killed outright.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import signal
+import sys
 from typing import Any, Callable, Iterable, Iterator
 
 __all__ = ["ExecutorError", "make_executor", "Pool", "LOCAL_CLUSTER"]
 
 # ``--scheduler local``: spin up a Dask cluster of local processes.
 LOCAL_CLUSTER = "local"
+# <linux/prctl.h>: deliver a signal to this process when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 class ExecutorError(ValueError):
@@ -85,7 +91,24 @@ def make_executor(jobs: int = 1, scheduler: str | None = None) -> concurrent.fut
         return _DaskExecutor(client)
     # The platform's start method (fork on Linux before Python 3.14): scripts
     # calling this from their top level need the usual ``__main__`` guard elsewhere.
-    return concurrent.futures.ProcessPoolExecutor(max_workers=jobs)
+    return concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=_die_with_parent,
+                                                  initargs=(os.getpid(),))
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the worker ends when the process that started it dies.
+
+    A ``kill -9`` of ``vdla tune -j 2`` gives the pool no chance to shut down,
+    and its workers would wait on their pipe for ever (parent 1). On Linux the
+    kernel sends them SIGKILL instead (``prctl(PR_SET_PDEATHSIG)``); a parent
+    that died before that call took effect is seen here.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _lost_worker(error: BaseException) -> bool:

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from vdla.files import write_atomic
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import RTL_ACTIVITY
 
@@ -371,5 +372,6 @@ def _save(figure: Figure, path: str | Path, crop: bool = False) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, format="png", **({"bbox_inches": "tight", "pad_inches": 0.1} if crop
-                                          else {}))
+    # Written aside and renamed: a failed write leaves an earlier plot whole.
+    write_atomic(path, lambda file: figure.savefig(
+        file, format="png", **({"bbox_inches": "tight", "pad_inches": 0.1} if crop else {})))

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, config_option, fail
+from vdla.cli.options import check_sim, config_option, fail, write_output
 from vdla.hw.config import HwConfig
 from vdla.bench import suite as bench
 from vdla.bench.suite import BenchError, BenchResult, LayerResult
@@ -317,10 +317,7 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
         if to_stdout:
             click.echo(text)
         else:
-            try:
-                Path(json_path).write_text(text + "\n")
-            except OSError as error:
-                fail(f"--json {json_path}: cannot write ({error.strerror or error})")
+            write_output(json_path, text + "\n", "--json")
             click.echo(f"report written to {json_path}")
     if roofline_path is not None:
         from vdla.bench.plots import PlotError, roofline

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import click
 
+from vdla.cli.options import POSITIVE
+
 __all__ = ["clock_option", "time_report", "time_text"]
 
 clock_option = click.option(
-    "--clock-mhz", "clock_mhz", type=click.FloatRange(min=0, min_open=True), default=None,
+    "--clock-mhz", "clock_mhz", type=POSITIVE, default=None,
     help="Also report time at this clock (default: the config's Fmax from 'vdla hw synth', "
          "when known).")
 

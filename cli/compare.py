@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from vdla.cli.options import config_option, fail
+from vdla.cli.options import POSITIVE, config_option, fail, write_output
 
 _TARGETS = ("accel", "cpu", "gpu")
 
@@ -36,7 +36,7 @@ def _targets(value: str) -> tuple[str, ...]:
               help="Which of accel,cpu,gpu to measure (the CPU libraries always run; "
                    "gpu adds PyTorch cuDNN on the same GPU, batch 1 and 8).")
 @config_option
-@click.option("--clock-mhz", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--clock-mhz", type=POSITIVE, default=None,
               help="The accelerator's clock (default: the config's Fmax from `vdla hw synth`, "
                    "else 100 MHz, VTA's PYNQ clock).")
 @click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
@@ -68,8 +68,7 @@ def command(network, targets, config, clock_mhz, threads, repeats, as_json, json
     report["command"] = "vdla compare " + " ".join(sys.argv[2:])
     try:
         if json_path:
-            with open(json_path, "w") as handle:
-                json.dump(report, handle, indent=2)
+            write_output(json_path, json.dumps(report, indent=2), "--json")
         if plot_path:
             plot_comparison(report, plot_path)
     except OSError as error:

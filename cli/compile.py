@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import click
 
 from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
 from vdla.compiler.dump import dump_program, summarize
-from vdla.cli.options import config_option, fail
+from vdla.cli.options import config_option, fail, write_output
 
 
 def _kernel(value: str) -> tuple[int, int]:
@@ -138,12 +137,15 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
         records = read_log(path)
     except TuneError as error:
         fail(str(error))
+    # Only records of this design: a trial on other Verilog (or another CPU and
+    # compiler) measured other hardware.
+    design = chosen.design(config)
     if target == "accel":
-        record = best_record(records, op, config, target)
-        where = f"on config {config.name!r} (hash {config.hash})"
+        record = best_record(records, op, config, target, design)
+        where = f"on config {config.name!r} (hash {config.hash}, design {design})"
     else:
-        record = best_record(records, op, None, target, design=chosen.design(config))
-        where = f"measured on the cpu here ({chosen.design(config)})"
+        record = best_record(records, op, None, target, design)
+        where = f"measured on the cpu here ({design})"
     if record is None:
         mine = [r for r in records if r["workload"] == workload_key(op) and r["correct"]]
         others = sorted({r["target"] for r in mine} - {target})
@@ -178,7 +180,7 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
                              latency_hiding=not no_latency_hiding)
         save(program, output)
         if dump_path:
-            Path(dump_path).write_text(dump_program(program))
+            write_output(dump_path, dump_program(program), "--dump")
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except OSError as error:
@@ -248,7 +250,7 @@ def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_th
         save(program, output)
         if dump_path:
             from vdla.compiler.host import host_spec   # the file holds no code: regenerate it
-            Path(dump_path).write_text(host_spec(program).source)
+            write_output(dump_path, host_spec(program).source, "--dump")
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except build_error as error:         # a compiler's report: its first line says what

@@ -5,7 +5,8 @@
 `bench.dse`) on the RTL with its synthesis estimate, appends each result to
 ``--log`` as it finishes (``--resume`` continues), and writes the table and
 the Pareto front of time against area as JSON (``--out``) and a plot
-(``--plot``).
+(``--plot``, when a configuration succeeded). It exits non-zero when any
+configuration failed; ``--resume`` evaluates the failed ones again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 import click
 
-from vdla.cli.options import fail
+from vdla.cli.options import fail, write_output
 
 
 @click.command("dse")
@@ -69,10 +70,14 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
     report = {"command": "vdla " + shlex.join(sys.argv[1:]), "workload": workload,
               "layers": [w.name for w in workloads], "metric": metric, "configs": records,
               "front": [r["name"] for r in front]}
-    with open(out_path, "w") as file:
-        json.dump(report, file, indent=1)
-    if any(r.get("error") is None for r in records):
-        pareto(records, front, metric, plot_path)
+    written = [out_path]
+    write_output(out_path, json.dumps(report, indent=1), "--out")
+    try:
+        if front:
+            pareto(records, front, metric, plot_path)
+            written.append(plot_path)
+    except (OSError, ValueError) as error:
+        fail(f"--plot: cannot write {plot_path} ({getattr(error, 'strerror', None) or error})")
     click.echo(f"{'config':40s} {'cycles':>12s} {metric:>8s} {'MHz':>6s} {'time ms':>9s}")
     for record in records:
         if record.get("error"):
@@ -81,4 +86,9 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
         mark = " *" if record in front else ""
         click.echo(f"{record['name']:40s} {record['cycles']:12,d} {record['area'][metric]:8,d} "
                    f"{record['clock_mhz']:6.1f} {record['time_s'] * 1e3:9.3f}{mark}")
-    click.echo(f"* Pareto front ({len(front)} of {len(records)}); wrote {out_path}, {plot_path}")
+    click.echo(f"* Pareto front ({len(front)} of {len(records)}); wrote {', '.join(written)}")
+    failed = [record["name"] for record in records if record.get("error")]
+    if failed:
+        fail(f"{len(failed)} of {len(records)} configuration(s) failed ({', '.join(failed[:3])}"
+             f"{', ...' if len(failed) > 3 else ''}): see {log_path}; --resume evaluates "
+             "them again")

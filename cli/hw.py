@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import check_identifier, config_option
+from vdla.cli.options import check_identifier, config_option, write_output
 
 
 @click.group()
@@ -32,7 +32,7 @@ def verilog_command(config, output, top, as_json):
         sys.stdout.write(verilog(config, name=top or TOP_NAME))
         return
     text = verilog(config, name=top or TOP_NAME)
-    output.write_text(text)
+    write_output(output, text, "--output")
     report = {"config": config.name, "hash": config.hash, "output": str(output),
               "lines": text.count("\n"), "bytes": len(text),
               "seconds": round(time.perf_counter() - started, 2)}

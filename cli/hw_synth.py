@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import config_option, fail
+from vdla.cli.options import POSITIVE, config_option, fail, write_output
 
 __all__ = ["synth", "bitstream", "board_header"]
 
@@ -35,7 +35,7 @@ def seed_option(default, said):
                    "ecp5, iCE40UP5K for ice40).")
 @click.option("--estimate", is_flag=True,
               help="Synthesis only (no place and route): resources in seconds, no Fmax.")
-@click.option("--clock-mhz", type=float, default=None,
+@click.option("--clock-mhz", type=POSITIVE, default=None,
               help="Clock goal for place and route (default: a board preset's board clock, "
                    "else 100 on ecp5, 30 on ice40).")
 @seed_option(1, "1")
@@ -47,8 +47,6 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
     if device is not None and (device not in flow.DEVICES or flow.DEVICES[device].target != target):
         choices = ", ".join(d.name for d in flow.DEVICES.values() if d.target == target)
         fail(f"--device {device!r}: not an {target} part vdla knows (available: {choices})")
-    if clock_mhz is not None and clock_mhz <= 0:
-        fail(f"--clock-mhz: must be positive, got {clock_mhz:g}")
     click.echo(f"synthesising config {config.name} for {target} "
                f"({'synthesis only' if estimate else 'with place and route'}; the first run "
                "compiles the tools, ~2 min)...", err=True)
@@ -65,7 +63,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
         click.echo(json.dumps(data))
         return
     if json_path is not None:
-        json_path.write_text(json.dumps(data, indent=2) + "\n")
+        write_output(json_path, json.dumps(data, indent=2) + "\n", "--json")
     click.echo(f"config {config.name}: {report.summary()}"
                + (" (cached)" if report.cached else f" in {report.seconds:g} s"))
     if report.critical_path_text():
@@ -78,7 +76,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
-@click.option("--clock-mhz", type=float, default=None,
+@click.option("--clock-mhz", type=POSITIVE, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
                    "on ecpix5-85f, 50 on ulx3s-85f, 30 on icebreaker).")
 @seed_option(None, "nextpnr's own")
@@ -90,8 +88,6 @@ def bitstream(board, config, output, clock_mhz, seed, as_json):
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]
-    if clock_mhz is not None and clock_mhz <= 0:
-        fail(f"--clock-mhz: must be positive, got {clock_mhz:g}")
     # --config defaults to `default`; on a board that means the board's preset.
     ctx = click.get_current_context()
     if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
@@ -122,4 +118,4 @@ def board_header(config, output):
     if output is None:
         click.echo(c_header(config), nl=False)
     else:
-        output.write_text(c_header(config))
+        write_output(output, c_header(config), "--output")

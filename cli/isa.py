@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import config_option
+from vdla.cli.options import config_option, write_output
 from vdla.hw.isa import reference_markdown
 
 
@@ -18,7 +18,7 @@ def command(config, output):
     """Print the ISA reference (the source of docs/isa.md) for a configuration."""
     text = reference_markdown(config)
     if output:
-        output.write_text(text)
+        write_output(output, text, "--output")
         click.echo(f"wrote {output}")
     else:
         click.echo(text, nl=False)

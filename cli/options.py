@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from vdla.hw.config import PRESETS, ConfigError, load_config
@@ -16,6 +18,52 @@ def fail(message: str):
         Always.
     """
     raise click.ClickException(message)
+
+
+class Number(click.ParamType):
+    """A float option that is a real number (click's FLOAT and FloatRange take ``nan``
+    and ``inf``, which then print as ``nan ms`` or reach a place-and-route run).
+
+    Every error is one line naming the option.
+    """
+
+    name = "number"
+
+    def __init__(self, positive: bool = False):
+        self.positive = positive
+
+    def convert(self, value, param, ctx) -> float:
+        option = max(param.opts, key=len) if param is not None and param.opts else "value"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            fail(f"{option}: expected a number, got {value!r}")
+        if not math.isfinite(number):
+            fail(f"{option}: expected a finite number, got {value}")
+        if self.positive and number <= 0:
+            fail(f"{option}: must be positive, got {value}")
+        return number
+
+
+POSITIVE = Number(positive=True)
+"""The type of every float option that must be a positive real number (a clock ...)."""
+
+
+def write_output(path, content, what: str) -> None:
+    """Write an output file the user named, atomically (`vdla.files.write_atomic`):
+    a failed write leaves an existing file as it was.
+
+    ``content`` is text, bytes or ``write(handle)``; a failure stops the
+    command with one line naming ``what`` (``"--json"``, ``"output 'y'"``).
+    """
+    from vdla.files import write_atomic
+    if isinstance(content, str):
+        content = content.encode()
+    write = content if callable(content) else (lambda handle: handle.write(content))
+    try:
+        write_atomic(path, write)
+    except OSError as error:
+        fail(f"{what}: cannot write {path} ({error.strerror or error})")
 
 
 def check_identifier(value: str | None, option: str) -> str | None:

@@ -23,13 +23,13 @@ import click
 import numpy as np
 
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, fail, program_config_option
+from vdla.cli.options import check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
 from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
 
-# Seconds between progress lines of a long RTL run.
-RTL_PROGRESS_SECONDS = 10
+# Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
+PROGRESS_SECONDS = 10
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -50,7 +50,7 @@ _NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
                       tokenize.TokenError)
 
 
-def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
+def _read_npy(path: str, what: str, expected) -> np.ndarray:
     """One ``.npy`` array, its header checked before any data is read.
 
     ``expected`` (a `TensorRegion`) bounds what is read: an array of another
@@ -72,11 +72,10 @@ def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
                      f"({str(error) or 'empty file'})")
             if dtype.hasobject:
                 fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
-            if expected is not None:
-                want = (np.dtype(expected.dtype), tuple(expected.shape))
-                if (dtype, tuple(shape)) != want:
-                    fail(f"{what}: expected {describe_array(*want)}, got "
-                         f"{describe_array(dtype, shape)} ({path})")
+            want = (np.dtype(expected.dtype), tuple(expected.shape))
+            if (dtype, tuple(shape)) != want:
+                fail(f"{what}: expected {describe_array(*want)}, got "
+                     f"{describe_array(dtype, shape)} ({path})")
             handle.seek(0)
             array = np.load(handle, allow_pickle=False)
     except FileNotFoundError:
@@ -90,7 +89,11 @@ def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
 
 def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
     expected = {region.name: region for region in program.inputs}
-    return {name: _read_npy(path, f"input {name!r}", expected.get(name))
+    for name in pairs:          # before any file is read: only a known shape bounds a read
+        if name not in expected:
+            fail(f"unknown input {name!r}: the program's inputs are "
+                 f"{', '.join(sorted(expected)) or 'none'}")
+    return {name: _read_npy(path, f"input {name!r}", expected[name])
             for name, path in pairs.items()}
 
 
@@ -244,13 +247,14 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         options["activity"] = True
         if window is not None:
             options["activity_window"] = window
-    if sim == "rtl":  # a cold Verilator build (about a minute) and long runs say so first
+    if sim in ("rtl", "fsim") and target == "accel":
+        # A cold Verilator build (about a minute) and long runs say so first.
         def progress(text: str) -> None:
             if text.startswith("building"):
                 text += " (first run for this hardware only, about a minute)..."
             click.echo(text, err=True)
         options["progress"] = progress
-        options["progress_every"] = RTL_PROGRESS_SECONDS
+        options["progress_every"] = PROGRESS_SECONDS
     if target == "cpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
@@ -268,12 +272,9 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         fail(str(error))
     written = {}
     for name, path in output_paths.items():
-        try:
-            # Through a handle: np.save(path) would append ".npy" to other names.
-            with open(path, "wb") as handle:
-                np.save(handle, result.outputs[name], allow_pickle=False)
-        except OSError as error:
-            fail(f"output {name!r}: cannot write {path} ({error.strerror or error})")
+        # Through a handle: np.save(path) would append ".npy" to other names.
+        write_output(path, lambda handle: np.save(handle, result.outputs[name],
+                                                  allow_pickle=False), f"output {name!r}")
         written[name] = str(path)
     if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
         fail(f"--trace {trace}: the simulator wrote no trace there")

@@ -74,10 +74,13 @@ def dense(**options):
 
 
 def _read_logs(paths):
-    from vdla.tune import read_log
+    from vdla.tune import TuneError, read_log
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        records = [record for path in paths for record in read_log(path)]
+        try:
+            records = [record for path in paths for record in read_log(path)]
+        except TuneError as error:
+            fail(str(error))
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
     return records

@@ -46,6 +46,11 @@ _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_coll
              "registered_dispatch", "registered_control", "registered_load_data",
              "gemm_tree_stage")
 MAX_MACS_PER_CYCLE = 1 << 14
+# Amaranth's netlist numbers a value's bits with 16 bits and needs one past the
+# last (amaranth.hdl._nir.Net.from_cell), so no signal, and no SRAM entry, may
+# reach 2^16 bits: a 128x128 int8 weight entry (131,072 bits) or a 128x64 one
+# (65,536) fails inside Amaranth; 64x64 (32,768) elaborates.
+MAX_ENTRY_BITS = (1 << 16) - 1
 
 
 def _is_power_of_two(value: int) -> bool:
@@ -293,6 +298,15 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"batch x block_in x block_out: {self.macs_per_cycle} MACs per "
                               f"cycle, more than the {MAX_MACS_PER_CYCLE} vdla elaborates and "
                               "simulates")
+        for kind, fields in (("inp", "batch x block_in"), ("wgt", "block_out x block_in"),
+                             ("acc", "batch x block_out")):
+            bits = self.element_bytes(kind) * 8
+            if bits > MAX_ENTRY_BITS:
+                shape = "x".join(map(str, self.element_shape(kind)))
+                raise ConfigError(f"{fields}: one {kind} SRAM entry ({shape} x "
+                                  f"{self.element_bits(kind)} bits) is {bits:,} bits wide, more "
+                                  f"than the {MAX_ENTRY_BITS:,} bits Amaranth allows in one "
+                                  "signal")
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")

@@ -2,16 +2,22 @@
 
 `HwConfig` and the compiler's `Schedule` are both read from JSON files that
 people edit; both want the same checks (an object, no unknown fields, valid
-JSON) with errors of their own class that name the file's kind.
+JSON) with errors of their own class that name the file's kind. Records
+that programs append to logs (tuning trials, DSE results) are read back with
+`check_fields`, one validator for every field of every kind of record.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import ClassVar
+import math
+from typing import Any, Callable, ClassVar, NamedTuple
 
-__all__ = ["JsonRecord", "parse_json", "read_record_text", "MAX_RECORD_BYTES"]
+from vdla.files import read_bounded
+
+__all__ = ["JsonRecord", "parse_json", "read_record_text", "MAX_RECORD_BYTES", "Field",
+           "TEXT", "OBJECT", "FLAG", "COUNT", "AMOUNT", "optional", "check_fields"]
 
 
 class JsonRecord:
@@ -81,14 +87,56 @@ def read_record_text(path, error: type[Exception], what: str,
         If the file cannot be read, is larger than ``limit`` (special files
         such as ``/dev/zero`` included) or is not UTF-8.
     """
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(limit + 1)
-    except OSError as problem:
-        raise error(f"cannot read {what} {path}: {problem.strerror or problem}") from None
-    if len(data) > limit:
-        raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
+    data = read_bounded(path, limit, what, error)
     try:
         return data.decode()
     except UnicodeDecodeError:
         raise error(f"{what} {path}: not UTF-8 text") from None
+
+
+class Field(NamedTuple):
+    """What a record field must hold: ``accepts(value)``, described for messages."""
+
+    description: str
+    accepts: Callable[[Any], bool]
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+TEXT = Field("a string", lambda value: isinstance(value, str))
+OBJECT = Field("an object", lambda value: isinstance(value, dict))
+FLAG = Field("true or false", lambda value: isinstance(value, bool))
+COUNT = Field("an integer, 0 or more",
+              lambda value: _is_number(value) and isinstance(value, int) and value >= 0)
+# JSON readers accept NaN and Infinity: a cost or a time must be a real amount.
+AMOUNT = Field("a finite number, 0 or more",
+               lambda value: _is_number(value) and math.isfinite(value) and value >= 0)
+
+
+def optional(field: Field) -> Field:
+    """``field`` or null."""
+    return Field(f"{field.description} or null",
+                 lambda value: value is None or field.accepts(value))
+
+
+def check_fields(record, fields: dict[str, Field], where: str,
+                 error: type[Exception] = ValueError) -> None:
+    """Check that ``record`` is a JSON object holding every field of ``fields``.
+
+    Raises
+    ------
+    error
+        ``"<where>: no 'cost' field"`` or ``"<where>: cost nan: expected a
+        finite number, 0 or more"``, for the first field missing or wrong.
+    """
+    if not isinstance(record, dict):
+        raise error(f"{where}: expected a JSON object, got {type(record).__name__}")
+    for name, field in fields.items():
+        if name not in record:
+            raise error(f"{where}: no {name!r} field")
+        if not field.accepts(record[name]):
+            shown = repr(record[name])
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise error(f"{where}: {name} {shown}: expected {field.description}")

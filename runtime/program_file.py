@@ -34,6 +34,7 @@ import numpy as np
 
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
+from vdla.files import write_atomic
 from vdla.hw.records import parse_json
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import FORMAT_VERSION, TARGETS, Program, TensorRegion
@@ -108,7 +109,8 @@ def save(program: Program, path: str | Path) -> Path:
     path = Path(path)
     data = dumps(program)
     try:
-        path.write_bytes(data)
+        # Aside and renamed: a failed write leaves an existing file as it was.
+        write_atomic(path, lambda handle: handle.write(data))
     except OSError as error:
         raise ProgramFileError(f"{path}: cannot write ({error.strerror or error})") from None
     return path

@@ -60,6 +60,8 @@ checker terminates.
 from __future__ import annotations
 
 import collections
+import time
+from typing import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -83,6 +85,9 @@ QUEUES = TOKEN_QUEUES
 # is minutes of work; beyond it a run is almost surely a mistake (a 16-byte
 # GEMM can encode ~10^11). Callers may pass a higher limit.
 MAX_UOP_EXECUTIONS = 1 << 32
+
+# Seconds between two progress lines of a long walk (`ProgramChecker` ``progress``).
+PROGRESS_SECONDS = 5.0
 
 # Executions handled per vectorised batch: bounds memory for huge loop nests
 # (iter_out x iter_in x uops can reach 2^41) while keeping numpy calls large.
@@ -254,6 +259,12 @@ class ProgramChecker:
         Track happens-before and raise `RaceError` (module docstring).
     max_uop_executions : int
         The work limit (`MAX_UOP_EXECUTIONS` by default).
+    progress : callable, optional
+        Told ``"<activity>: N of M micro-op executions (P %)"`` every
+        ``progress_every`` seconds while GEMM/ALU loop nests run: a program
+        near the work limit takes minutes, and says so.
+    progress_every : float
+        Seconds between two progress lines.
 
     Subclasses that also compute (fsim) add the SRAMs they model to ``sram``
     before `execute` and override the data hooks (`_gemm_chunk`,
@@ -261,12 +272,20 @@ class ProgramChecker:
     modelled SRAM and STORE writes DRAM only when ``out`` is modelled.
     """
 
+    # What progress lines say this walk does (fsim: "fsim").
+    activity = "checking the program"
+
     def __init__(self, config: HwConfig, dram: np.ndarray, check_races: bool = True,
-                 max_uop_executions: int = MAX_UOP_EXECUTIONS):
+                 max_uop_executions: int = MAX_UOP_EXECUTIONS,
+                 progress: Callable[[str], None] | None = None,
+                 progress_every: float = PROGRESS_SECONDS):
         self.config = config
         self.dram = dram
         self.check_races = check_races
         self.max_uop_executions = max_uop_executions
+        self.progress, self.progress_every = progress, progress_every
+        self._work = self._work_done = 0
+        self._reported = time.monotonic()
         self.depth = {kind: config.depth(kind) for kind in ("uop", "inp", "wgt", "acc", "out")}
         # Every modelled SRAM is a (depth, element_bytes) byte array; the
         # checker models only the uop SRAM, whose contents decide addresses.
@@ -336,6 +355,7 @@ class ProgramChecker:
             raise WorkLimitError(
                 f"the program asks for {work:,} micro-op executions, more than the limit of "
                 f"{self.max_uop_executions:,} (GEMM/ALU loop nests too large?)")
+        self._work = work
         out_bytes = self.config.element_bytes("out")
         for index, insn in enumerate(self.instructions):
             if isinstance(insn, Store) and insn.y_size and insn.x_size:
@@ -639,6 +659,15 @@ class ProgramChecker:
             outer_step = flat // per_outer
             yield {field: fields[field][uop] + outer_step * outer + inner_step * inner
                    for field, (outer, inner) in factors.items()}
+            self._advance(len(flat))
+
+    def _advance(self, executions: int) -> None:
+        """Count micro-op executions done; tell ``progress`` every ``progress_every`` s."""
+        self._work_done += executions
+        if self.progress is not None and time.monotonic() - self._reported >= self.progress_every:
+            self._reported = time.monotonic()
+            self.progress(f"{self.activity}: {self._work_done:,} of {self._work:,} micro-op "
+                          f"executions ({100 * self._work_done / self._work:.0f} %)")
 
     def _report_index(self, index, insn, field, buffer, base, outer, inner, depth):
         for i in range(insn.iter_out):
@@ -713,8 +742,8 @@ class ProgramChecker:
 
 
 def check_program(config: HwConfig, dram: np.ndarray, insn_offset: int, insn_count: int, *,
-                  check_races: bool = True,
-                  max_uop_executions: int = MAX_UOP_EXECUTIONS) -> dict[str, int]:
+                  check_races: bool = True, max_uop_executions: int = MAX_UOP_EXECUTIONS,
+                  progress: Callable[[str], None] | None = None) -> dict[str, int]:
     """Check the program in ``dram`` against every rule, moving no data.
 
     Parameters
@@ -724,7 +753,7 @@ def check_program(config: HwConfig, dram: np.ndarray, insn_offset: int, insn_cou
         The DRAM image (1-D uint8), not modified.
     insn_offset, insn_count : int
         Where the instruction stream sits and how many instructions it has.
-    check_races, max_uop_executions
+    check_races, max_uop_executions, progress
         As for `ProgramChecker`.
 
     Returns
@@ -741,7 +770,7 @@ def check_program(config: HwConfig, dram: np.ndarray, insn_offset: int, insn_cou
     """
     if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
         raise TypeError("the DRAM image must be a 1-D numpy uint8 array")
-    checker = ProgramChecker(config, dram, check_races, max_uop_executions)
+    checker = ProgramChecker(config, dram, check_races, max_uop_executions, progress)
     checker.fetch(int(insn_offset), int(insn_count))
     checker.execute()
     return dict(checker.counters)

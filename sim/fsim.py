@@ -16,17 +16,20 @@ checker that guards every other tier can never disagree on what is legal.
 
 GEMM and ALU instructions are vectorised over their whole loop nest (in chunks
 that bound memory); see `_Machine._gemm` and `_Machine._alu` for when the ALU
-must fall back to sequential order.
+must fall back to sequential order. The work is bounded up front (the
+checker's micro-op limit) and a long run reports its progress.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import SHIFT_BITS, Alu, AluOp, REQUANT_RELU
 from vdla.sim.backend import RunResult, register_backend
-from vdla.sim.checker import MAX_UOP_EXECUTIONS, ProgramChecker
+from vdla.sim.checker import MAX_UOP_EXECUTIONS, PROGRESS_SECONDS, ProgramChecker
 
 __all__ = ["FunctionalSimulator"]
 
@@ -86,6 +89,11 @@ class FunctionalSimulator:
     max_uop_executions : int, optional
         Refuse programs asking for more GEMM/ALU micro-op executions
         (`sim.checker.MAX_UOP_EXECUTIONS` by default).
+    progress : callable, optional
+        Told how many micro-op executions are done every ``progress_every``
+        seconds of a long run (near the work limit, minutes).
+    progress_every : float, optional
+        Seconds between two progress lines (`sim.checker.PROGRESS_SECONDS`).
     **options
         Options of timed backends (``trace``, ``cycle_limit``) are rejected
         with a clear message: this tier has no cycles to trace or limit.
@@ -95,7 +103,9 @@ class FunctionalSimulator:
     checks_programs = True   # _Machine is a sim.checker.ProgramChecker
 
     def __init__(self, config: HwConfig, check_races: bool = True, dump_sram: bool = False,
-                 max_uop_executions: int = MAX_UOP_EXECUTIONS, **options):
+                 max_uop_executions: int = MAX_UOP_EXECUTIONS,
+                 progress: Callable[[str], None] | None = None,
+                 progress_every: float | None = None, **options):
         if not isinstance(config, HwConfig):
             raise TypeError(f"fsim needs an HwConfig, got {type(config).__name__}")
         if options:
@@ -107,6 +117,8 @@ class FunctionalSimulator:
         self.check_races = bool(check_races)
         self.dump_sram = bool(dump_sram)
         self.max_uop_executions = int(max_uop_executions)
+        self.progress = progress
+        self.progress_every = PROGRESS_SECONDS if progress_every is None else progress_every
 
     def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
         """Run the program in ``dram`` (1-D uint8, modified in place).
@@ -127,7 +139,8 @@ class FunctionalSimulator:
             raise TypeError("fsim: the DRAM image must be a 1-D numpy uint8 array")
         if not dram.flags.c_contiguous or not dram.flags.writeable:
             raise ValueError("fsim: the DRAM image must be contiguous and writeable")
-        machine = _Machine(self.config, dram, self.check_races, self.max_uop_executions)
+        machine = _Machine(self.config, dram, self.check_races, self.max_uop_executions,
+                           self.progress, self.progress_every)
         machine.fetch(int(insn_offset), int(insn_count))
         machine.execute()
         details = {"finish_index": machine.finish_index, "instructions": int(insn_count)}
@@ -144,9 +157,11 @@ class FunctionalSimulator:
 class _Machine(ProgramChecker):
     """The state of one run: the checker's, plus the data SRAMs and the arithmetic."""
 
+    activity = "fsim"
+
     def __init__(self, config: HwConfig, dram: np.ndarray, check_races: bool,
-                 max_uop_executions: int):
-        super().__init__(config, dram, check_races, max_uop_executions)
+                 max_uop_executions: int, progress, progress_every: float):
+        super().__init__(config, dram, check_races, max_uop_executions, progress, progress_every)
         for kind in ("inp", "wgt", "acc", "out"):
             self.sram[kind] = np.zeros((self.depth[kind], config.element_bytes(kind)), np.uint8)
         b, bi, bo = config.batch, config.block_in, config.block_out

@@ -5,10 +5,13 @@ or ``kill -9`` loses at most the trial being measured. A record names its
 target, workload (the op's fields), config (with its hardware hash) and
 schedule, and holds the measurement; `read_log` gives them back, skipping with
 a warning a last line cut off mid-write (and refusing other damage, which a
-crash cannot cause); `TuneLog` drops such an unfinished record before it
-appends, so a resumed log is whole again. `best_record` picks the record `vdla compile --tuned`
-applies; the same records warm-start the learned model on other workloads
-and serve as a cache of measurements (`measurement_key`).
+crash cannot cause, and any record `check_record` refuses: a missing field, a
+NaN, negative or non-numeric cost), reading no more than `MAX_LOG_BYTES`, and
+counting a trial logged twice once; `TuneLog` drops an unfinished record
+before it appends, so a resumed log is whole again. `best_record` picks the
+record `vdla compile --tuned` applies (of the same design); the same records
+warm-start the learned model on other workloads and serve as a cache of
+measurements (`measurement_key`).
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ import os
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from vdla.compiler.schedule import Schedule
+from vdla.files import bounded_lines
 from vdla.hw.config import HwConfig
+from vdla.hw.records import AMOUNT, FLAG, OBJECT, TEXT, check_fields, optional
 from vdla.tune.target import Measurement, TuneError, get_target
 
 __all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record",
-           "read_log", "read_jsonl", "TuneLog", "best_record", "record_measurement"]
+           "read_log", "read_jsonl", "check_record", "TuneLog", "best_record",
+           "record_measurement", "MAX_LOG_BYTES"]
 
 LOG_VERSION = 1
 
@@ -53,13 +59,17 @@ def measurement_key(target: str, op, config: HwConfig, schedule: Schedule) -> st
 
 def make_record(target: str, op, config: HwConfig, schedule: Schedule,
                 measurement: Measurement, **extra: Any) -> dict[str, Any]:
-    """One log line's object (``extra``: tuner, trial number, seed, ...)."""
-    return {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
-            "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
-            "design": design_digest(target, config), "schedule": schedule.to_dict(),
-            "cost": measurement.cost,
-            "correct": measurement.correct, "error": measurement.error,
-            "details": measurement.details, "time": round(time.time(), 3), **extra}
+    """One log line's object (``extra``: tuner, trial number, seed, ...), checked as a
+    log's records are when read back (`check_record`): a target's bug that measured a
+    NaN must not write a log no one can read."""
+    record = {"version": LOG_VERSION, "target": target, "workload": workload_key(op),
+              "op": op.to_dict(), "config": config.to_dict(), "config_hash": config.hash,
+              "design": design_digest(target, config), "schedule": schedule.to_dict(),
+              "cost": measurement.cost,
+              "correct": measurement.correct, "error": measurement.error,
+              "details": measurement.details, "time": round(time.time(), 3), **extra}
+    check_record(record, f"a new {target} trial of {op.describe()}")
+    return record
 
 
 def record_measurement(record: dict) -> Measurement:
@@ -68,59 +78,116 @@ def record_measurement(record: dict) -> Measurement:
                        record.get("details") or {})
 
 
-def read_jsonl(path: str | Path, what: str = "tuning record",
-               required: str = "schedule") -> list[dict[str, Any]]:
-    """The objects of an append-only JSON-lines file (none when it does not exist).
+# The most a log may hold, and one record: a record is a few KB, so this is
+# tens of thousands of trials; anything larger (or /dev/zero) is no log.
+MAX_LOG_BYTES = 64 << 20
+MAX_LINE_BYTES = 1 << 20
 
-    A last line that is not a whole object with a ``required`` field (a
-    writer killed mid-line) is skipped with a warning.
+# What every tuning record holds (`make_record`), checked when a log is read:
+# a cost read back feeds `best_record`, the tuners and `vdla compile --tuned`.
+RECORD_FIELDS = {"target": TEXT, "workload": TEXT, "op": OBJECT, "config": OBJECT,
+                 "config_hash": TEXT, "design": TEXT, "schedule": OBJECT,
+                 "cost": optional(AMOUNT), "correct": FLAG}
+
+
+def check_record(record: dict, where: str) -> None:
+    """Refuse a tuning record (`make_record`'s fields) that no measurement could give.
 
     Raises
     ------
     TuneError
-        For damage elsewhere than the last line, which a crash cannot cause.
+        Naming ``where`` (file and line) and the field at fault.
     """
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return []
-    except OSError as error:
-        raise TuneError(f"cannot read log {path}: {error.strerror}") from None
-    lines = text.split("\n")
-    records = []
-    for number, line in enumerate(lines, start=1):
+    check_fields(record, RECORD_FIELDS, where, TuneError)
+    if record["correct"] and record["cost"] is None:
+        raise TuneError(f"{where}: a correct trial without a cost")
+
+
+def read_jsonl(path: str | Path, what: str = "tuning record", required: str = "schedule",
+               check: Callable[[dict, str], None] | None = None,
+               limit: int = MAX_LOG_BYTES) -> list[dict[str, Any]]:
+    """The objects of an append-only JSON-lines file (none when it does not exist).
+
+    A last line that is not a whole object with a ``required`` field (a
+    writer killed mid-line) is skipped with a warning. ``check(record,
+    where)`` validates each whole record. At most ``limit`` bytes are read
+    (`MAX_LINE_BYTES` a line).
+
+    Raises
+    ------
+    TuneError
+        For damage elsewhere than the last line, which a crash cannot cause, a
+        record ``check`` refuses, or a file too large.
+    """
+    records, torn = [], None
+    for number, line in bounded_lines(path, limit, MAX_LINE_BYTES, f"{what} log", TuneError):
         if not line.strip():
             continue
+        if torn is not None:
+            raise TuneError(f"{path}:{torn}: not a {what} (a corrupt line before "
+                            "the last one)")
         try:
             record = json.loads(line)
             if not isinstance(record, dict) or required not in record:
                 raise ValueError(f"not a {what}")
-        except ValueError:
-            if all(not rest.strip() for rest in lines[number:]):
-                warnings.warn(f"{path}:{number}: skipping a truncated last {what} "
-                              "(killed while it was written)", stacklevel=2)
-                continue
-            raise TuneError(f"{path}:{number}: not a {what} (a corrupt line before "
-                            "the last one)") from None
+        except (ValueError, RecursionError):
+            torn = number
+            continue
+        if check is not None:
+            check(record, f"{path}:{number}: {what}")
         records.append(record)
+    if torn is not None:
+        warnings.warn(f"{path}:{torn}: skipping a truncated last {what} "
+                      "(killed while it was written)", stacklevel=2)
     return records
 
 
+def _identity(record: dict) -> str:
+    """What makes two records the same trial (`measurement_key`'s fields)."""
+    return json.dumps([record["target"], record["workload"], record["config_hash"],
+                       record["design"], record["schedule"]], sort_keys=True)
+
+
 def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """The records of a tuning log (`read_jsonl`), all of this `LOG_VERSION`.
+    """The records of a tuning log (`read_jsonl`), each checked (`check_record`) and of
+    this `LOG_VERSION`; a trial logged twice (the same schedule on the same hardware)
+    counts once, as first logged, with a warning.
 
     Raises
     ------
     TuneError
-        For a damaged log or a record of another version.
+        For a damaged log, a malformed record or one of another version.
     """
-    records = read_jsonl(path)
-    for number, record in enumerate(records, start=1):
+    def check(record: dict, where: str) -> None:
         if record.get("version") != LOG_VERSION:
-            raise TuneError(f"{path}: record {number} has log version "
-                            f"{record.get('version')!r}, expected {LOG_VERSION}")
+            raise TuneError(f"{where} has log version {record.get('version')!r}, "
+                            f"expected {LOG_VERSION}")
+        check_record(record, where)
+
+    records, seen = [], set()
+    logged = read_jsonl(path, check=check)
+    for record in logged:
+        identity = _identity(record)
+        if identity not in seen:
+            seen.add(identity)
+            records.append(record)
+    if len(records) < len(logged):
+        warnings.warn(f"{path}: {len(logged) - len(records)} trial(s) logged more than once "
+                      "count once (the first)", stacklevel=2)
     return records
+
+
+def _last_line_end(file, end: int) -> int:
+    """The offset just past the last newline of ``file`` (``end`` bytes long), 0 if none,
+    read backwards a block at a time."""
+    while end > 0:
+        start = max(0, end - (1 << 16))
+        file.seek(start)
+        newline = file.read(end - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
 
 
 class TuneLog:
@@ -132,10 +199,11 @@ class TuneLog:
         # A record cut off by a kill (no newline yet) never finished: drop it, so
         # the next record starts a line of its own and the log stays whole.
         if self.path.exists() and self.path.stat().st_size:
-            data = self.path.read_bytes()
-            if not data.endswith(b"\n"):
-                with open(self.path, "r+b") as file:
-                    file.truncate(data.rfind(b"\n") + 1)
+            with open(self.path, "r+b") as file:
+                end = file.seek(0, os.SEEK_END)
+                file.seek(end - 1)
+                if file.read(1) != b"\n":
+                    file.truncate(_last_line_end(file, end))
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, sort_keys=True) + "\n"
@@ -146,16 +214,17 @@ class TuneLog:
 
 
 def best_record(records: Iterable[dict[str, Any]], op, config: HwConfig | None,
-                target: str = "accel", design: str | None = None) -> dict[str, Any] | None:
+                target: str, design: str) -> dict[str, Any] | None:
     """The lowest-cost correct record for this workload on this hardware, if any.
 
-    ``config`` None takes records of any config (the cpu target's times do not
-    depend on one); ``design`` (`design_digest`) given, only records of that design.
+    ``design`` (`design_digest`) is what the measurement depends on beyond the
+    config: a record of another design measured other hardware. ``config`` None
+    takes records of any config (the cpu target's times do not depend on one).
     """
     key = workload_key(op)
     matching = [record for record in records
                 if record["workload"] == key and record["target"] == target
                 and (config is None or record["config_hash"] == config.hash)
-                and (design is None or record.get("design") == design)
+                and record["design"] == design
                 and record["correct"] and record["cost"] is not None]
     return min(matching, key=lambda record: record["cost"], default=None)

@@ -61,11 +61,18 @@ def _measure(task) -> Measurement:
 
 def transfer_data(records: Iterable[dict], target: str, exclude: str
                   ) -> list[tuple[np.ndarray, list[float | None]]]:
-    """Features and costs of other workloads' trials, one group per (workload, config)."""
+    """Features and costs of other workloads' trials, one group per (workload, config),
+    only those measured on the design their config has now (`tune.log.design_digest`)."""
     chosen = get_target(target)
     groups: dict[tuple[str, str], list[dict]] = {}
+    designs: dict[str, str] = {}
     for record in records:
-        if record["target"] == target and record["workload"] + record["config_hash"] != exclude:
+        if record["target"] != target or record["workload"] + record["config_hash"] == exclude:
+            continue
+        if record["config_hash"] not in designs:
+            designs[record["config_hash"]] = design_digest(
+                target, HwConfig.from_dict(record["config"]))
+        if record["design"] == designs[record["config_hash"]]:
             groups.setdefault((record["workload"], record["config_hash"]), []).append(record)
     data = []
     for group in groups.values():
@@ -137,7 +144,7 @@ def tune(op, config: HwConfig, *, target: str = "accel", tuner: str = "xgb", tri
     design = design_digest(target, config)
     # Trials of another design (Verilog; CPU, compiler, threads) measured other hardware.
     done = [r for r in previous if r["workload"] == key and r["config_hash"] == config.hash
-            and r["target"] == target and r.get("design") == design]
+            and r["target"] == target and r["design"] == design]
     if done and not resume:
         raise TuneError(f"log {log} already holds {len(done)} trial(s) of {op.describe()} on "
                         f"{config.name!r}: pass --resume to continue them or use another --log")

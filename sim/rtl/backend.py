@@ -512,7 +512,8 @@ class RtlSimulator:
             # The rules fsim applies (sim.checker): the model never runs a
             # program they reject, so its result can never be a silent wrong one.
             check_program(self.config, dram, insn_offset, insn_count,
-                          max_uop_executions=self.max_uop_executions)
+                          max_uop_executions=self.max_uop_executions,
+                          progress=self.progress if self.progress_every else None)
         instructions = _decode_instructions(self.config, dram, insn_offset, insn_count)
         limit = self.cycle_limit or default_cycle_limit(self.config, instructions)
 

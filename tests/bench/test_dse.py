@@ -36,6 +36,15 @@ def _write(tmp_path, data):
     ({"base": "huge"}, "base: no preset 'huge'"),
     ({"budget": 3}, "unknown field(s) budget"),
     ({"configs": [{"batch": 3}]}, "configs[0]: batch: must be a power of two"),
+    ({"tuner": "bogus"}, "tuner 'bogus': unknown (available: xgb, random, grid)"),
+    ({"trials": True}, "trials must be a positive integer, got True"),
+    ({"vary": {name: list(range(1, 13)) for name in ("batch", "block_in", "block_out",
+               "inp_buffer_bytes", "wgt_buffer_bytes", "acc_buffer_bytes",
+               "uop_buffer_bytes", "dram_bus_bits")}},
+     "429,981,696 configurations (429,981,696 combinations of vary, 0 listed), more than "
+     "the 4,096 a sweep may hold"),
+    ({"configs": ["tiny"] * 4100, "vary": {"block_out": [8, 16, 32]}},
+     "4,103 configurations (3 combinations of vary, 4,100 listed)"),
 ])
 def test_bad_space_files_are_named(tmp_path, data, message):
     with pytest.raises(dse.DseError, match="space .*" + message.replace("(", r"\(")
@@ -90,6 +99,76 @@ def test_sweep_measures_on_the_rtl_and_resumes(tmp_path):
     assert again == records and len(seen) == 2             # nothing evaluated twice
     drawn = pareto(records, dse.pareto_front(records), "luts", tmp_path / "p.png")
     assert len(drawn["points"]) == 2 and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_space_reads_are_bounded():
+    with pytest.raises(dse.DseError, match=r"space /dev/zero: larger than 1048576 bytes, not a "
+                                           r"space file"):
+        dse.load_space("/dev/zero")
+
+
+def _fake_evaluation(failing):
+    """`dse.evaluate_config` without the RTL or synthesis: configs named in ``failing``
+    fail, the others get a cycle count and an area; each call is counted in a file."""
+    def evaluate(config, workloads, space, area=None):
+        with open(COUNT_FILE, "a") as file:
+            file.write(config.name + "\n")
+        record = {"config": config.to_dict(), "config_hash": config.hash,
+                  "design": dse.verilog_digest(config), "schedules": space.schedules,
+                  "layers": {}, "error": None}
+        if config.name in failing:
+            return {**record, "error": "DseError: small: boom"}
+        area = fake_area(config)
+        return {**record, "cycles": 1000 * config.block_out, "area": area,
+                "fmax_mhz": area["fmax_mhz"], "clock_mhz": area["fmax_mhz"],
+                "time_s": config.block_out / area["fmax_mhz"] * 1e-3}
+    return evaluate
+
+
+COUNT_FILE = "evaluated.txt"
+
+
+def test_a_failed_config_fails_the_sweep_and_is_evaluated_again_on_resume(tmp_path,
+                                                                          monkeypatch):
+    from vdla.cli.main import cli
+    from tests.cli.click_runner import invoke
+    monkeypatch.chdir(tmp_path)
+    space = _write(tmp_path, {"configs": ["tiny", "odd"]})
+    monkeypatch.setattr(dse, "evaluate_config", _fake_evaluation({"tiny", "odd"}))
+    result = invoke(cli, ["dse", "--space", space, "--layers", "C2"])
+    assert result.exit_code == 1
+    assert "wrote dse.json\n" in result.output and "dse.png" not in result.output
+    assert result.output.endswith("Error: 2 of 2 configuration(s) failed (tiny, odd): see "
+                                  "dse.jsonl; --resume evaluates them again\n")
+    assert not (tmp_path / "dse.png").exists()
+    assert json.loads((tmp_path / "dse.json").read_text())["front"] == []
+    monkeypatch.setattr(dse, "evaluate_config", _fake_evaluation({"odd"}))
+    result = invoke(cli, ["dse", "--space", space, "--layers", "C2", "--resume"])
+    assert result.exit_code == 1 and "1 of 2 configuration(s) failed (odd)" in result.output
+    assert "wrote dse.json, dse.png" in result.output and (tmp_path / "dse.png").exists()
+    monkeypatch.setattr(dse, "evaluate_config", _fake_evaluation(set()))
+    result = invoke(cli, ["dse", "--space", space, "--layers", "C2", "--resume"])
+    assert result.exit_code == 0, result.output
+    # each failure was evaluated again, a success never
+    assert (tmp_path / COUNT_FILE).read_text().split() == ["tiny", "odd", "tiny", "odd", "odd"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"time_s": float("nan")}, r"dse.jsonl:1: DSE record: time_s nan: expected a finite "
+                               r"number, 0 or more"),
+    ({"cycles": "many"}, r"dse.jsonl:1: DSE record: cycles 'many': expected an integer"),
+    ({"design": None}, r"dse.jsonl:1: DSE record: design None: expected a string"),
+])
+def test_a_damaged_dse_record_is_refused_naming_it(tmp_path, monkeypatch, change, message):
+    monkeypatch.chdir(tmp_path)
+    config = PRESETS["tiny"]
+    space = dse.load_space(_write(tmp_path, {"configs": ["tiny"]}))
+    record = {**_fake_evaluation(set())(config, WORKLOADS, space), "name": "tiny",
+              "workloads": ["small"], **change}
+    log = tmp_path / "dse.jsonl"
+    log.write_text(json.dumps(record) + "\n")
+    with pytest.raises(dse.DseError, match=message):
+        dse.run_dse(space, WORKLOADS, log=log, resume=True, area=fake_area)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -62,3 +62,60 @@ def test_bad_requests_are_named(monkeypatch):
     executor = make_executor(1)
     assert isinstance(executor, concurrent.futures.ProcessPoolExecutor)
     executor.shutdown()
+
+
+def _children(pid):
+    """Processes whose parent is ``pid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    fields = file.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid):
+    """Running (a zombie nobody reaped has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            return file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_tune_takes_its_workers_with_it(tmp_path):
+    """``kill -9`` of ``vdla tune -j 2``: no worker outlives it (they used to wait on
+    their pipe for ever, parent 1)."""
+    import signal
+    import subprocess
+    import time
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vdla", "tune", "dense", "--in-features", "64",
+         "--out-features", "64", "--target", "cpu", "--tuner", "random", "--trials", "500",
+         "-j", "2", "--log", tmp_path / "t.jsonl"], cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = []
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+            workers = [pid for pid in _children(process.pid) if _alive(pid)]
+        assert len(workers) >= 2, "the tuner never started its two workers"
+        process.kill()
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)]
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -51,7 +51,9 @@ def test_run_on_the_simulated_board_reports_time_at_the_given_clock(conv):
     (["--sim", "board", "--port", "/nonexistent/tty"], "cannot open serial port /nonexistent/tty"),
     (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port and --baud are for --sim board "
                                                   "(got --sim fsim)"),
-    (["--clock-mhz", "0"], "Invalid value for '--clock-mhz'"),
+    (["--clock-mhz", "0"], "--clock-mhz: must be positive, got 0"),
+    (["--clock-mhz", "nan"], "--clock-mhz: expected a finite number, got nan"),
+    (["--clock-mhz", "-inf"], "--clock-mhz: expected a finite number, got -inf"),
 ])
 def test_run_board_errors(conv, extra, message):
     path, args, _, _ = conv

@@ -49,6 +49,13 @@ def test_default_matches_vta_buffers():
     ({"registered_control": 2}, "registered_control: must be 0 or 1, got 2"),
     ({"registered_load_data": 2}, "registered_load_data: must be 0 or 1, got 2"),
     ({"registered_load_data": 1}, "registered_load_data: needs registered_load_walk"),
+    # Valid shapes Amaranth cannot elaborate (an AssertionError inside it, before).
+    ({"block_in": 128, "block_out": 128},
+     r"block_out x block_in: one wgt SRAM entry \(128x128 x 8 bits\) is 131,072 bits wide, "
+     r"more than the 65,535 bits Amaranth allows in one signal"),
+    ({"block_in": 128, "block_out": 64}, r"one wgt SRAM entry \(64x128 x 8 bits\) is 65,536"),
+    ({"batch": 64, "block_in": 4, "block_out": 32},
+     r"batch x block_out: one acc SRAM entry \(64x32 x 32 bits\) is 65,536 bits wide"),
     ({"registered_dispatch": 1, "cmd_queue_depth": 0, "fetch_buffer_depth": 1,
       "dram_bus_bits": 128},
      r"registered_dispatch: needs a bus of 10 to 64 bits .* got dram_bus_bits 128"),

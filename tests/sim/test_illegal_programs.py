@@ -91,3 +91,26 @@ def test_work_past_the_limit_is_refused_before_it_runs():
                                              r"the limit of 10"):
         FunctionalSimulator(config, max_uop_executions=10).run(
             program.dram.copy(), program.insn_offset, program.insn_count)
+
+
+def test_long_walks_report_progress():
+    """fsim and the checker tell how far a long run is (a program near the work limit
+    runs for minutes), ending at the work `uop_executions` counts up front."""
+    from vdla.sim.checker import ProgramChecker, uop_executions
+    config = PRESETS["tiny"]
+    program = generate(config, 3)
+    simulated, checked = [], []
+    FunctionalSimulator(config, progress=simulated.append, progress_every=0).run(
+        program.dram.copy(), program.insn_offset, program.insn_count)
+    checker = ProgramChecker(config, program.dram, progress=checked.append, progress_every=0)
+    checker.fetch(program.insn_offset, program.insn_count)
+    checker.execute()
+    total = uop_executions(checker.instructions)
+    assert total > 0 and simulated and len(checked) == len(simulated)
+    assert simulated[-1] == f"fsim: {total:,} of {total:,} micro-op executions (100 %)"
+    assert checked[-1] == (f"checking the program: {total:,} of {total:,} micro-op "
+                           "executions (100 %)")
+    quiet = []
+    FunctionalSimulator(config, progress=quiet.append).run(
+        program.dram.copy(), program.insn_offset, program.insn_count)
+    assert quiet == []                      # a short run says nothing

@@ -3,6 +3,7 @@ kill -9 and resume, applying the best trial, one-line errors."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -89,3 +90,37 @@ def test_tune_refuses_an_unknown_target():
                                       "--log", os.devnull])
     assert result.exit_code == 1
     assert "unknown target 'gpu' (available: accel" in result.output
+
+
+def _logged(tmp_path, **change):
+    """A log of one good trial of LAYER on tiny (the default schedule), changed."""
+    from vdla.compiler import Conv2d, default_schedule
+    from vdla.hw.config import PRESETS
+    from vdla.tune.log import make_record
+    from vdla.tune.target import Measurement
+    op = Conv2d(1, 8, 8, 6, 6, kernel=3, padding=1, bias=True)
+    record = make_record("accel", op, PRESETS["tiny"], default_schedule(op, PRESETS["tiny"]),
+                         Measurement(100.0, True))
+    log = tmp_path / "tune.jsonl"
+    log.write_text(json.dumps({**record, **change}) + "\n")
+    return log
+
+
+@pytest.mark.parametrize("change, message", [
+    ({}, None),
+    # measured on other Verilog for the same config: not this hardware's cycles
+    ({"design": "0123abcd"}, r"no correct trial of conv2d 1x8x6x6 -> 8 .* on config 'tiny' "
+                             r"\(hash \w+, design \w+\) in the log"),
+    ({"cost": "12"}, r":1: tuning record: cost '12': expected a finite number, 0 or more"),
+    ({"cost": float("nan")}, r":1: tuning record: cost nan: expected a finite number"),
+    ({"workload": 3}, r":1: tuning record: workload 3: expected a string"),
+])
+def test_compile_tuned_takes_only_sound_records_of_this_design(tmp_path, change, message):
+    log = _logged(tmp_path, **change)
+    result = CliRunner().invoke(cli, ["compile", *LAYER, "--tuned", log, "-o",
+                                      tmp_path / "x.vdla"])
+    if message is None:
+        assert result.exit_code == 0, result.output
+        return
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert re.search(message, result.output), result.output

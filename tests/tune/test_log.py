@@ -9,12 +9,13 @@ import pytest
 from vdla.compiler import Conv2d, Schedule
 from vdla.hw.config import PRESETS
 from vdla.tune import TuneError, TuneLog, best_record, read_log, tune
-from vdla.tune.log import make_record
+from vdla.tune.log import make_record, read_jsonl
 from vdla.tune.target import Measurement
 import tests.tune.fake_target  # noqa: F401  (registers the "fake" target)
 
 OP = Conv2d(1, 16, 24, 10, 10, kernel=3, padding=1, bias=True)
 CONFIG = PRESETS["tiny"]
+MISSING = object()
 
 
 def _record(cost, **schedule):
@@ -45,9 +46,58 @@ def test_records_round_trip_and_a_torn_last_line_is_skipped(tmp_path):
 
 def test_best_record_matches_workload_and_hardware(tmp_path):
     records = [_record(100.0, tile_h=2), _record(None, tile_h=3), _record(90.0, tile_h=5)]
-    assert best_record(records, OP, CONFIG)["schedule"]["tile_h"] == 5
-    assert best_record(records, OP, PRESETS["odd"]) is None
-    assert best_record(records, Conv2d(1, 16, 24, 10, 10, kernel=3, padding=1), CONFIG) is None
+    design = records[0]["design"]
+    assert best_record(records, OP, CONFIG, "accel", design)["schedule"]["tile_h"] == 5
+    assert best_record(records, OP, PRESETS["odd"], "accel", design) is None
+    assert best_record(records, Conv2d(1, 16, 24, 10, 10, kernel=3, padding=1), CONFIG,
+                       "accel", design) is None
+    # A record of another design (the config's Verilog changed) measured other hardware.
+    records.append({**_record(10.0, tile_h=1), "design": "another"})
+    assert best_record(records, OP, CONFIG, "accel", design)["cost"] == 90.0
+    assert best_record(records, OP, CONFIG, "accel", "another")["cost"] == 10.0
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"cost": float("nan")}, r"log.jsonl:2: tuning record: cost nan: expected a finite "
+                             r"number, 0 or more"),
+    ({"cost": float("inf")}, r"cost inf: expected a finite number"),
+    ({"cost": -5.0}, r"cost -5.0: expected a finite number, 0 or more"),
+    ({"cost": "12"}, r"log.jsonl:2: tuning record: cost '12': expected a finite number"),
+    ({"cost": True}, r"cost True: expected a finite number"),
+    ({"workload": MISSING}, r"log.jsonl:2: tuning record: no 'workload' field"),
+    ({"correct": "yes"}, r"correct 'yes': expected true or false"),
+    ({"cost": None}, r"log.jsonl:2: tuning record: a correct trial without a cost"),
+    ({"version": 7}, r"log.jsonl:2: tuning record has log version 7, expected 1"),
+])
+def test_a_record_no_measurement_gives_is_refused_naming_it(tmp_path, change, message):
+    path = tmp_path / "log.jsonl"
+    record = {key: value for key, value in {**_record(90.0, tile_h=5), **change}.items()
+              if value is not MISSING}
+    path.write_text(json.dumps(_record(100.0, tile_h=2)) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(TuneError, match=message):
+        read_log(path)
+
+
+def test_a_trial_logged_twice_counts_once(tmp_path):
+    path = tmp_path / "log.jsonl"
+    first, second = _record(100.0, tile_h=2), _record(90.0, tile_h=5)
+    path.write_text("".join(json.dumps(r) + "\n" for r in (first, second, first, first)))
+    with pytest.warns(UserWarning, match=r"log.jsonl: 2 trial\(s\) logged more than once "
+                                         r"count once \(the first\)"):
+        assert read_log(path) == [first, second]
+
+
+def test_reads_are_bounded(tmp_path):
+    with pytest.raises(TuneError, match=r"tuning record log /dev/zero:1: a line longer than "
+                                        r"1048576 bytes, not a tuning record log file"):
+        read_log("/dev/zero")
+    path = tmp_path / "log.jsonl"
+    path.write_text((json.dumps(_record(100.0, tile_h=2)) + "\n") * 40)
+    with pytest.raises(TuneError, match=r"tuning record log .*log.jsonl: larger than 4096 "
+                                        r"bytes, not a tuning record log file"):
+        read_jsonl(path, limit=4096)
+    with pytest.raises(TuneError, match=r"cannot read tuning record log .*: it is a directory"):
+        read_log(tmp_path)
 
 
 def test_resume_continues_without_repeating(tmp_path):
@@ -69,3 +119,9 @@ def _inline_pool():
     import concurrent.futures
     from vdla.bench.executor import Pool
     return Pool(executor=concurrent.futures.ThreadPoolExecutor(1))
+
+
+def test_a_record_no_log_could_hold_is_never_made():
+    with pytest.raises(TuneError, match=r"a new accel trial of conv2d .*: cost nan: expected a "
+                                        r"finite number, 0 or more"):
+        _record(float("nan"), tile_h=2)

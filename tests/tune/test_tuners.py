@@ -155,6 +155,9 @@ def test_transfer_warm_starts_the_model_from_another_workload(tmp_path):
     op = Conv2d(1, 32, 48, 14, 14, kernel=3, padding=1)
     groups = transfer_data(records, "fake", exclude=workload_key(op) + CONFIG.hash)
     assert len(groups) == 1 and len(groups[0][1]) == 40
+    # trials of another design (the config's Verilog since changed) teach nothing
+    stale = [{**record, "design": "stale"} for record in records]
+    assert transfer_data(stale, "fake", exclude=workload_key(op) + CONFIG.hash) == []
     space = schedule_space(op, CONFIG)
     class NoPrior(type(get_target("fake"))):
         prior_feature = None                # without transfer: a random first batch
