@@ -50,7 +50,7 @@ from vdla.bench.onnx_peers import PEERS as ORT_PEERS
 from vdla.bench.timing import Summary, run_blocks, summarise
 from vdla.compiler.workloads import RESNET18, Workload
 
-__all__ = ["Column", "CheckError", "run_comparison", "timed_names", "format_table",
+__all__ = ["Column", "CheckError", "run_comparison", "timed_names", "ratios_of", "format_table",
            "markdown_table", "plot_comparison", "COLUMNS", "TIMED", "INT8_ORT", "NOSPIN",
            "DEFAULT_CLOCK_MHZ", "accel_clock"]
 
@@ -398,8 +398,9 @@ def _machine() -> dict:
             "python": platform.python_version(), "numpy": np.__version__}
 
 
-def _ratios(totals: dict[str, float]) -> dict[str, float]:
-    """The cpu/onnxruntime (and accel/cpu) ratios of the columns' totals present."""
+def ratios_of(totals: dict[str, float]) -> dict[str, float]:
+    """The cpu/onnxruntime (and accel/cpu) ratios of ``totals`` (column name to its
+    total seconds), those whose columns are present."""
     ratios = {}
     for suffix in ("", NOSPIN):
         int8_peers = [totals[name + suffix] for name in INT8_ORT if name + suffix in totals]
@@ -422,7 +423,7 @@ def _ratio_ranges(columns, totals: dict[str, float], workloads) -> dict[str, lis
     counts = {len(values) for values in rounds.values() if values}
     if len(counts) != 1:
         return {}
-    per_round = [_ratios({name: rounds[name][r] if rounds[name] else total
+    per_round = [ratios_of({name: rounds[name][r] if rounds[name] else total
                           for name, total in totals.items()})
                  for r in range(counts.pop())]
     return {name: [min(ratios[name] for ratios in per_round),
@@ -449,7 +450,7 @@ def _report(columns, workloads, config, clock_mhz, settings) -> dict:
                              "block_medians": timings(c, "block_medians"),
                              "round_totals": c.round_totals(workloads)}
                     for c in columns},
-        "ratios": _ratios(measured),
+        "ratios": ratios_of(measured),
         "ratio_ranges": _ratio_ranges(columns, measured, workloads),
     }
 

@@ -3,31 +3,69 @@
 Usage::
 
     python benchmarks/compare.py [--config default] [--clock-mhz 100] [--threads 2]
-                                 [--repeats 30]
+                                 [--repeats 5] [--calls 10] [--warmup 2] [--layers C2,C5]
+                                 [--alone]
 
-Runs `vdla.bench.compare.run_comparison` (every output checked against numpy),
+Runs `vdla.bench.compare.run_comparison` (every output checked against numpy;
+each implementation timed in blocks of its own, rounds in random order),
 prints the table and the ratios against issue 10's targets (cpu int8 total at
 most 1.5x onnxruntime's best int8 total and below its fp32 total; cpu fp32
-within 1.25x onnxruntime fp32), the table as Markdown (for README), and writes ``benchmarks/results/compare_cpu.json``
-and ``benchmarks/results/compare_cpu.png``. Wall-clock figures: the machine's
-load average is recorded with them.
+within 1.25x onnxruntime fp32), the table as Markdown (for README), and
+writes ``benchmarks/results/compare_cpu.json`` and ``compare_cpu.png``.
+
+``--alone`` then times each CPU implementation alone, in a fresh process of
+its own (the same blocks, nothing else timed in it), and prints each ratio
+from both measurements with their difference: the check of issue 24 that
+the shared run's ratios agree with the lone runs' within 10 %. Wall-clock
+figures: the machine's load average is recorded with them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from vdla.bench.compare import (format_table, markdown_table, plot_comparison,
+from vdla.bench.compare import (format_table, markdown_table, plot_comparison, ratios_of,
                                 run_comparison)
+from vdla.compiler.workloads import RESNET18
 from vdla.hw.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 # ratio name -> the largest value that meets the target
 TARGETS = {"cpu int8 / ort best int8": 1.5, "cpu int8 / ort fp32": 1.0, "cpu fp32 / ort fp32": 1.25}
+# How far the shared run's ratios may be from the lone runs' (issue 24).
+AGREEMENT = 0.10
+
+
+def _progress(message: str) -> None:
+    print(f"\r{message:<48}", end="", file=sys.stderr)
+
+
+def alone(report: dict, config, settings: dict) -> dict:
+    """Each measured CPU implementation of ``report`` timed alone in a fresh process:
+    its totals, the ratios from them, and each ratio's difference from the report's."""
+    names = [name for name in report["columns"]
+             if name != "accel" and not report["columns"][name]["missing"]]
+    totals = {}
+    if "accel" in report["columns"]:
+        totals["accel"] = report["columns"]["accel"]["total_seconds"]
+    for name in names:
+        _progress(f"alone: {name}")
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(1, mp_context=spawn) as process:
+            lone = process.submit(run_comparison, config, ("cpu",), only=[name],
+                                  **settings).result()
+        totals[name] = lone["columns"][name]["total_seconds"]
+    ratios = ratios_of(totals)
+    difference = {name: report["ratios"][name] / value - 1 for name, value in ratios.items()}
+    return {"totals": totals, "ratios": ratios, "difference": difference,
+            "agree_within": AGREEMENT,
+            "agree": {name: abs(value) <= AGREEMENT for name, value in difference.items()}}
 
 
 def main() -> int:
@@ -36,15 +74,26 @@ def main() -> int:
     parser.add_argument("--clock-mhz", type=float, default=None,
                         help="default: the config's Fmax if known, else 100 MHz")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds of blocks")
+    parser.add_argument("--calls", type=int, default=10, help="timed calls per block")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls per block")
+    parser.add_argument("--layers", default=None, help="e.g. C2,C5 (default: C2-C11)")
+    parser.add_argument("--alone", action="store_true",
+                        help="then time each implementation alone and compare the ratios")
     parser.add_argument("--output", default=str(RESULTS / "compare_cpu.json"))
     parser.add_argument("--plot", default=str(RESULTS / "compare_cpu.png"))
     args = parser.parse_args()
-    report = run_comparison(load_config(args.config), ("accel", "cpu"), args.clock_mhz,
-                            args.threads, args.repeats,
-                            progress=lambda message: print(f"\r{message:<40}", end="",
-                                                           file=sys.stderr))
-    print("\r" + " " * 41 + "\r", end="", file=sys.stderr)
+    config = load_config(args.config)
+    layers = args.layers.split(",") if args.layers else [w.name for w in RESNET18]
+    if not set(layers) <= {w.name for w in RESNET18}:
+        parser.error(f"--layers {args.layers}: not all of {', '.join(w.name for w in RESNET18)}")
+    settings = {"threads": args.threads, "repeats": args.repeats, "calls": args.calls,
+                "warmup": args.warmup, "workloads": [w for w in RESNET18 if w.name in layers]}
+    report = run_comparison(config, ("accel", "cpu"), args.clock_mhz, progress=_progress,
+                            **settings)
+    if args.alone:
+        report["alone"] = alone(report, config, settings)
+    print("\r" + " " * 49 + "\r", end="", file=sys.stderr)
     report["command"] = "python benchmarks/compare.py " + " ".join(sys.argv[1:])
     report["targets_met"] = {name: report["ratios"][name] <= limit
                              for name, limit in TARGETS.items() if name in report["ratios"]}
@@ -54,6 +103,13 @@ def main() -> int:
         print(f"target {name} <= {TARGETS[name]}: {'met' if met else 'NOT met'} "
               f"({report['ratios'][name]:.2f})")
     print("\n".join(markdown_table(report)))
+    if args.alone:
+        print(f"ratio: this run (blocks) / each implementation alone (difference; agree "
+              f"within {AGREEMENT:.0%})")
+        for name, value in report["alone"]["ratios"].items():
+            print(f"{name}: {report['ratios'][name]:.3f} / {value:.3f} "
+                  f"({report['alone']['difference'][name]:+.1%}, "
+                  f"{'agree' if report['alone']['agree'][name] else 'DIFFER'})")
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     plot_comparison(report, args.plot)
     print(f"wrote {args.output} and {args.plot}")
