@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/compare.py [--config default] [--clock-mhz 100] [--threads 2]
                                  [--repeats 5] [--calls 10] [--warmup 2] [--layers C2,C5]
-                                 [--alone]
+                                 [--alone [PASSES]]
 
 Runs `vdla.bench.compare.run_comparison` (every output checked against numpy;
 each implementation timed in blocks of its own, rounds in random order),
@@ -13,10 +13,12 @@ most 1.5x onnxruntime's best int8 total and below its fp32 total; cpu fp32
 within 1.25x onnxruntime fp32), the table as Markdown (for README), and
 writes ``benchmarks/results/compare_cpu.json`` and ``compare_cpu.png``.
 
-``--alone`` then times each CPU implementation alone, in a fresh process of
-its own (the same blocks, nothing else timed in it), and prints each ratio
-from both measurements with their difference: the check of issue 24 that
-the shared run's ratios agree with the lone runs' within 10 %. Wall-clock
+``--alone [PASSES]`` then times each CPU implementation alone, in a fresh
+process of its own (the same blocks, nothing else timed in it), PASSES times
+in random order, and prints each ratio from both measurements (the lone
+one from the median totals, with its range over the passes) and their
+difference: the check of issue 24 that the shared run's ratios agree with
+the lone runs' within 10 %. Wall-clock
 figures: the machine's load average is recorded with them.
 """
 
@@ -25,6 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import random
+import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -46,25 +50,36 @@ def _progress(message: str) -> None:
     print(f"\r{message:<48}", end="", file=sys.stderr)
 
 
-def alone(report: dict, config, settings: dict) -> dict:
-    """Each measured CPU implementation of ``report`` timed alone in a fresh process:
-    its totals, the ratios from them, and each ratio's difference from the report's."""
+def alone(report: dict, config, settings: dict, passes: int) -> dict:
+    """Each measured CPU implementation of ``report`` timed alone in a fresh process,
+    ``passes`` times (implementations in a random order each pass): the median totals,
+    the ratios from them with their range over the passes, and each ratio's
+    difference from the report's."""
     names = [name for name in report["columns"]
              if name != "accel" and not report["columns"][name]["missing"]]
-    totals = {}
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    order = random.Random(report["seed"])
+    spawn = multiprocessing.get_context("spawn")
+    for number in range(passes):
+        order.shuffle(names)
+        for name in names:
+            _progress(f"alone, pass {number + 1}/{passes}: {name}")
+            with ProcessPoolExecutor(1, mp_context=spawn) as process:
+                lone = process.submit(run_comparison, config, ("cpu",), only=[name],
+                                      **settings).result()
+            runs[name].append(lone["columns"][name]["total_seconds"])
+    fixed = {}
     if "accel" in report["columns"]:
-        totals["accel"] = report["columns"]["accel"]["total_seconds"]
-    for name in names:
-        _progress(f"alone: {name}")
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(1, mp_context=spawn) as process:
-            lone = process.submit(run_comparison, config, ("cpu",), only=[name],
-                                  **settings).result()
-        totals[name] = lone["columns"][name]["total_seconds"]
+        fixed["accel"] = report["columns"]["accel"]["total_seconds"]
+    totals = {**fixed, **{name: statistics.median(values) for name, values in runs.items()}}
     ratios = ratios_of(totals)
+    per_pass = [ratios_of({**fixed, **{name: values[number] for name, values in runs.items()}})
+                for number in range(passes)]
     difference = {name: report["ratios"][name] / value - 1 for name, value in ratios.items()}
-    return {"totals": totals, "ratios": ratios, "difference": difference,
-            "agree_within": AGREEMENT,
+    return {"passes": passes, "totals": totals, "pass_totals": runs, "ratios": ratios,
+            "ratio_ranges": {name: [min(r[name] for r in per_pass), max(r[name] for r in per_pass)]
+                             for name in ratios},
+            "difference": difference, "agree_within": AGREEMENT,
             "agree": {name: abs(value) <= AGREEMENT for name, value in difference.items()}}
 
 
@@ -78,8 +93,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="timed calls per block")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per block")
     parser.add_argument("--layers", default=None, help="e.g. C2,C5 (default: C2-C11)")
-    parser.add_argument("--alone", action="store_true",
-                        help="then time each implementation alone and compare the ratios")
+    parser.add_argument("--alone", type=int, nargs="?", const=1, default=0, metavar="PASSES",
+                        help="then time each implementation alone (in PASSES passes, "
+                             "default 1) and compare the ratios")
     parser.add_argument("--output", default=str(RESULTS / "compare_cpu.json"))
     parser.add_argument("--plot", default=str(RESULTS / "compare_cpu.png"))
     args = parser.parse_args()
@@ -92,7 +108,7 @@ def main() -> int:
     report = run_comparison(config, ("accel", "cpu"), args.clock_mhz, progress=_progress,
                             **settings)
     if args.alone:
-        report["alone"] = alone(report, config, settings)
+        report["alone"] = alone(report, config, settings, args.alone)
     print("\r" + " " * 49 + "\r", end="", file=sys.stderr)
     report["command"] = "python benchmarks/compare.py " + " ".join(sys.argv[1:])
     report["targets_met"] = {name: report["ratios"][name] <= limit
@@ -104,12 +120,15 @@ def main() -> int:
               f"({report['ratios'][name]:.2f})")
     print("\n".join(markdown_table(report)))
     if args.alone:
-        print(f"ratio: this run (blocks) / each implementation alone (difference; agree "
-              f"within {AGREEMENT:.0%})")
-        for name, value in report["alone"]["ratios"].items():
-            print(f"{name}: {report['ratios'][name]:.3f} / {value:.3f} "
-                  f"({report['alone']['difference'][name]:+.1%}, "
-                  f"{'agree' if report['alone']['agree'][name] else 'DIFFER'})")
+        lone = report["alone"]
+        print(f"ratio: this run (blocks) / each implementation alone, median of "
+              f"{lone['passes']} passes (lowest-highest pass; difference, agree within "
+              f"{AGREEMENT:.0%})")
+        for name, value in lone["ratios"].items():
+            low, high = lone["ratio_ranges"][name]
+            print(f"{name}: {report['ratios'][name]:.3f} / {value:.3f} ({low:.3f}-{high:.3f}; "
+                  f"{lone['difference'][name]:+.1%}, "
+                  f"{'agree' if lone['agree'][name] else 'DIFFER'})")
     Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
     plot_comparison(report, args.plot)
     print(f"wrote {args.output} and {args.plot}")
