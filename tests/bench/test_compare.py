@@ -153,6 +153,21 @@ def test_medians_spreads_round_totals_and_ratios(monkeypatch):
     assert markdown[-1].startswith("| rounds' totals, lowest–highest | | 3.00–9.00 | ")
 
 
+def test_the_plot_draws_the_percentiles_as_whiskers(monkeypatch, tmp_path):
+    from matplotlib import pyplot
+    _, report = fake_run(monkeypatch)
+    drawn, bar = [], pyplot.Axes.bar
+
+    def recorded_bar(self, *args, **kwargs):
+        drawn.append(kwargs)
+        return bar(self, *args, **kwargs)
+    monkeypatch.setattr(pyplot.Axes, "bar", recorded_bar)
+    compare.plot_comparison(report, tmp_path / "compare.png")
+    assert (tmp_path / "compare.png").stat().st_size > 0 and len(drawn) == len(compare.TIMED)
+    low, high = drawn[0]["yerr"]  # cpu int8: median 2 ms, p10 1 ms, p90 3 ms on both layers
+    assert list(low) == pytest.approx([1.0, 1.0]) and list(high) == pytest.approx([1.0, 1.0])
+
+
 def test_only_the_named_implementations_are_timed(monkeypatch):
     log, report = fake_run(monkeypatch, only=["ort fp32 nospin", "cpu fp32"])
     assert set(log) == {"ort fp32 nospin", "cpu fp32"}
