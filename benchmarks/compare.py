@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/compare.py [--config default] [--clock-mhz 100] [--threads 2]
                                  [--repeats 5] [--calls 10] [--warmup 2] [--layers C2,C5]
-                                 [--alone [PASSES]]
+                                 [--only 'cpu fp32,ort fp32'] [--alone [PASSES]]
 
 Runs `vdla.bench.compare.run_comparison` (every output checked against numpy;
 each implementation timed in blocks of its own, rounds in random order),
@@ -93,6 +93,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="timed calls per block")
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per block")
     parser.add_argument("--layers", default=None, help="e.g. C2,C5 (default: C2-C11)")
+    parser.add_argument("--only", default=None,
+                        help="time only these implementations, e.g. 'cpu fp32,ort fp32'")
     parser.add_argument("--alone", type=int, nargs="?", const=1, default=0, metavar="PASSES",
                         help="then time each implementation alone (in PASSES passes, "
                              "default 1) and compare the ratios")
@@ -105,8 +107,9 @@ def main() -> int:
         parser.error(f"--layers {args.layers}: not all of {', '.join(w.name for w in RESNET18)}")
     settings = {"threads": args.threads, "repeats": args.repeats, "calls": args.calls,
                 "warmup": args.warmup, "workloads": [w for w in RESNET18 if w.name in layers]}
+    only = args.only.split(",") if args.only else None
     report = run_comparison(config, ("accel", "cpu"), args.clock_mhz, progress=_progress,
-                            **settings)
+                            only=only, **settings)
     if args.alone:
         report["alone"] = alone(report, config, settings, args.alone)
     print("\r" + " " * 49 + "\r", end="", file=sys.stderr)
