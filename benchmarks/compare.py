@@ -11,7 +11,8 @@ each implementation timed in blocks of its own, rounds in random order),
 prints the table and the ratios against issue 10's targets (cpu int8 total at
 most 1.5x onnxruntime's best int8 total and below its fp32 total; cpu fp32
 within 1.25x onnxruntime fp32), the table as Markdown (for README), and
-writes ``benchmarks/results/compare_cpu.json`` and ``compare_cpu.png``.
+writes ``benchmarks/results/compare_cpu.json`` and ``compare_cpu.png`` (``--output``,
+``--plot``).
 
 ``--alone [PASSES]`` then times each CPU implementation alone, in a fresh
 process of its own (the same blocks, nothing else timed in it), PASSES times
@@ -99,8 +100,9 @@ def main() -> int:
                         help="then time each implementation alone (in PASSES passes, "
                              "default 1) and compare the ratios")
     parser.add_argument("--output", default=str(RESULTS / "compare_cpu.json"))
-    parser.add_argument("--plot", default=str(RESULTS / "compare_cpu.png"))
+    parser.add_argument("--plot", default=None, help="default: --output's name with .png")
     args = parser.parse_args()
+    args.plot = args.plot or str(Path(args.output).with_suffix(".png"))
     config = load_config(args.config)
     layers = args.layers.split(",") if args.layers else [w.name for w in RESNET18]
     if not set(layers) <= {w.name for w in RESNET18}:
