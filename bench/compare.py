@@ -17,13 +17,21 @@ Columns (per layer, and in total weighted by each layer's ``uses``):
 - with target ``gpu``: the gpu target and PyTorch cuDNN on the CUDA device,
   at batch 1 and 8 (`bench.gpu_compare`), or "not measured (no CUDA device)".
 
-Times are medians of ``repeats`` calls after one checked warm-up call, taken
-round-robin (each repeat calls every implementation of the layer once), so a
-change in the machine's load touches all columns alike (numpy's own loop comes
-after, as its BLAS threads spin on after each call). onnxruntime's idle
-threads do not spin (``session.intra_op.allow_spinning=0``) and the cpu
-target's sleep after ~50 us (`compiler.cpu` ``pool.c``): on a machine whose
-cores other processes share, spinning threads steal them.
+Each timed implementation is measured in blocks of its own (`bench.timing`):
+per layer, ``repeats`` rounds, each running every implementation's block
+(``warmup`` untimed calls, then ``calls`` timed calls) once, in a random
+order drawn from ``seed``; its first call, before any block, is checked
+against numpy. A layer's time is the median of all its timed calls, with
+the 10th-90th percentiles; a total (x uses) is the sum of the layer medians,
+its spread the lowest and highest of the round totals (round r's total adds
+each layer's r-th block median). Ratios come from the median totals, their
+ranges from the round totals of the same round. numpy's blocks run after the
+others': its BLAS threads spin on after each call and would slow the next
+block. onnxruntime runs twice: in its default thread pool (``ort ...``, idle
+threads spin for the next job) and with ``session.intra_op.allow_spinning=0``
+(``ort ... nospin``); the cpu target's idle threads sleep after ~50 us
+(`compiler.cpu` ``pool.c``). Spinning wins alone and loses when other
+processes share the cores, so both are reported.
 """
 
 from __future__ import annotations
@@ -31,17 +39,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-import statistics
-import time
+import random
 from typing import Callable, Sequence
 
 import numpy as np
 
 from vdla.bench.gpu_compare import GPU_COLUMNS, gpu_columns
+from vdla.bench import onnx_peers
+from vdla.bench.onnx_peers import PEERS as ORT_PEERS
+from vdla.bench.timing import Summary, run_blocks, summarise
 from vdla.compiler.workloads import RESNET18, Workload
 
-__all__ = ["Column", "CheckError", "run_comparison", "format_table", "markdown_table",
-           "plot_comparison", "COLUMNS", "INT8_ORT", "DEFAULT_CLOCK_MHZ", "accel_clock"]
+__all__ = ["Column", "CheckError", "run_comparison", "timed_names", "ratios_of", "format_table",
+           "markdown_table", "plot_comparison", "COLUMNS", "TIMED", "INT8_ORT", "NOSPIN",
+           "DEFAULT_CLOCK_MHZ", "accel_clock"]
 
 # VTA's published PYNQ (Zynq-7020) clock: the accelerator's clock where neither
 # --clock-mhz nor a synthesis report of the config gives one (`accel_clock`).
@@ -58,25 +69,42 @@ def accel_clock(config, clock_mhz: float | None = None) -> tuple[float, str]:
         return known
     return DEFAULT_CLOCK_MHZ, (f"nominal {DEFAULT_CLOCK_MHZ:g} MHz (VTA's PYNQ clock): no "
                                f"Fmax of config {config.name} known (vdla hw synth)")
-COLUMNS = ("accel", "cpu int8", "cpu fp32", "ort fp32", "ort qlinear u8", "ort qlinear s8",
-           "ort convinteger", "numpy fp32") + GPU_COLUMNS
+# The suffix of onnxruntime's columns with its intra-op spinning off.
+NOSPIN = " nospin"
+# The implementations timed on this CPU, in the tables' order.
+TIMED = ("cpu int8", "cpu fp32", *ORT_PEERS, *(peer + NOSPIN for peer in ORT_PEERS),
+         "numpy fp32")
+COLUMNS = ("accel", *TIMED) + GPU_COLUMNS
 INT8_ORT = ("ort qlinear u8", "ort qlinear s8", "ort convinteger")
 
 
 @dataclasses.dataclass
 class Column:
-    """One implementation's seconds per layer, or why it was not measured."""
+    """One implementation's seconds per layer (medians), or why it was not measured.
+
+    ``timings`` holds, per layer, the `bench.timing.Summary` of its blocks
+    (empty for the accelerator's computed cycles and the GPU's event times).
+    """
 
     name: str
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     checked: dict[str, str] = dataclasses.field(default_factory=dict)
     note: str = ""
     missing: str | None = None
+    timings: dict[str, Summary] = dataclasses.field(default_factory=dict)
 
     def total(self, workloads: Sequence[Workload]) -> float | None:
         if self.missing or any(w.name not in self.seconds for w in workloads):
             return None
         return sum(self.seconds[w.name] * w.uses for w in workloads)
+
+    def round_totals(self, workloads: Sequence[Workload]) -> list[float] | None:
+        """Round r's total: each layer's r-th block median x uses, summed."""
+        if self.missing or any(w.name not in self.timings for w in workloads):
+            return None
+        blocks = [self.timings[w.name].block_medians for w in workloads]
+        return [sum(medians[r] * w.uses for medians, w in zip(blocks, workloads))
+                for r in range(min(map(len, blocks)))]
 
 
 class CheckError(AssertionError):
@@ -157,13 +185,14 @@ def _close(out: np.ndarray, reference: np.ndarray) -> bool:
     return bool(np.abs(out.astype(np.float64) - reference).max() <= 1e-5 * scale)
 
 
-def _ort_missing() -> str | None:
+def _ort_version() -> tuple[str | None, str | None]:
+    """onnxruntime's version, or why its columns are not measured."""
     try:
         import onnx  # noqa: F401
-        import onnxruntime  # noqa: F401
+        import onnxruntime
     except ImportError as error:
-        return f"not measured: {error.name} is not installed (pip install 'vdla[compare]')"
-    return None
+        return None, f"not measured: {error.name} is not installed (pip install 'vdla[compare]')"
+    return onnxruntime.__version__, None
 
 
 def _numpy_calls(workload: Workload, inputs) -> Timed:
@@ -172,25 +201,45 @@ def _numpy_calls(workload: Workload, inputs) -> Timed:
     return _im2col_conv(workload.op, _as_float(inputs)), check
 
 
-def _timed_columns(workloads, targets, threads, repeats, inputs, references,
-                   progress) -> list[Column]:
-    """Every timed column, measured round-robin per layer.
+def timed_names(targets: Sequence[str], only: Sequence[str] | None = None) -> list[str]:
+    """The implementations timed on this CPU for ``targets``, all or those in ``only``.
 
-    Each repeat calls every implementation once in turn, so a change in the
-    machine's load during the run touches every column alike.
+    Raises
+    ------
+    ValueError
+        When ``only`` is empty, names an unknown implementation, or a cpu
+        target column without ``"cpu"`` in ``targets``.
     """
-    names = ((["cpu int8", "cpu fp32"] if "cpu" in targets else [])
-             + ["ort fp32", *INT8_ORT, "numpy fp32"])
-    missing = _ort_missing()
+    names = [name for name in TIMED if "cpu" in targets or not name.startswith("cpu ")]
+    if only is None:
+        return names
+    if not only:
+        raise ValueError("no implementation named")
+    for name in only:
+        if name not in TIMED:
+            raise ValueError(f"unknown implementation {name!r} (known: {', '.join(TIMED)})")
+        if name not in names:
+            raise ValueError(f"implementation {name!r} needs target cpu")
+    return [name for name in names if name in only]
+
+
+def _timed_columns(workloads, names, threads, timing, inputs, references,
+                   progress) -> list[Column]:
+    """The columns ``names``, each layer's implementations timed in blocks (`bench.timing`).
+
+    ``timing`` is ``(warmup, calls, repeats, order)`` of `run_blocks`.
+    """
+    version, missing = _ort_version()
     columns = {name: Column(name, missing=missing if name.startswith("ort") else None)
                for name in names}
-    if missing is None:
-        import onnxruntime
-        from vdla.bench import onnx_peers
-        for name in names:
-            if name.startswith("ort"):
-                columns[name].note = f"onnxruntime {onnxruntime.__version__}, {threads} threads"
-    columns["numpy fp32"].note = f"numpy {np.__version__} im2col + matmul, its BLAS's threads"
+    for name in names:
+        if name.startswith("ort"):
+            spinning = "off" if name.endswith(NOSPIN) else "on (onnxruntime's default)"
+            columns[name].note = (f"onnxruntime {version}, {threads} threads, "
+                                  f"intra-op spinning {spinning}")
+    if "numpy fp32" in columns:
+        columns["numpy fp32"].note = f"numpy {np.__version__} im2col + matmul, its BLAS's threads"
+    warmup, calls_per_block, repeats, order = timing
     for workload in workloads:
         progress(f"{workload.name}: building")
         calls: dict[str, Timed] = {}
@@ -201,26 +250,26 @@ def _timed_columns(workloads, targets, threads, repeats, inputs, references,
                 calls[name], columns[name].note = _cpu_calls(name.split()[1], workload, threads,
                                                              inputs[workload.name])
             elif name.startswith("ort"):
-                calls[name] = onnx_peers.session(name, workload.op, inputs[workload.name],
-                                                 threads)
+                calls[name] = onnx_peers.session(name.removesuffix(NOSPIN), workload.op,
+                                                 inputs[workload.name], threads,
+                                                 spinning=not name.endswith(NOSPIN))
             else:
                 calls[name] = _numpy_calls(workload, inputs[workload.name])
-        times: dict[str, list[float]] = {name: [] for name in calls}
         for name, (call, check) in calls.items():
-            ok, what = check(call(), references[workload.name])  # also the warm-up call
+            ok, what = check(call(), references[workload.name])
             columns[name].checked[workload.name] = _check(name, workload.name, ok, what)
-        # numpy's BLAS threads keep spinning after a call and would slow
-        # whatever runs next, so numpy is timed after the round-robin.
-        rounds = [[name for name in calls if name != "numpy fp32"]] * repeats
-        rounds += [["numpy fp32"]] * repeats
-        for number, names_in_round in enumerate(rounds):
-            progress(f"{workload.name}: round {number + 1}/{len(rounds)}")
-            for name in names_in_round:
-                began = time.perf_counter()
-                calls[name][0]()
-                times[name].append(time.perf_counter() - began)
-        for name, values in times.items():
-            columns[name].seconds[workload.name] = statistics.median(values)
+        # numpy's BLAS threads keep spinning after a call and would slow the
+        # block after numpy's, so numpy's blocks come after the others'.
+        groups = [[name for name in calls if name != "numpy fp32"],
+                  [name for name in calls if name == "numpy fp32"]]
+        for group in filter(None, groups):
+            blocks = run_blocks({name: calls[name][0] for name in group}, warmup,
+                                calls_per_block, repeats, order,
+                                lambda message: progress(f"{workload.name}: {message}"))
+            for name, seconds in blocks.items():
+                summary = summarise(seconds)
+                columns[name].timings[workload.name] = summary
+                columns[name].seconds[workload.name] = summary.median
     return [columns[name] for name in names]
 
 
@@ -248,9 +297,10 @@ def _im2col_conv(op, tensors) -> Callable[[], np.ndarray]:
 
 
 def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
-                   clock_mhz: float | None = None, threads: int = 2, repeats: int = 20,
+                   clock_mhz: float | None = None, threads: int = 2, repeats: int = 5,
                    workloads: Sequence[Workload] = RESNET18, seed: int = 0,
-                   progress: Callable[[str], None] | None = None) -> dict:
+                   progress: Callable[[str], None] | None = None, calls: int = 10,
+                   warmup: int = 2, only: Sequence[str] | None = None) -> dict:
     """Measure every column over ``workloads`` in this process.
 
     Parameters
@@ -265,20 +315,31 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     threads : int
         Threads of the cpu target and onnxruntime.
     repeats : int
-        Timed calls per layer and implementation (median reported).
+        Rounds: how many blocks of each CPU implementation run per layer (and
+        the GPU columns' event-timed samples per layer).
+    seed : int
+        Seeds the layers' inputs and the blocks' order.
+    calls, warmup : int
+        Timed and untimed calls of each block.
+    only : sequence of str, optional
+        Time only these implementations (names in `TIMED`; `timed_names`).
 
     Returns
     -------
     dict
-        JSON-serialisable: machine, settings, per-layer seconds per column,
-        totals (x uses), ratios, and why any column was not measured.
+        JSON-serialisable: machine, settings, per-layer seconds (medians)
+        and spread per column, totals (x uses) with the round totals,
+        ratios with their ranges, and why any column was not measured.
 
     Raises
     ------
     CheckError
         When any implementation's output disagrees with numpy.
+    ValueError
+        When ``only`` names an implementation not measured here (`timed_names`).
     """
     from vdla.compiler.cpu.kernel import reference_fp32
+    names = timed_names(targets, only)
     progress = progress or (lambda message: None)
     clock_mhz, clock_source = accel_clock(config, clock_mhz)
     load_at_start = _load_average()
@@ -293,13 +354,16 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
     if "accel" in targets:
         progress("accel: baseline cycles, fsim check")
         columns.append(_accel_column(workloads, config, clock_mhz, inputs, references))
-    columns += _timed_columns(workloads, targets, threads, repeats, inputs, references, progress)
+    timing = (warmup, calls, repeats, random.Random(seed))
+    columns += _timed_columns(workloads, names, threads, timing, inputs, references, progress)
     gpu = None
     if "gpu" in targets:
         gpu_list, gpu = gpu_columns(workloads, Column, lambda w: _layer_inputs(w, seed), _check,
                                     repeats, progress=progress)
         columns += gpu_list
-    report = _report(columns, workloads, config, clock_mhz, threads, repeats, targets)
+    settings = {"threads": threads, "repeats": repeats, "calls": calls, "warmup": warmup,
+                "seed": seed, "targets": list(targets)}
+    report = _report(columns, workloads, config, clock_mhz, settings)
     report["clock_source"] = clock_source
     if gpu is not None:
         report["gpu"] = gpu
@@ -334,57 +398,98 @@ def _machine() -> dict:
             "python": platform.python_version(), "numpy": np.__version__}
 
 
-def _report(columns, workloads, config, clock_mhz, threads, repeats, targets) -> dict:
+def ratios_of(totals: dict[str, float]) -> dict[str, float]:
+    """The cpu/onnxruntime (and accel/cpu) ratios of ``totals`` (column name to its
+    total seconds), those whose columns are present."""
+    ratios = {}
+    for suffix in ("", NOSPIN):
+        int8_peers = [totals[name + suffix] for name in INT8_ORT if name + suffix in totals]
+        fp32_peer = totals.get("ort fp32" + suffix)
+        if "cpu int8" in totals and int8_peers:
+            ratios[f"cpu int8 / ort best int8{suffix}"] = totals["cpu int8"] / min(int8_peers)
+        if "cpu int8" in totals and fp32_peer:
+            ratios[f"cpu int8 / ort fp32{suffix}"] = totals["cpu int8"] / fp32_peer
+        if "cpu fp32" in totals and fp32_peer:
+            ratios[f"cpu fp32 / ort fp32{suffix}"] = totals["cpu fp32"] / fp32_peer
+    if "accel" in totals and "cpu int8" in totals:
+        ratios["accel / cpu int8"] = totals["accel"] / totals["cpu int8"]
+    return ratios
+
+
+def _ratio_ranges(columns, totals: dict[str, float], workloads) -> dict[str, list[float]]:
+    """Each ratio's lowest and highest over the rounds (round r's totals against
+    each other; a column without rounds, the accelerator's, keeps its total)."""
+    rounds = {c.name: c.round_totals(workloads) for c in columns}
+    counts = {len(values) for values in rounds.values() if values}
+    if len(counts) != 1:
+        return {}
+    per_round = [ratios_of({name: rounds[name][r] if rounds[name] else total
+                          for name, total in totals.items()})
+                 for r in range(counts.pop())]
+    return {name: [min(ratios[name] for ratios in per_round),
+                   max(ratios[name] for ratios in per_round)] for name in per_round[0]}
+
+
+def _report(columns, workloads, config, clock_mhz, settings) -> dict:
     from vdla.compiler.cpu.build import cpu_features
     totals = {c.name: c.total(workloads) for c in columns}
     measured = {name: value for name, value in totals.items() if value is not None}
-    ratios = {}
-    int8_peers = [measured[name] for name in INT8_ORT if name in measured]
-    if "cpu int8" in measured and int8_peers:
-        ratios["cpu int8 / ort best int8"] = measured["cpu int8"] / min(int8_peers)
-    if "cpu int8" in measured and "ort fp32" in measured:
-        ratios["cpu int8 / ort fp32"] = measured["cpu int8"] / measured["ort fp32"]
-    if "cpu fp32" in measured and "ort fp32" in measured:
-        ratios["cpu fp32 / ort fp32"] = measured["cpu fp32"] / measured["ort fp32"]
-    if "accel" in measured and "cpu int8" in measured:
-        ratios["accel / cpu int8"] = measured["accel"] / measured["cpu int8"]
+
+    def timings(column, field):
+        return {layer: getattr(summary, field) for layer, summary in column.timings.items()}
     return {
         "benchmark": "resnet18 C2-C11 x uses, batch 1",
         "machine": _machine(), "cpu_features": cpu_features(),
-        "config": config.name, "clock_mhz": clock_mhz, "threads": threads, "repeats": repeats,
-        "targets": list(targets),
+        "config": config.name, "clock_mhz": clock_mhz, **settings,
+        "method": "blocks",
         "layers": {w.name: {"uses": w.uses, "macs": w.op.macs, "describe": w.op.describe()}
                    for w in workloads},
         "columns": {c.name: {"seconds": c.seconds, "checked": c.checked, "note": c.note,
-                             "missing": c.missing, "total_seconds": totals[c.name]}
+                             "missing": c.missing, "total_seconds": totals[c.name],
+                             "p10_seconds": timings(c, "p10"), "p90_seconds": timings(c, "p90"),
+                             "block_medians": timings(c, "block_medians"),
+                             "round_totals": c.round_totals(workloads)}
                     for c in columns},
-        "ratios": ratios,
+        "ratios": ratios_of(measured),
+        "ratio_ranges": _ratio_ranges(columns, measured, workloads),
     }
 
 
+def _method(report: dict) -> str:
+    return (f"medians of {report['repeats']} rounds x {report['calls']} calls (each "
+            f"implementation alone in a block after {report['warmup']} warm-up calls, "
+            f"blocks in random order, seed {report['seed']})")
+
+
 def format_table(report: dict) -> list[str]:
-    """The report as text lines: ms per layer per column, totals, ratios, notes."""
+    """The report as text lines: a row of ms per layer per implementation, with the
+    total and the lowest-highest round total; the ratios with their ranges; notes."""
     columns = report["columns"]
-    # GPU columns not measured get one line below, not twelve empty table columns.
+    # GPU columns not measured get one line below, not twelve empty rows.
     unmeasured_gpu = [name for name in GPU_COLUMNS if columns.get(name, {}).get("missing")]
     names = [name for name in COLUMNS if name in columns and name not in unmeasured_gpu]
-    width = max(len(name) for name in names) + 1
-    lines = [f"{report['benchmark']}; {report['machine']['cpu']}, {report['threads']} threads, "
-             f"medians of {report['repeats']}; times in ms",
-             "layer x uses".ljust(13) + "".join(name.rjust(width) for name in names)]
-    rows = list(report["layers"]) + ["total"]
-    for layer in rows:
-        uses = report["layers"].get(layer, {}).get("uses")
-        label = f"{layer} x{uses}" if uses else "total"
-        cells = []
-        for name in names:
-            column = columns[name]
-            value = (column["total_seconds"] if layer == "total"
-                     else column["seconds"].get(layer))
-            cells.append(("-" if value is None else f"{value * 1e3:.3f}").rjust(width))
-        lines.append(label.ljust(13) + "".join(cells))
+    labels = [f"{layer} x{info['uses']}" for layer, info in report["layers"].items()]
+    width = max(len(label) for label in [*labels, "12.345"]) + 2
+    first = max(len(name) for name in [*names, "implementation"])
+    lines = [f"{report['benchmark']}; {report['machine']['cpu']}, {report['threads']} threads; "
+             f"ms per call, {_method(report)}",
+             "implementation".ljust(first) + "".join(label.rjust(width) for label in labels)
+             + "total".rjust(10) + "  rounds' totals"]
+    for name in names:
+        column = columns[name]
+        cells = [("-" if layer not in column["seconds"]
+                  else f"{column['seconds'][layer] * 1e3:.3f}").rjust(width)
+                 for layer in report["layers"]]
+        total = column["total_seconds"]
+        rounds = column.get("round_totals")
+        lines.append(name.ljust(first) + "".join(cells)
+                     + ("-" if total is None else f"{total * 1e3:.2f}").rjust(10)
+                     + (f"  {min(rounds) * 1e3:.2f}-{max(rounds) * 1e3:.2f}" if rounds else ""))
+    ranges = report.get("ratio_ranges", {})
     for name, value in report["ratios"].items():
-        lines.append(f"{name}: {value:.2f}")
+        spread = (f" ({ranges[name][0]:.2f}-{ranges[name][1]:.2f} over the rounds)"
+                  if name in ranges else "")
+        lines.append(f"{name}: {value:.2f}{spread}")
     if "accel" in names:
         lines.append(f"accel clock: {report['clock_mhz']:g} MHz, "
                      f"{report.get('clock_source', 'as given')}")
@@ -399,7 +504,8 @@ def format_table(report: dict) -> list[str]:
 
 
 def markdown_table(report: dict) -> list[str]:
-    """The per-layer table as Markdown rows (ms; measured columns only)."""
+    """The per-layer table as Markdown rows (ms, medians; measured columns only), the
+    totals and the round totals' range."""
     columns = {name: column for name, column in report["columns"].items()
                if not column["missing"]}
     lines = ["| layer | uses | " + " | ".join(columns) + " |",
@@ -409,11 +515,17 @@ def markdown_table(report: dict) -> list[str]:
         lines.append(f"| {layer} | {info['uses']} | " + " | ".join(cells) + " |")
     totals = [f"**{column['total_seconds'] * 1e3:.2f}**" for column in columns.values()]
     lines.append("| **total** (x uses) | | " + " | ".join(totals) + " |")
+    rounds = [column.get("round_totals") for column in columns.values()]
+    if any(rounds):
+        cells = [f"{min(values) * 1e3:.2f}–{max(values) * 1e3:.2f}" if values else ""
+                 for values in rounds]
+        lines.append("| rounds' totals, lowest–highest | | " + " | ".join(cells) + " |")
     return lines
 
 
 def plot_comparison(report: dict, path) -> None:
-    """A log-scale bar chart of ms per layer (one bar per measured column)."""
+    """A log-scale bar chart of ms per layer (one bar per measured column, the median;
+    a whisker from the 10th to the 90th percentile where the column was timed)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -424,9 +536,16 @@ def plot_comparison(report: dict, path) -> None:
     width = 0.8 / max(len(columns), 1)
     for index, (name, column) in enumerate(columns.items()):
         positions = [i + (index - (len(columns) - 1) / 2) * width for i in range(len(layers))]
-        values = [column["seconds"].get(layer, np.nan) * 1e3 for layer in layers]
+        values = np.array([column["seconds"].get(layer, np.nan) * 1e3 for layer in layers])
         label = name + (f" @ {report['clock_mhz']:g} MHz" if name == "accel" else "")
-        axes.bar(positions, values, width, label=label)
+        low, high = (column.get(f"{field}_seconds") or {} for field in ("p10", "p90"))
+        whiskers = None
+        if low:
+            whiskers = [values - [low[layer] * 1e3 for layer in layers],
+                        [high[layer] * 1e3 for layer in layers] - values]
+        axes.bar(positions, values, width, label=label, yerr=whiskers,
+                 color=plt.get_cmap("tab20")(index % 20),
+                 error_kw={"elinewidth": 0.6, "capsize": 0})
     axes.set_yscale("log")
     axes.set_xticks(range(len(layers)), layers)
     axes.set_ylabel("ms per call (log)")

@@ -32,7 +32,7 @@ __all__ = ["session", "PEERS"]
 PEERS = ("ort fp32", "ort qlinear u8", "ort qlinear s8", "ort convinteger")
 
 
-def _session(nodes, initialisers, x_type, x_shape, y_type, y_shape, threads):
+def _session(nodes, initialisers, x_type, x_shape, y_type, y_shape, threads, spinning):
     import onnxruntime
     from onnx import TensorProto, helper, numpy_helper
     types = {"float": TensorProto.FLOAT, "uint8": TensorProto.UINT8, "int8": TensorProto.INT8,
@@ -46,14 +46,18 @@ def _session(nodes, initialisers, x_type, x_shape, y_type, y_shape, threads):
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", str(int(spinning)))
     return onnxruntime.InferenceSession(model.SerializeToString(), options,
                                         providers=["CPUExecutionProvider"])
 
 
-def session(name: str, op, inputs: dict[str, np.ndarray],
-            threads: int) -> tuple[Callable[[], np.ndarray], Callable]:
+def session(name: str, op, inputs: dict[str, np.ndarray], threads: int,
+            spinning: bool = True) -> tuple[Callable[[], np.ndarray], Callable]:
     """A timed call of peer ``name`` on ``op`` and a check of its output.
+
+    ``spinning`` is onnxruntime's ``session.intra_op.allow_spinning`` (on by
+    default there): idle intra-op threads spin for the next job instead of
+    sleeping, faster alone and slower when other processes share the cores.
 
     Returns
     -------
@@ -80,7 +84,8 @@ def session(name: str, op, inputs: dict[str, np.ndarray],
         if op.relu:
             nodes.append(helper.make_node("Relu", ["conv"], ["y"]))
         x = data.astype(np.float32)
-        sess = _session(nodes, init, "float", data.shape, "float", out_shape, threads)
+        sess = _session(nodes, init, "float", data.shape, "float", out_shape, threads,
+                        spinning)
 
         def check(out, refs):
             scaled = out.astype(np.float64) * 2.0 ** -min(op.shift, 31)
@@ -99,7 +104,8 @@ def session(name: str, op, inputs: dict[str, np.ndarray],
             init["b"] = bias
             names.append("b")
         nodes = [helper.make_node("QLinearConv", names, ["y"], **attributes)]
-        sess = _session(nodes, init, out_type, data.shape, out_type, out_shape, threads)
+        sess = _session(nodes, init, out_type, data.shape, out_type, out_shape, threads,
+                        spinning)
 
         def check(out, refs):
             low = 0 if op.relu else -128
@@ -110,7 +116,8 @@ def session(name: str, op, inputs: dict[str, np.ndarray],
         x = (data.astype(np.int16) + 128).astype(np.uint8)
         init = {"w": weight, "xz": np.uint8(128), "wz": np.int8(0)}
         nodes = [helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], **attributes)]
-        sess = _session(nodes, init, "uint8", data.shape, "int32", out_shape, threads)
+        sess = _session(nodes, init, "uint8", data.shape, "int32", out_shape, threads,
+                        spinning)
 
         def check(out, refs):
             from vdla.compiler.ops import Conv2d
