@@ -27,7 +27,7 @@ import subprocess
 import numpy as np
 
 from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME
-from vdla.compiler.gpu.nvcc import cached_build
+from vdla.hw import cache
 from vdla.compiler.gpu.tiling import Tiling
 
 __all__ = ["emulate", "EmulationError"]
@@ -91,9 +91,12 @@ def _build(source: str) -> str:
         (work / "kernel.cpp").write_text(source)
         result = subprocess.run(command, cwd=work, capture_output=True, text=True)
         if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise EmulationError(f"host build of the CUDA C failed ({' '.join(command)}):\n{tail}")
-    return str(cached_build("emulation", (source, " ".join(command)), produce, "kernel.so"))
+            raise EmulationError(cache.tool_failure("host build of the CUDA C", result.returncode,
+                                                    result.stdout + result.stderr,
+                                                    command=command))
+    entry = cache.get_or_build("gpu/emulation", cache.key_of(source, " ".join(command)), produce,
+                               ["kernel.so"], what="emulated GPU kernel")
+    return str(entry.directory / "kernel.so")
 
 
 def emulate(tiling: Tiling, source: str, data: np.ndarray, weight: np.ndarray,
