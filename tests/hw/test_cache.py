@@ -20,22 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.foreign_library import foreign_library
 from vdla.hw import cache
 from vdla.hw.cache import CacheError, entry_problem, get_or_build, lookup, tool_failure
 
 KIND, KEY = "test/kind", "k1"
 ANSWER_SOURCE = "int answer(void) { return 42; }\n"
-# Another valid library: loading it runs its constructor, which leaves a marker file.
-FOREIGN_SOURCE = """
-#include <stdio.h>
-__attribute__((constructor)) static void leave_mark(void) {
-    FILE *f = fopen("%s", "w");
-    if (f) { fputs("foreign code ran", f); fclose(f); }
-}
-int answer(void) { return 666; }
-"""
-
-
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path / "cache"))
@@ -45,21 +35,6 @@ def private_cache(tmp_path, monkeypatch):
 def _write_payload(work: Path) -> dict:
     (work / "payload.bin").write_bytes(bytes(range(256)) * 16)
     return {"made_by": os.getpid()}
-
-
-def _foreign_library(tmp_path: Path) -> tuple[Path, Path]:
-    """A shared library whose constructor writes a marker file; (library, marker)."""
-    marker = tmp_path / "foreign-code-ran"
-    source = tmp_path / "foreign.c"
-    source.write_text(FOREIGN_SOURCE % marker)
-    library = tmp_path / "foreign.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
-    # It is a working library: loading it does run its code (in another process).
-    subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(library)!r})"],
-                   check=True)
-    assert marker.read_text() == "foreign code ran"
-    marker.unlink()
-    return library, marker
 
 
 # ------------------------------------------------------------------ damage, of every kind
@@ -291,7 +266,7 @@ def test_a_tool_failure_names_the_tools_first_error_on_its_first_line():
 def test_a_damaged_cpu_kernel_is_rebuilt_and_foreign_code_never_runs(tmp_path, capsys, damage,
                                                                      problem):
     from vdla.compiler.cpu.build import build_library
-    foreign, marker = _foreign_library(tmp_path)
+    foreign, marker = foreign_library(tmp_path)
     library = build_library(ANSWER_SOURCE)
     damage(library, foreign)
     assert build_library(ANSWER_SOURCE) == library
@@ -307,7 +282,7 @@ def test_a_cpu_program_cannot_run_a_replaced_cached_library(tmp_path, private_ca
     """End to end, each run in a fresh process: the library vdla built for a program is
     replaced by another; the next run rebuilds it, computes the right output and never
     runs the other library's code."""
-    foreign, marker = _foreign_library(tmp_path)
+    foreign, marker = foreign_library(tmp_path)
     script = tmp_path / "run.py"
     script.write_text(f"""
 import numpy as np
