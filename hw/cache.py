@@ -48,6 +48,7 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,9 +56,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 __all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "CacheError", "Entry",
-           "key_of", "get_or_build", "lookup", "entry_problem", "tool_failure", "MANIFEST_NAME"]
+           "key_of", "get_or_build", "lookup", "entry_problem", "run_tool", "tool_failure",
+           "MANIFEST_NAME", "BUILD_LOG"]
 
 MANIFEST_NAME = "manifest.json"
+BUILD_LOG = "build.log"
 # Part of every key: bump when the entry layout or manifest changes, so that
 # vdla versions sharing one cache never read each other's entries.
 FORMAT_VERSION = 1
@@ -396,3 +399,21 @@ def tool_failure(what: str, returncode: int, output: str, *, command: list[str] 
         first = first[:297] + "..."
     return "\n".join([f"{what} failed (exit {returncode}): {first}", *shown,
                       "last lines of the output:", *lines[-tail_lines:]])
+
+
+def run_tool(command: list[str], work: Path, what: str, error: type[Exception], *,
+             env: dict[str, str] | None = None, tail_lines: int = 30) -> str:
+    """Run a build tool in ``work``; its output is returned and kept in ``work/build.log``.
+
+    Raises
+    ------
+    error
+        ``error(tool_failure(what, ...))`` when the tool exits non-zero.
+    """
+    result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    output = f"{result.stdout}\n{result.stderr}"
+    (work / BUILD_LOG).write_text(f"$ {' '.join(command)}\n{output}")
+    if result.returncode != 0:
+        raise error(tool_failure(what, result.returncode, output, command=command,
+                                 tail_lines=tail_lines))
+    return output

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import subprocess
 from importlib import resources
 from pathlib import Path
 
@@ -66,12 +65,8 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
                    "-Mdir", "obj", "-o", f"../{LIBRARY_NAME}",
                    "-CFLAGS", "-fPIC", "-CFLAGS", "-I..", "-LDFLAGS", "-shared",
                    "board.v", "board_uart.cpp"]
-        result = subprocess.run(command, cwd=work, env=verilator_env(opt_fast=OPT_FAST),
-                                capture_output=True, text=True)
-        if result.returncode != 0 or not (work / LIBRARY_NAME).exists():
-            raise RtlBuildError(cache.tool_failure("building the simulated board",
-                                                   result.returncode,
-                                                   result.stdout + result.stderr))
+        cache.run_tool(command, work, "building the simulated board", RtlBuildError,
+                       env=verilator_env(opt_fast=OPT_FAST))
         shutil.rmtree(work / "obj")
     entry = cache.get_or_build("board", f"{config.hash}-{digest}", build, [LIBRARY_NAME],
                                what="board model")

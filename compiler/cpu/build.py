@@ -146,11 +146,7 @@ def build_library(source: str, flags: tuple[str, ...] | None = None) -> Path:
 
     def build(work: Path) -> dict:
         (work / "kernel.c").write_text(source)
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise CpuBuildError(cache.tool_failure("compiling a CPU kernel", result.returncode,
-                                                   result.stdout + result.stderr,
-                                                   command=command))
+        cache.run_tool(command, work, "compiling a CPU kernel", CpuBuildError)
         return {"command": command, "compiler": compiler_version()}
     entry = cache.get_or_build("cpu", _cache_key(source, flags), build, [LIBRARY_NAME],
                                what="CPU kernel")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 
 import numpy as np
 
@@ -89,11 +88,7 @@ def _build(source: str) -> str:
 
     def produce(work):
         (work / "kernel.cpp").write_text(source)
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise EmulationError(cache.tool_failure("host build of the CUDA C", result.returncode,
-                                                    result.stdout + result.stderr,
-                                                    command=command))
+        cache.run_tool(command, work, "host build of the CUDA C", EmulationError)
     entry = cache.get_or_build("gpu/emulation", cache.key_of(source, " ".join(command)), produce,
                                ["kernel.so"], what="emulated GPU kernel")
     return str(entry.directory / "kernel.so")

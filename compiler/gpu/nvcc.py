@@ -97,12 +97,8 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
 
     def produce(work: Path) -> None:
         (work / "kernel.cu").write_text(source)
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        log = result.stdout + result.stderr
-        if result.returncode != 0:
-            raise NvccError(cache.tool_failure("nvcc", result.returncode, log, command=command))
+        log = cache.run_tool(command, work, "nvcc", NvccError)
         report = _parse(log, arch, (work / "kernel.cubin").stat().st_size)
-        (work / "ptxas.log").write_text(log)
         (work / _REPORT).write_text(json.dumps(dataclasses.asdict(report)) + "\n")
     entry = cache.get_or_build("gpu/nvcc", cache.key_of(source, arch, nvcc_version()), produce,
                                [_REPORT], what="ptxas report")

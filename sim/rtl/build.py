@@ -21,7 +21,6 @@ import dataclasses
 import enum
 import os
 import shutil
-import subprocess
 import time
 from importlib import resources
 from pathlib import Path
@@ -256,14 +255,8 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
                    *[arg for flag in LD_FLAGS for arg in ("-LDFLAGS", flag)],
                    *(["--trace-fst", "-LDFLAGS", "-L.."] if trace else []),
                    VERILOG_NAME, "harness.cpp", *extra_sources]
-        result = subprocess.run(command, cwd=work, env=verilator_env(opt_fast=opt_fast),
-                                capture_output=True, text=True)
-        output = f"{result.stdout}\n{result.stderr}"
-        (work / "build.log").write_text(f"$ {' '.join(command)}\n{output}")
-        if result.returncode != 0 or not (work / LIBRARY_NAME).exists():
-            raise RtlBuildError(cache.tool_failure(
-                f"building the RTL model of config {config.name!r}", result.returncode, output,
-                tail_lines=40))
+        cache.run_tool(command, work, f"building the RTL model of config {config.name!r}",
+                       RtlBuildError, env=verilator_env(opt_fast=opt_fast), tail_lines=40)
         shutil.rmtree(work / "obj")  # objects are large and not needed to run
         return {
             "key": key, "config": config.to_dict(), "config_hash": config.hash, "trace": trace,
