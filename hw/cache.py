@@ -61,6 +61,8 @@ __all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "CacheErro
 
 MANIFEST_NAME = "manifest.json"
 BUILD_LOG = "build.log"
+# A manifest is a few kilobytes; a larger one is not vdla's and is not read.
+MANIFEST_LIMIT = 1 << 20
 # Part of every key: bump when the entry layout or manifest changes, so that
 # vdla versions sharing one cache never read each other's entries.
 FORMAT_VERSION = 1
@@ -180,7 +182,11 @@ def _sha256(path: Path) -> str:
 
 def _read_manifest(directory: Path) -> dict | None:
     try:
-        manifest = json.loads((directory / MANIFEST_NAME).read_text())
+        with open(directory / MANIFEST_NAME, "rb") as stream:
+            text = stream.read(MANIFEST_LIMIT + 1)
+        if len(text) > MANIFEST_LIMIT:
+            return None
+        manifest = json.loads(text)
         files = manifest["files"]
         if (not isinstance(files, dict) or not files or not isinstance(manifest["info"], dict)
                 or not all(isinstance(name, str) and _NAME.fullmatch(name)
@@ -191,13 +197,8 @@ def _read_manifest(directory: Path) -> dict | None:
         return None
 
 
-def entry_problem(directory: Path) -> str | None:
-    """What is wrong with the cache entry ``directory`` (None: every file matches its manifest).
-
-    The manifest records each named file's size and SHA-256 when the entry
-    was written: a truncated library would kill the loading process with
-    SIGBUS, a replaced one would run whatever it holds.
-    """
+def _verified(directory: Path) -> dict | str:
+    """The manifest of the entry ``directory`` when every file matches it, else the problem."""
     manifest = _read_manifest(directory)
     if manifest is None:
         return "its manifest is missing, unreadable or records no checksums"
@@ -215,11 +216,26 @@ def entry_problem(directory: Path) -> str | None:
                 return f"{name} does not match the checksum recorded at build time"
         except OSError as error:
             return f"{name} cannot be read ({error.strerror or error})"
-    return None
+    return manifest
 
 
-def _entry(directory: Path, cached: bool) -> Entry:
-    return Entry(directory, directory.name, cached, _read_manifest(directory)["info"])
+def entry_problem(directory: Path) -> str | None:
+    """What is wrong with the cache entry ``directory`` (None: every file matches its manifest).
+
+    The manifest records each named file's size and SHA-256 when the entry
+    was written: a truncated library would kill the loading process with
+    SIGBUS, a replaced one would run whatever it holds.
+    """
+    checked = _verified(directory)
+    return checked if isinstance(checked, str) else None
+
+
+def _found(directory: Path) -> Entry | str:
+    """The verified entry ``directory`` (found in the cache), or its problem."""
+    checked = _verified(directory)
+    if isinstance(checked, str):
+        return checked
+    return Entry(directory, directory.name, True, checked["info"])
 
 
 def _say(line: str) -> None:
@@ -287,17 +303,18 @@ def lookup(kind: str, key: str, *, what: str | None = None,
     directory = cache_root() / kind / key
     if not directory.exists():
         return None
-    if entry_problem(directory) is None:
-        return _entry(directory, cached=True)
+    found = _found(directory)
+    if isinstance(found, Entry):
+        return found
     with _locked(_lock_path(directory.parent, key)):
         if not directory.exists():   # removed by another process meanwhile
             return None
-        problem = entry_problem(directory)
-        if problem is None:          # rebuilt by another process meanwhile
-            return _entry(directory, cached=True)
-        (announce or _say)(f"the cached {what or kind} {directory} is damaged ({problem}); "
+        found = _found(directory)
+        if isinstance(found, Entry):   # rebuilt by another process meanwhile
+            return found
+        (announce or _say)(f"the cached {what or kind} {directory} is damaged ({found}); "
                            f"removing it")
-        _remove(directory, what or kind, f"damaged ({problem})")
+        _remove(directory, what or kind, f"damaged ({found})")
     return None
 
 
@@ -348,23 +365,27 @@ def get_or_build(kind: str, key: str, build: Callable[[Path], dict | None], file
     root = cache_root() / kind
     directory = root / key
     # Entries are immutable once published, so a valid one is used without the lock.
-    if not force and directory.exists() and entry_problem(directory) is None:
-        return _entry(directory, cached=True)
+    found = _found(directory) if not force and directory.exists() else None
+    if isinstance(found, Entry):
+        return found
     root.mkdir(parents=True, exist_ok=True)
     with _locked(_lock_path(root, key)):
         if directory.exists():
-            problem = entry_problem(directory)
-            if problem is None and not force:
-                return _entry(directory, cached=True)   # another process built it meanwhile
-            if problem is not None:
-                (announce or _say)(f"the cached {what} {directory} is damaged ({problem}); "
+            found = _found(directory)
+            if isinstance(found, Entry) and not force:
+                return found   # another process built it meanwhile
+            if isinstance(found, str):
+                (announce or _say)(f"the cached {what} {directory} is damaged ({found}); "
                                    f"rebuilding it")
-            _remove(directory, what, "to be rebuilt" if problem is None else
-                    f"damaged ({problem})")
+            _remove(directory, what, "to be rebuilt" if isinstance(found, Entry) else
+                    f"damaged ({found})")
         _sweep(root, key)
         work = Path(tempfile.mkdtemp(dir=root, prefix=f"{_BUILD_PREFIX}{key}."))
         try:
             info = build(work) or {}
+            if not isinstance(info, dict):
+                raise TypeError(f"building the {what} {key} returned {type(info).__name__}, "
+                                f"not a dict or None")
             records = {}
             for name in files:
                 if not (work / name).is_file():
@@ -373,12 +394,13 @@ def get_or_build(kind: str, key: str, build: Callable[[Path], dict | None], file
                                  "sha256": _sha256(work / name)}
             manifest = {"kind": kind, "key": key, "files": records, "info": info,
                         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            (work / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+            text = json.dumps(manifest, indent=2) + "\n"
+            (work / MANIFEST_NAME).write_text(text)
             os.rename(work, directory)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
-    return _entry(directory, cached=False)
+    return Entry(directory, key, False, json.loads(text)["info"])   # as a later hit reads it
 
 
 def tool_failure(what: str, returncode: int, output: str, *, command: list[str] | None = None,

@@ -68,6 +68,12 @@ def _manifest_not_json(path: Path, foreign: Path) -> None:
     (path.parent / cache.MANIFEST_NAME).write_text("{ not json")
 
 
+def _manifest_too_large(path: Path, foreign: Path) -> None:   # never read whole
+    manifest = json.loads((path.parent / cache.MANIFEST_NAME).read_text())
+    manifest["info"] = {"padding": "x" * cache.MANIFEST_LIMIT}
+    (path.parent / cache.MANIFEST_NAME).write_text(json.dumps(manifest))
+
+
 DAMAGE = [
     (_replace, r"does not match the checksum recorded at build time|has \d+ bytes, \d+ were built"),
     (_truncate, r"has 100 bytes, \d+ were built"),
@@ -76,6 +82,7 @@ DAMAGE = [
     (_drop_file, r"cannot be read \(No such file or directory\)"),
     (_manifest_of_another_key, r"its manifest belongs to another entry"),
     (_manifest_not_json, r"its manifest is missing, unreadable or records no checksums"),
+    (_manifest_too_large, r"its manifest is missing, unreadable or records no checksums"),
 ]
 DAMAGE_IDS = [damage.__name__.strip("_") for damage, _ in DAMAGE]
 
@@ -138,6 +145,9 @@ def test_a_failed_build_leaves_nothing_and_a_missing_file_is_an_error(private_ca
         get_or_build(KIND, KEY, failing, ["payload.bin"])
     with pytest.raises(CacheError, match=f"building the test/kind {KEY} wrote no payload.bin"):
         get_or_build(KIND, KEY, lambda work: None, ["payload.bin"])
+    with pytest.raises(TypeError, match=f"building the test/kind {KEY} returned list, not a "
+                                        f"dict or None"):
+        get_or_build(KIND, KEY, lambda work: [_write_payload(work)], ["payload.bin"])
     assert [p.name for p in (private_cache / KIND).iterdir()] == [f".{KEY}.lock"]
 
 
