@@ -13,7 +13,7 @@ import pytest
 from tests.foreign_library import foreign_library
 from vdla.hw.cache import cache_root, entry_problem, tool_cache_environment
 from vdla.sim.rtl import RtlModel
-from vdla.sim.rtl.build import build_model
+from vdla.sim.rtl.build import RtlBuildError, build_model
 
 pytestmark = pytest.mark.rtl
 
@@ -57,6 +57,10 @@ def test_a_damaged_model_is_found_and_rebuilt(tmp_path, monkeypatch, built_cache
     assert entry_problem(first.directory) is None
     damage(first.library, foreign)
     assert re.search(problem, entry_problem(first.directory))
+    with pytest.raises(RtlBuildError, match=rf"the RTL model {re.escape(str(first.directory))} "
+                                            rf"changed after it was built \({problem}\); "
+                                            rf"build_model builds it again"):
+        RtlModel(first)   # a ModelBuild from before the damage is checked again at load
     told = []
     healed = build_model(tiny, verilog=standin_verilog_tiny, progress=told.append)
     assert not healed.cached and healed.directory == first.directory
