@@ -1,26 +1,77 @@
-"""Where vdla keeps what it builds (Verilog, Verilator models, cocotb benches).
+"""The one build cache: every artefact vdla builds, verified before every use.
 
-One root for every cache, so that one variable moves or clears them all:
-``$VDLA_CACHE_DIR``, else ``~/.cache/vdla``, else (a read-only home) a folder
-of this user's in the system's temporary directory. The tools vdla runs keep
-their own caches (the WebAssembly Yosys behind Amaranth compiles into
-wasmtime's cache under ``$XDG_CACHE_HOME``); `tool_cache_environment` moves
-those under the same root whenever ``$VDLA_CACHE_DIR`` is set or the home
-cache cannot be written. This module imports nothing heavy: the simulators
-ask for the path without loading Amaranth.
+Where. One root for every cache, so that one variable moves or clears them
+all: ``$VDLA_CACHE_DIR``, else ``~/.cache/vdla``, else (a read-only home) a
+folder of this user's in the system's temporary directory. The tools vdla
+runs keep their own caches (the WebAssembly Yosys behind Amaranth compiles
+into wasmtime's cache under ``$XDG_CACHE_HOME``); `tool_cache_environment`
+moves those under the same root whenever ``$VDLA_CACHE_DIR`` is set or the
+home cache cannot be written.
+
+What. `get_or_build` is the only way vdla stores a build: Verilog
+(``verilog``), Verilator models (``rtl``, ``board``, ``cocotb``), CPU kernels
+(``cpu``), GPU kernels and ptxas reports (``gpu/...``), synthesis reports and
+Fmax records (``synth/...``). An entry is the folder ``<root>/<kind>/<key>``,
+where the caller computes ``key`` from everything that determines the
+artefact (`key_of`). Its guarantees:
+
+* **Verified before every use.** A manifest written with the entry records
+  the size and SHA-256 of each file the caller names; every `get_or_build`
+  and `lookup` checks them (and the entry's kind and key) before handing the
+  folder out, so a library is checked before ctypes loads it. A replaced,
+  truncated or zeroed library, a truncated Verilog file or a lost manifest
+  is never used.
+* **Healed, not fatal.** A damaged entry is announced in one line, removed
+  and built again.
+* **Atomic, one builder.** A build runs in a private folder beside its
+  entry and is renamed into place when complete, so no reader ever sees half
+  an entry; it runs under an exclusive ``fcntl.flock`` on the key's lock
+  file, so two processes never build the same entry at once (the second
+  waits and takes the first one's entry). A process killed mid-build leaves
+  its folder behind; the next build of that kind removes every folder whose
+  key nobody holds the lock of.
+
+The checks guard against damage and stale or foreign files; a user who can
+write the cache while a library is being loaded can run code as that user
+anyway. This module imports nothing heavy: the simulators ask for their
+entries without loading Amaranth.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import fcntl
 import hashlib
+import json
 import os
 import platform
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable, Iterable
 
-__all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "publish"]
+__all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "CacheError", "Entry",
+           "key_of", "get_or_build", "lookup", "entry_problem", "run_tool", "tool_failure",
+           "MANIFEST_NAME", "BUILD_LOG"]
+
+MANIFEST_NAME = "manifest.json"
+BUILD_LOG = "build.log"
+# A manifest is a few kilobytes; a larger one is not vdla's and is not read.
+MANIFEST_LIMIT = 1 << 20
+# Part of every key: bump when the entry layout or manifest changes, so that
+# vdla versions sharing one cache never read each other's entries.
+FORMAT_VERSION = 1
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_BUILD_PREFIX, _DISCARD_PREFIX = ".build-", ".discard-"
+
+
+class CacheError(OSError):
+    """A cache entry cannot be written or removed, or a build left out a file it promised."""
 
 
 def _writable(folder: Path) -> bool:
@@ -83,16 +134,308 @@ def cpu_fingerprint() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def publish(work: Path, final: Path, marker: str) -> None:
-    """Move a finished build directory ``work`` to its cache entry ``final``.
+def key_of(*parts: str, length: int = 24) -> str:
+    """A cache key: the first ``length`` hex digits of a digest of ``parts`` (in order).
 
-    A rename is atomic, so readers see a whole entry or none. When another
-    process published the same key first (its ``marker`` file exists), its
-    copy is identical and ``work`` is discarded.
+    Each part is one thing the artefact depends on (a source text, a flag
+    set, a tool version); `FORMAT_VERSION` is always among them.
     """
+    digest = hashlib.sha256(f"vdla cache format {FORMAT_VERSION}".encode())
+    for part in parts:
+        digest.update(b"\0")
+        digest.update(part.encode())
+    return digest.hexdigest()[:length]
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A verified cache entry.
+
+    Attributes
+    ----------
+    directory : Path
+        The entry's folder; its files are ``directory / name``.
+    key : str
+    cached : bool
+        True when the entry was found, False when this call built it.
+    info : dict
+        What the build function returned, as the manifest recorded it.
+    """
+
+    directory: Path
+    key: str
+    cached: bool
+    info: dict
+
+
+def _check_name(what: str, name: str, nested: bool = False) -> None:
+    parts = name.split("/") if nested else [name]
+    if not all(_NAME.fullmatch(part) for part in parts):
+        raise ValueError(f"cache {what} {name!r}: expected letters, digits, '_', '-' and '.' "
+                         f"(not first){', and / between parts' if nested else ''}")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
+
+
+def _read_manifest(directory: Path) -> dict | None:
     try:
-        os.rename(work, final)
-    except OSError:
-        if not (final / marker).exists():
+        with open(directory / MANIFEST_NAME, "rb") as stream:
+            text = stream.read(MANIFEST_LIMIT + 1)
+        if len(text) > MANIFEST_LIMIT:
+            return None
+        manifest = json.loads(text)
+        files = manifest["files"]
+        if (not isinstance(files, dict) or not files or not isinstance(manifest["info"], dict)
+                or not all(isinstance(name, str) and _NAME.fullmatch(name)
+                           and isinstance(record, dict) for name, record in files.items())):
+            return None
+        return manifest
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _verified(directory: Path) -> dict | str:
+    """The manifest of the entry ``directory`` when every file matches it, else the problem."""
+    manifest = _read_manifest(directory)
+    if manifest is None:
+        return "its manifest is missing, unreadable or records no checksums"
+    kind = manifest.get("kind")
+    if manifest.get("key") != directory.name or not isinstance(kind, str) \
+            or not directory.parent.as_posix().endswith("/" + kind):
+        return "its manifest belongs to another entry"
+    for name, record in manifest["files"].items():
+        path = directory / name
+        try:
+            size = path.stat().st_size
+            if size != record.get("bytes"):
+                return f"{name} has {size} bytes, {record.get('bytes')} were built"
+            if _sha256(path) != record.get("sha256"):
+                return f"{name} does not match the checksum recorded at build time"
+        except OSError as error:
+            return f"{name} cannot be read ({error.strerror or error})"
+    return manifest
+
+
+def entry_problem(directory: Path) -> str | None:
+    """What is wrong with the cache entry ``directory`` (None: every file matches its manifest).
+
+    The manifest records each named file's size and SHA-256 when the entry
+    was written: a truncated library would kill the loading process with
+    SIGBUS, a replaced one would run whatever it holds.
+    """
+    checked = _verified(directory)
+    return checked if isinstance(checked, str) else None
+
+
+def _found(directory: Path) -> Entry | str:
+    """The verified entry ``directory`` (found in the cache), or its problem."""
+    checked = _verified(directory)
+    if isinstance(checked, str):
+        return checked
+    return Entry(directory, directory.name, True, checked["info"])
+
+
+def _say(line: str) -> None:
+    print(f"vdla: {line}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _locked(lock: Path, blocking: bool = True):
+    """Hold an exclusive flock on ``lock`` (yields False when not ``blocking`` and it is taken)."""
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_path(root: Path, key: str) -> Path:
+    return root / f".{key}.lock"
+
+
+def _remove(directory: Path, what: str, problem: str) -> None:
+    """Remove an entry: renamed aside first, so a reader never sees a half-removed one."""
+    aside = Path(tempfile.mkdtemp(dir=directory.parent,
+                                  prefix=f"{_DISCARD_PREFIX}{directory.name}."))
+    try:
+        os.rename(directory, aside / "entry")
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        shutil.rmtree(aside, ignore_errors=True)
+        raise CacheError(f"the cached {what} {directory} is {problem} and cannot be removed "
+                         f"({error.strerror or error}); remove it with: rm -rf '{directory}'") \
+            from None
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _sweep(root: Path, held: str) -> None:
+    """Remove the build and discard folders of killed processes: those whose key's lock is
+    free, or is ``held`` by this caller (only a lock's holder builds or discards)."""
+    for folder in root.iterdir():
+        for prefix in (_BUILD_PREFIX, _DISCARD_PREFIX):
+            if folder.name.startswith(prefix):
+                key = folder.name[len(prefix):].rpartition(".")[0]
+                if key == held:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    continue
+                with _locked(_lock_path(root, key), blocking=False) as free:
+                    if free:
+                        shutil.rmtree(folder, ignore_errors=True)
+
+
+def lookup(kind: str, key: str, *, what: str | None = None,
+           announce: Callable[[str], None] | None = None) -> Entry | None:
+    """The verified entry ``kind``/``key``, or None when there is none (a damaged one is removed).
+
+    Parameters are those of `get_or_build`.
+    """
+    _check_name("kind", kind, nested=True)
+    _check_name("key", key)
+    directory = cache_root() / kind / key
+    if not directory.exists():
+        return None
+    found = _found(directory)
+    if isinstance(found, Entry):
+        return found
+    with _locked(_lock_path(directory.parent, key)):
+        if not directory.exists():   # removed by another process meanwhile
+            return None
+        found = _found(directory)
+        if isinstance(found, Entry):   # rebuilt by another process meanwhile
+            return found
+        (announce or _say)(f"the cached {what or kind} {directory} is damaged ({found}); "
+                           f"removing it")
+        _remove(directory, what or kind, f"damaged ({found})")
+    return None
+
+
+def get_or_build(kind: str, key: str, build: Callable[[Path], dict | None], files: Iterable[str],
+                 *, what: str | None = None, announce: Callable[[str], None] | None = None,
+                 force: bool = False) -> Entry:
+    """The entry ``<cache root>/kind/key``: verified if there, else built, recorded and published.
+
+    Parameters
+    ----------
+    kind : str
+        The artefact's kind, a folder of the cache root (``"rtl"``, ``"gpu/nvcc"``).
+    key : str
+        Names the entry; computed by the caller from everything the artefact
+        depends on (`key_of`).
+    build : callable
+        ``build(folder)`` writes the artefact's files into the empty private
+        ``folder``; whatever it returns (a JSON-able dict, or None) is kept
+        in the manifest as `Entry.info`. It runs only when the entry is
+        missing, damaged or ``force``\\ d, with the key's lock held.
+    files : iterable of str
+        Names of the files the build writes that are used later: each is
+        recorded (size, SHA-256) and verified before every later use.
+    what : str, optional
+        The artefact, in words, for messages (default: ``kind``).
+    announce : callable, optional
+        Called with one line when a damaged entry is rebuilt (default: a line on stderr).
+    force : bool
+        Build again even when a valid entry exists.
+
+    Returns
+    -------
+    Entry
+
+    Raises
+    ------
+    CacheError
+        When the build did not write one of ``files``, or a damaged entry
+        cannot be removed. Whatever ``build`` raises passes through; nothing
+        of a failed build stays in the cache.
+    """
+    _check_name("kind", kind, nested=True)
+    _check_name("key", key)
+    files = list(files)
+    for name in files:
+        _check_name("file name", name)
+    what = what or kind
+    root = cache_root() / kind
+    directory = root / key
+    # Entries are immutable once published, so a valid one is used without the lock.
+    found = _found(directory) if not force and directory.exists() else None
+    if isinstance(found, Entry):
+        return found
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(_lock_path(root, key)):
+        if directory.exists():
+            found = _found(directory)
+            if isinstance(found, Entry) and not force:
+                return found   # another process built it meanwhile
+            if isinstance(found, str):
+                (announce or _say)(f"the cached {what} {directory} is damaged ({found}); "
+                                   f"rebuilding it")
+            _remove(directory, what, "to be rebuilt" if isinstance(found, Entry) else
+                    f"damaged ({found})")
+        _sweep(root, key)
+        work = Path(tempfile.mkdtemp(dir=root, prefix=f"{_BUILD_PREFIX}{key}."))
+        try:
+            info = build(work) or {}
+            if not isinstance(info, dict):
+                raise TypeError(f"building the {what} {key} returned {type(info).__name__}, "
+                                f"not a dict or None")
+            records = {}
+            for name in files:
+                if not (work / name).is_file():
+                    raise CacheError(f"building the {what} {key} wrote no {name}")
+                records[name] = {"bytes": (work / name).stat().st_size,
+                                 "sha256": _sha256(work / name)}
+            manifest = {"kind": kind, "key": key, "files": records, "info": info,
+                        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            text = json.dumps(manifest, indent=2) + "\n"
+            (work / MANIFEST_NAME).write_text(text)
+            os.rename(work, directory)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
             raise
-        shutil.rmtree(work, ignore_errors=True)
+    return Entry(directory, key, False, json.loads(text)["info"])   # as a later hit reads it
+
+
+def tool_failure(what: str, returncode: int, output: str, *, command: list[str] | None = None,
+                 tail_lines: int = 30) -> str:
+    """The message for a tool that failed: its first error on the first line, its last lines after.
+
+    The CLI reports the first line alone, so it names the tool's own
+    complaint (the first line that mentions an error, else its last line)
+    and never ends at a bare "last lines of the output:". ``command``, when
+    given, is shown above the tail.
+    """
+    lines = [line.rstrip() for line in output.strip().splitlines() if line.strip()]
+    shown = [f"$ {' '.join(command)}"] if command else []
+    if not lines:
+        return "\n".join([f"{what} failed (exit {returncode}) and printed nothing", *shown])
+    first = next((line for line in lines if "error" in line.lower()), lines[-1]).strip()
+    if len(first) > 300:
+        first = first[:297] + "..."
+    return "\n".join([f"{what} failed (exit {returncode}): {first}", *shown,
+                      "last lines of the output:", *lines[-tail_lines:]])
+
+
+def run_tool(command: list[str], work: Path, what: str, error: type[Exception], *,
+             env: dict[str, str] | None = None, tail_lines: int = 30) -> str:
+    """Run a build tool in ``work``; its output is returned and kept in ``work/build.log``.
+
+    Raises
+    ------
+    error
+        ``error(tool_failure(what, ...))`` when the tool exits non-zero.
+    """
+    result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+    output = f"{result.stdout}\n{result.stderr}"
+    (work / BUILD_LOG).write_text(f"$ {' '.join(command)}\n{output}")
+    if result.returncode != 0:
+        raise error(tool_failure(what, result.returncode, output, command=command,
+                                 tail_lines=tail_lines))
+    return output

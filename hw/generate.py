@@ -14,8 +14,9 @@ every row is zero (a scoped patch of the private
 RTLIL text instead, slower but the same result). Pass
 ``keep_memory_init=True`` to get Amaranth's unmodified output.
 
-`cached_verilog` memoises the text on disk under `cache_root`, the one cache
-root every vdla build (Verilator models, cocotb benches) lives under.
+`cached_verilog` memoises the text in the one build cache (`hw.cache`,
+kind ``verilog``), which verifies it before every read: a truncated or
+edited file is generated again, never handed to Verilator.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from amaranth.back import rtlil
@@ -33,13 +32,15 @@ from amaranth.back.verilog import _convert_rtlil_text
 
 from vdla.hw.accelerator import Accelerator
 from vdla.hw.banked_memory import NO_RW_CHECK
-from vdla.hw.cache import cache_root, tool_cache_environment
+from vdla.hw import cache
+from vdla.hw.cache import tool_cache_environment
 from vdla.hw.config import HwConfig
 
 __all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME",
            "mark_collision_dont_care"]
 
 TOP_NAME = "vdla_accelerator"
+VERILOG_FILE = f"{TOP_NAME}.v"
 
 # One `$meminit_v2` cell block of Amaranth's RTLIL output.
 _MEMINIT = re.compile(r"^(?:  attribute [^\n]*\n)*  cell \$meminit_v2 [^\n]*\n(?:    [^\n]*\n)*?  end\n",
@@ -185,17 +186,13 @@ def verilog_digest(config: HwConfig) -> str:
 def cached_verilog(config: HwConfig) -> str:
     """`verilog` of ``config``, generated once per design and config.
 
-    Cached under ``cache_root()/verilog``, keyed by the config hash and
-    `hw_source_digest`, so an edited design is never served stale.
+    A `hw.cache` entry keyed by the config hash and `hw_source_digest`, so
+    an edited design is never served stale, and checked against its
+    recorded size and SHA-256 on every read.
     """
-    path = cache_root() / "verilog" / f"{config.hash}-{hw_source_digest()}.v"
-    if path.exists():
-        return path.read_text()
-    text = verilog(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write aside and rename: a concurrent reader never sees half a file.
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as stream:
-        stream.write(text)
-    os.replace(temporary, path)
-    return text
+    def build(work: Path) -> dict:
+        (work / VERILOG_FILE).write_text(verilog(config))
+        return {"config": config.name, "config_hash": config.hash}
+    key = f"{config.hash}-{cache.key_of(hw_source_digest(), length=16)}"
+    entry = cache.get_or_build("verilog", key, build, [VERILOG_FILE], what="Verilog")
+    return (entry.directory / VERILOG_FILE).read_text()

@@ -24,9 +24,10 @@ Two depths of answer:
     pins); ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 inside a
     board top.
 
-Results are cached under ``cache_root()/synth``, keyed by a digest of the
-RTLIL text, the target, device, stage, clock goal, the tool versions and this
-module's recipe version, so asking twice costs nothing and an edited design is
+Results are entries of the one build cache (`hw.cache`, kind ``synth``,
+verified before every read), keyed by a digest of the RTLIL text, the target,
+device, stage, clock goal, the tool versions and this module's recipe
+version, so asking twice costs nothing and an edited design is
 never served stale. YoWASP compiles its WebAssembly once (~2 minutes) into
 ``$YOWASP_CACHE_DIR``; unless the user set that, it goes under the vdla cache
 (``cache_root()/yowasp``) so one variable moves every cache.
@@ -35,19 +36,17 @@ never served stale. YoWASP compiles its WebAssembly once (~2 minutes) into
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from vdla.hw.cache import cache_root
+from vdla.hw import cache
 from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options",
@@ -262,7 +261,7 @@ def yowasp_env(base: dict | None = None) -> dict[str, str]:
     """An environment for the YoWASP tools: their compiled-WebAssembly cache
     under the vdla cache unless ``YOWASP_CACHE_DIR`` is set."""
     env = dict(os.environ if base is None else base)
-    env.setdefault("YOWASP_CACHE_DIR", str(cache_root() / "yowasp"))
+    env.setdefault("YOWASP_CACHE_DIR", str(cache.cache_root() / "yowasp"))
     return env
 
 
@@ -406,22 +405,14 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     part = _device(target, device)
     settings = TARGETS[target]
     clock = float(clock_mhz or settings["clock_mhz"]) if place else None
-    digest = hashlib.sha256()
-    for piece in (f"recipe {RECIPE_VERSION}", _tool_versions(), target, part.name, top,
-                  f"place {place} clock {clock} ooc {out_of_context} seed {seed}",
-                  " ".join(settings["nextpnr_options"]) if place else "", constraints or "", rtlil):
-        digest.update(piece.encode())
-        digest.update(b"\0")
-    key = f"{target}-{part.name}-{'pnr' if place else 'synth'}-{digest.hexdigest()[:20]}"
-    entry = cache_root() / "synth" / key
-    if (entry / "report.json").exists():
-        report = json.loads((entry / "report.json").read_text())
-        return SynthReport.from_dict({**report, "cached": True})
-
+    digest = cache.key_of(f"recipe {RECIPE_VERSION}", _tool_versions(), target, part.name, top,
+                          f"place {place} clock {clock} ooc {out_of_context} seed {seed}",
+                          " ".join(settings["nextpnr_options"]) if place else "",
+                          constraints or "", rtlil, length=20)
+    key = f"{target}-{part.name}-{'pnr' if place else 'synth'}-{digest}"
     began = time.monotonic()
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".work-{key}-"))
-    try:
+
+    def produce(work: Path) -> None:
         from vdla.hw.replica import KEEP_REPLICAS  # Amaranth loads only when synthesising
         (work / "design.il").write_text(rtlil)
         synth = settings["synth"]
@@ -446,14 +437,9 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
         for bulky in ("design.il", "netlist.json", "yosys.log", "nextpnr.log"):
             (work / bulky).unlink(missing_ok=True)
         (work / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-        try:
-            os.rename(work, entry)
-        except OSError:  # another process made the same report first
-            shutil.rmtree(work, ignore_errors=True)
-        return SynthReport.from_dict(report)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    entry = cache.get_or_build("synth", key, produce, ["report.json"], what="synthesis report")
+    report = json.loads((entry.directory / "report.json").read_text())
+    return SynthReport.from_dict({**report, "cached": entry.cached})
 
 
 def _place(work: Path, target: str, part: Device, clock: float, out_of_context: bool,
@@ -636,36 +622,38 @@ def _remembered(config: HwConfig, question: tuple, answer) -> SynthReport:
     """
     from vdla.hw.generate import hw_source_digest
     _device(question[1], question[2])  # bad target or device: the error, before any work
-    digest = hashlib.sha256(repr((question, _tool_versions(), RECIPE_VERSION)).encode())
-    path = (cache_root() / "synth" / "by-config"
-            / f"{config.hash}-{hw_source_digest()}-{digest.hexdigest()[:16]}.json")
-    if path.exists():
-        return SynthReport.from_dict({**json.loads(path.read_text()), "cached": True})
-    report = answer()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps(report.to_dict()) + "\n")
-    os.replace(temporary, path)
-    return report
+    key = cache.key_of(hw_source_digest(), repr(question), _tool_versions(),
+                       str(RECIPE_VERSION), length=16)
+
+    def produce(work: Path) -> None:
+        (work / "report.json").write_text(json.dumps(answer().to_dict()) + "\n")
+    entry = cache.get_or_build("synth/by-config", f"{config.hash}-{key}", produce,
+                               ["report.json"], what="synthesis report")
+    report = json.loads((entry.directory / "report.json").read_text())
+    return SynthReport.from_dict({**report, "cached": entry.cached or report["cached"]})
 
 
 # ------------------------------------------------------------------ cycles -> time
-def _fmax_record(config: HwConfig) -> Path:
+def _fmax_record(config: HwConfig) -> str:
+    """The cache key of ``config``'s Fmax record (kind ``synth/fmax``)."""
     from vdla.hw.generate import hw_source_digest
     # By name too: board presets of the same hardware (``ulx3s``, ``ecpix5``) run
     # on different parts, at different clocks.
-    named = hashlib.sha256(f"{config.name}\0{config.hash}".encode()).hexdigest()[:16]
-    return cache_root() / "synth" / "fmax" / f"{named}-{hw_source_digest()}.json"
+    return cache.key_of(config.name, config.hash, hw_source_digest())
 
 
 def record_fmax(config: HwConfig, report: SynthReport) -> None:
     """Remember ``report``'s Fmax for ``config`` (this design's sources), for `known_fmax`."""
     if report.fmax_mhz is None:
         return
-    path = _fmax_record(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"fmax_mhz": report.fmax_mhz, "target": report.target,
-                                "device": report.device, "top": report.top}) + "\n")
+
+    def produce(work: Path) -> None:
+        (work / "fmax.json").write_text(json.dumps({
+            "fmax_mhz": report.fmax_mhz, "target": report.target, "device": report.device,
+            "top": report.top}) + "\n")
+    # The latest placement replaces the record (``force``), atomically.
+    cache.get_or_build("synth/fmax", _fmax_record(config), produce, ["fmax.json"],
+                       what="Fmax record", force=True)
 
 
 def known_fmax(config: HwConfig) -> dict | None:
@@ -673,8 +661,8 @@ def known_fmax(config: HwConfig) -> dict | None:
 
     Cheap (no tool runs): `place_and_route` and the synthesis benchmark record it.
     """
-    path = _fmax_record(config)
-    return json.loads(path.read_text()) if path.exists() else None
+    entry = cache.lookup("synth/fmax", _fmax_record(config), what="Fmax record")
+    return None if entry is None else json.loads((entry.directory / "fmax.json").read_text())
 
 
 def clock_for(config: HwConfig, clock_mhz: float | None = None) -> tuple[float, str] | None:

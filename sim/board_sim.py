@@ -2,10 +2,11 @@
 that is a simulation.
 
 `build_board_model` turns `hw.board_top.board_verilog` and ``board_uart.cpp``
-(the UART model and a C ABI) into a shared library, cached like the RTL tier's
-models (under ``cache_root()/board``, keyed by the Verilog, the harness, the
-flags and the Verilator version; built in a private directory and renamed
-into place). `SimulatedBoard` loads it and offers the transport interface of
+(the UART model and a C ABI) into a shared library, an entry of the one build
+cache like the RTL tier's models (`hw.cache.get_or_build`, kind ``board``,
+keyed by the hw sources, the harness, the flags and the Verilator version),
+so the library is checked against its recorded size and SHA-256 before every
+load and rebuilt when damaged. `SimulatedBoard` loads it and offers the transport interface of
 `runtime.board` (``write`` bytes, ``read`` exactly n bytes), so the host
 driver that would talk to a real board's serial port talks to the simulated
 pins through the same bytes.
@@ -18,16 +19,14 @@ after ``timeout_cycles`` and raises `TransportTimeout`.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import shutil
-import subprocess
-import tempfile
 from importlib import resources
 from pathlib import Path
 
-from vdla.hw.cache import cache_root
+from vdla.hw import cache
 from vdla.hw.config import HwConfig
+from vdla.sim.rtl.build import RtlBuildError
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, verilator_version
 
 __all__ = ["build_board_model", "SimulatedBoard", "TransportTimeout"]
@@ -46,26 +45,18 @@ class TransportTimeout(TimeoutError):
 def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
                       memory_kind: str = "bram") -> Path:
     """Build (or find in the cache) the simulated board; returns the shared library."""
-    from vdla.hw.board_top import board_verilog  # Amaranth loads only for a cold build
     harness = resources.files("vdla.sim").joinpath("board_uart.cpp").read_text()
     header = (f"#pragma once\n#define VDLA_CLOCKS_PER_BIT {clocks_per_bit}\n")
     # The Verilog depends on the hw sources: key on their digest, not on the text,
     # so a cache hit does not pay for Amaranth's conversion.
     from vdla.hw.generate import hw_source_digest
-    digest = hashlib.sha256()
-    for part in (f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
-                 f"memory kind {memory_kind}",
-                 hw_source_digest(), harness, header, verilator_version(),
-                 " ".join(VERILATOR_FLAGS), OPT_FAST):
-        digest.update(part.encode())
-        digest.update(b"\0")
-    final = cache_root() / "board" / f"{config.hash}-{digest.hexdigest()[:16]}"
-    if (final / LIBRARY_NAME).exists():
-        return final / LIBRARY_NAME
-    check_toolchain()
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{final.name}-"))
-    try:
+    digest = cache.key_of(f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
+                          f"memory kind {memory_kind}", hw_source_digest(), harness, header,
+                          verilator_version(), " ".join(VERILATOR_FLAGS), OPT_FAST, length=16)
+
+    def build(work: Path) -> None:
+        from vdla.hw.board_top import board_verilog
+        check_toolchain()
         (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit,
                                                     memory_kind))
         (work / "board_uart.cpp").write_text(harness)
@@ -74,21 +65,12 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
                    "-Mdir", "obj", "-o", f"../{LIBRARY_NAME}",
                    "-CFLAGS", "-fPIC", "-CFLAGS", "-I..", "-LDFLAGS", "-shared",
                    "board.v", "board_uart.cpp"]
-        result = subprocess.run(command, cwd=work, env=verilator_env(opt_fast=OPT_FAST),
-                                capture_output=True, text=True)
-        if result.returncode != 0 or not (work / LIBRARY_NAME).exists():
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise RuntimeError(f"building the simulated board failed (exit "
-                               f"{result.returncode}); last lines:\n{tail}")
+        cache.run_tool(command, work, "building the simulated board", RtlBuildError,
+                       env=verilator_env(opt_fast=OPT_FAST))
         shutil.rmtree(work / "obj")
-        try:
-            os.rename(work, final)
-        except OSError:  # another process built it first
-            shutil.rmtree(work, ignore_errors=True)
-        return final / LIBRARY_NAME
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    entry = cache.get_or_build("board", f"{config.hash}-{digest}", build, [LIBRARY_NAME],
+                               what="board model")
+    return entry.directory / LIBRARY_NAME
 
 
 class SimulatedBoard:

@@ -1,10 +1,13 @@
 """Compile generated C with the system compiler into a cached shared library.
 
-A library lives in ``<cache>/cpu/<key>/`` (``<cache>`` from `hw.cache.cache_root`)
-where ``key`` digests the C source, the compiler's version and the flags; flags
-with ``-march=native`` tie a library to this CPU, so the key then includes
-`hw.cache.cpu_fingerprint` as the RTL model's does. Builds are published with
-`hw.cache.publish` (atomic, safe between processes).
+A library is an entry of the one build cache (`hw.cache.get_or_build`, kind
+``cpu``) whose key digests the C source, the compiler's version and the flags;
+flags with ``-march=native`` tie a library to this CPU, so the key then
+includes `hw.cache.cpu_fingerprint` as the RTL model's does. The cache checks
+the library's recorded size and SHA-256 every time `build_library` hands it
+out, so a replaced, truncated or zeroed ``kernel.so`` is rebuilt before
+ctypes could load it; builds run under a per-key lock and are published
+atomically.
 
 Flags. ``$VDLA_CPU_CFLAGS`` overrides the default ``-O3 -march=native``.
 When the compiler rejects ``-march=native`` the next
@@ -15,22 +18,19 @@ macros the flags define, so every set computes the same result.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from vdla.hw.cache import cache_root, cpu_fingerprint, publish
+from vdla.hw import cache
+from vdla.hw.cache import cpu_fingerprint
 
 __all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "compiler_version",
            "cpu_model", "cache_dir", "FLAG_SETS"]
 
 LIBRARY_NAME = "kernel.so"
-MANIFEST_NAME = "manifest.json"
 COMMON_FLAGS = ("-shared", "-fPIC", "-std=gnu11", "-pthread")
 # Tried in order; the first the compiler accepts is used.
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
@@ -42,7 +42,7 @@ class CpuBuildError(RuntimeError):
 
 def cache_dir() -> Path:
     """Root of the CPU kernel cache (``<cache root>/cpu``)."""
-    root = cache_root() / "cpu"
+    root = cache.cache_root() / "cpu"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -115,13 +115,9 @@ def cpu_model() -> str:
 
 
 def _cache_key(source: str, flags: tuple[str, ...]) -> str:
-    digest = hashlib.sha256()
     native = any("native" in flag for flag in flags)
-    for part in (source, _compiler(), compiler_version(), " ".join(COMMON_FLAGS + flags),
-                 cpu_fingerprint() if native else "portable"):
-        digest.update(part.encode())
-        digest.update(b"\0")
-    return digest.hexdigest()[:24]
+    return cache.key_of(source, _compiler(), compiler_version(), " ".join(COMMON_FLAGS + flags),
+                        cpu_fingerprint() if native else "portable")
 
 
 def build_library(source: str, flags: tuple[str, ...] | None = None) -> Path:
@@ -137,31 +133,21 @@ def build_library(source: str, flags: tuple[str, ...] | None = None) -> Path:
     Returns
     -------
     pathlib.Path
-        The library, ready for `ctypes.CDLL`.
+        The library, just verified against its recorded size and SHA-256:
+        load it now with `ctypes.CDLL` (and call again before another load).
 
     Raises
     ------
     CpuBuildError
-        With the compiler's last lines of output when it fails.
+        With the compiler's first error and last lines of output when it fails.
     """
     flags = compiler_flags() if flags is None else tuple(flags)
-    key = _cache_key(source, flags)
-    final = cache_dir() / key
-    if (final / MANIFEST_NAME).exists():
-        return final / LIBRARY_NAME
-    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{key}-"))
-    try:
+    command = [_compiler(), *COMMON_FLAGS, *flags, "kernel.c", "-o", LIBRARY_NAME]
+
+    def build(work: Path) -> dict:
         (work / "kernel.c").write_text(source)
-        command = [_compiler(), *COMMON_FLAGS, *flags, "kernel.c", "-o", LIBRARY_NAME]
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise CpuBuildError(f"compiling a CPU kernel failed (exit {result.returncode}, "
-                                f"{' '.join(command)}):\n{tail}")
-        (work / MANIFEST_NAME).write_text(json.dumps({"key": key, "command": command,
-                                                      "compiler": compiler_version()}) + "\n")
-        publish(work, final, MANIFEST_NAME)
-        return final / LIBRARY_NAME
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        cache.run_tool(command, work, "compiling a CPU kernel", CpuBuildError)
+        return {"command": command, "compiler": compiler_version()}
+    entry = cache.get_or_build("cpu", _cache_key(source, flags), build, [LIBRARY_NAME],
+                               what="CPU kernel")
+    return entry.directory / LIBRARY_NAME

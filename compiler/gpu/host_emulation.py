@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
 
 import numpy as np
 
@@ -32,8 +31,8 @@ from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME, generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
-from vdla.compiler.gpu.nvcc import cached_build
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.hw import cache
 from vdla.compiler.gpu.tiling import Tiling
 
 __all__ = ["EmulatedKernel", "emulate", "EmulationError"]
@@ -95,11 +94,10 @@ def _build(source: str) -> str:
 
     def produce(work):
         (work / "kernel.cpp").write_text(source)
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
-            raise EmulationError(f"host build of the CUDA C failed ({' '.join(command)}):\n{tail}")
-    return str(cached_build("emulation", (source, " ".join(command)), produce, "kernel.so"))
+        cache.run_tool(command, work, "host build of the CUDA C", EmulationError)
+    entry = cache.get_or_build("gpu/emulation", cache.key_of(source, " ".join(command)), produce,
+                               ["kernel.so"], what="emulated GPU kernel")
+    return str(entry.directory / "kernel.so")
 
 
 class EmulatedKernel:

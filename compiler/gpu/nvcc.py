@@ -5,26 +5,25 @@ needs neither: nvcc (``$VDLA_NVCC``, else ``nvcc`` on PATH, else
 ``/usr/local/cuda/bin/nvcc``) turns the CUDA C into a cubin for a named
 architecture (``sm_90a``, the H100, by default) and ``-Xptxas -v`` reports the
 registers, shared memory, spills and barriers of the kernel. Reports are
-cached under ``<cache>/gpu/nvcc/<key>`` (``key`` digests the source, the
-architecture and nvcc's version) and published atomically (`hw.cache.publish`).
+entries of the one build cache (`hw.cache.get_or_build`, kind ``gpu/nvcc``,
+keyed by the source, the architecture and nvcc's version), verified before
+every read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from vdla.hw.cache import cache_root, publish
+from vdla.hw import cache
 
-__all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin", "cached_build"]
+__all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin"]
 
 DEFAULT_ARCH = "sm_90a"
 _REPORT = "report.json"
@@ -85,29 +84,6 @@ def _parse(log: str, arch: str, cubin_bytes: int) -> PtxasReport:
                        stack_bytes=number(r"(\d+) bytes stack frame"), cubin_bytes=cubin_bytes)
 
 
-def cached_build(kind: str, key_parts, produce, marker: str) -> Path:
-    """``<cache>/gpu/<kind>/<key>/<marker>``, made once by ``produce(work_dir)`` and published.
-
-    ``key`` digests ``key_parts``; ``produce`` writes ``marker`` (and anything
-    else) into a fresh directory that is then published atomically
-    (`hw.cache.publish`), so concurrent processes build at most twice and
-    never see half an entry.
-    """
-    digest = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:24]
-    final = cache_root() / "gpu" / kind / digest
-    if (final / marker).exists():
-        return final / marker
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{digest}-"))
-    try:
-        produce(work)
-        publish(work, final, marker)
-        return final / marker
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-
-
 def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
     """Compile ``source`` to a cubin for ``arch`` (cached) and return ptxas's report.
 
@@ -121,13 +97,9 @@ def compile_cubin(source: str, arch: str = DEFAULT_ARCH) -> PtxasReport:
 
     def produce(work: Path) -> None:
         (work / "kernel.cu").write_text(source)
-        result = subprocess.run(command, cwd=work, capture_output=True, text=True)
-        log = result.stdout + result.stderr
-        if result.returncode != 0:
-            tail = "\n".join(log.strip().splitlines()[-30:])
-            raise NvccError(f"nvcc failed (exit {result.returncode}, {' '.join(command)}):\n{tail}")
+        log = cache.run_tool(command, work, "nvcc", NvccError)
         report = _parse(log, arch, (work / "kernel.cubin").stat().st_size)
-        (work / "ptxas.log").write_text(log)
         (work / _REPORT).write_text(json.dumps(dataclasses.asdict(report)) + "\n")
-    path = cached_build("nvcc", (source, arch, nvcc_version()), produce, _REPORT)
-    return PtxasReport(**json.loads(path.read_text()))
+    entry = cache.get_or_build("gpu/nvcc", cache.key_of(source, arch, nvcc_version()), produce,
+                               [_REPORT], what="ptxas report")
+    return PtxasReport(**json.loads((entry.directory / _REPORT).read_text()))

@@ -1,10 +1,12 @@
 """Building and running the cocotb benches from pytest.
 
-`build(name, verilog, ports)` writes the Verilog (generated from Amaranth by
-the caller) and a Verilator control file into a build directory named by the
-content hash of everything that shapes the model, and builds it with cocotb's
-Verilator runner once: later sessions (and other pytest-xdist workers, which
-wait on a file lock) reuse it. `run(bench, build, testcases, env)` runs all
+`build(name, verilog)` writes the Verilog (generated from Amaranth by the
+caller) and a Verilator control file into an entry of the one build cache
+(`hw.cache.get_or_build`, kind ``cocotb``) keyed by the content hash of
+everything that shapes the model, and builds it with cocotb's Verilator
+runner once: later sessions (and other pytest-xdist workers, which wait on
+the key's lock) reuse it, after checking the simulator binary against its
+recorded size and SHA-256. `run(bench, build, testcases, env)` runs all
 test cases of one bench module in one simulator process and returns the
 parsed results, so a pytest wrapper pays for one model start per bench.
 
@@ -18,23 +20,17 @@ Verilator from making every internal signal public.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdla.hw.cache import cache_root as vdla_cache_root
+from vdla.hw import cache
 
 BENCH_PACKAGE = "vdla.sim.cocotb"
 LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",
               "-Wno-CASEINCOMPLETE", "-Wno-SELRANGE"]
-
-
-def cache_root() -> Path:
-    return vdla_cache_root() / "cocotb"
 
 
 @dataclass(frozen=True)
@@ -74,42 +70,32 @@ def control_file(verilog: str, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def build(name: str, verilog: str) -> Build:
     """Build (or reuse) the cocotb Verilator model of ``verilog`` with top ``name``."""
     _prepare_environment()
     import cocotb
     from vdla.sim.rtl.toolchain import verilator_version
     vlt = control_file(verilog, name)
-    digest = hashlib.sha256("\0".join([verilog, vlt, cocotb.__version__, verilator_version(),
-                                       " ".join(LINT_FLAGS), os.environ.get("MAKEFLAGS", "")])
-                            .encode()).hexdigest()[:16]
-    directory = cache_root() / f"{name}-{digest}"
-    binary = directory / name
-    with _lock(cache_root() / f".{name}-{digest}.lock"):
-        if not binary.exists():
-            from cocotb_tools.runner import get_runner
-            directory.mkdir(parents=True, exist_ok=True)
-            (directory / f"{name}.v").write_text(verilog)
-            (directory / f"{name}.vlt").write_text(vlt)
-            runner = get_runner("verilator")
-            runner.build(sources=[directory / f"{name}.vlt", directory / f"{name}.v"],
-                         hdl_toplevel=name, build_dir=directory, build_args=LINT_FLAGS,
-                         always=True, log_file=directory / "build.log")
-            if not binary.exists():
-                raise RuntimeError(f"cocotb build of {name} produced no {binary}; "
-                                   f"see {directory / 'build.log'}")
-    return Build(name, directory)
+    digest = cache.key_of(verilog, vlt, cocotb.__version__, verilator_version(),
+                          " ".join(LINT_FLAGS), os.environ.get("MAKEFLAGS", ""), length=16)
+
+    def produce(work: Path) -> None:
+        from cocotb_tools.runner import get_runner
+        (work / f"{name}.v").write_text(verilog)
+        (work / f"{name}.vlt").write_text(vlt)
+        try:
+            get_runner("verilator").build(
+                sources=[work / f"{name}.vlt", work / f"{name}.v"], hdl_toplevel=name,
+                build_dir=work, build_args=LINT_FLAGS, always=True, log_file=work / cache.BUILD_LOG)
+        except RuntimeError as error:   # the runner's "Command failed with return code: n"
+            code = re.search(r"-?\d+$", str(error))
+            log = work / cache.BUILD_LOG
+            raise RuntimeError(cache.tool_failure(
+                f"building the cocotb model of {name}", int(code.group()) if code else 1,
+                log.read_text(errors="replace") if log.exists() else "")) from None
+    entry = cache.get_or_build("cocotb", f"{name}-{digest}", produce, [name],
+                               what="cocotb model")
+    return Build(name, entry.directory)
 
 
 @dataclass

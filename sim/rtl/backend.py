@@ -20,12 +20,13 @@ from typing import Callable
 
 import numpy as np
 
+from vdla.hw.cache import entry_problem
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, STATUS_BITS
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.checker import MAX_UOP_EXECUTIONS, check_program
 from vdla.sim.errors import AddressError, DeadlockError
-from vdla.sim.rtl.build import ModelBuild, RunStatus, build_model
+from vdla.sim.rtl.build import ModelBuild, RtlBuildError, RunStatus, build_model
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit"]
 
@@ -47,6 +48,11 @@ def _load_library(path: Path) -> ctypes.CDLL:
     with _LIBRARIES_LOCK:
         if path in _LIBRARIES:
             return _LIBRARIES[path]
+        # A ModelBuild may be older than this load: its library is checked again first.
+        problem = entry_problem(path.parent)
+        if problem is not None:
+            raise RtlBuildError(f"the RTL model {path.parent} changed after it was built "
+                                f"({problem}); build_model builds it again")
         lib = ctypes.CDLL(str(path))  # RTLD_LOCAL: several models can coexist
         handle, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
         u8p = ctypes.POINTER(ctypes.c_uint8)

@@ -4,17 +4,14 @@
 Verilator on it together with ``harness.cpp`` (the DRAM model and C ABI) and
 links one shared library that `sim.rtl.backend` loads through ctypes.
 
-Caching. A build lives in ``<cache>/<key>/`` where ``key`` digests the config
-hash, the Verilog text, the harness source, the trace flag, the Verilator
-version and the build flags; ``<cache>`` is ``$VDLA_CACHE_DIR/rtl`` or
-``~/.cache/vdla/rtl``. A build runs in a private temporary directory next to
-its final place and is renamed into it atomically, so two processes building
-the same model at once both succeed (the loser discards its copy). The
-manifest records the library's size and SHA-256; an entry whose library no
-longer matches is discarded and rebuilt before anything loads it, and
-private build folders left by killed processes are removed after
-`STALE_BUILD_SECONDS`. The
-Verilog of a config is cached too, keyed by the config and a digest of the
+Caching. A model is an entry of the one build cache (`hw.cache.get_or_build`,
+kind ``rtl``) whose key digests the config hash, the Verilog text, the
+harness source, the trace flag, the Verilator version and the build flags.
+The cache records the library's and the Verilog's size and SHA-256 and
+checks them before every load, so a truncated, zeroed or replaced library is
+rebuilt, never loaded; it builds under a per-key lock in a private folder
+renamed into place. The Verilog of a config is a cache entry too
+(`hw.generate.cached_verilog`), keyed by the config and a digest of the
 ``hw`` package sources, so a cache hit does not pay for Amaranth's conversion.
 """
 
@@ -22,25 +19,21 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
-import json
 import os
 import shutil
-import subprocess
-import tempfile
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from vdla.hw.cache import cache_root, cpu_fingerprint, publish
+from vdla.hw import cache
+from vdla.hw.cache import cpu_fingerprint
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_STATUS, rtl_counters
 from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir", "RunStatus",
-           "entry_problem"]
+__all__ = ["RtlBuildError", "ModelBuild", "build_model", "cache_dir", "RunStatus"]
 
 
 class RunStatus(enum.IntEnum):
@@ -58,7 +51,7 @@ class RunStatus(enum.IntEnum):
 
 LIBRARY_NAME = "libvdla_rtl.so"
 VERILOG_NAME = "accelerator.v"
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = cache.MANIFEST_NAME
 # Bump when the build recipe below changes in a way the key does not see.
 RECIPE_VERSION = 1
 # Verilator flags; the makefile's OPT_FAST comes from `toolchain.make_flags`.
@@ -95,6 +88,8 @@ class ModelBuild:
         True when this call found the build in the cache.
     seconds : float
         Time this call took (generation + build, or the lookup).
+    manifest : dict
+        What the build recorded (key, config, toolchain, flags, timing).
     """
 
     directory: Path
@@ -102,6 +97,7 @@ class ModelBuild:
     trace: bool
     cached: bool
     seconds: float
+    manifest: dict
 
     @property
     def library(self) -> Path:
@@ -113,15 +109,10 @@ class ModelBuild:
         """The Verilog the model was built from."""
         return self.directory / VERILOG_NAME
 
-    @property
-    def manifest(self) -> dict:
-        """The build's manifest (key, config, toolchain, flags, timing)."""
-        return json.loads((self.directory / MANIFEST_NAME).read_text())
-
 
 def cache_dir() -> Path:
     """Root of the RTL build cache (``$VDLA_CACHE_DIR/rtl`` or ``~/.cache/vdla/rtl``)."""
-    root = cache_root() / "rtl"
+    root = cache.cache_root() / "rtl"
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -196,73 +187,17 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
     ])
 
 
-def entry_problem(directory: Path) -> str | None:
-    """What is wrong with a cache entry (None: its library matches its manifest).
-
-    The manifest records the library's size and SHA-256 at build time; a
-    truncated library would kill the process with SIGBUS when loaded, a
-    replaced one would load whatever it holds.
-    """
-    try:
-        manifest = json.loads((directory / MANIFEST_NAME).read_text())
-        expected = (manifest["library_bytes"], manifest["library_sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "its manifest is unreadable or records no library checksum"
-    library = directory / LIBRARY_NAME
-    try:
-        size = library.stat().st_size
-        if size != expected[0]:
-            return f"{LIBRARY_NAME} has {size} bytes, {expected[0]} were built"
-        if hashlib.sha256(library.read_bytes()).hexdigest() != expected[1]:
-            return f"{LIBRARY_NAME} does not match the checksum recorded at build time"
-    except OSError as error:
-        return f"{LIBRARY_NAME} cannot be read ({error.strerror or error})"
-    return None
-
-
-def _discard(directory: Path, problem: str) -> None:
-    """Remove a damaged entry (moved aside first, so a concurrent reader never sees half)."""
-    aside = directory.parent / f".discard-{directory.name}-{os.getpid()}"
-    try:
-        os.rename(directory, aside)
-    except FileNotFoundError:
-        return  # another process discarded it already
-    except OSError as error:
-        raise RtlBuildError(f"the cached RTL model {directory} is damaged ({problem}) and "
-                            f"cannot be removed ({error.strerror or error}); remove it with: "
-                            f"rm -rf '{directory}'") from None
-    shutil.rmtree(aside, ignore_errors=True)
-
-
-# A build takes a minute or two; a private build folder older than this was
-# left by a process that was killed.
-STALE_BUILD_SECONDS = 3 * 3600
-
-
-def _clean_stale_builds(root: Path) -> None:
-    """Remove ``.build-*`` and ``.discard-*`` folders that killed processes left behind."""
-    now = time.time()
-    for folder in list(root.glob(".build-*")) + list(root.glob(".discard-*")):
-        try:
-            if now - folder.stat().st_mtime > STALE_BUILD_SECONDS:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass   # removed meanwhile
-
-
 def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool,
                opt_fast: str = DEFAULT_OPT_FAST) -> str:
-    digest = hashlib.sha256()
     lz4 = f"lz4 {_system_lz4() or _package_file('lz4_literals.cpp')}" if trace else ""
     cpu = f"cpu {cpu_fingerprint()}" if "native" in opt_fast else ""
-    for part in (f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}", lz4, cpu,
-                 f"verilator {verilator_version()}", " ".join(VERILATOR_FLAGS + CXX_FLAGS + LD_FLAGS),
-                 make_flags(opt_fast), " ".join(rtl_counters(config)), " ".join(RTL_STATUS),
-                 " ".join(RTL_ACTIVITY), " ".join(ACTIVITY_STATES),
-                 " ".join(f"{status.name}={status.value}" for status in RunStatus)):
-        digest.update(part.encode())
-        digest.update(b"\0")
-    return f"{config.hash}-{digest.hexdigest()[:16]}{'-fst' if trace else ''}"
+    digest = cache.key_of(
+        f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}", lz4, cpu,
+        f"verilator {verilator_version()}", " ".join(VERILATOR_FLAGS + CXX_FLAGS + LD_FLAGS),
+        make_flags(opt_fast), " ".join(rtl_counters(config)), " ".join(RTL_STATUS),
+        " ".join(RTL_ACTIVITY), " ".join(ACTIVITY_STATES),
+        " ".join(f"{status.name}={status.value}" for status in RunStatus), length=16)
+    return f"{config.hash}-{digest}{'-fst' if trace else ''}"
 
 
 def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = None,
@@ -296,8 +231,8 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
     Raises
     ------
     RtlBuildError
-        When Verilator or the compiler fails; the message ends with the tail
-        of their output.
+        When Verilator or the compiler fails; the message's first line
+        names their first error, the tail of their output follows.
     """
     began = time.monotonic()
     if verilog is None:
@@ -305,23 +240,11 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
         verilog = cached_verilog(config)
     harness = _harness_source()
     key = _cache_key(config, verilog, harness, trace, opt_fast)
-    final = cache_dir() / key
-    _clean_stale_builds(final.parent)
-    if (final / MANIFEST_NAME).exists() and not force:
-        problem = entry_problem(final)
-        if problem is None:
-            return ModelBuild(final, key, trace, True, time.monotonic() - began)
-        # A damaged entry (truncated, deleted or replaced library) would crash
-        # the loader or the process: throw it away and build it again.
-        if progress:
-            progress(f"the cached RTL model {final} is damaged ({problem}); rebuilding it")
-        _discard(final, problem)
 
-    check_toolchain()
-    if progress:
-        progress(f"building the RTL model of config {config.name!r} ({key}) with Verilator")
-    work = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".build-{key}-"))
-    try:
+    def build(work: Path) -> dict:
+        check_toolchain()
+        if progress:
+            progress(f"building the RTL model of config {config.name!r} ({key}) with Verilator")
         (work / VERILOG_NAME).write_text(verilog)
         (work / "harness.cpp").write_text(harness)
         (work / "vdla_config.h").write_text(_config_header(config, trace, key))
@@ -332,33 +255,20 @@ def build_model(config: HwConfig, trace: bool = False, *, verilog: str | None = 
                    *[arg for flag in LD_FLAGS for arg in ("-LDFLAGS", flag)],
                    *(["--trace-fst", "-LDFLAGS", "-L.."] if trace else []),
                    VERILOG_NAME, "harness.cpp", *extra_sources]
-        result = subprocess.run(command, cwd=work, env=verilator_env(opt_fast=opt_fast),
-                                capture_output=True,
-                                text=True)
-        log = f"$ {' '.join(command)}\n{result.stdout}\n{result.stderr}"
-        (work / "build.log").write_text(log)
-        if result.returncode != 0 or not (work / LIBRARY_NAME).exists():
-            tail = "\n".join(log.strip().splitlines()[-40:])
-            raise RtlBuildError(f"building the RTL model of config {config.name!r} failed "
-                                f"(exit {result.returncode}); last lines of the output:\n{tail}")
+        cache.run_tool(command, work, f"building the RTL model of config {config.name!r}",
+                       RtlBuildError, env=verilator_env(opt_fast=opt_fast), tail_lines=40)
         shutil.rmtree(work / "obj")  # objects are large and not needed to run
-        library = (work / LIBRARY_NAME).read_bytes()
-        seconds = time.monotonic() - began
-        manifest = {
+        return {
             "key": key, "config": config.to_dict(), "config_hash": config.hash, "trace": trace,
             "verilator": verilator_version(), "library": LIBRARY_NAME, "verilog": VERILOG_NAME,
             "opt_fast": opt_fast, "portable": "native" not in opt_fast,
-            "library_bytes": len(library), "library_sha256": hashlib.sha256(library).hexdigest(),
             "counters": list(rtl_counters(config)), "status": list(RTL_STATUS),
             "activity": list(RTL_ACTIVITY),
-            "build_seconds": round(seconds, 2), "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "command": command,
+            "build_seconds": round(time.monotonic() - began, 2),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "command": command,
         }
-        (work / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
-        if force and final.exists():
-            shutil.rmtree(final, ignore_errors=True)
-        publish(work, final, MANIFEST_NAME)
-        return ModelBuild(final, key, trace, False, seconds)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+
+    entry = cache.get_or_build("rtl", key, build, (LIBRARY_NAME, VERILOG_NAME),
+                               what="RTL model", announce=progress, force=force)
+    return ModelBuild(entry.directory, key, trace, entry.cached, time.monotonic() - began,
+                      entry.info)

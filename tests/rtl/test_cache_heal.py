@@ -1,70 +1,100 @@
-"""The model cache verifies its entries and heals: damaged libraries are rebuilt,
-killed builds' folders removed, and tool caches follow ``VDLA_CACHE_DIR``."""
+"""The RTL and board-sim model caches verify their entries and heal: a damaged library is
+rebuilt before anything loads it, and tool caches follow ``VDLA_CACHE_DIR``. Damage is done
+to the files' contents, so this holds for every user, root included."""
 
 from __future__ import annotations
 
 import os
 import re
-import time
+import shutil
 
 import pytest
 
-from vdla.hw.cache import cache_root, tool_cache_environment
+from tests.foreign_library import foreign_library
+from vdla.hw.cache import cache_root, entry_problem, tool_cache_environment
 from vdla.sim.rtl import RtlModel
-from vdla.sim.rtl.build import LIBRARY_NAME, STALE_BUILD_SECONDS, build_model, entry_problem
+from vdla.sim.rtl.build import RtlBuildError, build_model
 
 pytestmark = pytest.mark.rtl
 
 
-def _truncate(library):
+def _truncate(library, foreign):
     library.write_bytes(library.read_bytes()[:4096])
 
 
-def _garbage(library):   # same size, other bytes
-    data = bytearray(library.read_bytes())
-    data[len(data) // 2:len(data) // 2 + 64] = bytes(64)
-    library.write_bytes(bytes(data))
+def _zero(library, foreign):   # same size, all zeros
+    library.write_bytes(bytes(library.stat().st_size))
 
 
-def _delete(library):
-    library.unlink()
+def _replace(library, foreign):   # another valid library, with code in its constructor
+    library.write_bytes(foreign.read_bytes())
 
 
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory, tiny, standin_verilog_tiny):
+    """A cache root holding the stand-in model, built once; each test damages a copy."""
+    root = tmp_path_factory.mktemp("built-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VDLA_CACHE_DIR", str(root))
+        build_model(tiny, verilog=standin_verilog_tiny)
+    return root
+
+
+# The generic damage cases (a lost file or manifest, ...) are tested once in
+# tests/hw/test_cache.py; these are the ones that crashed or ran foreign code.
 @pytest.mark.parametrize("damage, problem", [
     (_truncate, r"libvdla_rtl.so has 4096 bytes, \d+ were built"),
-    (_garbage, r"does not match the checksum recorded at build time"),
-    (_delete, r"libvdla_rtl.so cannot be read \(No such file or directory\)"),
-])
-def test_a_damaged_entry_is_found_and_rebuilt(tmp_path, monkeypatch, tiny, standin_verilog_tiny,
-                                              damage, problem):
-    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
+    (_zero, r"libvdla_rtl.so does not match the checksum recorded at build time"),
+    (_replace, r"libvdla_rtl.so has \d+ bytes, \d+ were built"),
+], ids=["truncate", "zero", "replace"])
+def test_a_damaged_model_is_found_and_rebuilt(tmp_path, monkeypatch, built_cache, tiny,
+                                              standin_verilog_tiny, damage, problem):
+    shutil.copytree(built_cache, tmp_path / "cache", symlinks=True)
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path / "cache"))
+    foreign, marker = foreign_library(tmp_path)
     first = build_model(tiny, verilog=standin_verilog_tiny)
+    assert first.cached
     assert entry_problem(first.directory) is None
-    damage(first.library)
+    damage(first.library, foreign)
     assert re.search(problem, entry_problem(first.directory))
+    with pytest.raises(RtlBuildError, match=rf"the RTL model {re.escape(str(first.directory))} "
+                                            rf"changed after it was built \({problem}\); "
+                                            rf"build_model builds it again"):
+        RtlModel(first)   # a ModelBuild from before the damage is checked again at load
     told = []
     healed = build_model(tiny, verilog=standin_verilog_tiny, progress=told.append)
     assert not healed.cached and healed.directory == first.directory
     assert entry_problem(healed.directory) is None
-    assert "is damaged" in told[0] and "rebuilding" in told[0]
-    with RtlModel(healed) as model:   # loads, rather than SIGBUS or a loader error
+    assert re.fullmatch(rf"the cached RTL model {re.escape(str(first.directory))} is damaged "
+                        rf"\({problem}\); rebuilding it", told[0])
+    with RtlModel(healed) as model:   # loads, rather than SIGBUS, a loader error or other code
         assert model.bus_bytes == tiny.dram_bus_bytes
-    assert not list((tmp_path / "rtl").glob(".discard-*"))
+    assert not marker.exists()
+    assert not list((tmp_path / "cache" / "rtl").glob(".discard-*"))
 
 
-def test_killed_builds_leave_nothing_behind_for_long(tmp_path, monkeypatch, tiny,
-                                                      standin_verilog_tiny):
-    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))
-    build_model(tiny, verilog=standin_verilog_tiny)
-    stale, fresh = tmp_path / "rtl" / ".build-old-x", tmp_path / "rtl" / ".build-new-y"
-    for folder in (stale, fresh):
-        (folder / "obj").mkdir(parents=True)
-        (folder / LIBRARY_NAME).write_bytes(b"partial")
-    old = time.time() - STALE_BUILD_SECONDS - 60
-    os.utime(stale, (old, old))
-    assert build_model(tiny, verilog=standin_verilog_tiny).cached
-    assert not stale.exists()
-    assert fresh.exists()   # may be another process's build in progress
+BOARD_STANDIN = """module vdla_board(input clk, input rst, input uart_rx, output uart_tx);
+  assign uart_tx = uart_rx;   // a loopback: the host reads back what it writes
+endmodule
+"""
+
+
+def test_a_damaged_board_model_is_rebuilt(tmp_path, monkeypatch, capsys, tiny):
+    """The board simulation's library (a loopback stand-in for the board top) is rebuilt
+    when replaced by another library, whose code never runs."""
+    from vdla.hw import board_top
+    from vdla.sim.board_sim import SimulatedBoard, build_board_model
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(board_top, "board_verilog", lambda *args: BOARD_STANDIN)
+    foreign, marker = foreign_library(tmp_path)
+    library = build_board_model(tiny, 4096, 4)
+    _replace(library, foreign)
+    board = SimulatedBoard(tiny, 4096, clocks_per_bit=4, timeout_cycles=10_000)
+    assert "is damaged (libvdla_board.so" in capsys.readouterr().err
+    board.write(b"vdla")
+    assert board.read(4) == b"vdla"
+    board.close()
+    assert not marker.exists()
 
 
 def test_tool_caches_follow_vdla_cache_dir(tmp_path, monkeypatch):
@@ -75,19 +105,15 @@ def test_tool_caches_follow_vdla_cache_dir(tmp_path, monkeypatch):
     assert os.environ["XDG_CACHE_HOME"] == "/somewhere/else"
 
 
-def test_a_read_only_home_gets_a_writable_default(tmp_path, monkeypatch):
+def test_an_unusable_home_cache_gets_a_writable_default(tmp_path, monkeypatch):
+    # ``~/.cache`` is a file, not a folder: no user, root included, can create the cache in it.
     home = tmp_path / "home"
     home.mkdir()
-    home.chmod(0o500)
-    try:
-        monkeypatch.delenv("VDLA_CACHE_DIR", raising=False)
-        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-        monkeypatch.setenv("HOME", str(home))
-        if os.access(home, os.W_OK):
-            pytest.skip("running as a user who can write anywhere")
-        root = cache_root()
-        assert not str(root).startswith(str(home))
-        with tool_cache_environment():
-            assert os.environ["XDG_CACHE_HOME"] == str(root / "tools")
-    finally:
-        home.chmod(0o700)
+    (home / ".cache").write_text("not a folder")
+    monkeypatch.delenv("VDLA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    root = cache_root()
+    assert not str(root).startswith(str(home)) and root.name == f"vdla-cache-{os.getuid()}"
+    with tool_cache_environment():
+        assert os.environ["XDG_CACHE_HOME"] == str(root / "tools")
