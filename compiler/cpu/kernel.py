@@ -102,26 +102,32 @@ class CpuKernel:
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
         k, c, kh, kw = weight.shape
+        groups = self.problem.groups
         ocb, icb = schedule.oc_block, schedule.ic_block
-        kp, cp = _ceil_to(k, ocb), _ceil_to(c, icb)
-        padded = np.zeros((kp, cp, kh, kw), dtype=weight.dtype)
-        padded[:k, :c] = weight
+        # Each group's output channels pad to whole register tiles, its input
+        # channels to whole channel blocks (the C's KB and CB are per group).
+        kp, cp = _ceil_to(k // groups, ocb), _ceil_to(c, icb)
+        padded = np.zeros((groups, kp, cp, kh, kw), dtype=weight.dtype)
+        padded[:, :k // groups, :c] = weight.reshape(groups, k // groups, c, kh, kw)
         if self.mode == "int8":
-            blocks = padded.reshape(kp // ocb, ocb, cp // icb, icb // 4, 4, kh, kw)
-            self._weight = np.ascontiguousarray(blocks.transpose(0, 2, 5, 6, 3, 1, 4))
+            blocks = padded.reshape(groups, kp // ocb, ocb, cp // icb, icb // 4, 4, kh, kw)
+            self._weight = np.ascontiguousarray(blocks.transpose(0, 1, 3, 6, 7, 4, 2, 5))
             # acc holds sum((x + 128) * w): take 128 * sum(w) back out, wrapping like int32.
             correction = 128 * weight.astype(np.int64).sum(axis=(1, 2, 3))
             bias64 = (np.asarray(bias, np.int64) if bias is not None
                       else np.zeros(k, np.int64))
             epilogue = ((bias64 - correction) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
         else:
-            blocks = padded.reshape(kp // ocb, ocb, cp // icb, icb, kh, kw)
-            self._weight = np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 3, 1))
+            blocks = padded.reshape(groups, kp // ocb, ocb, cp // icb, icb, kh, kw)
+            self._weight = np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 6, 4, 2))
             epilogue = (np.asarray(bias, np.float32) if bias is not None
                         else np.zeros(k, np.float32))
-        # Padded to whole vectors: the epilogue loads LANES values at a time.
-        self._epilogue = np.zeros(kp + schedule.lanes, dtype=epilogue.dtype)
-        self._epilogue[:k] = epilogue
+        # Per group padded to its whole tiles, then by a vector: the epilogue
+        # loads LANES values at a time.
+        per_group = np.zeros((groups, kp), dtype=epilogue.dtype)
+        per_group[:, :k // groups] = epilogue.reshape(groups, -1)
+        self._epilogue = np.concatenate([per_group.ravel(),
+                                         np.zeros(schedule.lanes, epilogue.dtype)])
 
     def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.

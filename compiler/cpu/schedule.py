@@ -61,7 +61,8 @@ class CpuProblem(_ConvOutput):
 
     ``data_strides`` and ``out_strides`` are element strides of the user's
     arrays along (n, c, h, w) and (n, k, h, w), so one kernel reads NCHW
-    tensors and dense (M, K) matrices alike.
+    tensors and dense (M, K) matrices alike. ``padding`` is (top, left,
+    bottom, right); ``groups`` and ``dilation`` as in `compiler.ops.Conv2d`.
     """
 
     batch: int
@@ -71,26 +72,39 @@ class CpuProblem(_ConvOutput):
     width: int
     kernel: tuple[int, int]
     stride: tuple[int, int]
-    padding: tuple[int, int]
+    padding: tuple[int, int, int, int]
     data_strides: tuple[int, int, int, int]
     out_strides: tuple[int, int, int, int]
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    @property
+    def group_in(self) -> int:
+        """Input channels of one group (the reduction's channels)."""
+        return self.in_channels // self.groups
+
+    @property
+    def group_out(self) -> int:
+        """Output channels of one group."""
+        return self.out_channels // self.groups
 
     @property
     def macs(self) -> int:
         return (self.batch * self.out_channels * self.out_height * self.out_width
-                * self.in_channels * self.kernel[0] * self.kernel[1])
+                * self.group_in * self.kernel[0] * self.kernel[1])
 
     @classmethod
     def from_op(cls, op) -> "CpuProblem":
         """The problem of a `compiler.ops.Conv2d` or `Dense`."""
         if op.kind == "dense":
             m, k_in, k_out = op.batch, op.in_features, op.out_features
-            return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0),
+            return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0, 0, 0),
                        data_strides=(0, 1, 0, k_in), out_strides=(0, 1, 0, k_out))
         c, h, w, k = op.in_channels, op.height, op.width, op.out_channels
         oh, ow = op.out_height, op.out_width
         return cls(op.batch, c, k, h, w, op.kernel, op.stride, op.padding,
-                   data_strides=(c * h * w, h * w, w, 1), out_strides=(k * oh * ow, oh * ow, ow, 1))
+                   data_strides=(c * h * w, h * w, w, 1), out_strides=(k * oh * ow, oh * ow, ow, 1),
+                   dilation=op.dilation, groups=op.groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +190,7 @@ class CpuSpace(KnobSpace):
         except ScheduleError:
             return False
         lanes, vectors = schedule.lanes, schedule.oc_vectors
-        if vectors > 1 and (vectors - 1) * lanes >= self.problem.out_channels:
+        if vectors > 1 and (vectors - 1) * lanes >= self.problem.group_out:
             return False
         return vectors * schedule.ow_tile + vectors + _SPARE_REGISTERS - 1 <= self.registers
 
@@ -199,7 +213,7 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
         this machine's by default.
     """
     problem, features = _problem_and_features(problem, features)
-    channels = _ceil_div(problem.in_channels, 4) * 4
+    channels = _ceil_div(problem.group_in, 4) * 4
     largest = max(IC_BLOCKS)
     ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
     knobs = (("lanes", _lane_choices(features)), ("oc_vectors", OC_VECTORS),
@@ -244,7 +258,7 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     oh, ow = problem.out_height, problem.out_width
     kh, kw = problem.kernel
     group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
-    channel_steps = _ceil_div(problem.in_channels, schedule.ic_block) * schedule.ic_block // group
+    channel_steps = _ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
     full, tail = divmod(ow, tile)
 
     def tile_cycles(width: int) -> float:
@@ -255,7 +269,7 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
         return channel_steps * kh * kw * per_step / width_factor + 4 * fmas  # + epilogue
 
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    oc_blocks = _ceil_div(problem.out_channels, schedule.oc_block)
+    oc_blocks = problem.groups * _ceil_div(problem.group_out, schedule.oc_block)
     # Wider registers than channels waste lanes; 256-bit vectors are half speed.
     total = problem.batch * oc_blocks * oh * row
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,

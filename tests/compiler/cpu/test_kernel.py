@@ -15,6 +15,8 @@ from vdla.compiler.cpu.build import cpu_features
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, Dense
 
+from tests.compiler.conv_shapes import random_conv
+
 SHAPES = [
     Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True),
     Conv2d(1, 35, 21, 13, 11, kernel=3, padding=1),
@@ -122,3 +124,23 @@ def test_more_parallel_items_than_the_pool_numbers_is_refused():
     with pytest.raises(ShapeError, match="the thread pool numbers at most 16777215"):
         generate_c(problem, CpuSchedule(lanes=8, oc_vectors=1, ow_tile=1, ic_block=4), "int8",
                    0, False)
+
+
+def test_random_convolutions_are_bit_exact():
+    """Groups (depthwise included), dilation 1–3, asymmetric padding 0–5 (at or past the
+    kernel too), rectangular kernels and strides, batch 1–3: int8 against numpy, and
+    fp32 on every fourth. `benchmarks/conv_sweep.py` runs the same sweep at any size."""
+    rng = np.random.default_rng(2323)
+    for index in range(24):
+        op = random_conv(rng)
+        inputs = _inputs(op, index)
+        kernel = CpuKernel(op, "int8")
+        kernel.set_weights(inputs["weight"], inputs.get("bias"))
+        np.testing.assert_array_equal(kernel.run(inputs["data"]), op.reference(**inputs),
+                                      err_msg=op.describe())
+        if index % 4 == 0:
+            floats = {name: (array / 16).astype(np.float32) for name, array in inputs.items()}
+            kernel = CpuKernel(op, "fp32")
+            kernel.set_weights(floats["weight"], floats.get("bias"))
+            np.testing.assert_allclose(kernel.run(floats["data"]), reference_fp32(op, **floats),
+                                       rtol=1e-5, atol=1e-3, err_msg=op.describe())
