@@ -285,7 +285,7 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
               "h": geometry.out_height, "w": geometry.out_width}
     tile = {axis: min(getattr(schedule, f"tile_{axis}"), blocks[axis]) for axis in "bkchw"}
     group_k = group_blocks(geometry, config)[0]
-    while group_k % tile["k"]:
+    while geometry.groups > 1 and group_k % tile["k"]:
         tile["k"] -= 1
     tiles = math.prod(_ceil_div(blocks[a], tile[a]) for a in "bkhw")
     # Threads take whole output tiles: more threads than tiles would only leave
@@ -776,9 +776,9 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
             f"no schedule with {virtual_threads} virtual threads fits {describe} on config "
             f"{config.name!r} (each thread needs its own output tile and buffer slots); "
             "use fewer threads")
-    kh, kw = geometry.kernel
+    (kh, kw), (rows, cols) = geometry.kernel, geometry.extent
     raise ScheduleError(
         f"no schedule fits {describe} on config {config.name!r}: even a 1x1 tile with one "
-        f"channel block needs {kh * kw} wgt entries and {kh * kw} inp entries "
+        f"channel block needs {kh * kw} wgt entries and {rows * cols} inp entries "
         f"(buffers: inp {config.depth('inp')}, wgt {config.depth('wgt')}, "
         f"acc {config.depth('acc')} entries)")

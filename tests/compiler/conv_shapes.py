@@ -4,11 +4,12 @@
 padding 0–5 (padding at or past the kernel included), rectangular kernels and
 strides and batch 1–3 on small images; with ``config`` it draws only layers
 the accelerator takes (`compiler.ops.accelerator_limits`): groups of whole
-GEMM blocks and padding the loads can add.
+GEMM blocks, padding the loads can add, windows its buffers hold.
 """
 
-from vdla.compiler.errors import ShapeError
+from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, accelerator_limits
+from vdla.compiler.schedule import default_schedule
 
 
 def random_conv(rng, config=None, max_channels: int = 24) -> Conv2d:
@@ -37,6 +38,9 @@ def random_conv(rng, config=None, max_channels: int = 24) -> Conv2d:
                         relu=bool(rng.random() < 0.5))
             if config is not None:
                 accelerator_limits(op.geometry(), config)
+                default_schedule(op, config)
             return op
-        except ShapeError:
-            continue        # no output, or padding the accelerator refuses: draw again
+        except (ShapeError, ScheduleError):
+            # No output, padding the accelerator refuses or a dilated window
+            # larger than its buffers: draw again.
+            continue
