@@ -117,7 +117,7 @@ class GpuSchedule(JsonRecord):
 def reduction_words(problem: CpuProblem, mode: str) -> int:
     """``R``: the implicit GEMM's reduction length in shared-memory words."""
     kh, kw = problem.kernel
-    return kh * kw * _ceil_div(problem.in_channels, GROUP[mode])
+    return kh * kw * _ceil_div(problem.group_in, GROUP[mode])
 
 
 def gemm_rows(problem: CpuProblem) -> int:
