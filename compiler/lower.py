@@ -119,9 +119,11 @@ def _load_copies(plan: TilePlan, inp: Buffer, wgt: Buffer, first: dict, counts: 
     ``counts`` map the axes (b, k, h, w, c) to the chunk's first block and extent."""
     geometry, blocks = plan.geometry, plan.blocks
     kh, kw = geometry.kernel
-    # A grouped layer's chunk reads its output channels' group of input blocks.
+    # A grouped layer's chunk reads its output channels' group of input blocks
+    # (a depthwise layer's block of channels: the block of its outputs).
     group_k, group_c = group_blocks(geometry, plan.config)
-    data = (blocks["b"], group_c * geometry.groups, geometry.height, geometry.width)
+    data = (blocks["b"], -(-geometry.in_channels // plan.config.block_in), geometry.height,
+            geometry.width)
     c0 = first["k"] // group_k * group_c + first["c"]
     return [_input_copy(plan, data, inp, (first["b"], c0, first["h"], first["w"]),
                         (counts["b"], counts["c"], counts["h"], counts["w"]), offsets[0]),

@@ -320,6 +320,11 @@ class Conv2d(_ConvOutput, _Op):
         return text + _describe_epilogue(self.epilogue)
 
     @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group (and more than one group)."""
+        return self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
     def weight_shape(self) -> tuple[int, int, int, int]:
         """``(out_channels, in_channels / groups, KH, KW)``."""
         return (self.out_channels, self.in_channels // self.groups, *self.kernel)
@@ -330,7 +335,8 @@ class Conv2d(_ConvOutput, _Op):
                   "weight": self.weight_shape,
                   "bias": (self.out_channels,),
                   "out": self.output_shape}
-        layouts = {"data": "activation", "weight": "weight", "bias": "bias", "out": "output"}
+        layouts = {"data": "activation", "weight": "depthwise" if self.depthwise else "weight",
+                   "bias": "bias", "out": "output"}
         return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
                             layouts, shapes, self.dilation, self.groups)
@@ -438,8 +444,10 @@ def accelerator_limits(geometry: ConvGeometry, config) -> None:
     """Refuse a convolution the accelerator cannot run as GEMMs over padded loads.
 
     A grouped convolution runs as one GEMM per group, so each group's input
-    and output channels must be whole GEMM blocks of ``config`` (a `HwConfig`):
-    depthwise layers (a channel per group) are the `cpu` target's.
+    and output channels must be whole GEMM blocks of ``config`` (a `HwConfig`),
+    or the layer is depthwise and the block square: then each GEMM block
+    holds a block of channels on its diagonal (``depthwise`` weight layout),
+    a ``1 / block_in`` share of its MACs useful.
 
     Padding is added by the LOADs' pad fields as the tile's input window
     arrives (`compiler.passes.dma`): at most `MAX_PAD` on a side, and every
@@ -454,8 +462,13 @@ def accelerator_limits(geometry: ConvGeometry, config) -> None:
         to ``--target cpu``.
     """
     groups = geometry.groups
-    if groups > 1 and (geometry.in_channels // groups % config.block_in
-                       or geometry.out_channels // groups % config.block_out):
+    if geometry.layouts.get("weight") == "depthwise":
+        if config.block_in != config.block_out:
+            raise ShapeError(f"depthwise: the accelerator puts a block of channels on the "
+                             f"diagonal of a square GEMM block; config {config.name!r}'s is "
+                             f"{config.block_out}x{config.block_in}; use --target cpu")
+    elif groups > 1 and (geometry.in_channels // groups % config.block_in
+                         or geometry.out_channels // groups % config.block_out):
         raise ShapeError(f"groups {groups}: the accelerator runs a group as one GEMM, so each "
                          f"group's {geometry.in_channels // groups} input and "
                          f"{geometry.out_channels // groups} output channels must be multiples of "

@@ -9,6 +9,8 @@ layout       logical shape           packed shape (element axes last)
 ===========  =====================  =============================================
 activation   (N, C, H, W) int8       (N/B, C/BI, H, W, B, BI)          inp elements
 weight       (K, C, KH, KW) int8     (K/BO, C/BI, KH, KW, BO, BI)      wgt elements
+depthwise    (C, 1, KH, KW) int8     (C/BO, 1, KH, KW, BO, BI)         wgt elements,
+                                     channel c of a block on its diagonal (BI = BO)
 bias         (K,) int32              (K/BO, B, BO)                     acc elements
 output       (N, K, H, W) int8       (N/B, K/BO, H, W, B, BO)          out elements
 dense_data   (M, K) int8             activation of (M, K, 1, 1)
@@ -40,6 +42,7 @@ def _ceil_div(a: int, b: int) -> int:
 LAYOUTS = {
     "activation": (4, np.int8, "inp"),
     "weight": (4, np.int8, "wgt"),
+    "depthwise": (4, np.int8, "wgt"),
     "bias": (1, np.int32, "acc"),
     "output": (4, np.int8, "out"),
     "dense_data": (2, np.int8, "inp"),
@@ -53,6 +56,7 @@ def _outer_block(layout: str, config: HwConfig) -> tuple[int, int]:
     """Block sizes of the two blocked axes of a rank-4 layout."""
     return {"activation": (config.batch, config.block_in),
             "weight": (config.block_out, config.block_in),
+            "depthwise": (config.block_out, config.block_in),
             "output": (config.batch, config.block_out)}[layout]
 
 
@@ -117,9 +121,24 @@ def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor")
     a, b, h, w = array.shape
     outer_a, outer_b, _, _, block_a, block_b = packed_shape(layout, array.shape, config)
     padded = np.zeros((outer_a * block_a, outer_b * block_b, h, w), dtype=dtype)
-    padded[:a, :b] = array
+    if layout == "depthwise":
+        # A block of BO channels is one GEMM block whose input lane i meets only
+        # output lane i: channel c's taps on the diagonal, zeros elsewhere.
+        _check_depthwise(array.shape, config, name)
+        lanes = np.arange(a)
+        padded = np.zeros((outer_a * block_a, block_b, h, w), dtype=dtype)
+        padded[lanes, lanes % block_b] = array[:, 0]
+    else:
+        padded[:a, :b] = array
     blocked = padded.reshape(outer_a, block_a, outer_b, block_b, h, w)
     return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 1, 3))
+
+
+def _check_depthwise(shape: tuple[int, ...], config: HwConfig, name: str) -> None:
+    if shape[1] != 1 or config.block_in != config.block_out:
+        raise LayoutError(f"{name}: the depthwise layout takes (C, 1, KH, KW) weights on a "
+                          f"square GEMM block, got {shape} on {config.block_out}x"
+                          f"{config.block_in}")
 
 
 def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwConfig) -> np.ndarray:
@@ -134,4 +153,7 @@ def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwCo
     a, b, h, w = shape
     outer_a, outer_b, _, _, block_a, block_b = blocked.shape
     full = blocked.transpose(0, 4, 1, 5, 2, 3).reshape(outer_a * block_a, outer_b * block_b, h, w)
+    if layout == "depthwise":
+        lanes = np.arange(a)
+        return np.ascontiguousarray(full[lanes, lanes % block_b][:, None])
     return np.ascontiguousarray(full[:a, :b])

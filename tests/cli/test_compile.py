@@ -96,8 +96,12 @@ def test_schedule_and_config_files(tmp_path):
     (["conv2d", "--in-channels", 6, "--out-channels", 4, "--height", 4, "--width", 4,
       "--groups", 4], "groups 4 must divide in_channels 6 and out_channels 4"),
     (["conv2d", "--in-channels", 8, "--out-channels", 8, "--height", 6, "--width", 6,
-      "--groups", 8, "--config", "tiny"], "must be multiples of the GEMM block (4 in, 4 out) of "
+      "--groups", 4, "--config", "tiny"], "must be multiples of the GEMM block (4 in, 4 out) of "
                                           "config 'tiny'; use --target cpu"),
+    (["conv2d", "--in-channels", 8, "--out-channels", 8, "--height", 6, "--width", 6,
+      "--groups", 8, "--config", "odd"], "depthwise: the accelerator puts a block of channels on "
+                                         "the diagonal of a square GEMM block; config 'odd''s is "
+                                         "4x8; use --target cpu"),
     (["dense", "--in-features", 4, "--out-features", 4, "--config", "nope"], "no such preset"),
     (["conv2d", "--in-channels", 64, "--out-channels", 64, "--height", 56, "--width", 56,
       "--pad", 1, "--schedule", "SCHEDULE"], "does not fit the inp buffer"),

@@ -4,7 +4,7 @@
 padding 0–5 (padding at or past the kernel included), rectangular kernels and
 strides and batch 1–3 on small images; with ``config`` it draws only layers
 the accelerator takes (`compiler.ops.accelerator_limits`): groups of whole
-GEMM blocks, padding the loads can add, windows its buffers hold.
+GEMM blocks or depthwise, padding the loads can add, windows its buffers hold.
 """
 
 from vdla.compiler.errors import ScheduleError, ShapeError
@@ -26,6 +26,9 @@ def random_conv(rng, config=None, max_channels: int = 24) -> Conv2d:
                 else int(rng.integers(1, max_channels + 1))
             per_out = config.block_out * int(rng.integers(1, 3)) if groups > 1 \
                 else int(rng.integers(1, max_channels + 1))
+            if config.block_in == config.block_out and rng.random() < 0.2:
+                per_in = per_out = 1                    # depthwise: blocks on the diagonal
+                groups = int(rng.integers(2, 2 * max_channels))
         kernel = tuple(int(k) for k in rng.integers(1, 5, size=2))
         dilation = tuple(int(d) for d in rng.integers(1, 4, size=2))
         padding = tuple(int(p) for p in rng.integers(0, 6, size=4))

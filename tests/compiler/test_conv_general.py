@@ -43,6 +43,18 @@ def test_groups_are_one_gemm_per_group():
                                                        * config.batch)
 
 
+@pytest.mark.parametrize("name", ["tiny", "default"])
+def test_depthwise_runs_a_block_of_channels_per_gemm(name):
+    """Each GEMM block holds ``block_in`` channels on its diagonal: a micro-op per
+    (pixel, channel block, tap), a ``1 / block_in`` share of its MACs useful."""
+    config = PRESETS[name]
+    op = Conv2d(2, 40, 40, 9, 7, kernel=3, stride=(2, 1), padding=(1, 0, 2, 1), groups=40,
+                bias=True, shift=6, relu=True)
+    _, result, _ = run_and_check(op, config)
+    blocks = -(-op.in_channels // config.block_in)
+    assert result.counters["gemm_uops"] == op.batch * op.out_height * op.out_width * blocks * 9
+
+
 @pytest.mark.parametrize("schedule", [
     Schedule(tile_h=3, tile_w=4, tile_k=3, tile_c=1, virtual_threads=2, loop_order="kbhw"),
     Schedule(tile_h=1, tile_w=4, tile_k=2, tile_c=2, virtual_threads=3, resident_weights=True),
