@@ -318,6 +318,9 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     if items >= MAX_ITEMS:
         raise ShapeError(f"{problem.batch} x {problem.height} rows give {items} parallel items; "
                          f"the thread pool numbers at most {MAX_ITEMS - 1} (pool.c)")
+    if problem.depthwise:
+        from vdla.compiler.cpu.depthwise import generate_depthwise_c
+        return generate_depthwise_c(problem, schedule, mode, constants)
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile_function(schedule.ow_tile, schedule, mode)]

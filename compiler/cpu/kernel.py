@@ -86,7 +86,10 @@ class CpuKernel:
         self._library.vdla_run.restype = None
         self.isa = self._library.vdla_isa().decode()
         self.dtypes = dtypes_of(mode)
-        element = np.uint8 if mode == "int8" else np.float32
+        # The packed input's elements: offset bytes, or 32-bit lanes for the
+        # depthwise kernel (`compiler.cpu.depthwise`), or floats.
+        element = np.float32 if mode == "fp32" else np.int32 if self.problem.depthwise \
+            else np.uint8
         # 64-byte aligned workspace; its padding is written once by vdla_init.
         count = self._library.vdla_packed_elements()
         raw = np.zeros(count * np.dtype(element).itemsize + 64, dtype=np.uint8)
@@ -102,6 +105,8 @@ class CpuKernel:
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
         k, c, kh, kw = weight.shape
+        if self.problem.depthwise:
+            return self._set_depthwise_weights(weight, bias)
         groups = self.problem.groups
         ocb, icb = schedule.oc_block, schedule.ic_block
         # Each group's output channels pad to whole register tiles, its input
@@ -128,6 +133,18 @@ class CpuKernel:
         per_group[:, :k // groups] = epilogue.reshape(groups, -1)
         self._epilogue = np.concatenate([per_group.ravel(),
                                          np.zeros(schedule.lanes, epilogue.dtype)])
+
+    def _set_depthwise_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        """`compiler.cpu.depthwise`'s layout: ``C/LANES KH KW LANES`` lanes, the bias as is."""
+        lanes, (k, _, kh, kw) = self.schedule.lanes, weight.shape
+        lane_type = np.int32 if self.mode == "int8" else np.float32
+        padded = np.zeros((_ceil_to(k, lanes), kh, kw), dtype=lane_type)
+        padded[:k] = weight[:, 0]
+        self._weight = np.ascontiguousarray(
+            padded.reshape(-1, lanes, kh, kw).transpose(0, 2, 3, 1))
+        self._epilogue = np.zeros(_ceil_to(k, lanes) + lanes, dtype=lane_type)
+        if bias is not None:
+            self._epilogue[:k] = bias
 
     def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.

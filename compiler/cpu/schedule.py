@@ -89,6 +89,11 @@ class CpuProblem(_ConvOutput):
         return self.out_channels // self.groups
 
     @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group: `compiler.cpu.depthwise`'s kernel."""
+        return self.groups > 1 and self.group_in == self.group_out == 1
+
+    @property
     def macs(self) -> int:
         return (self.batch * self.out_channels * self.out_height * self.out_width
                 * self.group_in * self.kernel[0] * self.kernel[1])
@@ -216,10 +221,14 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
     channels = _ceil_div(problem.group_in, 4) * 4
     largest = max(IC_BLOCKS)
     ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
-    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", OC_VECTORS),
+    # The depthwise kernel (`compiler.cpu.depthwise`) has no channel reduction
+    # and one vector of channels per tile: one option for those knobs.
+    depthwise = problem.depthwise
+    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1,) if depthwise else OC_VECTORS),
              ("ow_tile", tuple(range(1, min(problem.out_width, MAX_OW_TILE) + 1))),
-             ("ic_block", tuple(ic_blocks)), ("loop_order", LOOP_ORDERS), ("unroll", UNROLLS),
-             ("parallel", PARALLEL_AXES))
+             ("ic_block", tuple(ic_blocks)),
+             ("loop_order", LOOP_ORDERS[:1] if depthwise else LOOP_ORDERS),
+             ("unroll", (1,) if depthwise else UNROLLS), ("parallel", PARALLEL_AXES))
     return CpuSpace(problem, _registers(features), knobs)
 
 
@@ -257,6 +266,8 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     lanes, vectors, tile = schedule.lanes, schedule.oc_vectors, schedule.ow_tile
     oh, ow = problem.out_height, problem.out_width
     kh, kw = problem.kernel
+    if problem.depthwise:
+        return _depthwise_cost(problem, schedule, mode, threads)
     group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
     channel_steps = _ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
     full, tail = divmod(ow, tile)
@@ -281,6 +292,27 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     spill = 1.0 + 0.15 * max(0.0, (weight_block + input_rows) / 32768 - 1.0)
     order = 1.0 if schedule.loop_order == "block_kernel" else 1.02
     return total / threads * balance * spill * order
+
+
+def _depthwise_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
+                    threads: int) -> float:
+    """`estimate_cpu_cost` of `compiler.cpu.depthwise`'s kernel: per pixel and tap a
+    vector load and a multiply-add (int32 multiplies take two cycles), per tile the
+    weights' loads and the epilogue."""
+    tile, (kh, kw) = schedule.ow_tile, problem.kernel
+    multiply = 2 if mode == "int8" else 1
+
+    def tile_cycles(width: int) -> float:
+        return kh * kw * (max(multiply * width, (width + 1) / 2) + 1) + 4 * width
+
+    full, tail = divmod(problem.out_width, tile)
+    row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
+    blocks = _ceil_div(problem.out_channels, schedule.lanes)
+    width_factor = 512 / (schedule.lanes * 32)
+    items = {"rows": problem.batch * problem.out_height, "channels": problem.batch * blocks,
+             "both": problem.batch * problem.out_height * blocks}[schedule.parallel]
+    balance = _ceil_div(items, threads) / (items / threads)
+    return problem.batch * blocks * problem.out_height * row * width_factor / threads * balance
 
 
 def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = None,

@@ -144,3 +144,24 @@ def test_random_convolutions_are_bit_exact():
             kernel.set_weights(floats["weight"], floats.get("bias"))
             np.testing.assert_allclose(kernel.run(floats["data"]), reference_fp32(op, **floats),
                                        rtol=1e-5, atol=1e-3, err_msg=op.describe())
+
+
+@pytest.mark.parametrize("schedule", [
+    None,
+    CpuSchedule(lanes=8, oc_vectors=1, ow_tile=5, ic_block=4, unroll=1, parallel="rows"),
+    CpuSchedule(lanes=8, oc_vectors=1, ow_tile=7, ic_block=4, unroll=1, parallel="channels"),
+], ids=["default", "rows-tail", "channels"])
+def test_depthwise_kernel_vectorises_channels(schedule):
+    """40 channels: whole vectors and a part one; 13 columns: whole pixel tiles and a tail."""
+    op = Conv2d(2, 40, 40, 11, 13, kernel=3, stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2),
+                groups=40, bias=True, shift=6, relu=True)
+    inputs = _inputs(op)
+    kernel = CpuKernel(op, "int8", schedule)
+    assert "depthwise kernel" in kernel.source
+    kernel.set_weights(inputs["weight"], inputs.get("bias"))
+    np.testing.assert_array_equal(kernel.run(inputs["data"]), op.reference(**inputs))
+    floats = {name: (array / 16).astype(np.float32) for name, array in inputs.items()}
+    kernel = CpuKernel(op, "fp32", schedule)
+    kernel.set_weights(floats["weight"], floats.get("bias"))
+    np.testing.assert_allclose(kernel.run(floats["data"]), reference_fp32(op, **floats),
+                               rtol=1e-5, atol=1e-3)
