@@ -422,7 +422,8 @@ class ScheduleSpace(KnobSpace):
 def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> ScheduleSpace:
     """Declare the knobs of a layer (Conv2d, Dense or their geometry) on a config.
 
-    Tile sizes are the balanced cuts of each extent (`_balanced`), threads run
+    Tile sizes are the balanced cuts of each extent (`_balanced`; a grouped
+    layer's tile_k the divisors of a group's blocks), threads run
     from 1 to the token queues' limit (`max_virtual_threads`, at most
     `SPACE_MAX_THREADS`), loop orders are `LOOP_ORDERS`, and either operand may
     be resident.
@@ -430,7 +431,13 @@ def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> Schedul
     geometry = _geometry(op)
     blocks = plan_tiles(geometry, config, Schedule()).blocks
     threads = min(SPACE_MAX_THREADS, max_virtual_threads(config)) if latency_hiding else 1
-    knobs = tuple((f"tile_{axis}", tuple(_balanced(blocks[axis]))) for axis in "bhwkc")
+    options = {axis: tuple(_balanced(blocks[axis])) for axis in "bhwkc"}
+    if geometry.groups > 1:
+        # A tile's output channels lie in one group (`plan_tiles`): the divisors
+        # of a group's blocks.
+        group_k = group_blocks(geometry, config)[0]
+        options["k"] = tuple(t for t in range(group_k, 0, -1) if group_k % t == 0)
+    knobs = tuple((f"tile_{axis}", options[axis]) for axis in "bhwkc")
     knobs += (("virtual_threads", tuple(range(1, threads + 1))),
               ("loop_order", LOOP_ORDERS),
               ("latency_hiding", (latency_hiding,)),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from vdla.compiler import Conv2d, compile_op
-from vdla.compiler.schedule import Schedule
+from vdla.compiler.schedule import Schedule, default_schedule, schedule_space
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device
 
@@ -77,3 +77,10 @@ def test_random_convolutions_on_rtl(name):
         inputs = op.random_inputs(np.random.default_rng(seed))
         got = device.run(program, inputs).outputs["out"]
         assert np.array_equal(got, op.reference(**inputs)), op.describe()
+
+
+def test_grouped_space_offers_tiles_inside_a_group():
+    op = Conv2d(1, 96, 96, 8, 8, kernel=3, padding=1, groups=2)     # 3 blocks a group at 16
+    space = schedule_space(op, PRESETS["default"])
+    assert space.options("tile_k") == (3, 1)
+    assert default_schedule(op, PRESETS["default"]).tile_k in (3, 1)
