@@ -1,6 +1,6 @@
 """Every convolution `Conv2d` takes, on every target, against numpy: a random sweep.
 
-Random layers (``tests/compiler/conv_shapes.py``: groups incl. depthwise,
+Random layers (``compiler.workloads.random_conv2d``: groups incl. depthwise,
 dilation 1–3, asymmetric padding 0–5 incl. padding at or past the kernel,
 rectangular kernels and strides, batch 1–3) run
 
@@ -36,8 +36,8 @@ from vdla.compiler.gpu.model import run_model
 from vdla.compiler.gpu.tiling import Tiling
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device
+from vdla.compiler.workloads import random_conv2d
 
-from tests.compiler.conv_shapes import random_conv
 
 RESULTS = Path(__file__).with_name("results") / "conv_sweep.json"
 ACCEL_CONFIGS = ("tiny", "default", "odd")
@@ -81,7 +81,7 @@ def sweep(shapes: int, seed: int, targets: list[str] | None = None) -> dict:
         features = {"groups": 0, "depthwise": 0, "dilated": 0, "asymmetric": 0,
                     "pad_at_least_kernel": 0}
         for index in range(count):
-            op = random_conv(rng, config, max_channels=12 if target == "gpu emulation" else 24)
+            op = random_conv2d(rng, config, max_channels=12 if target == "gpu emulation" else 24)
             inputs = op.random_inputs(np.random.default_rng(index), bias_range=1 << 30)
             if np.array_equal(run(op, inputs), op.reference(**inputs)):
                 exact += 1

@@ -8,12 +8,13 @@ micro-op per cycle; GEMM utilisation is counted as for every GEMM layer
 (useful MACs over cycles x the MACs the core does per cycle), so its ceiling
 is ``1 / block_in`` (6.25 % at ``default``).
 
-The layers are MobileNetV2's depthwise 3x3 layers (224 px input: 32–576
-channels at 7–112 px, stride 1 and 2) plus 512 channels at 7 px, batch 1,
-bias, shift and ReLU as a quantised network has them. For each: RTL cycles at
-``default`` (Verilator), the ideal, utilisation, the time at 100 MHz, and the
-``cpu`` target's int8 time on this machine (2 threads, median of 20). Writes
-``benchmarks/results/depthwise.json``. Run::
+The layers are MobileNetV2's depthwise 3x3 layers
+(`compiler.workloads.MOBILENET_V2_DEPTHWISE`: 224 px input, 32–960 channels
+at 7–112 px, stride 1 and 2), batch 1, bias, shift and ReLU as a quantised
+network has them. For each: RTL cycles at ``default`` (Verilator), the
+ideal, utilisation, the time at 100 MHz, and the ``cpu`` target's int8 time
+on this machine (2 threads, median of 20); totals count each layer as often
+as the network runs it. Writes ``benchmarks/results/depthwise.json``. Run::
 
     python -m benchmarks.depthwise [--config default] [--layers N]
 """
@@ -29,15 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from vdla.compiler import Conv2d, compile_op
+from vdla.compiler import compile_op
 from vdla.compiler.cpu import CpuKernel
+from vdla.compiler.workloads import MOBILENET_V2_DEPTHWISE
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device
 
 RESULTS = Path(__file__).with_name("results") / "depthwise.json"
-# (channels, input size, stride) of MobileNetV2's depthwise 3x3 layers, and 512 @ 7.
-LAYERS = [(32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (192, 28, 2),
-          (384, 14, 1), (576, 14, 1), (576, 14, 2), (512, 7, 1)]
 CLOCK_MHZ = 100
 
 
@@ -59,23 +58,22 @@ def measure(config_name: str, layers: int) -> list[dict]:
     device = Device(config, sim="rtl")
     macs_per_cycle = config.batch * config.block_in * config.block_out
     rows = []
-    for channels, size, stride in LAYERS[:layers]:
-        op = Conv2d(1, channels, channels, size, size, kernel=3, stride=stride, padding=1,
-                    groups=channels, bias=True, shift=6, relu=True)
+    for workload in MOBILENET_V2_DEPTHWISE[:layers]:
+        op = workload.op
         inputs = op.random_inputs(np.random.default_rng(0))
         result = device.run(compile_op(op, config), inputs)
         assert np.array_equal(result.outputs["out"], op.reference(**inputs)), op.describe()
-        blocks = -(-channels // config.block_in)
+        blocks = -(-op.in_channels // config.block_in)
         ideal = op.batch * op.out_height * op.out_width * blocks * 9
         cpu = _cpu_seconds(op, inputs)
-        row = {"layer": op.describe(), "channels": channels, "size": size, "stride": stride,
+        row = {"name": workload.name, "layer": op.describe(), "uses": workload.uses,
                "macs": op.macs, "cycles": result.cycles, "ideal": ideal,
                "of_ideal": ideal / result.cycles,
                "gemm_utilisation": op.macs / (result.cycles * macs_per_cycle),
                "accel_ms_at_100mhz": result.cycles / (CLOCK_MHZ * 1e3),
                "cpu_ms": cpu * 1e3}
         rows.append(row)
-        print(f"{op.describe():55s} {result.cycles:>9,} cycles  ideal {ideal:>9,} "
+        print(f"{workload.name:13s} {result.cycles:>9,} cycles  ideal {ideal:>9,} "
               f"({row['of_ideal']:.1%})  util {row['gemm_utilisation']:.2%}  "
               f"{row['accel_ms_at_100mhz']:.3f} ms @100MHz  cpu {row['cpu_ms']:.3f} ms",
               flush=True)
@@ -85,17 +83,19 @@ def measure(config_name: str, layers: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="default")
-    parser.add_argument("--layers", type=int, default=len(LAYERS))
+    parser.add_argument("--layers", type=int, default=len(MOBILENET_V2_DEPTHWISE))
     args = parser.parse_args()
     rows = measure(args.config, args.layers)
-    cycles, ideal = sum(r["cycles"] for r in rows), sum(r["ideal"] for r in rows)
-    macs = sum(r["macs"] for r in rows)
+
+    def total(key):
+        return sum(r[key] * r["uses"] for r in rows)
+    cycles, ideal, macs = total("cycles"), total("ideal"), total("macs")
     config = PRESETS[args.config]
     summary = {"cycles": cycles, "ideal": ideal, "of_ideal": ideal / cycles,
                "gemm_utilisation": macs / (cycles * config.batch * config.block_in
                                            * config.block_out),
                "accel_ms_at_100mhz": cycles / (CLOCK_MHZ * 1e3),
-               "cpu_ms": sum(r["cpu_ms"] for r in rows)}
+               "cpu_ms": total("cpu_ms")}
     print(f"total {cycles:,} cycles, ideal {ideal:,} ({summary['of_ideal']:.1%}), GEMM "
           f"utilisation {summary['gemm_utilisation']:.2%}, {summary['accel_ms_at_100mhz']:.2f} "
           f"ms at {CLOCK_MHZ} MHz vs cpu {summary['cpu_ms']:.2f} ms")

@@ -1,7 +1,7 @@
 """Every convolution `Conv2d` takes, on the accelerator: groups of whole GEMM blocks,
 dilation, asymmetric padding, rectangular kernels and strides.
 
-Random layers (`tests.compiler.conv_shapes`) compiled with their default
+Random layers (`compiler.workloads.random_conv2d`) compiled with their default
 schedules run on fsim (which also checks tokens, races and the acc bank rule)
 for every preset shape and on the Verilator RTL for a sample, bit-exact with
 numpy. `benchmarks/conv_sweep.py` runs the same sweep at any size.
@@ -12,10 +12,10 @@ import pytest
 
 from vdla.compiler import Conv2d, compile_op
 from vdla.compiler.schedule import Schedule, default_schedule, schedule_space
+from vdla.compiler.workloads import random_conv2d
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device
 
-from tests.compiler.conv_shapes import random_conv
 from tests.compiler.test_end_to_end import BATCH2, run_and_check
 
 CONFIGS = {name: PRESETS[name] for name in ("tiny", "default", "odd")} | {"batch2": BATCH2}
@@ -25,7 +25,7 @@ CONFIGS = {name: PRESETS[name] for name in ("tiny", "default", "odd")} | {"batch
 def test_random_convolutions_on_fsim(name):
     config, rng = CONFIGS[name], np.random.default_rng(sorted(CONFIGS).index(name))
     for seed in range(16):
-        run_and_check(random_conv(rng, config), config, seed=seed)
+        run_and_check(random_conv2d(rng, config), config, seed=seed)
 
 
 def test_groups_are_one_gemm_per_group():
@@ -72,7 +72,7 @@ def test_random_convolutions_on_rtl(name):
     config, rng = PRESETS[name], np.random.default_rng(23 + len(name))
     device = Device(config, sim="rtl")
     for seed in range(3):
-        op = random_conv(rng, config, max_channels=12)
+        op = random_conv2d(rng, config, max_channels=12)
         program = compile_op(op, config)
         inputs = op.random_inputs(np.random.default_rng(seed))
         got = device.run(program, inputs).outputs["out"]

@@ -5,9 +5,9 @@ import pytest
 
 from vdla.compiler import Conv2d, Dense, ShapeError, compile_op, op_from_dict
 from vdla.compiler.ops import accelerator_limits
+from vdla.compiler.workloads import random_conv2d
 from vdla.hw.config import PRESETS
 
-from tests.compiler.conv_shapes import random_conv
 
 
 def naive_conv(data, weight, bias, stride, padding, shift, relu, groups=1, dilation=(1, 1)):
@@ -73,7 +73,7 @@ def test_conv_sums_match_onnx_reference():
 
     rng = np.random.default_rng(23)
     for _ in range(40):
-        op = random_conv(rng)
+        op = random_conv2d(rng)
         data = rng.integers(-128, 128, size=op.geometry().shapes["data"]).astype(np.float64)
         weight = rng.integers(-128, 128, size=op.weight_shape).astype(np.float64)
         top, left, bottom, right = op.padding

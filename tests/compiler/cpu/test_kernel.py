@@ -14,8 +14,8 @@ from vdla.compiler.cpu import CpuKernel, CpuSchedule, reference_fp32
 from vdla.compiler.cpu.build import cpu_features
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, Dense
+from vdla.compiler.workloads import random_conv2d
 
-from tests.compiler.conv_shapes import random_conv
 
 SHAPES = [
     Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True),
@@ -132,7 +132,7 @@ def test_random_convolutions_are_bit_exact():
     fp32 on every fourth. `benchmarks/conv_sweep.py` runs the same sweep at any size."""
     rng = np.random.default_rng(2323)
     for index in range(24):
-        op = random_conv(rng)
+        op = random_conv2d(rng)
         inputs = _inputs(op, index)
         kernel = CpuKernel(op, "int8")
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
