@@ -1,9 +1,9 @@
 """Depthwise 3x3 convolutions on the accelerator's GEMM core, against the ideal and the CPU.
 
 The accelerator runs a depthwise layer as a grouped GEMM whose every block
-holds ``block_in`` channels on its diagonal (`runtime.layout`'s ``depthwise``
-weights): one GEMM micro-op per (pixel, block of channels, tap), of which
-``1 / block_in`` of the MACs are useful. The ideal of that path is one
+holds ``block_in`` channels on its diagonal (`runtime.layout`'s
+``block_diagonal`` weights): one GEMM micro-op per (pixel, block of
+channels, tap), of which ``1 / block_in`` of the MACs are useful. The ideal of that path is one
 micro-op per cycle; GEMM utilisation is counted as for every GEMM layer
 (useful MACs over cycles x the MACs the core does per cycle), so its ceiling
 is ``1 / block_in`` (6.25 % at ``default``).

@@ -71,11 +71,11 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     if not isinstance(op, (Conv2d, Dense)):
         raise CompileError(f"cannot compile {type(op).__name__}: expected Conv2d or Dense")
     _check_size(op, config)
-    accelerator_limits(op.geometry(), config)
+    geometry = accelerator_limits(op.geometry(), config)
     timings = {}
     start = time.perf_counter()
     schedule = _resolve_schedule(op, config, schedule, virtual_threads, latency_hiding)
-    plan = schedule.check(op.geometry(), config)
+    plan = schedule.check(geometry, config)
     timings["schedule"] = time.perf_counter() - start
     function = lower(plan, name=op.describe())
     serialise = not schedule.latency_hiding

@@ -120,7 +120,7 @@ def _load_copies(plan: TilePlan, inp: Buffer, wgt: Buffer, first: dict, counts: 
     geometry, blocks = plan.geometry, plan.blocks
     kh, kw = geometry.kernel
     # A grouped layer's chunk reads its output channels' group of input blocks
-    # (a depthwise layer's block of channels: the block of its outputs).
+    # (groups that tile a block's diagonal: the block of its outputs' inputs).
     group_k, group_c = group_blocks(geometry, plan.config)
     data = (blocks["b"], -(-geometry.in_channels // plan.config.block_in), geometry.height,
             geometry.width)

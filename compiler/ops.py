@@ -335,8 +335,7 @@ class Conv2d(_ConvOutput, _Op):
                   "weight": self.weight_shape,
                   "bias": (self.out_channels,),
                   "out": self.output_shape}
-        layouts = {"data": "activation", "weight": "depthwise" if self.depthwise else "weight",
-                   "bias": "bias", "out": "output"}
+        layouts = {"data": "activation", "weight": "weight", "bias": "bias", "out": "output"}
         return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
                             layouts, shapes, self.dilation, self.groups)
@@ -440,14 +439,15 @@ class Dense(_Op):
 _SIDES = ("top", "left", "bottom", "right")
 
 
-def accelerator_limits(geometry: ConvGeometry, config) -> None:
-    """Refuse a convolution the accelerator cannot run as GEMMs over padded loads.
+def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
+    """Refuse a convolution the accelerator cannot run; return the geometry it compiles.
 
-    A grouped convolution runs as one GEMM per group, so each group's input
-    and output channels must be whole GEMM blocks of ``config`` (a `HwConfig`),
-    or the layer is depthwise and the block square: then each GEMM block
-    holds a block of channels on its diagonal (``depthwise`` weight layout),
-    a ``1 / block_in`` share of its MACs useful.
+    Groups run in one of two ways on ``config`` (a `HwConfig`): groups of whole
+    GEMM blocks as one GEMM per group, or groups that tile a block's diagonal
+    (``C/G`` dividing ``block_in``, ``K/G = C/G * block_out / block_in``:
+    depthwise layers on a square block, for one) in the ``block_diagonal``
+    weight layout of `runtime.layout`, where a ``(C/G) / block_in`` share of
+    the GEMM's MACs is useful. The returned geometry names that layout.
 
     Padding is added by the LOADs' pad fields as the tile's input window
     arrives (`compiler.passes.dma`): at most `MAX_PAD` on a side, and every
@@ -461,19 +461,17 @@ def accelerator_limits(geometry: ConvGeometry, config) -> None:
         Naming the side and the limit, or the groups and the block, pointing
         to ``--target cpu``.
     """
-    groups = geometry.groups
-    if geometry.layouts.get("weight") == "depthwise":
-        if config.block_in != config.block_out:
-            raise ShapeError(f"depthwise: the accelerator puts a block of channels on the "
-                             f"diagonal of a square GEMM block; config {config.name!r}'s is "
-                             f"{config.block_out}x{config.block_in}; use --target cpu")
-    elif groups > 1 and (geometry.in_channels // groups % config.block_in
-                         or geometry.out_channels // groups % config.block_out):
-        raise ShapeError(f"groups {groups}: the accelerator runs a group as one GEMM, so each "
-                         f"group's {geometry.in_channels // groups} input and "
-                         f"{geometry.out_channels // groups} output channels must be multiples of "
-                         f"the GEMM block ({config.block_in} in, {config.block_out} out) of config "
-                         f"{config.name!r}; use --target cpu")
+    groups, block_in, block_out = geometry.groups, config.block_in, config.block_out
+    per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
+    if groups > 1 and (per_in % block_in or per_out % block_out):
+        if block_in % per_in or per_out * block_in != per_in * block_out:
+            raise ShapeError(
+                f"groups {groups}: each group's {per_in} input and {per_out} output channels "
+                f"neither fill whole GEMM blocks nor tile the diagonal of config "
+                f"{config.name!r}'s {block_out}x{block_in} block (input channels dividing "
+                f"{block_in}, {block_out}/{block_in} outputs per input); use --target cpu")
+        geometry = dataclasses.replace(geometry, layouts=geometry.layouts | {
+            "weight": "block_diagonal"})
     for side, pad in zip(_SIDES, geometry.padding):
         extent = geometry.extent[_SIDES.index(side) % 2]
         if pad > MAX_PAD:
@@ -483,6 +481,7 @@ def accelerator_limits(geometry: ConvGeometry, config) -> None:
             raise ShapeError(f"padding {pad} ({side}) must be smaller than the kernel's extent "
                              f"({extent}) on the accelerator (outputs would see only padding); "
                              f"use --target cpu")
+    return geometry
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:

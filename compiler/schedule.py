@@ -299,9 +299,9 @@ def group_blocks(geometry: ConvGeometry, config: HwConfig) -> tuple[int, int]:
     """Output- and input-channel blocks of one group (a whole layer's without groups).
 
     `ops.accelerator_limits` checks that grouped layers' groups are whole
-    blocks, or that the layer is depthwise: then a "group" is a block of
-    channels, one block (the ``depthwise`` weight layout puts its channels'
-    taps on the GEMM block's diagonal).
+    blocks, or that they tile a block's diagonal: then the "group" here is
+    a block holding several groups, one block (the ``block_diagonal``
+    weight layout puts each group's taps on the GEMM block's diagonal).
     """
     groups = geometry.groups
     return (_ceil_div(geometry.out_channels // groups, config.block_out),

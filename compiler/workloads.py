@@ -83,7 +83,7 @@ def random_conv2d(rng: np.random.Generator, config=None, max_channels: int = 24)
     rectangular kernels 1–4 and strides 1–3, batch 1–3 on 3–13 px images,
     random epilogues. With ``config`` (a `HwConfig`) only layers the
     accelerator takes (`ops.accelerator_limits`: groups of whole GEMM blocks or
-    depthwise on a square block, padding the loads can add) and whose
+    tiling a block's diagonal, padding the loads can add) and whose
     windows its buffers hold (`schedule.default_schedule` finds a schedule).
     """
     while True:
@@ -98,9 +98,12 @@ def random_conv2d(rng: np.random.Generator, config=None, max_channels: int = 24)
                 else int(rng.integers(1, max_channels + 1))
             per_out = config.block_out * int(rng.integers(1, 3)) if groups > 1 \
                 else int(rng.integers(1, max_channels + 1))
-            if config.block_in == config.block_out and rng.random() < 0.2:
-                per_in = per_out = 1                    # depthwise: blocks on the diagonal
-                groups = int(rng.integers(2, 2 * max_channels))
+            if rng.random() < 0.3:      # groups tiling a block's diagonal (depthwise, ...)
+                per_in = int(rng.choice([d for d in range(1, config.block_in + 1)
+                                         if config.block_in % d == 0
+                                         and d * config.block_out % config.block_in == 0]))
+                per_out = per_in * config.block_out // config.block_in
+                groups = int(rng.integers(2, 2 * max_channels // per_in + 2))
         kernel = tuple(int(k) for k in rng.integers(1, 5, size=2))
         dilation = tuple(int(d) for d in rng.integers(1, 4, size=2))
         padding = tuple(int(p) for p in rng.integers(0, 6, size=4))

@@ -43,16 +43,19 @@ def test_groups_are_one_gemm_per_group():
                                                        * config.batch)
 
 
-@pytest.mark.parametrize("name", ["tiny", "default"])
-def test_depthwise_runs_a_block_of_channels_per_gemm(name):
-    """Each GEMM block holds ``block_in`` channels on its diagonal: a micro-op per
-    (pixel, channel block, tap), a ``1 / block_in`` share of its MACs useful."""
+@pytest.mark.parametrize("name, groups", [("tiny", 40), ("default", 40), ("default", 10),
+                                          ("odd", 20)])
+def test_small_groups_share_a_gemm_block(name, groups):
+    """Groups smaller than a block tile its diagonal (depthwise: a channel each): a
+    micro-op per (pixel, block of channels, tap), a ``(C/G) / block_in`` share of its
+    MACs useful."""
     config = PRESETS[name]
-    op = Conv2d(2, 40, 40, 9, 7, kernel=3, stride=(2, 1), padding=(1, 0, 2, 1), groups=40,
-                bias=True, shift=6, relu=True)
+    outputs = 40 * config.block_out // config.block_in
+    op = Conv2d(2, 40, outputs, 9, 7, kernel=3, stride=(2, 1), padding=(1, 0, 2, 1),
+                groups=groups, bias=True, shift=6, relu=True)
     _, result, _ = run_and_check(op, config)
-    blocks = -(-op.in_channels // config.block_in)
-    assert result.counters["gemm_uops"] == op.batch * op.out_height * op.out_width * blocks * 9
+    blocks, images = -(-op.in_channels // config.block_in), -(-op.batch // config.batch)
+    assert result.counters["gemm_uops"] == images * op.out_height * op.out_width * blocks * 9
 
 
 @pytest.mark.parametrize("schedule", [

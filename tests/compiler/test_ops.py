@@ -123,9 +123,11 @@ def test_conv_validation(kwargs, message):
     (dict(kernel=3, padding=(0, 0, 0, 3)),
      r"^padding 3 \(right\) must be smaller than the kernel's extent \(3\) on the accelerator "
      r"\(outputs would see only padding\); use --target cpu$"),
-    (dict(groups=4), r"^groups 4: the accelerator runs a group as one GEMM, so each group's 4 "
-                     r"input and 4 output channels must be multiples of the GEMM block \(16 in, "
-                     r"16 out\) of config 'default'; use --target cpu$"),
+    (dict(groups=4, out_channels=32), r"^groups 4: each group's 4 input and 8 output channels "
+                                      r"neither fill whole GEMM blocks nor tile the diagonal of "
+                                      r"config 'default''s 16x16 block \(input channels dividing "
+                                      r"16, 16/16 outputs per input\); use --target cpu$"),
+    (dict(groups=16, in_channels=48), r"^groups 16: each group's 3 input and 1 output channels"),
 ])
 def test_accelerator_limits(kwargs, message):
     base = dict(batch=1, in_channels=16, out_channels=16, height=8, width=8)
@@ -139,7 +141,16 @@ def test_accelerator_limits(kwargs, message):
 
 def test_accelerator_takes_dilation_and_padding_up_to_the_extent():
     op = Conv2d(1, 32, 32, 9, 9, kernel=3, padding=(4, 0, 2, 1), dilation=(3, 1), groups=2)
-    accelerator_limits(op.geometry(), PRESETS["default"])      # extent 7 rows, 3 columns
+    # extent 7 rows, 3 columns; groups of whole blocks keep the weight layout
+    assert accelerator_limits(op.geometry(), PRESETS["default"]) == op.geometry()
+
+
+@pytest.mark.parametrize("config, groups", [("default", 32), ("default", 8), ("tiny", 16),
+                                            ("odd", 8)])
+def test_groups_smaller_than_a_block_tile_its_diagonal(config, groups):
+    op = Conv2d(1, 32, 32 // (2 if config == "odd" else 1), 6, 6, groups=groups)
+    geometry = accelerator_limits(op.geometry(), PRESETS[config])
+    assert geometry.layouts["weight"] == "block_diagonal"
 
 
 def test_dense_validation():
