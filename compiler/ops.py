@@ -5,11 +5,12 @@ epilogue, applied to the int32 accumulator::
 
     out = clip((acc + bias) >> shift, -128, 127)      then max(out, 0) with relu
 
-Each operator validates itself on construction (clear `ShapeError` messages,
-including the limits the ISA's fields impose), describes itself as a dict, and
-has an independent numpy `reference`. The compiler lowers both through one
-normalised description, `ConvGeometry` (a dense layer is a 1x1 convolution on a
-1x1 image whose batch is the dense batch).
+Each operator validates itself on construction (clear `ShapeError` messages),
+describes itself as a dict, and has an independent numpy `reference`. The
+compiler lowers both through one normalised description, `ConvGeometry` (a
+dense layer is a 1x1 convolution on a 1x1 image whose batch is the dense
+batch); `accelerator_limits` adds what the accelerator's ISA and GEMM block
+impose, for the layers compiled for it.
 """
 
 from __future__ import annotations
