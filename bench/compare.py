@@ -275,17 +275,21 @@ def _timed_columns(workloads, names, threads, timing, inputs, references,
 
 def _im2col_conv(op, tensors) -> Callable[[], np.ndarray]:
     """fp32 convolution as numpy users write it: windows, one matmul, the epilogue."""
-    (ph, pw), (sh, sw), (kh, kw) = op.padding, op.stride, op.kernel
-    weight = tensors["weight"].reshape(op.out_channels, -1)
+    top, left, bottom, right = op.padding
+    (sh, sw), (dh, dw), groups = op.stride, op.dilation, op.groups
+    # (G, K/G, C/G * KH * KW): one matmul per group.
+    weight = tensors["weight"].reshape(groups, op.out_channels // groups, -1)
     bias = tensors.get("bias")
     scale = np.float32(2.0 ** -min(op.shift, 31))
 
     def run() -> np.ndarray:
-        padded = np.pad(tensors["data"], ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
-        windows = windows[:, :, ::sh, ::sw]  # (N, C, OH, OW, KH, KW)
-        columns = windows.transpose(0, 2, 3, 1, 4, 5).reshape(-1, weight.shape[1])
-        acc = columns @ weight.T
+        padded = np.pad(tensors["data"], ((0, 0), (0, 0), (top, bottom), (left, right)))
+        windows = np.lib.stride_tricks.sliding_window_view(padded, op.extent, axis=(2, 3))
+        windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]  # (N, C, OH, OW, KH, KW)
+        n, _, oh, ow, kh, kw = windows.shape
+        columns = windows.reshape(n, groups, -1, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+        acc = columns.reshape(groups, n * oh * ow, -1) @ weight.transpose(0, 2, 1)
+        acc = acc.transpose(1, 0, 2).reshape(n * oh * ow, op.out_channels)
         if bias is not None:
             acc += bias
         acc *= scale

@@ -128,9 +128,15 @@ def _cudnn(peer, op, inputs, references, repeats, inner):
                for name, array in float_inputs(inputs).items()}
     scale = 2.0 ** -min(op.shift, 31)
 
+    top, left, bottom, right = op.padding
+
     def call():
-        out = functional.conv2d(tensors["data"], tensors["weight"], tensors.get("bias"),
-                                op.stride, op.padding)
+        # torch pads symmetrically: asymmetric padding goes in first.
+        data = tensors["data"] if (top, left) == (bottom, right) else \
+            functional.pad(tensors["data"], (left, right, top, bottom))
+        padding = (top, left) if (top, left) == (bottom, right) else 0
+        out = functional.conv2d(data, tensors["weight"], tensors.get("bias"), op.stride,
+                                padding, op.dilation, op.groups)
         out = out * scale if scale != 1.0 else out
         return functional.relu(out) if op.relu else out
     out = call().float().cpu().numpy()

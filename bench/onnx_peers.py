@@ -67,8 +67,9 @@ def session(name: str, op, inputs: dict[str, np.ndarray], threads: int,
         ``check(out, references) -> (ok, description)`` where ``references``
         holds the numpy ``int8`` and ``fp32`` results and the ``inputs``.
     """
-    (ph, pw), stride, kernel = op.padding, list(op.stride), list(op.kernel)
-    attributes = {"pads": [ph, pw, ph, pw], "strides": stride, "kernel_shape": kernel}
+    attributes = {"pads": list(op.padding), "strides": list(op.stride),
+                  "kernel_shape": list(op.kernel), "dilations": list(op.dilation),
+                  "group": op.groups}
     data, weight = inputs["data"], inputs["weight"]
     bias = inputs.get("bias")
     out_shape = op.output_shape
@@ -120,10 +121,7 @@ def session(name: str, op, inputs: dict[str, np.ndarray], threads: int,
                         spinning)
 
         def check(out, refs):
-            from vdla.compiler.ops import Conv2d
-            plain = Conv2d(op.batch, op.in_channels, op.out_channels, op.height, op.width,
-                           op.kernel, op.stride, op.padding)
-            exact = plain.accumulate(refs["inputs"]["data"], refs["inputs"]["weight"])
+            exact = op.accumulate(refs["inputs"]["data"], refs["inputs"]["weight"])
             wrapped = exact.astype(np.int32)  # int32 like ConvInteger's output
             return bool(np.array_equal(out, wrapped)), "bit-exact int32"
     else:

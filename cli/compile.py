@@ -19,12 +19,31 @@ from vdla.compiler.dump import dump_program, summarize
 from vdla.cli.options import config_option, fail, write_output
 
 
-def _kernel(value: str) -> tuple[int, int]:
+def _sizes(option: str, value: str, minimum: int, example: str) -> tuple[int, int]:
+    """``N`` or ``HxW`` as a (height, width) pair of ints >= ``minimum``."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:[xX]\s*(\d+))?\s*", value)
     if not match:
-        fail(f"--kernel {value!r}: expected KH or KHxKW (e.g. 3 or 3x1)")
+        fail(f"{option} {value!r}: expected N or HxW (e.g. {example})")
     height = int(match.group(1))
-    return height, int(match.group(2)) if match.group(2) else height
+    pair = height, int(match.group(2)) if match.group(2) else height
+    if min(pair) < minimum:
+        fail(f"{option} {value!r}: expected values >= {minimum}")
+    return pair
+
+
+def _kernel(value: str) -> tuple[int, int]:
+    return _sizes("--kernel", value, 1, "3 or 3x1")
+
+
+def _padding(value: str) -> tuple[int, ...]:
+    """``P``, ``PHxPW`` or ``T,L,B,R`` (top, left, bottom, right)."""
+    if "," in value:
+        parts = value.split(",")
+        if len(parts) != 4 or not all(re.fullmatch(r"\s*\d+\s*", part) for part in parts):
+            fail(f"--pad {value!r}: expected P, PHxPW or T,L,B,R with integers >= 0 "
+                 "(e.g. 1, 1x0 or 0,0,1,1)")
+        return tuple(int(part) for part in parts)
+    return _sizes("--pad", value, 0, "1, 1x0 or 0,0,1,1")
 
 
 def _apply(function, options):
@@ -49,8 +68,12 @@ def conv2d_options(function):
         click.option("--height", type=click.IntRange(min=1), required=True),
         click.option("--width", type=click.IntRange(min=1), required=True),
         click.option("--kernel", default="3", show_default=True, help="KH or KHxKW."),
-        click.option("--stride", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option("--pad", type=click.IntRange(min=0), default=0, show_default=True),
+        click.option("--stride", default="1", show_default=True, help="S or SHxSW."),
+        click.option("--pad", default="0", show_default=True,
+                     help="Zero padding: P, PHxPW or T,L,B,R (top, left, bottom, right)."),
+        click.option("--dilation", default="1", show_default=True, help="D or DHxDW."),
+        click.option("--groups", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Channel groups (= the channel count: depthwise)."),
     ] + _epilogue_options())
 
 
@@ -67,8 +90,11 @@ def conv2d_from_options(options: dict) -> Conv2d:
     """The Conv2d that `conv2d_options`' values describe."""
     return Conv2d(options["batch"], options["in_channels"], options["out_channels"],
                   options["height"], options["width"], kernel=_kernel(options["kernel"]),
-                  stride=options["stride"], padding=options["pad"], bias=options["bias"],
-                  shift=options["shift"], relu=options["relu"])
+                  stride=_sizes("--stride", options["stride"], 1, "2 or 2x1"),
+                  padding=_padding(options["pad"]),
+                  dilation=_sizes("--dilation", options["dilation"], 1, "2 or 2x1"),
+                  groups=options["groups"], bias=options["bias"], shift=options["shift"],
+                  relu=options["relu"])
 
 
 def dense_from_options(options: dict) -> Dense:

@@ -7,7 +7,7 @@ import time
 from vdla.compiler import codegen, ir
 from vdla.compiler.errors import CompileError
 from vdla.compiler.lower import lower
-from vdla.compiler.ops import Conv2d, Dense
+from vdla.compiler.ops import Conv2d, Dense, accelerator_limits
 from vdla.compiler.passes.dma import inject_dma
 from vdla.compiler.passes.epilogue import lower_epilogues
 from vdla.compiler.passes.latency_hiding import insert_tokens
@@ -71,10 +71,11 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     if not isinstance(op, (Conv2d, Dense)):
         raise CompileError(f"cannot compile {type(op).__name__}: expected Conv2d or Dense")
     _check_size(op, config)
+    geometry = accelerator_limits(op.geometry(), config)
     timings = {}
     start = time.perf_counter()
     schedule = _resolve_schedule(op, config, schedule, virtual_threads, latency_hiding)
-    plan = schedule.check(op.geometry(), config)
+    plan = schedule.check(geometry, config)
     timings["schedule"] = time.perf_counter() - start
     function = lower(plan, name=op.describe())
     serialise = not schedule.latency_hiding

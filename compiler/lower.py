@@ -23,7 +23,7 @@ import itertools
 
 from vdla.compiler import ir
 from vdla.compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nest
-from vdla.compiler.schedule import TilePlan
+from vdla.compiler.schedule import TilePlan, group_blocks
 from vdla.hw import isa
 
 __all__ = ["lower", "tile_ranges", "chunk_loads"]
@@ -119,8 +119,13 @@ def _load_copies(plan: TilePlan, inp: Buffer, wgt: Buffer, first: dict, counts: 
     ``counts`` map the axes (b, k, h, w, c) to the chunk's first block and extent."""
     geometry, blocks = plan.geometry, plan.blocks
     kh, kw = geometry.kernel
-    data = (blocks["b"], blocks["c"], geometry.height, geometry.width)
-    return [_input_copy(plan, data, inp, (first["b"], first["c"], first["h"], first["w"]),
+    # A grouped layer's chunk reads its output channels' group of input blocks
+    # (groups that tile a block's diagonal: the block of its outputs' inputs).
+    group_k, group_c = group_blocks(geometry, plan.config)
+    data = (blocks["b"], -(-geometry.in_channels // plan.config.block_in), geometry.height,
+            geometry.width)
+    c0 = first["k"] // group_k * group_c + first["c"]
+    return [_input_copy(plan, data, inp, (first["b"], c0, first["h"], first["w"]),
                         (counts["b"], counts["c"], counts["h"], counts["w"]), offsets[0]),
             Copy("load", "weight", (blocks["k"], blocks["c"], kh, kw),
                  (first["k"], first["c"], 0, 0), (counts["k"], counts["c"], kh, kw), "wgt", wgt,
@@ -139,7 +144,7 @@ def _input_copy(plan: TilePlan, grid, inp: Buffer, first, counts, offset: int = 
     (b0, c0, h0, w0), (nb, nc, nh, nw) = first, counts
     kh, kw = geometry.kernel
     sh, sw = geometry.stride
-    ph, pw = geometry.padding
+    ph, pw = geometry.padding[:2]     # top and left: the DMA pass pads the rest
     compact_rows, compact_cols = plan.compact
     if not (compact_rows or compact_cols):
         return Copy("load", "data", grid, (b0, c0, h0 * sh - ph, w0 * sw - pw),
@@ -191,9 +196,10 @@ def _mac_nest(config, inp: Buffer, wgt: Buffer, acc: Buffer, extents, window, pl
     # A compacted axis holds each output's kernel window back to back.
     step_h, step_w = (kernel if compact else stride for compact, kernel, stride
                       in zip(plan.compact, geometry.kernel, geometry.stride))
+    dh, dw = geometry.dilation
     b, k, oh, ow, c, y, x = (Affine.var(v) for v in ("b", "k", "oh", "ow", "c", "kh", "kw"))
     dst = ((b * nk + k) * nh + oh) * nw + ow
-    src = ((b * nc + c) * rows + oh * step_h + y) * cols + ow * step_w + x + offsets[0]
+    src = ((b * nc + c) * rows + oh * step_h + y * dh) * cols + ow * step_w + x * dw + offsets[0]
     weight = ((k * nc + c) * kh + y) * kw + x + offsets[1]
     mac = Mac(Access(acc, dst, ("eb", "eo")), Access(inp, src, ("eb", "ei")),
               Access(wgt, weight, ("eo", "ei")))

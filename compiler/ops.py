@@ -5,11 +5,12 @@ epilogue, applied to the int32 accumulator::
 
     out = clip((acc + bias) >> shift, -128, 127)      then max(out, 0) with relu
 
-Each operator validates itself on construction (clear `ShapeError` messages,
-including the limits the ISA's fields impose), describes itself as a dict, and
-has an independent numpy `reference`. The compiler lowers both through one
-normalised description, `ConvGeometry` (a dense layer is a 1x1 convolution on a
-1x1 image whose batch is the dense batch).
+Each operator validates itself on construction (clear `ShapeError` messages),
+describes itself as a dict, and has an independent numpy `reference`. The
+compiler lowers both through one normalised description, `ConvGeometry` (a
+dense layer is a 1x1 convolution on a 1x1 image whose batch is the dense
+batch); `accelerator_limits` adds what the accelerator's ISA and GEMM block
+impose, for the layers compiled for it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from vdla.compiler.errors import ShapeError
 from vdla.hw import isa
 
-__all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict"]
+__all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accelerator_limits"]
 
 # Largest zero padding one LOAD can add on one side (its 4-bit pad fields).
 MAX_PAD = (1 << isa.PAD_BITS) - 1
@@ -44,9 +45,24 @@ def _pair(value, name: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def _out_size(size: int, kernel: int, stride: int, padding: int) -> int:
-    """Outputs along one axis of a convolution."""
-    return (size + 2 * padding - kernel) // stride + 1
+def _padding(value) -> tuple[int, int, int, int]:
+    """Accept ``p``, ``(h, w)`` or ``(top, left, bottom, right)``; return the four sides."""
+    if isinstance(value, (list, tuple)) and len(value) == 4:
+        for item in value:
+            if not isinstance(item, (int, np.integer)) or isinstance(item, bool):
+                raise ShapeError(f"padding: expected integers, got {value!r}")
+        return tuple(int(item) for item in value)
+    if isinstance(value, (list, tuple)) and len(value) != 2:
+        raise ShapeError(f"padding: expected an int, (height, width) or (top, left, bottom, "
+                         f"right), got {value!r}")
+    height, width = _pair(value, "padding")
+    return height, width, height, width
+
+
+def _out_size(size: int, kernel: int, stride: int, before: int, after: int,
+              dilation: int = 1) -> int:
+    """Outputs along one axis of a convolution (ONNX's and PyTorch's formula)."""
+    return (size + before + after - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def _positive(name: str, value) -> int:
@@ -100,15 +116,23 @@ class Epilogue:
 
 
 class _ConvOutput:
-    """Output size of anything with convolution fields (height, width, kernel, stride, padding)."""
+    """Output size of anything with convolution fields (height, width, kernel, stride,
+    padding as (top, left, bottom, right), dilation)."""
 
     @property
     def out_height(self) -> int:
-        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0])
+        return _out_size(self.height, self.kernel[0], self.stride[0], self.padding[0],
+                         self.padding[2], self.dilation[0])
 
     @property
     def out_width(self) -> int:
-        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1])
+        return _out_size(self.width, self.kernel[1], self.stride[1], self.padding[1],
+                         self.padding[3], self.dilation[1])
+
+    @property
+    def extent(self) -> tuple[int, int]:
+        """Input rows and columns one output reads, first tap to last: the dilated kernel."""
+        return tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +140,9 @@ class ConvGeometry(_ConvOutput):
     """A normalised convolution problem, the compiler's view of any operator.
 
     Shapes are in elements (not blocks). ``layouts`` names the `runtime.layout`
-    layout of each DRAM tensor.
+    layout of each DRAM tensor. ``padding`` is (top, left, bottom, right);
+    ``in_channels`` and ``out_channels`` are the whole layer's, ``groups`` of
+    them each convolved apart (see `Conv2d`).
     """
 
     batch: int
@@ -126,10 +152,12 @@ class ConvGeometry(_ConvOutput):
     width: int
     kernel: tuple[int, int]
     stride: tuple[int, int]
-    padding: tuple[int, int]
+    padding: tuple[int, int, int, int]
     epilogue: Epilogue
     layouts: dict[str, str]
     shapes: dict[str, tuple[int, ...]]
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
 
 
 class _Op:
@@ -146,6 +174,10 @@ class _Op:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             data[field.name] = list(value) if isinstance(value, tuple) else value
+        return self._compact_dict(data)
+
+    def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The dict as files written before an operator grew fields: unchanged."""
         return data
 
     def input_names(self) -> list[str]:
@@ -167,25 +199,40 @@ class _Op:
 class Conv2d(_ConvOutput, _Op):
     """A 2D convolution (NCHW data, KCHW weights) with a fused epilogue.
 
+    The semantics are ONNX's ``Conv`` (and PyTorch's ``conv2d``): output
+    ``(n, k, y, x)`` sums ``data[n, g * C/G + c, y * sh - top + i * dh,
+    x * sw - left + j * dw] * weight[k, c, i, j]`` over ``c < C/G`` and the
+    taps ``(i, j)``, where ``g = k // (K/G)`` is the output channel's group and
+    reads outside the input are zero.
+
     Parameters
     ----------
     batch, in_channels, out_channels, height, width : int
         Positive sizes; channel counts need not be multiples of the GEMM block.
     kernel : int or (int, int)
-        Kernel height and width (any size up to the padded input).
+        Kernel height and width.
     stride : int or (int, int)
-    padding : int or (int, int)
-        Zero padding on each side, at most 15 (the ISA's pad fields) and smaller
-        than the kernel (an output that sees only padding is not supported).
+    padding : int, (int, int) or (int, int, int, int)
+        Zero padding: the same on every side, (height, width) on both sides of
+        each axis, or (top, left, bottom, right). Any value >= 0 (outputs that
+        see only padding are the epilogue of a zero sum).
     bias : bool
     shift : int
     relu : bool
+    groups : int
+        Channel groups, dividing both channel counts (``groups ==
+        in_channels == out_channels`` is a depthwise convolution); the weight
+        is ``(out_channels, in_channels / groups, KH, KW)``.
+    dilation : int or (int, int)
+        Spacing of the kernel's taps along rows and columns.
 
     Raises
     ------
     ShapeError
-        For a non-positive size, a kernel larger than the padded input, or
-        padding the ISA cannot express.
+        For a non-positive size, stride, dilation or group count, negative
+        padding, groups not dividing the channels, or an output size below one.
+        The accelerator's own limits (`accelerator_limits`) are checked where
+        a layer is compiled for it.
     """
 
     batch: int
@@ -195,41 +242,60 @@ class Conv2d(_ConvOutput, _Op):
     width: int
     kernel: tuple[int, int] = (3, 3)
     stride: tuple[int, int] = (1, 1)
-    padding: tuple[int, int] = (0, 0)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)
     bias: bool = False
     shift: int = 0
     relu: bool = False
+    groups: int = 1
+    dilation: tuple[int, int] = (1, 1)
 
     kind = "conv2d"
 
     def __post_init__(self):
-        for name in ("batch", "in_channels", "out_channels", "height", "width"):
+        for name in ("batch", "in_channels", "out_channels", "height", "width", "groups"):
             _positive(name, getattr(self, name))
-        kernel, stride, padding = (_pair(self.kernel, "kernel"), _pair(self.stride, "stride"),
-                                   _pair(self.padding, "padding"))
+        kernel, stride, dilation = (_pair(self.kernel, "kernel"), _pair(self.stride, "stride"),
+                                    _pair(self.dilation, "dilation"))
+        padding = _padding(self.padding)
         object.__setattr__(self, "kernel", kernel)
         object.__setattr__(self, "stride", stride)
         object.__setattr__(self, "padding", padding)
+        object.__setattr__(self, "dilation", dilation)
+        object.__setattr__(self, "groups", int(self.groups))
+        if min(kernel + stride) <= 0:
+            raise ShapeError(f"kernel and stride must be positive, got kernel {kernel}, "
+                             f"stride {stride}")
+        if min(dilation) <= 0:
+            raise ShapeError(f"dilation must be positive, got {dilation}")
+        if min(padding) < 0:
+            raise ShapeError(f"padding must be >= 0, got {padding} (top, left, bottom, right)")
+        if self.in_channels % self.groups or self.out_channels % self.groups:
+            raise ShapeError(f"groups {self.groups} must divide in_channels "
+                             f"{self.in_channels} and out_channels {self.out_channels}")
         for axis, name in enumerate(("height", "width")):
-            if kernel[axis] <= 0 or stride[axis] <= 0:
-                raise ShapeError(f"kernel and stride must be positive, got kernel {kernel}, "
-                                 f"stride {stride}")
-            if padding[axis] < 0:
-                raise ShapeError(f"padding must be >= 0, got {padding}")
-            if padding[axis] > MAX_PAD:
-                raise ShapeError(f"padding {padding[axis]} along {name} exceeds the ISA's "
-                                 f"{isa.PAD_BITS}-bit load pad fields (at most {MAX_PAD})")
-            if padding[axis] >= kernel[axis]:
-                raise ShapeError(f"padding {padding[axis]} along {name} must be smaller than "
-                                 f"the kernel ({kernel[axis]}): outputs would see only padding")
-            size = getattr(self, name)
-            if kernel[axis] > size + 2 * padding[axis]:
-                raise ShapeError(f"kernel {kernel[axis]} is larger than the padded input "
-                                 f"{name} {size} + 2*{padding[axis]}")
+            size, outputs = getattr(self, name), (self.out_height, self.out_width)[axis]
+            if outputs <= 0:
+                raise ShapeError(
+                    f"no output {name}: the kernel spans {self.extent[axis]} (kernel "
+                    f"{kernel[axis]}, dilation {dilation[axis]}), more than the padded input "
+                    f"{name} {size} + {padding[axis]} + {padding[axis + 2]}")
             if size > MAX_STRIDE:
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
         Epilogue(self.bias, self.shift, self.relu)
+
+    def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
+        # Symmetric padding as the (height, width) pair and the default groups
+        # and dilation left out: a layer that older files could hold keeps
+        # their dict, so recorded programs and tuning logs still match it.
+        top, left, bottom, right = self.padding
+        if (top, left) == (bottom, right):
+            data["padding"] = [top, left]
+        if self.groups == 1:
+            del data["groups"]
+        if self.dilation == (1, 1):
+            del data["dilation"]
+        return data
 
     @property
     def output_shape(self) -> tuple[int, int, int, int]:
@@ -239,42 +305,63 @@ class Conv2d(_ConvOutput, _Op):
     def macs(self) -> int:
         """Multiply-accumulates of the layer (unpadded channel counts)."""
         return (self.batch * self.out_channels * self.out_height * self.out_width
-                * self.in_channels * self.kernel[0] * self.kernel[1])
+                * self.in_channels // self.groups * self.kernel[0] * self.kernel[1])
 
     def describe(self) -> str:
         kh, kw = self.kernel
+        top, left, bottom, right = self.padding
+        padding = (f"p{top}x{left}" if (top, left) == (bottom, right)
+                   else f"p{top},{left},{bottom},{right}")
         text = (f"conv2d {self.batch}x{self.in_channels}x{self.height}x{self.width} -> "
-                f"{self.out_channels} k{kh}x{kw} s{self.stride[0]}x{self.stride[1]} "
-                f"p{self.padding[0]}x{self.padding[1]}")
+                f"{self.out_channels} k{kh}x{kw} s{self.stride[0]}x{self.stride[1]} {padding}")
+        if self.dilation != (1, 1):
+            text += f" d{self.dilation[0]}x{self.dilation[1]}"
+        if self.groups != 1:
+            text += f" g{self.groups}"
         return text + _describe_epilogue(self.epilogue)
+
+    @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group (and more than one group)."""
+        return self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
+    def weight_shape(self) -> tuple[int, int, int, int]:
+        """``(out_channels, in_channels / groups, KH, KW)``."""
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel)
 
     def geometry(self) -> ConvGeometry:
         """The normalised convolution the compiler lowers."""
         shapes = {"data": (self.batch, self.in_channels, self.height, self.width),
-                  "weight": (self.out_channels, self.in_channels, *self.kernel),
+                  "weight": self.weight_shape,
                   "bias": (self.out_channels,),
                   "out": self.output_shape}
         layouts = {"data": "activation", "weight": "weight", "bias": "bias", "out": "output"}
         return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
-                            layouts, shapes)
+                            layouts, shapes, self.dilation, self.groups)
 
     def accumulate(self, data: np.ndarray, weight: np.ndarray, dtype=np.int64) -> np.ndarray:
         """The convolution's sums before the epilogue, in numpy ``dtype`` (exact in int64)."""
         data = np.asarray(data, dtype=dtype)
         weight = np.asarray(weight, dtype=dtype)
         _check_shape("data", data.shape, (self.batch, self.in_channels, self.height, self.width))
-        _check_shape("weight", weight.shape, (self.out_channels, self.in_channels, *self.kernel))
-        (ph, pw), (sh, sw), (kh, kw) = self.padding, self.stride, self.kernel
-        padded = np.pad(data, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        oh, ow = self.out_height, self.out_width
-        acc = np.zeros((self.batch, self.out_channels, oh, ow), dtype=dtype)
-        # Sum over kernel taps: each tap is one (N, C, OH, OW) x (K, C) contraction.
-        for dy in range(kh):
-            for dx in range(kw):
-                window = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
-                acc += np.einsum("nchw,kc->nkhw", window, weight[:, :, dy, dx])
-        return acc
+        _check_shape("weight", weight.shape, self.weight_shape)
+        top, left, bottom, right = self.padding
+        (sh, sw), (kh, kw), (dh, dw) = self.stride, self.kernel, self.dilation
+        padded = np.pad(data, ((0, 0), (0, 0), (top, bottom), (left, right)))
+        oh, ow, groups = self.out_height, self.out_width, self.groups
+        padded = padded.reshape(self.batch, groups, -1, *padded.shape[2:])
+        weight = weight.reshape(groups, -1, *weight.shape[1:])
+        acc = np.zeros((self.batch, groups, weight.shape[1], oh, ow), dtype=dtype)
+        # Sum over kernel taps: each tap is one (N, G, C/G, OH, OW) x (G, K/G, C/G)
+        # contraction per group.
+        for y in range(kh):
+            for x in range(kw):
+                window = padded[..., y * dh:y * dh + sh * (oh - 1) + 1:sh,
+                                x * dw:x * dw + sw * (ow - 1) + 1:sw]
+                acc += np.einsum("ngchw,gkc->ngkhw", window, weight[:, :, :, y, x])
+        return acc.reshape(self.output_shape)
 
     def reference(self, data: np.ndarray, weight: np.ndarray,
                   bias: np.ndarray | None = None) -> np.ndarray:
@@ -336,7 +423,7 @@ class Dense(_Op):
         layouts = {"data": "dense_data", "weight": "dense_weight", "bias": "bias",
                    "out": "dense_output"}
         return ConvGeometry(self.batch, self.in_features, self.out_features, 1, 1, (1, 1),
-                            (1, 1), (0, 0), self.epilogue, layouts, shapes)
+                            (1, 1), (0, 0, 0, 0), self.epilogue, layouts, shapes)
 
     def reference(self, data: np.ndarray, weight: np.ndarray,
                   bias: np.ndarray | None = None) -> np.ndarray:
@@ -348,6 +435,54 @@ class Dense(_Op):
         if self.bias:
             _check_shape("bias", np.shape(bias), (self.out_features,))
         return self.epilogue.apply(data @ weight.T, bias, channel_axis=1)
+
+
+_SIDES = ("top", "left", "bottom", "right")
+
+
+def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
+    """Refuse a convolution the accelerator cannot run; return the geometry it compiles.
+
+    Groups run in one of two ways on ``config`` (a `HwConfig`): groups of whole
+    GEMM blocks as one GEMM per group, or groups that tile a block's diagonal
+    (``C/G`` dividing ``block_in``, ``K/G = C/G * block_out / block_in``:
+    depthwise layers on a square block, for one) in the ``block_diagonal``
+    weight layout of `runtime.layout`, where a ``(C/G) / block_in`` share of
+    the GEMM's MACs is useful. The returned geometry names that layout.
+
+    Padding is added by the LOADs' pad fields as the tile's input window
+    arrives (`compiler.passes.dma`): at most `MAX_PAD` on a side, and every
+    tile's window must reach the input, which holds when each side's padding
+    is smaller than the dilated kernel (`_ConvOutput.extent`). Beyond that
+    outputs see only padding: the `cpu` and `gpu` targets compute those.
+
+    Raises
+    ------
+    ShapeError
+        Naming the side and the limit, or the groups and the block, pointing
+        to ``--target cpu``.
+    """
+    groups, block_in, block_out = geometry.groups, config.block_in, config.block_out
+    per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
+    if groups > 1 and (per_in % block_in or per_out % block_out):
+        if block_in % per_in or per_out * block_in != per_in * block_out:
+            raise ShapeError(
+                f"groups {groups}: each group's {per_in} input and {per_out} output channels "
+                f"neither fill whole GEMM blocks nor tile the diagonal of config "
+                f"{config.name!r}'s {block_out}x{block_in} block (input channels dividing "
+                f"{block_in}, {block_out}/{block_in} outputs per input); use --target cpu")
+        geometry = dataclasses.replace(geometry, layouts=geometry.layouts | {
+            "weight": "block_diagonal"})
+    for side, pad in zip(_SIDES, geometry.padding):
+        extent = geometry.extent[_SIDES.index(side) % 2]
+        if pad > MAX_PAD:
+            raise ShapeError(f"padding {pad} ({side}) exceeds the ISA's {isa.PAD_BITS}-bit load "
+                             f"pad fields (at most {MAX_PAD}); use --target cpu")
+        if pad >= extent:
+            raise ShapeError(f"padding {pad} ({side}) must be smaller than the kernel's extent "
+                             f"({extent}) on the accelerator (outputs would see only padding); "
+                             f"use --target cpu")
+    return geometry
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:

@@ -49,7 +49,7 @@ from vdla.hw.records import JsonRecord
 
 __all__ = ["Schedule", "TilePlan", "ScheduleSpace", "default_schedule", "schedule_space",
            "plan_tiles", "load_schedule", "compact_axes", "estimate_cost", "max_virtual_threads",
-           "operand_loads", "uop_kernel"]
+           "operand_loads", "uop_kernel", "group_blocks"]
 
 AXES = "bkhw"
 
@@ -99,6 +99,9 @@ class Schedule(JsonRecord):
             Naming the knob and the buffer that overflows.
         """
         plan = plan_tiles(geometry, config, self)
+        if self.resident_input and geometry.groups > 1:
+            raise ScheduleError("schedule.resident_input keeps one group's input: a grouped "
+                                f"convolution ({geometry.groups} groups) reads several")
         if self.resident_input and any(plan.counts[axis] > 1 for axis in "bhw"):
             raise ScheduleError("schedule.resident_input needs one tile over all batch, rows "
                                 f"and columns (tile counts {plan.counts})")
@@ -172,7 +175,7 @@ class TilePlan:
         kernel, stride = self.geometry.kernel[axis], self.geometry.stride[axis]
         if self.compact[axis]:
             return outputs * kernel
-        return (outputs - 1) * stride + kernel
+        return (outputs - 1) * stride + self.geometry.extent[axis]
 
     @property
     def input_rows(self) -> int:
@@ -250,9 +253,10 @@ def compact_axes(geometry: ConvGeometry, config: HwConfig) -> tuple[bool, bool]:
     is several bus beats wide (the skipped elements cost more than the extra
     burst latency); a 1x1 stride-2 layer at 64-bit then loads a quarter of its
     input instead of half. Only unpadded layers are compacted (the pad fields
-    cannot skip data).
+    cannot skip data), and only undilated ones (a dilated window is not
+    ``kernel`` neighbours).
     """
-    unpadded = geometry.padding == (0, 0)
+    unpadded = not any(geometry.padding) and geometry.dilation == (1, 1)
     rows = unpadded and geometry.kernel[0] < geometry.stride[0]
     cols = unpadded and geometry.kernel[1] < geometry.stride[1]
     if cols:
@@ -269,18 +273,39 @@ def compact_axes(geometry: ConvGeometry, config: HwConfig) -> tuple[bool, bool]:
 
 
 def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> TilePlan:
-    """Resolve a schedule against a layer (no capacity check; see `Schedule.check`)."""
+    """Resolve a schedule against a layer (no capacity check; see `Schedule.check`).
+
+    A grouped convolution reduces over one group's input channels (``c``
+    counts a group's blocks), and its output-channel tiles divide a group's
+    blocks, so that every tile lies in one group (`group_blocks`).
+    """
     blocks = {"b": _ceil_div(geometry.batch, config.batch),
               "k": _ceil_div(geometry.out_channels, config.block_out),
-              "c": _ceil_div(geometry.in_channels, config.block_in),
+              "c": _ceil_div(geometry.in_channels // geometry.groups, config.block_in),
               "h": geometry.out_height, "w": geometry.out_width}
     tile = {axis: min(getattr(schedule, f"tile_{axis}"), blocks[axis]) for axis in "bkchw"}
+    group_k = group_blocks(geometry, config)[0]
+    while geometry.groups > 1 and group_k % tile["k"]:
+        tile["k"] -= 1
     tiles = math.prod(_ceil_div(blocks[a], tile[a]) for a in "bkhw")
     # Threads take whole output tiles: more threads than tiles would only leave
     # slots empty.
     threads = max(1, min(schedule.virtual_threads, tiles)) if schedule.latency_hiding else 1
     bias_entries = _bias_entries(geometry, config, blocks["k"], tile["k"])
     return TilePlan(geometry, config, schedule, blocks, tile, threads, bias_entries)
+
+
+def group_blocks(geometry: ConvGeometry, config: HwConfig) -> tuple[int, int]:
+    """Output- and input-channel blocks of one group (a whole layer's without groups).
+
+    `ops.accelerator_limits` checks that grouped layers' groups are whole
+    blocks, or that they tile a block's diagonal: then the "group" here is
+    a block holding several groups, one block (the ``block_diagonal``
+    weight layout puts each group's taps on the GEMM block's diagonal).
+    """
+    groups = geometry.groups
+    return (_ceil_div(geometry.out_channels // groups, config.block_out),
+            _ceil_div(geometry.in_channels // groups, config.block_in))
 
 
 def acc_bank_stride(config: HwConfig, threads: int, slot: int, shared: int) -> int | None:
@@ -397,7 +422,8 @@ class ScheduleSpace(KnobSpace):
 def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> ScheduleSpace:
     """Declare the knobs of a layer (Conv2d, Dense or their geometry) on a config.
 
-    Tile sizes are the balanced cuts of each extent (`_balanced`), threads run
+    Tile sizes are the balanced cuts of each extent (`_balanced`; a grouped
+    layer's tile_k the divisors of a group's blocks), threads run
     from 1 to the token queues' limit (`max_virtual_threads`, at most
     `SPACE_MAX_THREADS`), loop orders are `LOOP_ORDERS`, and either operand may
     be resident.
@@ -405,7 +431,13 @@ def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> Schedul
     geometry = _geometry(op)
     blocks = plan_tiles(geometry, config, Schedule()).blocks
     threads = min(SPACE_MAX_THREADS, max_virtual_threads(config)) if latency_hiding else 1
-    knobs = tuple((f"tile_{axis}", tuple(_balanced(blocks[axis]))) for axis in "bhwkc")
+    options = {axis: tuple(_balanced(blocks[axis])) for axis in "bhwkc"}
+    if geometry.groups > 1:
+        # A tile's output channels lie in one group (`plan_tiles`): the divisors
+        # of a group's blocks.
+        group_k = group_blocks(geometry, config)[0]
+        options["k"] = tuple(t for t in range(group_k, 0, -1) if group_k % t == 0)
+    knobs = tuple((f"tile_{axis}", options[axis]) for axis in "bhwkc")
     knobs += (("virtual_threads", tuple(range(1, threads + 1))),
               ("loop_order", LOOP_ORDERS),
               ("latency_hiding", (latency_hiding,)),
@@ -441,7 +473,9 @@ def operand_loads(plan: TilePlan) -> tuple[int, int]:
     A resident operand loads each of its blocks once.
     """
     counts, order, chunks = plan.counts, plan.schedule.loop_order, plan.counts["c"]
-    inp_loads = _reuse_loads(order, "bhw", counts, plan.threads, chunks)
+    # A grouped layer's output-channel tiles read their own group's input.
+    inp_loads = _reuse_loads(order, "bhw" + ("k" if plan.geometry.groups > 1 else ""), counts,
+                             plan.threads, chunks)
     wgt_loads = _reuse_loads(order, "k", counts, plan.threads, chunks)
     if plan.schedule.resident_input:
         inp_loads = chunks
@@ -580,7 +614,7 @@ def _resident_variants(plan: TilePlan) -> list[TilePlan]:
     """The plan, then its variants with resident weights and/or input that fit."""
     variants = [plan]
     counts, config = plan.counts, plan.config
-    whole = all(counts[axis] == 1 for axis in "bhw")
+    whole = all(counts[axis] == 1 for axis in "bhw") and plan.geometry.groups == 1
     for weights, inp in ((True, False), (False, True), (True, True)):
         if inp and not whole:
             continue
@@ -661,8 +695,8 @@ def _widest_rows(space: ScheduleSpace, threads: int, tile_k: int,
     """
     geometry, config = space.geometry, space.config
     blocks = plan_tiles(geometry, config, Schedule()).blocks
-    sh, kh = geometry.stride[0], geometry.kernel[0]
-    sw, kw = geometry.stride[1], geometry.kernel[1]
+    # A compacted axis is undilated (`compact_axes`): its extent is its kernel.
+    (sh, sw), (kh, kw) = geometry.stride, geometry.extent
     compact_rows, compact_cols = compact_axes(geometry, config)
     inp_depth = config.depth("inp")
     acc_depth = config.depth("acc") - _bias_entries(geometry, config, blocks["k"], tile_k)
@@ -752,9 +786,9 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
             f"no schedule with {virtual_threads} virtual threads fits {describe} on config "
             f"{config.name!r} (each thread needs its own output tile and buffer slots); "
             "use fewer threads")
-    kh, kw = geometry.kernel
+    (kh, kw), (rows, cols) = geometry.kernel, geometry.extent
     raise ScheduleError(
         f"no schedule fits {describe} on config {config.name!r}: even a 1x1 tile with one "
-        f"channel block needs {kh * kw} wgt entries and {kh * kw} inp entries "
+        f"channel block needs {kh * kw} wgt entries and {rows * cols} inp entries "
         f"(buffers: inp {config.depth('inp')}, wgt {config.depth('wgt')}, "
         f"acc {config.depth('acc')} entries)")

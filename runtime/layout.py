@@ -4,17 +4,20 @@ Channels (and the batch) are zero padded up to the GEMM block sizes, so any
 channel count works. Each layout turns a logical tensor into an array whose
 last axes form one DRAM element of a memory kind (see `HwConfig.element_shape`):
 
-===========  =====================  =============================================
-layout       logical shape           packed shape (element axes last)
-===========  =====================  =============================================
-activation   (N, C, H, W) int8       (N/B, C/BI, H, W, B, BI)          inp elements
-weight       (K, C, KH, KW) int8     (K/BO, C/BI, KH, KW, BO, BI)      wgt elements
-bias         (K,) int32              (K/BO, B, BO)                     acc elements
-output       (N, K, H, W) int8       (N/B, K/BO, H, W, B, BO)          out elements
-dense_data   (M, K) int8             activation of (M, K, 1, 1)
-dense_weight (N, K) int8             weight of (N, K, 1, 1)
-dense_output (M, N) int8             output of (M, N, 1, 1)
-===========  =====================  =============================================
+==============  =======================  ==========================================
+layout          logical shape            packed shape (element axes last)
+==============  =======================  ==========================================
+activation      (N, C, H, W) int8        (N/B, C/BI, H, W, B, BI)        inp elements
+weight          (K, C, KH, KW) int8      (K/BO, C/BI, KH, KW, BO, BI)    wgt elements
+block_diagonal  (K, C/G, KH, KW) int8    (K/BO, 1, KH, KW, BO, BI)       wgt elements:
+                                         G groups of C/G dividing BI, each group's
+                                         (K/G) x (C/G) taps on a block's diagonal
+bias            (K,) int32               (K/BO, B, BO)                   acc elements
+output          (N, K, H, W) int8        (N/B, K/BO, H, W, B, BO)        out elements
+dense_data      (M, K) int8              activation of (M, K, 1, 1)
+dense_weight    (N, K) int8              weight of (N, K, 1, 1)
+dense_output    (M, N) int8              output of (M, N, 1, 1)
+==============  =======================  ==========================================
 
 (B, BI, BO are the config's batch, block_in and block_out; divisions round up.)
 """
@@ -40,6 +43,7 @@ def _ceil_div(a: int, b: int) -> int:
 LAYOUTS = {
     "activation": (4, np.int8, "inp"),
     "weight": (4, np.int8, "wgt"),
+    "block_diagonal": (4, np.int8, "wgt"),
     "bias": (1, np.int32, "acc"),
     "output": (4, np.int8, "out"),
     "dense_data": (2, np.int8, "inp"),
@@ -53,6 +57,7 @@ def _outer_block(layout: str, config: HwConfig) -> tuple[int, int]:
     """Block sizes of the two blocked axes of a rank-4 layout."""
     return {"activation": (config.batch, config.block_in),
             "weight": (config.block_out, config.block_in),
+            "block_diagonal": (config.block_out, config.block_in),
             "output": (config.batch, config.block_out)}[layout]
 
 
@@ -117,9 +122,33 @@ def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor")
     a, b, h, w = array.shape
     outer_a, outer_b, _, _, block_a, block_b = packed_shape(layout, array.shape, config)
     padded = np.zeros((outer_a * block_a, outer_b * block_b, h, w), dtype=dtype)
-    padded[:a, :b] = array
+    if layout == "block_diagonal":
+        # Several small groups share a GEMM block: each group's output lanes
+        # meet only its own input lanes, zeros elsewhere.
+        outputs, lanes = _diagonal_lanes(array.shape, config, name)
+        padded = np.zeros((outer_a * block_a, block_b, h, w), dtype=dtype)
+        padded[outputs, lanes] = array
+    else:
+        padded[:a, :b] = array
     blocked = padded.reshape(outer_a, block_a, outer_b, block_b, h, w)
     return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 1, 3))
+
+
+def _diagonal_lanes(shape: tuple[int, ...], config: HwConfig,
+                    name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(output channel, input lane)`` index arrays, each ``(K, C/G)``, of the
+    block-diagonal layout: a group of ``C/G`` input channels (dividing
+    ``block_in``) has ``C/G * block_out / block_in`` output channels."""
+    channels, per_in = shape[0], shape[1]
+    per_out = per_in * config.block_out // config.block_in
+    if config.block_in % per_in or per_out * config.block_in != per_in * config.block_out \
+            or channels % per_out:
+        raise LayoutError(f"{name}: the block_diagonal layout takes groups of C/G input "
+                          f"channels dividing the block's {config.block_in} and C/G x "
+                          f"{config.block_out}/{config.block_in} outputs, got weights {shape}")
+    outputs = np.arange(channels)[:, None]
+    lanes = (outputs // per_out * per_in) % config.block_in + np.arange(per_in)
+    return np.broadcast_to(outputs, lanes.shape), lanes
 
 
 def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwConfig) -> np.ndarray:
@@ -134,4 +163,7 @@ def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwCo
     a, b, h, w = shape
     outer_a, outer_b, _, _, block_a, block_b = blocked.shape
     full = blocked.transpose(0, 4, 1, 5, 2, 3).reshape(outer_a * block_a, outer_b * block_b, h, w)
+    if layout == "block_diagonal":
+        outputs, lanes = _diagonal_lanes(shape, config, "packed weights")
+        return np.ascontiguousarray(full[outputs, lanes])
     return np.ascontiguousarray(full[:a, :b])

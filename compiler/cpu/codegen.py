@@ -9,9 +9,10 @@ these entry points, called through ctypes by `compiler.cpu.kernel`:
     Fill the packed-input workspace with the padding value once (its border
     and padded channels are never written again).
 ``vdla_run(data, weight, epilogue, out, packed, threads)``
-    Pack the user's activations into the blocked layout ``N C/ic_block Hp Wp
-    ic_block`` (int8 mode: offset by +128 to unsigned, so that padding is 128),
-    then compute every register tile (``oc_vectors`` vectors of output
+    Pack the user's activations into the blocked layout ``N G C/G/ic_block
+    Hp Wp ic_block`` (``G`` channel groups, each convolved apart; int8 mode:
+    offset by +128 to unsigned, so that padding is 128), then compute every
+    register tile (``oc_vectors`` vectors of output
     channels by ``ow_tile`` pixels) over the whole reduction and apply the
     epilogue, writing the user's output layout directly. The loops the
     schedule's ``parallel`` knob names are numbered items shared out by a
@@ -105,16 +106,19 @@ const char *vdla_isa(void) { return VDLA_ISA; }
 def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
                relu: bool) -> dict[str, int]:
     ic_block = schedule.ic_block
-    channel_blocks = -(-problem.in_channels // ic_block)
-    oc_blocks = -(-problem.out_channels // schedule.oc_block)
+    # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
+    channel_blocks = -(-problem.group_in // ic_block)
+    oc_blocks = -(-problem.group_out // schedule.oc_block)
+    top, left, bottom, right = problem.padding
     return {
         "LANES": schedule.lanes, "V": schedule.oc_vectors, "P": schedule.ow_tile,
-        "N": problem.batch, "C": problem.in_channels, "K": problem.out_channels,
+        "N": problem.batch, "C": problem.group_in, "K": problem.group_out,
+        "GROUPS": problem.groups,
         "H": problem.height, "W": problem.width, "KH": problem.kernel[0], "KW": problem.kernel[1],
-        "SH": problem.stride[0], "SW": problem.stride[1], "PH": problem.padding[0],
-        "PW": problem.padding[1], "OH": problem.out_height, "OW": problem.out_width,
-        "HP": problem.height + 2 * problem.padding[0],
-        "WP": problem.width + 2 * problem.padding[1],
+        "SH": problem.stride[0], "SW": problem.stride[1], "PH": top, "PW": left,
+        "DH": problem.dilation[0], "DW": problem.dilation[1],
+        "OH": problem.out_height, "OW": problem.out_width,
+        "HP": problem.height + top + bottom, "WP": problem.width + left + right,
         "ICB": ic_block, "CB": channel_blocks, "OCB": schedule.oc_block, "KB": oc_blocks,
         "G": 4 if mode == "int8" else 1,
         "DS_N": problem.data_strides[0], "DS_C": problem.data_strides[1],
@@ -143,7 +147,7 @@ def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
              "for (int r = 0; r < KH; r++) for (int s = 0; s < KW; s++) "
              "for (int cb = 0; cb < CB; cb++)")
     lines += [f"    {outer} {{",
-              f"        const {element} *ip = in + ((size_t)(cb * HP + r) * WP + s) * ICB;",
+              f"        const {element} *ip = in + ((size_t)(cb * HP + r * DH) * WP + s * DW) * ICB;",
               f"        const {weight} *wp = wt + ((size_t)(cb * KH + r) * KW + s) * ICB * OCB;",
               f"        #pragma GCC unroll {schedule.unroll}",
               "        for (int c = 0; c < ICB / G; c++) {"]
@@ -207,23 +211,25 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
     value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
     convert = f"(uint8_t)({value} ^ 0x80)" if mode == "int8" else value  # int8: x + 128
     # The parallel loops become numbered items (outermost first); the others stay loops.
+    # ``kb`` numbers the output-channel blocks of every group, group-major.
     parallel_loops, inner_loops = {
-        "rows": (["n < N", "oh < OH"], ["kb < KB"]),
-        "channels": (["n < N", "kb < KB"], ["oh < OH"]),
-        "both": (["n < N", "kb < KB", "oh < OH"], []),
+        "rows": (["n < N", "oh < OH"], ["kb < GROUPS * KB"]),
+        "channels": (["n < N", "kb < GROUPS * KB"], ["oh < OH"]),
+        "both": (["n < N", "kb < GROUPS * KB", "oh < OH"], []),
     }[schedule.parallel]
     decode, stride = [], "1"
     for condition in reversed(parallel_loops):
-        name, bound = condition.split()[0], condition.split()[2]
-        decode.append(f"    const int {name} = (item / ({stride})) % {bound};\n")
+        name, bound = condition.split()[0], condition.split(" < ")[1]
+        decode.append(f"    const int {name} = (item / ({stride})) % ({bound});\n")
         stride = f"{stride} * {bound}"
-    items = f"(long){' * '.join(c.split()[2] for c in parallel_loops)}"
+    items = f"(long){' * '.join(c.split(' < ')[1] for c in parallel_loops)}"
     inner = "".join(f"for (int {c.split()[0]} = 0; {c}; {c.split()[0]}++) " for c in inner_loops)
     tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * ICB, wp, epi, "
-                 f"op + (size_t)(OW / P) * P * OS_W, kb * OCB);\n" if tail else "")
+                 f"op + (size_t)(OW / P) * P * OS_W, kb % KB * OCB);\n" if tail else "")
     decode, tile, parallel = "".join(reversed(decode)), schedule.ow_tile, schedule.parallel
     return POOL + f"""
-size_t vdla_packed_elements(void) {{ return (size_t)N * CB * HP * WP * ICB; }}
+/* The packed input: every image's groups, each CB blocks of ICB channels. */
+size_t vdla_packed_elements(void) {{ return (size_t)N * GROUPS * CB * HP * WP * ICB; }}
 
 void vdla_init(void *packed_)
 {{
@@ -234,16 +240,18 @@ void vdla_init(void *packed_)
 static const {source} *pack_src;
 static {element} *pack_dst;
 
-/* One item: one input row of one channel block, transposed to ICB-minor. */
+/* One item: one input row of one group's channel block, transposed to ICB-minor. */
 static void pack_row(void *unused, long item)
 {{
-    const int h = item % H, cb = (item / H) % CB, n = item / ((long)H * CB);
-    {element} *row = pack_dst + (((size_t)(n * CB + cb) * HP + h + PH) * WP + PW) * ICB;
+    const int h = item % H, cb = (item / H) % CB, g = (item / ((long)H * CB)) % GROUPS;
+    const int n = item / ((long)H * CB * GROUPS);
+    {element} *row = pack_dst + ((((size_t)n * GROUPS + g) * CB + cb) * HP + h + PH) * WP * ICB
+                     + (size_t)PW * ICB;
     const {source} *src = pack_src;
     const int channels = C - cb * ICB < ICB ? C - cb * ICB : ICB;
     (void)unused;
     for (int c = 0; c < channels; c++) {{
-        const int cc = cb * ICB + c;
+        const int cc = g * C + cb * ICB + c;
         for (int w = 0; w < W; w++) row[(size_t)w * ICB + c] = {convert};
     }}
 }}
@@ -258,12 +266,14 @@ static void compute_item(void *unused, long item)
 {{
     (void)unused;
 {decode}    {inner}{{
-        const {element} *in = run_packed + ((size_t)n * CB * HP + (size_t)oh * SH) * WP * ICB;
+        const int g = kb / KB;
+        const {element} *in = run_packed
+            + (((size_t)n * GROUPS + g) * CB * HP + (size_t)oh * SH) * WP * ICB;
         const {weight} *wp = run_weight + (size_t)kb * CB * KH * KW * ICB * OCB;
-        {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H;
-        const {epi} *epi = run_epi;
+        {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H + (size_t)g * K * OS_K;
+        const {epi} *epi = run_epi + (size_t)g * KB * OCB;
         for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
-            tile_{tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W, kb * OCB);
+            tile_{tile}(in + (size_t)ow0 * SW * ICB, wp, epi, op + (size_t)ow0 * OS_W, kb % KB * OCB);
 {tail_call}    }}
 }}
 
@@ -273,7 +283,7 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
     pthread_mutex_lock(&pool_call_mutex);
     pack_src = (const {source} *)data;
     pack_dst = ({element} *)packed;
-    pool_parallel(pack_row, 0, (long)N * CB * H, threads);
+    pool_parallel(pack_row, 0, (long)N * GROUPS * CB * H, threads);
     run_packed = (const {element} *)packed;
     run_weight = (const {weight} *)weight;
     run_epi = (const {epi} *)epilogue;
@@ -303,11 +313,14 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     str
     """
     constants = _constants(problem, schedule, mode, shift, relu)
-    items = max(constants["N"] * constants["CB"] * constants["H"],
-                constants["N"] * constants["KB"] * constants["OH"])
+    items = constants["N"] * constants["GROUPS"] * max(constants["CB"] * constants["H"],
+                                                       constants["KB"] * constants["OH"])
     if items >= MAX_ITEMS:
         raise ShapeError(f"{problem.batch} x {problem.height} rows give {items} parallel items; "
                          f"the thread pool numbers at most {MAX_ITEMS - 1} (pool.c)")
+    if problem.depthwise:
+        from vdla.compiler.cpu.depthwise import generate_depthwise_c
+        return generate_depthwise_c(problem, schedule, mode, constants)
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile_function(schedule.ow_tile, schedule, mode)]

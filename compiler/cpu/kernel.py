@@ -86,7 +86,10 @@ class CpuKernel:
         self._library.vdla_run.restype = None
         self.isa = self._library.vdla_isa().decode()
         self.dtypes = dtypes_of(mode)
-        element = np.uint8 if mode == "int8" else np.float32
+        # The packed input's elements: offset bytes, or 32-bit lanes for the
+        # depthwise kernel (`compiler.cpu.depthwise`), or floats.
+        element = np.float32 if mode == "fp32" else np.int32 if self.problem.depthwise \
+            else np.uint8
         # 64-byte aligned workspace; its padding is written once by vdla_init.
         count = self._library.vdla_packed_elements()
         raw = np.zeros(count * np.dtype(element).itemsize + 64, dtype=np.uint8)
@@ -102,26 +105,46 @@ class CpuKernel:
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
         k, c, kh, kw = weight.shape
+        if self.problem.depthwise:
+            return self._set_depthwise_weights(weight, bias)
+        groups = self.problem.groups
         ocb, icb = schedule.oc_block, schedule.ic_block
-        kp, cp = _ceil_to(k, ocb), _ceil_to(c, icb)
-        padded = np.zeros((kp, cp, kh, kw), dtype=weight.dtype)
-        padded[:k, :c] = weight
+        # Each group's output channels pad to whole register tiles, its input
+        # channels to whole channel blocks (the C's KB and CB are per group).
+        kp, cp = _ceil_to(k // groups, ocb), _ceil_to(c, icb)
+        padded = np.zeros((groups, kp, cp, kh, kw), dtype=weight.dtype)
+        padded[:, :k // groups, :c] = weight.reshape(groups, k // groups, c, kh, kw)
         if self.mode == "int8":
-            blocks = padded.reshape(kp // ocb, ocb, cp // icb, icb // 4, 4, kh, kw)
-            self._weight = np.ascontiguousarray(blocks.transpose(0, 2, 5, 6, 3, 1, 4))
+            blocks = padded.reshape(groups, kp // ocb, ocb, cp // icb, icb // 4, 4, kh, kw)
+            self._weight = np.ascontiguousarray(blocks.transpose(0, 1, 3, 6, 7, 4, 2, 5))
             # acc holds sum((x + 128) * w): take 128 * sum(w) back out, wrapping like int32.
             correction = 128 * weight.astype(np.int64).sum(axis=(1, 2, 3))
             bias64 = (np.asarray(bias, np.int64) if bias is not None
                       else np.zeros(k, np.int64))
             epilogue = ((bias64 - correction) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
         else:
-            blocks = padded.reshape(kp // ocb, ocb, cp // icb, icb, kh, kw)
-            self._weight = np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 3, 1))
+            blocks = padded.reshape(groups, kp // ocb, ocb, cp // icb, icb, kh, kw)
+            self._weight = np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 6, 4, 2))
             epilogue = (np.asarray(bias, np.float32) if bias is not None
                         else np.zeros(k, np.float32))
-        # Padded to whole vectors: the epilogue loads LANES values at a time.
-        self._epilogue = np.zeros(kp + schedule.lanes, dtype=epilogue.dtype)
-        self._epilogue[:k] = epilogue
+        # Per group padded to its whole tiles, then by a vector: the epilogue
+        # loads LANES values at a time.
+        per_group = np.zeros((groups, kp), dtype=epilogue.dtype)
+        per_group[:, :k // groups] = epilogue.reshape(groups, -1)
+        self._epilogue = np.concatenate([per_group.ravel(),
+                                         np.zeros(schedule.lanes, epilogue.dtype)])
+
+    def _set_depthwise_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        """`compiler.cpu.depthwise`'s layout: ``C/LANES KH KW LANES`` lanes, the bias as is."""
+        lanes, (k, _, kh, kw) = self.schedule.lanes, weight.shape
+        lane_type = np.int32 if self.mode == "int8" else np.float32
+        padded = np.zeros((_ceil_to(k, lanes), kh, kw), dtype=lane_type)
+        padded[:k] = weight[:, 0]
+        self._weight = np.ascontiguousarray(
+            padded.reshape(-1, lanes, kh, kw).transpose(0, 2, 3, 1))
+        self._epilogue = np.zeros(_ceil_to(k, lanes) + lanes, dtype=lane_type)
+        if bias is not None:
+            self._epilogue[:k] = bias
 
     def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.

@@ -61,7 +61,8 @@ class CpuProblem(_ConvOutput):
 
     ``data_strides`` and ``out_strides`` are element strides of the user's
     arrays along (n, c, h, w) and (n, k, h, w), so one kernel reads NCHW
-    tensors and dense (M, K) matrices alike.
+    tensors and dense (M, K) matrices alike. ``padding`` is (top, left,
+    bottom, right); ``groups`` and ``dilation`` as in `compiler.ops.Conv2d`.
     """
 
     batch: int
@@ -71,26 +72,44 @@ class CpuProblem(_ConvOutput):
     width: int
     kernel: tuple[int, int]
     stride: tuple[int, int]
-    padding: tuple[int, int]
+    padding: tuple[int, int, int, int]
     data_strides: tuple[int, int, int, int]
     out_strides: tuple[int, int, int, int]
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+
+    @property
+    def group_in(self) -> int:
+        """Input channels of one group (the reduction's channels)."""
+        return self.in_channels // self.groups
+
+    @property
+    def group_out(self) -> int:
+        """Output channels of one group."""
+        return self.out_channels // self.groups
+
+    @property
+    def depthwise(self) -> bool:
+        """One input and one output channel per group: `compiler.cpu.depthwise`'s kernel."""
+        return self.groups > 1 and self.group_in == self.group_out == 1
 
     @property
     def macs(self) -> int:
         return (self.batch * self.out_channels * self.out_height * self.out_width
-                * self.in_channels * self.kernel[0] * self.kernel[1])
+                * self.group_in * self.kernel[0] * self.kernel[1])
 
     @classmethod
     def from_op(cls, op) -> "CpuProblem":
         """The problem of a `compiler.ops.Conv2d` or `Dense`."""
         if op.kind == "dense":
             m, k_in, k_out = op.batch, op.in_features, op.out_features
-            return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0),
+            return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0, 0, 0),
                        data_strides=(0, 1, 0, k_in), out_strides=(0, 1, 0, k_out))
         c, h, w, k = op.in_channels, op.height, op.width, op.out_channels
         oh, ow = op.out_height, op.out_width
         return cls(op.batch, c, k, h, w, op.kernel, op.stride, op.padding,
-                   data_strides=(c * h * w, h * w, w, 1), out_strides=(k * oh * ow, oh * ow, ow, 1))
+                   data_strides=(c * h * w, h * w, w, 1), out_strides=(k * oh * ow, oh * ow, ow, 1),
+                   dilation=op.dilation, groups=op.groups)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,7 +195,7 @@ class CpuSpace(KnobSpace):
         except ScheduleError:
             return False
         lanes, vectors = schedule.lanes, schedule.oc_vectors
-        if vectors > 1 and (vectors - 1) * lanes >= self.problem.out_channels:
+        if vectors > 1 and (vectors - 1) * lanes >= self.problem.group_out:
             return False
         return vectors * schedule.ow_tile + vectors + _SPARE_REGISTERS - 1 <= self.registers
 
@@ -199,13 +218,17 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
         this machine's by default.
     """
     problem, features = _problem_and_features(problem, features)
-    channels = _ceil_div(problem.in_channels, 4) * 4
+    channels = _ceil_div(problem.group_in, 4) * 4
     largest = max(IC_BLOCKS)
     ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
-    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", OC_VECTORS),
+    # The depthwise kernel (`compiler.cpu.depthwise`) has no channel reduction
+    # and one vector of channels per tile: one option for those knobs.
+    depthwise = problem.depthwise
+    knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1,) if depthwise else OC_VECTORS),
              ("ow_tile", tuple(range(1, min(problem.out_width, MAX_OW_TILE) + 1))),
-             ("ic_block", tuple(ic_blocks)), ("loop_order", LOOP_ORDERS), ("unroll", UNROLLS),
-             ("parallel", PARALLEL_AXES))
+             ("ic_block", tuple(ic_blocks)),
+             ("loop_order", LOOP_ORDERS[:1] if depthwise else LOOP_ORDERS),
+             ("unroll", (1,) if depthwise else UNROLLS), ("parallel", PARALLEL_AXES))
     return CpuSpace(problem, _registers(features), knobs)
 
 
@@ -243,8 +266,10 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     lanes, vectors, tile = schedule.lanes, schedule.oc_vectors, schedule.ow_tile
     oh, ow = problem.out_height, problem.out_width
     kh, kw = problem.kernel
+    if problem.depthwise:
+        return _depthwise_cost(problem, schedule, mode, threads)
     group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
-    channel_steps = _ceil_div(problem.in_channels, schedule.ic_block) * schedule.ic_block // group
+    channel_steps = _ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
     full, tail = divmod(ow, tile)
 
     def tile_cycles(width: int) -> float:
@@ -255,7 +280,7 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
         return channel_steps * kh * kw * per_step / width_factor + 4 * fmas  # + epilogue
 
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    oc_blocks = _ceil_div(problem.out_channels, schedule.oc_block)
+    oc_blocks = problem.groups * _ceil_div(problem.group_out, schedule.oc_block)
     # Wider registers than channels waste lanes; 256-bit vectors are half speed.
     total = problem.batch * oc_blocks * oh * row
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
@@ -267,6 +292,27 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     spill = 1.0 + 0.15 * max(0.0, (weight_block + input_rows) / 32768 - 1.0)
     order = 1.0 if schedule.loop_order == "block_kernel" else 1.02
     return total / threads * balance * spill * order
+
+
+def _depthwise_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
+                    threads: int) -> float:
+    """`estimate_cpu_cost` of `compiler.cpu.depthwise`'s kernel: per pixel and tap a
+    vector load and a multiply-add (int32 multiplies take two cycles), per tile the
+    weights' loads and the epilogue."""
+    tile, (kh, kw) = schedule.ow_tile, problem.kernel
+    multiply = 2 if mode == "int8" else 1
+
+    def tile_cycles(width: int) -> float:
+        return kh * kw * (max(multiply * width, (width + 1) / 2) + 1) + 4 * width
+
+    full, tail = divmod(problem.out_width, tile)
+    row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
+    blocks = _ceil_div(problem.out_channels, schedule.lanes)
+    width_factor = 512 / (schedule.lanes * 32)
+    items = {"rows": problem.batch * problem.out_height, "channels": problem.batch * blocks,
+             "both": problem.batch * problem.out_height * blocks}[schedule.parallel]
+    balance = _ceil_div(items, threads) / (items / threads)
+    return problem.batch * blocks * problem.out_height * row * width_factor / threads * balance
 
 
 def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = None,

@@ -81,7 +81,8 @@ def _stage_a(tiling: Tiling, types: dict, mode: str) -> list[str]:
     tid, k0 = Sym("tid"), Sym("k0")
     for slot in range(tiling.a_slots):
         kk, mm, in_tile = tiling.a_stage(tid, slot)
-        sources = tiling.a_source(Sym("block_m") * s.block_m + mm, k0 + kk)
+        sources = tiling.a_source(Sym("block_m") * s.block_m + mm, k0 + kk,
+                                  Sym("block_n") * s.block_n)
         body = []
         if mode == "int8":
             body.append("unsigned word = 0u;")

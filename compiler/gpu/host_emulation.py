@@ -148,7 +148,7 @@ class EmulatedKernel:
             np.asarray(weight, dtype=self.dtypes["weight"])))
         self._bias = np.ascontiguousarray(
             np.zeros(self.tiling.channels_out, self.dtypes["bias"]) if bias is None
-            else np.asarray(bias, self.dtypes["bias"]))
+            else self.tiling.pack_bias(np.asarray(bias, self.dtypes["bias"])))
 
     def run(self, data: np.ndarray) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`."""

@@ -127,7 +127,7 @@ class GpuKernel:
         weight = np.asarray(weight, dtype=self.dtypes["weight"])
         self.weight.set(self.tiling.pack_weight(weight), stream=self.stream)
         values = np.zeros(self.tiling.channels_out, self.dtypes["bias"]) if bias is None \
-            else np.asarray(bias, self.dtypes["bias"])
+            else self.tiling.pack_bias(np.asarray(bias, self.dtypes["bias"]))
         self.bias.set(values, stream=self.stream)
         self._weights_set = True
 

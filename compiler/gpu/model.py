@@ -46,7 +46,7 @@ def _stage(tiling: Tiling, shared, written, block_m, block_n, tid, k0, data, wei
     for slot in range(tiling.a_slots):
         kk, mm, in_tile = tiling.a_stage(tid, slot)
         m, r = block_m * s.block_m + mm, k0 + kk
-        sources = tiling.a_source(m, r)
+        sources = tiling.a_source(m, r, block_n * s.block_n)
         values = [np.where(valid, data[np.where(valid, offset, 0)], 0) for valid, offset in sources]
         if tiling.mode == "int8":
             word = np.stack(values, axis=-1).astype(np.int8).view(np.int32)[..., 0]
@@ -144,7 +144,7 @@ def run_model(tiling: Tiling, data: np.ndarray, weight: np.ndarray,
     size = int(np.prod(shape))
     out = np.zeros(size, np.int8 if integer else np.float64)
     stores = np.zeros(size, np.int64)
-    bias = np.zeros(tiling.channels_out) if bias is None else np.asarray(bias)
+    bias = np.zeros(tiling.channels_out) if bias is None else tiling.pack_bias(bias)
     for i in range(s.thread_m):
         for j in range(s.thread_n):
             m = block_m * s.block_m + rows[i]

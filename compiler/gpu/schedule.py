@@ -117,7 +117,7 @@ class GpuSchedule(JsonRecord):
 def reduction_words(problem: CpuProblem, mode: str) -> int:
     """``R``: the implicit GEMM's reduction length in shared-memory words."""
     kh, kw = problem.kernel
-    return kh * kw * _ceil_div(problem.in_channels, GROUP[mode])
+    return kh * kw * _ceil_div(problem.group_in, GROUP[mode])
 
 
 def gemm_rows(problem: CpuProblem) -> int:
@@ -138,7 +138,9 @@ def gpu_knob_space(problem: CpuProblem, mode: str) -> Iterator[GpuSchedule]:
     rows, words = gemm_rows(problem), reduction_words(problem, mode)
     for block_m, block_n, block_k in itertools.product((16, 32, 64, 128), (16, 32, 64, 128),
                                                        (4, 8, 16, 32)):
-        if block_m >= 2 * rows and block_m > 16 or block_n >= 2 * problem.out_channels \
+        # A grouped layer's columns are per group (`tiling.Tiling`): a block
+        # tile wider than twice a group's would be mostly padding.
+        if block_m >= 2 * rows and block_m > 16 or block_n >= 2 * problem.group_out \
                 and block_n > 16 or block_k >= 2 * words and block_k > 4:
             continue
         for warps_m, warps_n, thread_m, thread_n in itertools.product(
@@ -175,7 +177,8 @@ def estimate_gpu_cost(problem: CpuProblem, schedule: GpuSchedule, mode: str) -> 
     and words counts in full: that is what the GPU spends.
     """
     rows, words = gemm_rows(problem), reduction_words(problem, mode)
-    blocks = _ceil_div(rows, schedule.block_m) * _ceil_div(problem.out_channels, schedule.block_n)
+    blocks = _ceil_div(rows, schedule.block_m) * problem.groups * _ceil_div(problem.group_out,
+                                                                             schedule.block_n)
     per_sm = max(1, min(H100["threads_per_sm"] // schedule.threads,
                         H100["registers_per_sm"] // (schedule.threads
                                                      * estimated_registers(schedule)),

@@ -126,9 +126,15 @@ class Tiling:
         self.problem, self.schedule, self.mode = problem, schedule, mode
         self.group = GROUP[mode]
         self.rows = gemm_rows(problem)
-        self.channels_out = problem.out_channels
+        # A grouped convolution's GEMM columns are its groups side by side, each
+        # padded to whole block tiles so that a block's columns share one
+        # group, hence one A tile: the group's input channels.
+        self.group_out = problem.group_out
+        self.group_columns = (problem.out_channels if problem.groups == 1
+                              else -(-problem.group_out // schedule.block_n) * schedule.block_n)
+        self.channels_out = problem.groups * self.group_columns
         self.words = reduction_words(problem, mode)
-        self.channel_words = -(-problem.in_channels // self.group)
+        self.channel_words = -(-problem.group_in // self.group)
         self.pixels = problem.out_height * problem.out_width
         self.grid = (-(-self.rows // schedule.block_m), -(-self.channels_out // schedule.block_n))
         self.threads = schedule.threads
@@ -181,26 +187,33 @@ class Tiling:
         p = self.problem
         return m // self.pixels, (m % self.pixels) // p.out_width, m % p.out_width
 
-    def a_source(self, m, r):
+    def column_group(self, n):
+        """The convolution group of GEMM column ``n`` (0 without groups)."""
+        return 0 if self.problem.groups == 1 else n // self.group_columns
+
+    def a_source(self, m, r, n0=0):
         """Per channel of A word (``m``, ``r``): a list of (valid, element offset in data).
 
         Reduction word ``r`` is tap ``r // channel_words`` (row-major over the
-        kernel) and channels ``group * (r % channel_words) + q``; taps that
-        fall in the zero padding, channels past ``C``, rows past ``M`` and
-        words past ``R`` are not valid (they stage zeros).
+        kernel, its rows ``dilation`` apart) and channels ``group * (r %
+        channel_words) + q`` of the group of the block's first column ``n0``;
+        taps that fall in the zero padding, channels past the group's, rows
+        past ``M`` and words past ``R`` are not valid (they stage zeros).
         """
         p = self.problem
         tap, word = r // self.channel_words, r % self.channel_words
         image, out_row, out_col = self.pixel(m)
-        in_row = out_row * p.stride[0] - p.padding[0] + tap // p.kernel[1]
-        in_col = out_col * p.stride[1] - p.padding[1] + tap % p.kernel[1]
+        in_row = out_row * p.stride[0] - p.padding[0] + tap // p.kernel[1] * p.dilation[0]
+        in_col = out_col * p.stride[1] - p.padding[1] + tap % p.kernel[1] * p.dilation[1]
         inside = ((m < self.rows) & (r < self.words) & (in_row >= 0) & (in_row < p.height)
                   & (in_col >= 0) & (in_col < p.width))
-        base = image * p.data_strides[0] + in_row * p.data_strides[2] + in_col * p.data_strides[3]
+        base = (image * p.data_strides[0] + in_row * p.data_strides[2]
+                + in_col * p.data_strides[3]
+                + self.column_group(n0) * (p.group_in * p.data_strides[1]))
         sources = []
         for q in range(self.group):
             channel = word * self.group + q
-            sources.append((inside & (channel < p.in_channels),
+            sources.append((inside & (channel < p.group_in),
                             base + channel * p.data_strides[1]))
         return sources
 
@@ -212,9 +225,15 @@ class Tiling:
         """(valid, element offset in out) of output (``m``, ``n``)."""
         p = self.problem
         image, out_row, out_col = self.pixel(m)
-        offset = (image * p.out_strides[0] + n * p.out_strides[1] + out_row * p.out_strides[2]
-                  + out_col * p.out_strides[3])
-        return (m < self.rows) & (n < self.channels_out), offset
+        valid = (m < self.rows) & (n < self.channels_out)
+        channel = n
+        if p.groups > 1:        # skip the columns that pad each group
+            column = n % self.group_columns
+            valid = valid & (column < self.group_out)
+            channel = self.column_group(n) * self.group_out + column
+        offset = (image * p.out_strides[0] + channel * p.out_strides[1]
+                  + out_row * p.out_strides[2] + out_col * p.out_strides[3])
+        return valid, offset
 
     # -- the host side of the contract -----------------------------------------------
     def pack_weight(self, weight: np.ndarray) -> np.ndarray:
@@ -227,6 +246,7 @@ class Tiling:
         weight = np.asarray(weight)
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
+        weight = self._columns(weight)
         k, c, kh, kw = weight.shape
         padded = np.zeros((k, self.channel_words * self.group, kh, kw), dtype=weight.dtype)
         padded[:, :c] = weight
@@ -236,3 +256,17 @@ class Tiling:
         if self.mode == "int8":
             return words.astype(np.int8).view(np.int32).reshape(self.words, k)
         return words.reshape(self.words, k)
+
+    def pack_bias(self, bias: np.ndarray) -> np.ndarray:
+        """The bias per GEMM column (zeros in the columns that pad a group)."""
+        return self._columns(np.asarray(bias))
+
+    def _columns(self, per_channel: np.ndarray) -> np.ndarray:
+        """Rows per output channel laid out per GEMM column: each group padded with zeros."""
+        if self.problem.groups == 1:
+            return per_channel
+        grouped = per_channel.reshape(self.problem.groups, self.group_out, *per_channel.shape[1:])
+        columns = np.zeros((self.problem.groups, self.group_columns, *per_channel.shape[1:]),
+                           per_channel.dtype)
+        columns[:, :self.group_out] = grouped
+        return columns.reshape(self.channels_out, *per_channel.shape[1:])

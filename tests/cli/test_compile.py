@@ -30,6 +30,21 @@ def test_conv2d_writes_a_runnable_program(tmp_path):
     assert np.array_equal(outputs["out"], op.reference(**inputs))
 
 
+def test_groups_dilation_and_asymmetric_padding_options(tmp_path):
+    out = tmp_path / "general.vdla"
+    result = invoke("conv2d", "--in-channels", 8, "--out-channels", 16, "--height", 9, "--width",
+                    8, "--kernel", "3x2", "--stride", "1x2", "--pad", "0,1,2,0", "--dilation",
+                    "2x1", "--groups", 2, "--bias", "--shift", 4, "--config", "tiny", "-o", out)
+    assert result.exit_code == 0, result.output
+    program = load(out)
+    op = Conv2d(1, 8, 16, 9, 8, kernel=(3, 2), stride=(1, 2), padding=(0, 1, 2, 0),
+                dilation=(2, 1), groups=2, bias=True, shift=4)
+    assert program.metadata["op"] == op.to_dict()
+    inputs = op.random_inputs(np.random.default_rng(1))
+    outputs = Device(program.config).run(program, inputs).outputs
+    assert np.array_equal(outputs["out"], op.reference(**inputs))
+
+
 def test_dense_json_summary_and_dump(tmp_path):
     result = invoke("dense", "--batch", 4, "--in-features", 30, "--out-features", 9, "--json",
                     "--config", "tiny", "--dump", tmp_path / "d.txt", "-o", tmp_path / "d.vdla")
@@ -67,11 +82,26 @@ def test_schedule_and_config_files(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
-      "--kernel", 7], "larger than the padded input"),
+      "--kernel", 7], "more than the padded input height 4 + 0 + 0"),
     (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 40, "--width", 40,
-      "--kernel", 33, "--pad", 16], "pad fields"),
+      "--kernel", 33, "--pad", 16], "pad fields (at most 15); use --target cpu"),
     (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
-      "--kernel", "3y3"], "KHxKW"),
+      "--kernel", "3y3"], "--kernel '3y3': expected N or HxW (e.g. 3 or 3x1)"),
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--pad", "1,2"], "--pad '1,2': expected P, PHxPW or T,L,B,R with integers >= 0"),
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--dilation", "0"], "--dilation '0': expected values >= 1"),
+    (["conv2d", "--in-channels", 4, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--stride", "2x"], "--stride '2x': expected N or HxW (e.g. 2 or 2x1)"),
+    (["conv2d", "--in-channels", 6, "--out-channels", 4, "--height", 4, "--width", 4,
+      "--groups", 4], "groups 4 must divide in_channels 6 and out_channels 4"),
+    (["conv2d", "--in-channels", 8, "--out-channels", 16, "--height", 6, "--width", 6,
+      "--groups", 4, "--config", "tiny"], "groups 4: each group's 2 input and 4 output channels "
+                                          "neither fill whole GEMM blocks nor tile the diagonal "
+                                          "of config 'tiny''s 4x4 block"),
+    (["conv2d", "--in-channels", 8, "--out-channels", 8, "--height", 6, "--width", 6,
+      "--groups", 8, "--config", "odd"], "(input channels dividing 8, 4/8 outputs per input); "
+                                         "use --target cpu"),
     (["dense", "--in-features", 4, "--out-features", 4, "--config", "nope"], "no such preset"),
     (["conv2d", "--in-channels", 64, "--out-channels", 64, "--height", 56, "--width", 56,
       "--pad", 1, "--schedule", "SCHEDULE"], "does not fit the inp buffer"),

@@ -14,6 +14,8 @@ from vdla.compiler.cpu import CpuKernel, CpuSchedule, reference_fp32
 from vdla.compiler.cpu.build import cpu_features
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, Dense
+from vdla.compiler.workloads import random_conv2d
+
 
 SHAPES = [
     Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True),
@@ -122,3 +124,44 @@ def test_more_parallel_items_than_the_pool_numbers_is_refused():
     with pytest.raises(ShapeError, match="the thread pool numbers at most 16777215"):
         generate_c(problem, CpuSchedule(lanes=8, oc_vectors=1, ow_tile=1, ic_block=4), "int8",
                    0, False)
+
+
+def test_random_convolutions_are_bit_exact():
+    """Groups (depthwise included), dilation 1–3, asymmetric padding 0–5 (at or past the
+    kernel too), rectangular kernels and strides, batch 1–3: int8 against numpy, and
+    fp32 on every fourth. `benchmarks/conv_sweep.py` runs the same sweep at any size."""
+    rng = np.random.default_rng(2323)
+    for index in range(24):
+        op = random_conv2d(rng)
+        inputs = _inputs(op, index)
+        kernel = CpuKernel(op, "int8")
+        kernel.set_weights(inputs["weight"], inputs.get("bias"))
+        np.testing.assert_array_equal(kernel.run(inputs["data"]), op.reference(**inputs),
+                                      err_msg=op.describe())
+        if index % 4 == 0:
+            floats = {name: (array / 16).astype(np.float32) for name, array in inputs.items()}
+            kernel = CpuKernel(op, "fp32")
+            kernel.set_weights(floats["weight"], floats.get("bias"))
+            np.testing.assert_allclose(kernel.run(floats["data"]), reference_fp32(op, **floats),
+                                       rtol=1e-5, atol=1e-3, err_msg=op.describe())
+
+
+@pytest.mark.parametrize("schedule", [
+    None,
+    CpuSchedule(lanes=8, oc_vectors=1, ow_tile=5, ic_block=4, unroll=1, parallel="rows"),
+    CpuSchedule(lanes=8, oc_vectors=1, ow_tile=7, ic_block=4, unroll=1, parallel="channels"),
+], ids=["default", "rows-tail", "channels"])
+def test_depthwise_kernel_vectorises_channels(schedule):
+    """40 channels: whole vectors and a part one; 13 columns: whole pixel tiles and a tail."""
+    op = Conv2d(2, 40, 40, 11, 13, kernel=3, stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2),
+                groups=40, bias=True, shift=6, relu=True)
+    inputs = _inputs(op)
+    kernel = CpuKernel(op, "int8", schedule)
+    assert "depthwise kernel" in kernel.source
+    kernel.set_weights(inputs["weight"], inputs.get("bias"))
+    np.testing.assert_array_equal(kernel.run(inputs["data"]), op.reference(**inputs))
+    floats = {name: (array / 16).astype(np.float32) for name, array in inputs.items()}
+    kernel = CpuKernel(op, "fp32", schedule)
+    kernel.set_weights(floats["weight"], floats.get("bias"))
+    np.testing.assert_allclose(kernel.run(floats["data"]), reference_fp32(op, **floats),
+                               rtol=1e-5, atol=1e-3)

@@ -73,3 +73,18 @@ def test_schedule_round_trips_and_rejects_unknown_knobs(tmp_path):
     path.write_text("{")
     with pytest.raises(ScheduleError, match="CPU schedule is not valid JSON"):
         CpuSchedule.load(path)
+
+
+def test_depthwise_space_has_one_option_for_the_reduction_knobs():
+    """The depthwise kernel has no channel reduction and one vector per tile: only
+    lanes, ow_tile and parallel vary, and its cost grows with the channels."""
+    op = Conv2d(1, 144, 144, 56, 56, kernel=3, stride=2, padding=(0, 0, 1, 1), groups=144)
+    space = list(cpu_knob_space(CpuProblem.from_op(op), "int8", AVX512))
+    assert {(s.oc_vectors, s.ic_block, s.loop_order, s.unroll) for s in space} \
+        == {(1, 4, "block_kernel", 1)}
+    assert {s.parallel for s in space} == {"rows", "channels", "both"}
+    schedule = default_cpu_schedule(CpuProblem.from_op(op), "int8", AVX512)
+    wider = CpuProblem.from_op(Conv2d(1, 288, 288, 56, 56, kernel=3, stride=2,
+                                      padding=(0, 0, 1, 1), groups=288))
+    assert estimate_cpu_cost(wider, schedule, "int8") > estimate_cpu_cost(
+        CpuProblem.from_op(op), schedule, "int8")

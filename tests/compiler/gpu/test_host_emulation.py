@@ -16,6 +16,7 @@ from vdla.compiler.cpu import reference_fp32
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.gpu import gpu_knob_space
 from vdla.compiler.gpu.host_emulation import EmulationError, emulate
+from vdla.compiler.workloads import random_conv2d
 
 from tests.compiler.gpu.shapes import ODD_SHAPES, describe
 
@@ -57,3 +58,12 @@ def test_fp16_is_refused_with_the_reason():
     with pytest.raises(EmulationError, match="fp16 kernels need cuda_fp16.h"):
         _run(op, "fp16", inputs={n: a.astype(np.float16) for n, a in
                                  op.random_inputs(np.random.default_rng(0)).items()})
+
+
+def test_random_convolutions_kernel_text_is_bit_exact():
+    """The same sweep as the model's (`test_tiling`), a few layers through the CUDA C itself."""
+    rng = np.random.default_rng(2325)
+    for _ in range(4):
+        op = random_conv2d(rng, max_channels=12)
+        out, inputs = _run(op, inputs=op.random_inputs(rng, bias_range=1 << 30))
+        np.testing.assert_array_equal(out, op.reference(**inputs), err_msg=op.describe())

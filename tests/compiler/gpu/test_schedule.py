@@ -10,6 +10,7 @@ from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.gpu import GpuSchedule, default_gpu_schedule, estimate_gpu_cost, gpu_knob_space
 from vdla.compiler.gpu.schedule import H100, WARP
+from vdla.compiler.ops import Conv2d
 
 from tests.compiler.gpu.shapes import ODD_SHAPES, RESNET_LAYERS, describe
 
@@ -67,3 +68,11 @@ def test_schedule_round_trips_and_unknown_knobs_are_named(tmp_path):
 def test_unknown_mode_is_refused():
     with pytest.raises(ScheduleError, match="mode: expected one of int8, fp16, fp32, got 'int4'"):
         default_gpu_schedule(CpuProblem.from_op(ODD_SHAPES[0]), "int4")
+
+
+def test_grouped_layers_get_block_tiles_of_a_group():
+    """A grouped layer's GEMM columns are padded per group: wider block tiles are padding."""
+    depthwise = CpuProblem.from_op(Conv2d(1, 144, 144, 28, 28, kernel=3, padding=1, groups=144))
+    assert {s.block_n for s in gpu_knob_space(depthwise, "int8")} == {16}
+    grouped = CpuProblem.from_op(Conv2d(1, 128, 128, 14, 14, kernel=3, padding=1, groups=4))
+    assert max(s.block_n for s in gpu_knob_space(grouped, "int8")) == 32

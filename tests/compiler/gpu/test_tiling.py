@@ -20,6 +20,7 @@ from vdla.compiler.gpu import GpuSchedule, Tiling, default_gpu_schedule, gpu_kno
 from vdla.compiler.gpu.model import TilingError, dp4a, run_model
 from vdla.compiler.gpu.tiling import Sym, select
 from vdla.compiler.ops import Conv2d
+from vdla.compiler.workloads import random_conv2d
 
 from tests.compiler.gpu.shapes import ODD_SHAPES, RESNET_LAYERS, describe
 
@@ -127,3 +128,13 @@ def test_sym_prints_c_and_folds_identities():
     assert ((x < 3) & (x >= 0)).text == "((x < 3) && (x >= 0))"
     assert select(x < 1, 2, x).text == "((x < 1) ? 2 : x)"
     np.testing.assert_array_equal(select(np.arange(3) < 1, 2, np.arange(3)), [2, 1, 2])
+
+
+def test_random_convolutions_model_is_bit_exact():
+    """Groups (depthwise included: a column block per group), dilation, asymmetric
+    padding past the kernel, rectangular kernels and strides, batch 1–3."""
+    rng = np.random.default_rng(2324)
+    for _ in range(40):
+        op = random_conv2d(rng)
+        out, inputs = _model(op, inputs=op.random_inputs(rng, bias_range=1 << 30))
+        np.testing.assert_array_equal(out, op.reference(**inputs), err_msg=op.describe())
