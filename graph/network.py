@@ -1,0 +1,240 @@
+"""A compiled network: the integer graph, its placement and its layers' programs; runs whole.
+
+Three calls take a model to results::
+
+    graph = vdla.frontend.onnx.load("model.onnx", batch=4)
+    net = vdla.graph.network.compile_network(graph, config, calibration={"input": x})
+    out = net.run({"input": images}, sim="fsim").outputs
+
+`compile_network` runs the float pass pipeline, quantises, runs the integer
+pipeline, places every node (`graph.placement`) and compiles each
+accelerator layer with the layer compiler (`compiler.driver.compile_op`).
+`Network.run` walks the nodes in order: accelerator layers on a
+`runtime.Device` of the chosen simulation tier, cpu layers as the cpu
+target's generated C (`compiler.cpu`, built from the layer's description,
+never from stored code), host nodes with their numpy kernels
+(`graph.kernels`). The integer reference (`graph.reference`) is what every
+run must equal, tensor for tensor.
+
+Today each accelerator layer runs as its own program: the host packs its
+input into the blocked layout and unpacks its output (one DRAM image per
+layer), rather than keeping activations blocked in one arena between layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph
+from vdla.graph.kernels import run_node
+from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
+from vdla.graph.placement import LAYER_OPS, layer_op, place
+from vdla.graph.quantize import quantize
+from vdla.hw.config import HwConfig
+from vdla.runtime.program import Program
+
+__all__ = ["Network", "NetworkResult", "compile_network"]
+
+
+@dataclasses.dataclass
+class NetworkResult:
+    """The outcome of `Network.run`.
+
+    Parameters
+    ----------
+    outputs : dict of str to numpy.ndarray
+        The graph's outputs.
+    tensors : dict of str to numpy.ndarray
+        Every tensor the run computed (inputs and constants left out).
+    layers : list of dict
+        Per node: ``name``, ``op``, ``place``, ``seconds`` (host wall time)
+        and, from timed tiers, ``cycles``.
+    """
+
+    outputs: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]
+    layers: list[dict[str, Any]]
+
+    @property
+    def accel_cycles(self) -> int | None:
+        """Cycles of all accelerator layers together (None on untimed tiers)."""
+        cycles = [row["cycles"] for row in self.layers if row["place"] == "accel"]
+        return None if not cycles or any(c is None for c in cycles) else sum(cycles)
+
+
+@dataclasses.dataclass
+class Network:
+    """An integer graph, where each node runs, and the accelerator layers' programs."""
+
+    graph: Graph
+    placement: dict[str, str]
+    programs: dict[str, Program]
+    config: HwConfig
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
+                for name in self.graph.inputs}
+
+    def check_inputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The inputs as float32 arrays of the graph's shapes, or one `GraphError`."""
+        from vdla.runtime.device import describe_array
+        specs = self.input_specs()
+        for name in inputs:
+            if name not in specs:
+                raise GraphError(f"unknown input {name!r}: the network's inputs are "
+                                 f"{', '.join(specs)}")
+        checked = {}
+        for name, (dtype, shape) in specs.items():
+            if name not in inputs:
+                raise GraphError(f"missing input {name!r}: expected "
+                                 f"{describe_array(dtype, shape)}")
+            array = inputs[name]
+            if not isinstance(array, np.ndarray) or array.dtype.kind != "f" \
+                    or tuple(array.shape) != shape:
+                got = (describe_array(array.dtype, array.shape) if isinstance(array, np.ndarray)
+                       else type(array).__name__)
+                raise GraphError(f"input {name!r}: expected {describe_array(dtype, shape)}, "
+                                 f"got {got}")
+            if not np.all(np.isfinite(array)):
+                raise GraphError(f"input {name!r}: holds NaN or infinite values")
+            checked[name] = array.astype(np.float32)
+        return checked
+
+    def run(self, inputs: dict[str, np.ndarray], sim: str = "fsim", *, target: str = "accel",
+            threads: int = 2, **backend_options) -> NetworkResult:
+        """Run the network on ``inputs``.
+
+        Parameters
+        ----------
+        inputs : dict of str to numpy.ndarray
+            Float arrays of the graph inputs' shapes.
+        sim : str
+            The simulation tier of accelerator layers (``fsim``, ``rtl``, ...).
+        target : str
+            ``"accel"`` (the placement as compiled) or ``"cpu"`` (every layer
+            as the cpu target's generated C).
+        threads : int
+            Threads of cpu layers.
+        **backend_options
+            Passed to the simulation backend (e.g. ``cycle_limit``).
+        """
+        from vdla.runtime.device import Device
+        values = {name: t.value for name, t in self.graph.tensors.items() if t.constant}
+        values.update(self.check_inputs(inputs))
+        if target not in ("accel", "cpu"):
+            raise GraphError(f"target: expected accel or cpu, got {target!r}")
+        devices: dict[str, Device] = {}
+
+        def device(place: str) -> Device:
+            if place not in devices:
+                devices[place] = (Device(self.config, sim, **backend_options) if place == "accel"
+                                  else Device(target="cpu", threads=threads))
+            return devices[place]
+
+        rows, computed = [], {}
+        for node in self.graph.nodes:
+            place = self.placement[node.name]
+            if target == "cpu" and place == "accel":
+                place = "cpu"
+            args = [values[name] for name in node.inputs]
+            began = time.perf_counter()
+            cycles = None
+            if place == "host":
+                outputs = run_node(node, args)
+            else:
+                program = (self.programs[node.name] if place == "accel"
+                           else self._cpu_program(node))
+                result = device(place).run(program, {"data": args[0], "weight": args[1],
+                                                     "bias": args[2]})
+                outputs, cycles = [result.outputs["out"]], result.cycles
+            seconds = time.perf_counter() - began
+            for name, array in zip(node.outputs, outputs):
+                values[name] = computed[name] = array
+            rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
+                         "seconds": seconds})
+        return NetworkResult({name: values[name] for name in self.graph.outputs}, computed, rows)
+
+    def _cpu_program(self, node) -> Program:
+        from vdla.compiler.cpu.program import compile_cpu
+        cache = self.__dict__.setdefault("_cpu_programs", {})
+        if node.name not in cache:
+            cache[node.name] = compile_cpu(layer_op(self.graph, node), config=self.config)
+        return cache[node.name]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per node: name, op, input and output shapes, place, estimated cycles."""
+        estimates = self.metadata.get("estimated_cycles", {})
+        return [{**row, "place": self.placement[row["name"]],
+                 "estimated_cycles": estimates.get(row["name"])}
+                for row in self.graph.summary()]
+
+
+def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
+    from vdla.compiler.schedule import Schedule, estimate_cost
+    plan = Schedule.from_dict(program.metadata["schedule"]).check(op.geometry(), config)
+    return int(round(estimate_cost(plan)))
+
+
+def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
+                    = None, *, on_cpu=(), target: str = "accel") -> Network:
+    """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
+
+    Parameters
+    ----------
+    graph : Graph
+        As `vdla.frontend.onnx.load` returns it.
+    config : HwConfig
+        The accelerator.
+    calibration : dict of str to numpy.ndarray, optional
+        Sample inputs per graph input (stacked on the first axis); needed
+        unless the model is QDQ.
+    on_cpu : iterable of str
+        Layers to run as generated C (`graph.placement.place`).
+    target : str
+        ``"accel"`` or ``"cpu"``: where layers go by default.
+
+    Raises
+    ------
+    GraphError
+        For a graph that cannot be quantised, placed or compiled (one line,
+        naming the node).
+    """
+    from vdla.compiler.driver import compile_op
+    from vdla.compiler.errors import CompileError
+    began = time.perf_counter()
+    floating = run_passes(graph, PIPELINE)
+    if calibration is not None:
+        for name in floating.inputs:
+            if name not in calibration:
+                raise GraphError(f"calibration: no samples for input {name!r}")
+            sample = np.asarray(calibration[name])
+            expected = floating.tensors[name].shape[1:]
+            if sample.ndim != len(expected) + 1 or sample.shape[1:] != expected \
+                    or sample.dtype.kind != "f" or len(sample) == 0:
+                raise GraphError(f"calibration {name!r}: expected float samples of shape "
+                                 f"(count, {', '.join(map(str, expected))}), got "
+                                 f"{sample.dtype.name} {sample.shape}")
+    integer = run_passes(quantize(floating, calibration), INTEGER_PIPELINE)
+    placement = place(integer, target, on_cpu)
+    programs, estimates = {}, {}
+    for node in integer.nodes:
+        if node.op not in LAYER_OPS:
+            continue
+        op = layer_op(integer, node)
+        if placement[node.name] != "accel":
+            continue
+        try:
+            programs[node.name] = compile_op(op, config)
+        except CompileError as error:
+            raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
+                             f"--on-cpu {node.name})") from None
+        estimates[node.name] = _estimated_cycles(programs[node.name], op, config)
+    network = Network(integer, placement, programs, config, {"estimated_cycles": estimates})
+    network.compile_seconds = time.perf_counter() - began
+    return network
