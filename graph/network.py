@@ -81,6 +81,11 @@ class Network:
         return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
                 for name in self.graph.inputs}
 
+    def input_specs_json(self) -> dict[str, str]:
+        """``{"input": "float32 (4, 1, 8, 8)"}``."""
+        return {name: f"{dtype.name} {shape}" for name, (dtype, shape)
+                in self.input_specs().items()}
+
     def check_inputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The inputs as float32 arrays of the graph's shapes, or one `GraphError`."""
         from vdla.runtime.device import describe_array
