@@ -501,10 +501,10 @@ def _dense(node: _OnnxNode, transposed: bool) -> None:
     if len(inputs) == 3:
         out_features = node.importer.shape(inputs[1])[0]
         bias = node.importer.value(inputs[2])
-        if bias is None or bias.size != out_features:
-            raise node.fail(f"its bias {inputs[2]!r} must be a constant of {out_features} "
-                            "elements")
-        if bias.shape != (out_features,):
+        if math.prod(node.importer.shape(inputs[2])) != out_features:
+            raise node.fail(f"its bias {inputs[2]!r} must hold {out_features} elements (one "
+                            "per output)")
+        if bias is not None and bias.shape != (out_features,):
             inputs[2] = f"{inputs[2]}/vector"
             node.importer.constant(inputs[2], bias.reshape(out_features))
     node.emit("dense", inputs, relu=False)
