@@ -25,6 +25,7 @@ the accumulator has, the shift is 0 and the output keeps the accumulator's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -146,12 +147,22 @@ class _Quantizer:
             if self.tensors[current].dtype == np.float32:
                 outputs.append(current)
                 continue
-            out = f"{name}/float" if current == name else name
+            if current == name:  # the float output keeps the model's name
+                current = self.rename(name, f"{name}/q")
+            out = name
             self.tensors[out] = Tensor(out, self.tensors[current].shape, np.float32)
             self.nodes.append(Node(f"{name}/dequantize", "dequantize_output", [current], [out],
                                    {"exponent": self.tensors[current].exponent}))
             outputs.append(out)
         return Graph(self.tensors, self.nodes, inputs, outputs).check()
+
+    def rename(self, old: str, new: str) -> str:
+        """Rename a computed tensor everywhere in the integer graph built so far."""
+        self.tensors[new] = dataclasses.replace(self.tensors.pop(old), name=new)
+        for node in self.nodes:
+            node.inputs = [new if n == old else n for n in node.inputs]
+            node.outputs = [new if n == old else n for n in node.outputs]
+        return new
 
     def emit(self, node: Node, op: str, inputs: list[str], exponent: int | None,
              dtype=np.int8, **attrs) -> None:

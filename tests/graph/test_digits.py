@@ -49,6 +49,8 @@ def test_all_held_out_images_bit_exact_on_fsim_and_cpu_and_accurate(digits):
 
 
 @pytest.mark.rtl
-def test_sixteen_images_bit_exact_on_the_tiny_rtl(digits):
-    network = _compiled(digits, 16, "tiny")
+@pytest.mark.parametrize("config", ["tiny", "default"])
+def test_sixteen_images_bit_exact_on_the_rtl(digits, config):
+    network = _compiled(digits, 16, config)
     _check(network, digits["images"][:16], sim="rtl")
+    assert network.graph.outputs == ["logits"]
