@@ -189,6 +189,13 @@ class _Importer:
             if first.HasField("dim_value") and first.dim_value != batch:
                 change = (first.dim_value, batch)
             first.dim_value = batch
+        if change is not None:
+            # Shapes the file records for the old batch: shape inference finds the new ones.
+            del self.model.graph.value_info[:]
+            for value in self.model.graph.output:
+                dims = value.type.tensor_type.shape.dim
+                if dims and dims[0].HasField("dim_value") and dims[0].dim_value == change[0]:
+                    dims[0].dim_param = "batch"
         return change
 
     def _declare(self, name: str, what: str) -> Tensor:

@@ -53,20 +53,14 @@ def _windows(x: np.ndarray, kernel, stride, pads, fill) -> np.ndarray:
 
 
 def conv_sum(x: np.ndarray, w: np.ndarray, stride, pads, dtype) -> np.ndarray:
-    """The convolution's sums in ``dtype`` (int64 is exact for int8 operands)."""
-    x, w = np.asarray(x, dtype), np.asarray(w, dtype)
-    kh, kw = w.shape[2:]
-    padded = _pad(x, pads, 0)
-    oh = (padded.shape[2] - kh) // stride[0] + 1
-    ow = (padded.shape[3] - kw) // stride[1] + 1
-    out = np.zeros((x.shape[0], w.shape[0], oh, ow), dtype)
-    # One (N, C, OH, OW) x (K, C) contraction per kernel tap.
-    for dy in range(kh):
-        for dx in range(kw):
-            window = padded[:, :, dy:dy + stride[0] * (oh - 1) + 1:stride[0],
-                            dx:dx + stride[1] * (ow - 1) + 1:stride[1]]
-            out += np.einsum("nchw,kc->nkhw", window, w[:, :, dy, dx], optimize=True)
-    return out
+    """The convolution's sums in ``dtype`` (int64 is exact for int8 operands).
+
+    One contraction of the input's windows with the weights over (C, KH, KW)
+    (a matrix product, BLAS for float32).
+    """
+    windows = _windows(np.asarray(x, dtype), w.shape[2:], stride, pads, 0)
+    out = np.tensordot(windows, np.asarray(w, dtype), axes=([1, 4, 5], [1, 2, 3]))
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
 def _channel(vector: np.ndarray, ndim: int) -> np.ndarray:

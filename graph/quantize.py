@@ -35,10 +35,13 @@ from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
 from vdla.hw.isa import SHIFT_BITS
 
-__all__ = ["calibrate", "quantize", "exponent_for", "MAX_SHIFT"]
+__all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantization_error",
+           "MAX_SHIFT", "CANDIDATES"]
 
 # REQUANT's shift field.
 MAX_SHIFT = (1 << SHIFT_BITS) - 1
+# How many exponents calibration weighs per tensor (the no-clipping one and finer).
+CANDIDATES = 3
 # Exponents outside this range mean a tensor of (almost) only zeros or absurd values.
 _EXPONENT_RANGE = (-24, 30)
 
@@ -52,29 +55,25 @@ def exponent_for(magnitude: float) -> int:
     return int(np.clip(math.floor(math.log2(127.0 / magnitude)), *_EXPONENT_RANGE))
 
 
-def calibrate(graph: Graph, samples: dict[str, np.ndarray], batch: int | None = None
-              ) -> dict[str, float]:
-    """The largest magnitude of every computed tensor over the calibration samples.
+def quantization_error(array: np.ndarray, exponent: int) -> float:
+    """Squared error of ``array`` quantised to int8 at scale ``2**-exponent`` (round half up)."""
+    scale = 2.0 ** exponent
+    q = np.clip(np.floor(np.asarray(array, np.float64) * scale + 0.5), -128, 127)
+    return float(np.sum((q / scale - array) ** 2))
 
-    Parameters
-    ----------
-    graph : Graph
-        A float graph (after the pass pipeline).
-    samples : dict of str to numpy.ndarray
-        Per graph input, samples stacked on the first axis (any count).
-    batch : int, optional
-        How many samples run at a time (the graph's batch by default).
-    """
+
+def best_exponent(array: np.ndarray, candidates: int = CANDIDATES) -> int:
+    """Of the exponent that holds the range and the next finer ones, the least-error one."""
+    first = exponent_for(float(np.max(np.abs(array))) if array.size else 0.0)
+    return min(range(first, first + candidates),
+               key=lambda e: quantization_error(array, e))
+
+
+def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
+    """Run the float graph over ``samples`` a batch at a time; ``record(name, array)`` per tensor."""
     name = graph.inputs[0]
-    count = len(samples[name])
-    batch = batch or graph.tensors[name].shape[0]
-    ranges: dict[str, float] = {}
-
-    def record(node: Node, outputs: list[np.ndarray]) -> None:
-        for tensor, array in zip(node.outputs, outputs):
-            ranges[tensor] = max(ranges.get(tensor, 0.0), float(np.max(np.abs(array))))
-
-    for start in range(0, count, batch):
+    batch = graph.tensors[name].shape[0]
+    for start in range(0, len(samples[name]), batch):
         feeds = {}
         for input_name in graph.inputs:
             chunk = samples[input_name][start:start + batch]
@@ -82,17 +81,49 @@ def calibrate(graph: Graph, samples: dict[str, np.ndarray], batch: int | None = 
             if len(chunk) < shape[0]:  # the last, partial batch: pad with copies
                 chunk = np.concatenate([chunk] + [chunk[-1:]] * (shape[0] - len(chunk)))
             feeds[input_name] = chunk.astype(np.float32)
-            ranges[input_name] = max(ranges.get(input_name, 0.0),
-                                     float(np.max(np.abs(chunk))))
-        execute(graph, feeds, hook=record)
-    return ranges
+            record(input_name, feeds[input_name])
+        execute(graph, feeds, hook=lambda node, outputs: [
+            record(tensor, array) for tensor, array in zip(node.outputs, outputs)])
+
+
+def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
+    """The exponent of every computed tensor, from sample inputs.
+
+    A first pass finds each tensor's largest magnitude (the coarsest exponent
+    that needs no clipping); a second picks, of it and the next
+    ``CANDIDATES - 1`` finer ones, the exponent with the least squared
+    quantisation error over the samples: clipping a few outliers can buy a
+    bit of resolution for all the other values.
+
+    Parameters
+    ----------
+    graph : Graph
+        A float graph (after the pass pipeline).
+    samples : dict of str to numpy.ndarray
+        Per graph input, samples stacked on the first axis (any count), run
+        at the graph's batch.
+    """
+    ranges: dict[str, float] = {}
+
+    def largest(name: str, array: np.ndarray) -> None:
+        ranges[name] = max(ranges.get(name, 0.0), float(np.max(np.abs(array))))
+
+    _observe(graph, samples, largest)
+    first = {name: exponent_for(value) for name, value in ranges.items()}
+    errors = {name: np.zeros(CANDIDATES) for name in first}
+
+    def error(name: str, array: np.ndarray) -> None:
+        errors[name] += [quantization_error(array, first[name] + k) for k in range(CANDIDATES)]
+
+    _observe(graph, samples, error)
+    return {name: first[name] + int(np.argmin(errors[name])) for name in first}
 
 
 class _Quantizer:
     """Builds the integer graph node by node, tracking each tensor's exponent."""
 
-    def __init__(self, graph: Graph, ranges: dict[str, float]):
-        self.graph, self.ranges = graph, ranges
+    def __init__(self, graph: Graph, exponents: dict[str, int]):
+        self.graph, self.exponents = graph, exponents
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
 
@@ -100,15 +131,10 @@ class _Quantizer:
         tensor = self.graph.tensors[name]
         if tensor.exponent is not None:
             return tensor.exponent
-        if name not in self.ranges:
+        if name not in self.exponents:
             raise GraphError(f"tensor {name!r} has no scale: calibrate with sample inputs "
                              "(--calibration) or give a QDQ model")
-        return exponent_for(self.ranges[name])
-
-    def int8(self, name: str, exponent: int) -> str:
-        source = self.graph.tensors[name]
-        self.tensors[name] = Tensor(name, source.shape, np.int8, exponent=exponent)
-        return name
+        return self.exponents[name]
 
     def constant(self, name: str, value: np.ndarray, exponent: int | None = None) -> str:
         self.tensors[name] = Tensor(name, value.shape, value.dtype, value=value,
@@ -215,7 +241,7 @@ class _Quantizer:
         tensor = self.graph.tensors[name]
         if tensor.exponent is not None:
             return tensor.exponent
-        return exponent_for(float(np.max(np.abs(value))) if value.size else 0.0)
+        return best_exponent(value)
 
     def _conv(self, node: Node) -> None:
         self._layer(node, "qconv")
@@ -288,5 +314,5 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> 
     GraphError
         For a node that cannot be quantised or a tensor without a scale.
     """
-    ranges = calibrate(graph, calibration) if calibration is not None else {}
-    return _Quantizer(graph, ranges).run()
+    exponents = calibrate(graph, calibration) if calibration is not None else {}
+    return _Quantizer(graph, exponents).run()

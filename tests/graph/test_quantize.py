@@ -56,6 +56,15 @@ def test_int8_graph_tracks_the_float_graph(graphs):
     assert (got.argmax(1) == want.argmax(1)).mean() >= 0.75
 
 
+def test_calibration_may_clip_outliers_for_resolution():
+    from vdla.graph.quantize import best_exponent, quantization_error
+    values = np.concatenate([np.full(1000, 0.5 + 1 / 128), [1.0]])
+    # 1.0 needs e=6 (step 1/64); e=7 clips it to 127/128 but halves every other step.
+    assert best_exponent(values) == 7
+    assert quantization_error(values, 7) < quantization_error(values, 6)
+    assert best_exponent(np.array([1.0, -1.0])) == 6
+
+
 def test_a_float_model_needs_calibration(graphs):
     floating, _ = graphs
     with pytest.raises(GraphError, match=r"^tensor 'input' has no scale: calibrate with sample "
