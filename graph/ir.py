@@ -161,6 +161,15 @@ class Graph:
             node.inputs = [new if name == old else name for name in node.inputs]
         self.outputs = [new if name == old else name for name in self.outputs]
 
+    def rename_tensor(self, old: str, new: str) -> None:
+        """Call tensor ``old`` ``new`` everywhere: its producer, readers, inputs and outputs."""
+        self.tensors[new] = dataclasses.replace(self.tensors.pop(old), name=new)
+        for node in self.nodes:
+            node.inputs = [new if name == old else name for name in node.inputs]
+            node.outputs = [new if name == old else name for name in node.outputs]
+        self.inputs = [new if name == old else name for name in self.inputs]
+        self.outputs = [new if name == old else name for name in self.outputs]
+
     def prune(self) -> "Graph":
         """Drop nodes whose outputs nobody reads and tensors nothing refers to (in place)."""
         live = set(self.outputs)

@@ -38,7 +38,7 @@ from vdla.graph.quantize import quantize
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program
 
-__all__ = ["Network", "NetworkResult", "compile_network"]
+__all__ = ["Network", "NetworkResult", "compile_network", "quantize_graph"]
 
 
 @dataclasses.dataclass
@@ -186,6 +186,28 @@ def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
     return int(round(estimate_cost(plan)))
 
 
+def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+    """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
+
+    ``calibration`` is as for `compile_network`, checked against the graph's inputs.
+    """
+    floating = run_passes(graph, PIPELINE)
+    if calibration is not None:
+        for name in floating.inputs:
+            if name not in calibration:
+                raise GraphError(f"calibration: no samples for input {name!r}")
+            sample = np.asarray(calibration[name])
+            expected = floating.tensors[name].shape[1:]
+            if sample.ndim != len(expected) + 1 or sample.shape[1:] != expected \
+                    or sample.dtype.kind != "f" or len(sample) == 0:
+                raise GraphError(f"calibration {name!r}: expected float samples of shape "
+                                 f"(count, {', '.join(map(str, expected))}), got "
+                                 f"{sample.dtype.name} {sample.shape}")
+            if not np.all(np.isfinite(sample)):
+                raise GraphError(f"calibration {name!r}: holds NaN or infinite values")
+    return run_passes(quantize(floating, calibration), INTEGER_PIPELINE)
+
+
 def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
                     = None, *, on_cpu=(), target: str = "accel") -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
@@ -213,19 +235,7 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     from vdla.compiler.driver import compile_op
     from vdla.compiler.errors import CompileError
     began = time.perf_counter()
-    floating = run_passes(graph, PIPELINE)
-    if calibration is not None:
-        for name in floating.inputs:
-            if name not in calibration:
-                raise GraphError(f"calibration: no samples for input {name!r}")
-            sample = np.asarray(calibration[name])
-            expected = floating.tensors[name].shape[1:]
-            if sample.ndim != len(expected) + 1 or sample.shape[1:] != expected \
-                    or sample.dtype.kind != "f" or len(sample) == 0:
-                raise GraphError(f"calibration {name!r}: expected float samples of shape "
-                                 f"(count, {', '.join(map(str, expected))}), got "
-                                 f"{sample.dtype.name} {sample.shape}")
-    integer = run_passes(quantize(floating, calibration), INTEGER_PIPELINE)
+    integer = quantize_graph(graph, calibration)
     placement = place(integer, target, on_cpu)
     programs, estimates = {}, {}
     for node in integer.nodes:

@@ -25,7 +25,6 @@ the accumulator has, the shift is 0 and the output keeps the accumulator's.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -81,9 +80,16 @@ def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
             if len(chunk) < shape[0]:  # the last, partial batch: pad with copies
                 chunk = np.concatenate([chunk] + [chunk[-1:]] * (shape[0] - len(chunk)))
             feeds[input_name] = chunk.astype(np.float32)
-            record(input_name, feeds[input_name])
+        real = min(batch, len(samples[name]) - start)
+
+        def samples_only(tensor: str, array: np.ndarray) -> None:
+            # The copies padding a partial batch must not weigh in (axis 0 is the batch).
+            record(tensor, array[:real] if array.shape[:1] == (batch,) else array)
+
+        for input_name in graph.inputs:
+            samples_only(input_name, feeds[input_name])
         execute(graph, feeds, hook=lambda node, outputs: [
-            record(tensor, array) for tensor, array in zip(node.outputs, outputs)])
+            samples_only(tensor, array) for tensor, array in zip(node.outputs, outputs)])
 
 
 def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
@@ -174,21 +180,15 @@ class _Quantizer:
                 outputs.append(current)
                 continue
             if current == name:  # the float output keeps the model's name
-                current = self.rename(name, f"{name}/q")
+                current = f"{name}/q"
+                partial = Graph(self.tensors, self.nodes, inputs, [])
+                partial.rename_tensor(name, current)
             out = name
             self.tensors[out] = Tensor(out, self.tensors[current].shape, np.float32)
             self.nodes.append(Node(f"{name}/dequantize", "dequantize_output", [current], [out],
                                    {"exponent": self.tensors[current].exponent}))
             outputs.append(out)
         return Graph(self.tensors, self.nodes, inputs, outputs).check()
-
-    def rename(self, old: str, new: str) -> str:
-        """Rename a computed tensor everywhere in the integer graph built so far."""
-        self.tensors[new] = dataclasses.replace(self.tensors.pop(old), name=new)
-        for node in self.nodes:
-            node.inputs = [new if n == old else n for n in node.inputs]
-            node.outputs = [new if n == old else n for n in node.outputs]
-        return new
 
     def emit(self, node: Node, op: str, inputs: list[str], exponent: int | None,
              dtype=np.int8, **attrs) -> None:

@@ -81,7 +81,13 @@ def read_qdq(graph: Graph) -> Graph:
                 raise GraphError(f"{reader.describe()}: its scale differs from its "
                                  f"QuantizeLinear's ({node.name!r})")
             graph.nodes.remove(reader)
-            graph.rename_uses(reader.outputs[0], source.name)
+            if reader.outputs[0] in graph.outputs and source.name not in graph.inputs:
+                # A graph output keeps its name: the quantised tensor takes it.
+                del graph.tensors[reader.outputs[0]]
+                graph.rename_tensor(source.name, reader.outputs[0])
+                source = graph.tensors[reader.outputs[0]]
+            else:
+                graph.rename_uses(reader.outputs[0], source.name)
         if source.exponent is not None and source.exponent != exponent:
             raise GraphError(f"{node.describe()}: tensor {source.name!r} is quantised with two "
                              "scales")
