@@ -57,3 +57,17 @@ def test_compile_errors_are_one_line(tmp_path):
                           "-o", tmp_path / "n.vdla"])
     assert result.output.strip() == ("Error: calibration 'input': expected float samples of "
                                      "shape (count, 1, 8, 8), got float32 (4, 1, 4, 4)")
+
+
+def test_quantize_writes_a_qdq_model_that_compiles_without_calibration(tmp_path):
+    onnx.save(residual_cnn(seed=8), tmp_path / "m.onnx")
+    np.save(tmp_path / "cal.npy", images(32))
+    result = invoke(cli, ["quantize", tmp_path / "m.onnx", "--calibration", tmp_path / "cal.npy",
+                          "-o", tmp_path / "q.onnx", "--json"])
+    assert result.exit_code == 0, result.output
+    shifts = json.loads(result.stdout)["shifts"]
+    assert sorted(shifts) == ["conv1", "conv2", "conv3", "fc", "residual"]
+    result = invoke(cli, ["compile", tmp_path / "q.onnx", "-o", tmp_path / "q.vdla"])
+    assert result.exit_code == 0, result.output
+    network = load_network(tmp_path / "q.vdla")
+    assert {n.name: n.attrs["shift"] for n in network.graph.nodes if "shift" in n.attrs} == shifts
