@@ -1,0 +1,188 @@
+"""Whole networks from ONNX: the digits model and ResNet-18, on every tier, against references.
+
+Usage::
+
+    python benchmarks/network.py [--resnet18] [--rtl] [--output FILE.json]
+
+Digits (`benchmarks/models/digits.onnx`, trained; 360 held-out images):
+compile time, int8 accuracy against float and top-1 agreement, every
+intermediate tensor of all 360 images against vdla's integer reference on
+fsim and the cpu target, 16 images on the ``tiny`` and ``default`` RTL with
+their accelerator cycles, and onnxruntime running vdla's scales as QDQ
+(`graph.export`): each node on onnxruntime's own inputs, its largest
+difference and mismatch rate.
+
+``--resnet18`` adds ResNet-18 at 1x3x224x224 (`benchmarks/models/resnet18.py`,
+seeded, generated here): compile time (twice: same bytes?), fsim bit-exact
+with the reference on one image, cosine of the int8 logits with the float
+model's (onnxruntime fp32 where installed), the share of MACs on the
+accelerator and the host repacks per inference; with ``--rtl`` also each
+accelerator layer's cycles on the ``default`` RTL.
+
+Prints the figures and writes ``benchmarks/results/network.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "benchmarks" / "models"
+
+from vdla.frontend.onnx import load  # noqa: E402
+from vdla.graph.kernels import execute, run_node  # noqa: E402
+from vdla.graph.network import compile_network  # noqa: E402
+from vdla.graph.network_file import dumps  # noqa: E402
+from vdla.graph.placement import LAYER_OPS, layer_op  # noqa: E402
+from vdla.hw.config import PRESETS  # noqa: E402
+
+
+def bit_exact(network, images, **options) -> tuple[bool, object]:
+    """Whether every tensor of a run equals the integer reference; and the run."""
+    name = network.graph.inputs[0]
+    reference = execute(network.graph, {name: images}, keep=True)
+    result = network.run({name: images}, **options)
+    return all(np.array_equal(a, reference[t]) for t, a in result.tensors.items()), result
+
+
+def macs(network) -> dict[str, int]:
+    """Multiply-accumulates per place (accel, cpu)."""
+    totals = {"accel": 0, "cpu": 0}
+    for node in network.graph.nodes:
+        if node.op in LAYER_OPS:
+            totals[network.placement[node.name]] += layer_op(network.graph, node).macs
+    return totals
+
+
+def onnxruntime_per_node(integer, images) -> dict[str, dict[str, float]] | str:
+    """Per int8 node: the largest difference and mismatch rate of onnxruntime's QDQ run."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        return "not measured (pip install 'vdla[compare]')"
+    from vdla.graph.export import to_qdq
+    model = to_qdq(integer)
+    computed = [n for n, t in integer.tensors.items() if t.dtype == np.int8 and not t.constant]
+    for name in computed:
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            name, onnx.TensorProto.INT8, list(integer.tensors[name].shape)))
+    session = ort.InferenceSession(model.SerializeToString())
+    name = integer.inputs[0]
+    theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {name: images})))
+    ours = execute(integer, {name: images}, keep=True)
+    rows = {}
+    for node in integer.nodes:
+        if node.outputs[0] in computed:
+            args = [theirs.get(n, ours[n]) for n in node.inputs]
+            difference = np.abs(run_node(node, args)[0].astype(int)
+                                - theirs[node.outputs[0]].astype(int))
+            end_to_end = np.abs(ours[node.outputs[0]].astype(int)
+                                - theirs[node.outputs[0]].astype(int))
+            rows[node.name] = {"op": node.op, "max_lsb": int(difference.max()),
+                               "mismatch_rate": float((difference > 0).mean()),
+                               "end_to_end_max_lsb": int(end_to_end.max())}
+    return rows
+
+
+def digits_figures() -> dict:
+    data = np.load(MODELS / "digits_data.npz")
+    graph = load(MODELS / "digits.onnx", batch=360)
+    began = time.perf_counter()
+    network = compile_network(graph, PRESETS["default"], {"input": data["calibration"]})
+    figures = {"compile_seconds": round(time.perf_counter() - began, 3)}
+    exact, result = bit_exact(network, data["images"], sim="fsim")
+    logits = result.outputs["logits"]
+    figures.update(
+        fsim_bit_exact_360=exact,
+        cpu_bit_exact_360=bit_exact(network, data["images"], target="cpu")[0],
+        float_accuracy=float(data["float_accuracy"]),
+        int8_accuracy=float((logits.argmax(1) == data["labels"]).mean()),
+        top1_agreement=float((logits.argmax(1) == data["float_logits"].argmax(1)).mean()),
+        placement={p: sum(v == p for v in network.placement.values())
+                   for p in ("accel", "cpu", "host")})
+    for config in ("tiny", "default"):
+        small = compile_network(load(MODELS / "digits.onnx", batch=16), PRESETS[config],
+                                {"input": data["calibration"]})
+        exact, result = bit_exact(small, data["images"][:16], sim="rtl")
+        figures[f"rtl_{config}_16"] = {
+            "bit_exact": exact, "accel_cycles": result.accel_cycles,
+            "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+    figures["onnxruntime_qdq_per_node"] = onnxruntime_per_node(network.graph, data["images"])
+    return figures
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def resnet18_figures(rtl: bool) -> dict:
+    sys.path.insert(0, str(MODELS))
+    from resnet18 import build_resnet18, random_images
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "resnet18.onnx"
+        build_resnet18(path)
+        graph = load(path)
+        float_logits = _float_logits(path, graph, random_images(1, seed=7))
+    calibration = {"input": random_images(8, seed=1)}
+    times, files = [], []
+    for _ in range(2):
+        began = time.perf_counter()
+        network = compile_network(graph, PRESETS["default"], calibration)
+        times.append(round(time.perf_counter() - began, 2))
+        files.append(dumps(network))
+    image = random_images(1, seed=7)
+    exact, result = bit_exact(network, image, sim="fsim")
+    shares = macs(network)
+    accel_layers = sum(p == "accel" for p in network.placement.values())
+    figures = {"compile_seconds": times, "deterministic": files[0] == files[1],
+               "file_bytes": len(files[0]), "fsim_bit_exact": exact,
+               "cosine_vs_float": cosine(result.outputs[graph.outputs[0]], float_logits),
+               "top1_equal": bool(result.outputs[graph.outputs[0]].argmax()
+                                  == float_logits.argmax()),
+               "macs": shares, "accel_mac_share": shares["accel"] / sum(shares.values()),
+               # Each accelerator layer is its own DRAM image today: pack in, unpack out.
+               "host_repacks_per_inference": 2 * accel_layers}
+    if rtl:
+        exact, result = bit_exact(network, image, sim="rtl")
+        figures["rtl_default"] = {
+            "bit_exact": exact, "accel_cycles": result.accel_cycles,
+            "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+    return figures
+
+
+def _float_logits(path: Path, graph, image: np.ndarray) -> np.ndarray:
+    """onnxruntime fp32's logits where installed, else vdla's float execution."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return execute(graph, {"input": image})[graph.outputs[0]]
+    return ort.InferenceSession(str(path)).run(None, {"input": image})[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resnet18", action="store_true", help="also ResNet-18 (minutes)")
+    parser.add_argument("--rtl", action="store_true", help="ResNet-18 on the default RTL too")
+    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "network.json"))
+    args = parser.parse_args()
+    results = {"machine": platform.processor() or platform.machine(),
+               "digits": digits_figures()}
+    if args.resnet18:
+        results["resnet18"] = resnet18_figures(args.rtl)
+    print(json.dumps(results, indent=1))
+    Path(args.output).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
