@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import click
 import numpy as np
@@ -98,21 +99,12 @@ def _load_network(path: str, config):
 def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
                 as_json, config, backend_options) -> None:
     """``vdla run`` of a network file."""
-    from vdla.cli.run import _read_npy, _writable
+    from vdla.cli.run import _output_paths, _read_npy
     network = _load_network(program_file, config)
-    names = network.graph.outputs
-    paths = {}
-    for value in outputs:
-        name, sep, path = value.partition("=")
-        if not sep:
-            if len(names) != 1:
-                fail(f"--output {value!r}: the network has outputs {', '.join(names)}; use "
-                     "--output NAME=FILE")
-            name, path = names[0], value
-        if name not in names:
-            fail(f"--output {name!r}: the network has no such output (outputs: "
-                 f"{', '.join(names)})")
-        paths[name] = _writable(path, f"--output {name}")
+    # run's --output parsing, over the network's outputs.
+    outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
+                                            for name in network.graph.outputs])
+    paths = _output_paths(outputs, outputs_view)
     arrays = {name: _read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
     try:
         result = network.run(arrays, sim, target="cpu" if target == "cpu" else "accel",

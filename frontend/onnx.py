@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from vdla.graph.errors import GraphError
+from vdla.graph.files import read_bounded
 from vdla.graph.ir import Graph, Node, Tensor
 
 __all__ = ["load", "from_bytes", "OPSETS", "MAX_MODEL_BYTES", "MAX_TENSOR_ELEMENTS",
@@ -684,11 +685,5 @@ def load(path: str | Path, *, batch: int | None = None) -> Graph:
         One line for an unreadable, malformed, oversized or unsupported model.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_MODEL_BYTES + 1)
-    except OSError as error:
-        raise GraphError(f"{path}: cannot read ({error.strerror or error})") from None
-    if len(data) > MAX_MODEL_BYTES:
-        raise GraphError(f"{path}: larger than vdla's limit of {MAX_MODEL_BYTES:,} bytes")
+    data = read_bounded(path, MAX_MODEL_BYTES, f"vdla's limit of {MAX_MODEL_BYTES:,} bytes")
     return from_bytes(data, batch=batch, folder=path.parent, source=str(path))

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from vdla.graph.errors import GraphError
+from vdla.graph.files import read_bounded
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import run_node
 from vdla.graph.network import Network
@@ -337,12 +338,6 @@ def load(path: str | Path, config: HwConfig | None = None) -> Network:
         One line for a missing, damaged, truncated, oversized or inconsistent file.
     """
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as error:
-        raise GraphError(f"{path}: cannot read ({error.strerror or error})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise GraphError(f"{path}: larger than any network file vdla writes "
-                         f"({MAX_FILE_BYTES:,} bytes)")
+    data = read_bounded(path, MAX_FILE_BYTES,
+                        f"any network file vdla writes ({MAX_FILE_BYTES:,} bytes)")
     return loads(data, str(path), config)
