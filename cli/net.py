@@ -97,7 +97,7 @@ def _load_network(path: str, config):
 
 
 def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
-                as_json, config, backend_options) -> None:
+                as_json, config, backend_options, clock_mhz=None) -> None:
     """``vdla run`` of a network file."""
     from vdla.cli.run import _output_paths, _read_npy
     network = _load_network(program_file, config)
@@ -113,8 +113,10 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
         fail(str(error))
     for name, path in paths.items():
         np.save(path, result.outputs[name])
+    from vdla.cli.clock import time_report, time_text
     report = {"sim": "cpu" if target == "cpu" else sim, "layers": result.layers,
               "accel_cycles": result.accel_cycles,
+              "accel_time": time_report(network.config, result.accel_cycles, clock_mhz),
               "seconds": round(sum(row["seconds"] for row in result.layers), 6),
               "outputs": {name: [array.dtype.name, list(array.shape)]
                           for name, array in result.outputs.items()}}
@@ -127,7 +129,8 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
         click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {row['place']:<6} {cycles:>10} "
                    f"{row['seconds'] * 1e3:>9.3f}")
     if report["accel_cycles"] is not None:
-        click.echo(f"accelerator cycles: {report['accel_cycles']:,}")
+        click.echo(f"accelerator cycles: {report['accel_cycles']:,}"
+                   + (f" ({time_text(report['accel_time'])})" if report["accel_time"] else ""))
     for name, array in result.outputs.items():
         click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}"
                    + (f" -> {paths[name]}" if name in paths else ""))
@@ -135,8 +138,12 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
 
 def inspect_network(program_file, as_json, config) -> None:
     """``vdla inspect`` of a network file: one row per node."""
+    from vdla.cli.clock import time_report
     network = _load_network(program_file, config)
     rows = network.rows()
+    for row in rows:  # at the config's known Fmax (vdla hw synth), when there is one
+        timing = time_report(network.config, row["estimated_cycles"], None)
+        row["estimated_ms"] = None if timing is None else round(timing["ms"], 6)
     report = {"config": network.config.name, "inputs": network.input_specs_json(),
               "outputs": network.graph.outputs, "nodes": rows, "verification": "ok"}
     if as_json:
@@ -144,10 +151,11 @@ def inspect_network(program_file, as_json, config) -> None:
         return
     click.echo(f"network: {program_file} (config {network.config.name}; verified)")
     click.echo(f"{'node':<28} {'op':<18} {'inputs':<22} {'outputs':<18} {'place':<6} "
-               f"{'est. cycles':>12}")
+               f"{'est. cycles':>12} {'est. ms':>9}")
     for row in rows:
         shapes = " ".join("x".join(map(str, s)) for s in row["inputs"])
         out = " ".join("x".join(map(str, s)) for s in row["outputs"])
         cycles = "-" if row["estimated_cycles"] is None else f"{row['estimated_cycles']:,}"
+        ms = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f}"
         click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {shapes[:22]:<22} {out[:18]:<18} "
-                   f"{row['place']:<6} {cycles:>12}")
+                   f"{row['place']:<6} {cycles:>12} {ms:>9}")

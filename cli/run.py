@@ -221,7 +221,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
     if is_network_file(program_file):
         from vdla.cli.net import run_network
         return run_network(program_file, sim, input_paths, outputs, target, threads, as_json,
-                           config, {} if cycle_limit is None else {"cycle_limit": cycle_limit})
+                           config, {} if cycle_limit is None else {"cycle_limit": cycle_limit},
+                           clock_mhz)
     try:
         program = load(program_file, config)
     except ValueError as error:
