@@ -19,6 +19,11 @@ model's (onnxruntime fp32 where installed), the share of MACs on the
 accelerator and the host repacks per inference; with ``--rtl`` also each
 accelerator layer's cycles on the ``default`` RTL.
 
+Both get a time breakdown per kind of work, all on the CPU (generated C,
+one thread, and numpy) against CPU + accelerator (RTL cycles at 100 MHz, the
+ECPIX-5 board's clock; the host work is the same in both bars):
+``network_digits.png`` (and ``network_resnet18.png`` with ``--rtl``).
+
 Prints the figures and writes ``benchmarks/results/network.json``.
 """
 
@@ -36,6 +41,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "benchmarks" / "models"
+RESULTS = ROOT / "benchmarks" / "results"
+# The clock accelerator cycles are shown at: the ECPIX-5 board's (README).
+CLOCK_MHZ = 100.0
+# Timed runs per configuration of the breakdown; each node's best counts.
+REPEAT = 3
 
 from vdla.frontend.onnx import load  # noqa: E402
 from vdla.graph.kernels import execute, run_node  # noqa: E402
@@ -109,15 +119,72 @@ def digits_figures() -> dict:
         top1_agreement=float((logits.argmax(1) == data["float_logits"].argmax(1)).mean()),
         placement={p: sum(v == p for v in network.placement.values())
                    for p in ("accel", "cpu", "host")})
+    batch16 = {}
     for config in ("tiny", "default"):
-        small = compile_network(load(MODELS / "digits.onnx", batch=16), PRESETS[config],
+        small = batch16[config] = compile_network(load(MODELS / "digits.onnx", batch=16), PRESETS[config],
                                 {"input": data["calibration"]})
         exact, result = bit_exact(small, data["images"][:16], sim="rtl")
         figures[f"rtl_{config}_16"] = {
             "bit_exact": exact, "accel_cycles": result.accel_cycles,
             "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
     figures["onnxruntime_qdq_per_node"] = onnxruntime_per_node(network.graph, data["images"])
+    figures["breakdown_16_ms"] = breakdown(batch16["default"], data["images"][:16],
+                                           figures["rtl_default_16"]["layers"], CLOCK_MHZ)
+    plot_breakdown(figures["breakdown_16_ms"], f"digits, batch 16, accelerator at {CLOCK_MHZ:g} "
+                   "MHz", RESULTS / "network_digits.png")
     return figures
+
+
+# Kinds of work in the breakdown, in stacking order.
+_KINDS = {"qconv": "conv", "qdense": "dense", "qadd": "residual add", "maxpool": "pooling",
+          "qavgpool": "pooling", "qglobal_avgpool": "pooling"}
+
+
+def breakdown(network, images, accel_cycles: dict[str, int], clock_mhz: float
+              ) -> dict[str, dict[str, float]]:
+    """Milliseconds per kind of work: all on the CPU, and with the accelerator.
+
+    CPU only: every layer as the cpu target's generated C (its own call, one
+    thread, warm), the rest as numpy on the host (each node's best of
+    `REPEAT` runs). With the accelerator: the same host work, and the
+    accelerator layers' ``accel_cycles`` (from an RTL run) at ``clock_mhz``.
+    """
+    name = network.graph.inputs[0]
+    network.run({name: images}, target="cpu", threads=1)  # warm: the C built and loaded
+    runs = [network.run({name: images}, target="cpu", threads=1).layers
+            for _ in range(REPEAT)]
+    shares = {"cpu only": {}, "cpu + accelerator": {}}
+    for index, row in enumerate(runs[0]):
+        kind = _KINDS.get(row["op"], "other host work")
+        key = "kernel_seconds" if row["place"] == "cpu" else "seconds"
+        ms = min(run[index][key] for run in runs) * 1e3
+        label = f"{kind} (cpu)" if row["place"] == "cpu" else kind
+        shares["cpu only"][label] = shares["cpu only"].get(label, 0.0) + ms
+        if row["name"] in accel_cycles:
+            label, ms = f"{kind} (accelerator)", accel_cycles[row["name"]] / (clock_mhz * 1e3)
+        shares["cpu + accelerator"][label] = shares["cpu + accelerator"].get(label, 0.0) + ms
+    return {bar: {kind: round(ms, 4) for kind, ms in kinds.items()}
+            for bar, kinds in shares.items()}
+
+
+def plot_breakdown(shares: dict[str, dict[str, float]], title: str, path: Path) -> None:
+    """Stacked bars, one per configuration, in the manner of the TVM paper's figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    kinds = sorted({kind for bars in shares.values() for kind in bars})
+    figure, axes = plt.subplots(figsize=(6, 4))
+    bottoms = [0.0] * len(shares)
+    for kind in kinds:
+        heights = [bars.get(kind, 0.0) for bars in shares.values()]
+        axes.bar(list(shares), heights, bottom=bottoms, label=kind)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    axes.set_ylabel("time per inference batch (ms)")
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -157,6 +224,10 @@ def resnet18_figures(rtl: bool) -> dict:
         figures["rtl_default"] = {
             "bit_exact": exact, "accel_cycles": result.accel_cycles,
             "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+        figures["breakdown_ms"] = breakdown(network, image, figures["rtl_default"]["layers"],
+                                            CLOCK_MHZ)
+        plot_breakdown(figures["breakdown_ms"], f"ResNet-18, batch 1, accelerator at "
+                       f"{CLOCK_MHZ:g} MHz", RESULTS / "network_resnet18.png")
     return figures
 
 
@@ -173,7 +244,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resnet18", action="store_true", help="also ResNet-18 (minutes)")
     parser.add_argument("--rtl", action="store_true", help="ResNet-18 on the default RTL too")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "network.json"))
+    parser.add_argument("--output", default=str(RESULTS / "network.json"))
     args = parser.parse_args()
     results = {"machine": platform.processor() or platform.machine(),
                "digits": digits_figures()}
