@@ -41,6 +41,12 @@ _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: 
            11: np.float64}
 
 
+def _type_name(code: int) -> str:
+    """``FLOAT16`` for an ONNX element type code (the number when unknown)."""
+    kinds = _onnx().TensorProto.DataType
+    return kinds.Name(code) if code in kinds.values() else str(code)
+
+
 def _onnx():
     import onnx
     return onnx
@@ -82,9 +88,8 @@ class _Importer:
         what = f"initializer {proto.name!r}"
         dtype = _DTYPES.get(proto.data_type)
         if dtype is None:
-            raise GraphError(f"{what}: element type "
-                             f"{onnx.TensorProto.DataType.Name(proto.data_type) if proto.data_type in onnx.TensorProto.DataType.values() else proto.data_type} "
-                             "is not supported")
+            raise GraphError(f"{what}: element type {_type_name(proto.data_type)} is not "
+                             "supported")
         dims = list(proto.dims)
         if any(d < 0 for d in dims):
             raise GraphError(f"{what}: negative dimension in {dims}")
@@ -212,7 +217,8 @@ class _Importer:
                              "pass the batch)")
         dtype = _DTYPES.get(tensor_type.elem_type)
         if dtype is None:
-            raise GraphError(f"{what}: element type {tensor_type.elem_type} is not supported")
+            raise GraphError(f"{what}: element type {_type_name(tensor_type.elem_type)} is not "
+                             "supported")
         self.spend(math.prod(dims), 0, what)
         tensor = self.tensors[name] = Tensor(name, tuple(dims), dtype)
         return tensor

@@ -77,6 +77,11 @@ class Network:
     programs: dict[str, Program]
     config: HwConfig
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # How long `compile_network` took (not saved: files are the same bytes every time).
+    compile_seconds: float | None = dataclasses.field(default=None, compare=False)
+    # cpu layers' programs, generated when a run first needs them.
+    _cpu_programs: dict[str, Program] = dataclasses.field(default_factory=dict, init=False,
+                                                          repr=False, compare=False)
 
     def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
@@ -169,10 +174,10 @@ class Network:
 
     def _cpu_program(self, node) -> Program:
         from vdla.compiler.cpu.program import compile_cpu
-        cache = self.__dict__.setdefault("_cpu_programs", {})
-        if node.name not in cache:
-            cache[node.name] = compile_cpu(layer_op(self.graph, node), config=self.config)
-        return cache[node.name]
+        if node.name not in self._cpu_programs:
+            self._cpu_programs[node.name] = compile_cpu(layer_op(self.graph, node),
+                                                        config=self.config)
+        return self._cpu_programs[node.name]
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per node: name, op, input and output shapes, place, estimated cycles."""
@@ -252,6 +257,5 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
             raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
                              f"--on-cpu {node.name})") from None
         estimates[node.name] = _estimated_cycles(programs[node.name], op, config)
-    network = Network(integer, placement, programs, config, {"estimated_cycles": estimates})
-    network.compile_seconds = time.perf_counter() - began
-    return network
+    return Network(integer, placement, programs, config, {"estimated_cycles": estimates},
+                   compile_seconds=time.perf_counter() - began)

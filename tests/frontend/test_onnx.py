@@ -190,3 +190,22 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
                                             [weight]))
     graph = load(folder / "m.onnx")
     assert np.all(graph.value("w") == 0.5)
+
+
+def test_a_fixed_batch_changes_with_its_reshapes():
+    # The file records batch 1 on its input and output; batch 3 is asked for.
+    graph = from_bytes(residual_cnn(batch=1).SerializeToString(), batch=3)
+    assert graph.tensors["input"].shape == (3, 1, 8, 8)
+    assert graph.tensors["probs"].shape == (3, 10)
+    assert graph.tensors["f"].shape == (3, 8)
+
+
+def test_unsupported_element_types_are_named():
+    node = helper.make_node("Relu", ["x"], ["y"], name="r")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT16, [1, 2])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT16, [1, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(GraphError, match=r"^graph input 'x': element type FLOAT16 is not "
+                                         r"supported$"):
+        from_bytes(model.SerializeToString())
