@@ -224,11 +224,48 @@ def resnet18_figures(rtl: bool) -> dict:
         figures["rtl_default"] = {
             "bit_exact": exact, "accel_cycles": result.accel_cycles,
             "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+        figures["against_alone"] = layers_against_alone(network,
+                                                        figures["rtl_default"]["layers"])
         figures["breakdown_ms"] = breakdown(network, image, figures["rtl_default"]["layers"],
                                             CLOCK_MHZ)
         plot_breakdown(figures["breakdown_ms"], f"ResNet-18, batch 1, accelerator at "
                        f"{CLOCK_MHZ:g} MHz", RESULTS / "network_resnet18.png")
     return figures
+
+
+def layers_against_alone(network, cycles: dict[str, int]) -> dict:
+    """Each accelerator layer inside the network against the same layer measured alone.
+
+    Layers of ResNet-18's C2-C11 shapes (`compiler.workloads.RESNET18`) are
+    compared with the committed cycle baseline of the config
+    (`bench/baselines`), and their GEMM utilisation (useful MACs over cycles
+    times the MACs per cycle) is given with its geometric mean.
+    """
+    import math
+    from vdla.bench.suite import baseline_path, ideal_cycles, load_baseline
+    from vdla.compiler.workloads import RESNET18
+    baseline = load_baseline(baseline_path(network.config))["layers"]
+    rows, network_total, alone_total = {}, 0, 0
+    for node in network.graph.nodes:
+        if node.name not in cycles:
+            continue
+        op = layer_op(network.graph, node)
+        shape = (op.in_channels, op.out_channels, op.height, op.kernel, op.stride) \
+            if op.kind == "conv2d" else None
+        name = next((w.name for w in RESNET18 if shape == (
+            w.op.in_channels, w.op.out_channels, w.op.height, w.op.kernel, w.op.stride)), None)
+        row = {"workload": name, "cycles": cycles[node.name],
+               "gemm_utilization": ideal_cycles(op, network.config) / cycles[node.name]}
+        if name in baseline:
+            row["alone_cycles"] = baseline[name]["cycles"]
+            network_total += cycles[node.name]
+            alone_total += baseline[name]["cycles"]
+        rows[node.name] = row
+    named = [row["gemm_utilization"] for row in rows.values() if row["workload"]]
+    return {"layers": rows,
+            "c2_c11_network_over_alone": network_total / alone_total if alone_total else None,
+            "c2_c11_geomean_utilization": math.exp(sum(map(math.log, named)) / len(named))
+            if named else None}
 
 
 def _float_logits(path: Path, graph, image: np.ndarray) -> np.ndarray:
