@@ -90,3 +90,38 @@ def test_damage_and_truncation_are_refused(data):
         loads(data[:-100])
     with pytest.raises(GraphError, match=r"^network file: not a vdla network file"):
         loads(b"VDLAPROG" + data[8:])
+
+
+def _paths(value, prefix=()):
+    """Every path to a value inside a JSON document."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, prefix + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths(item, prefix + (index,))
+
+
+_HOSTILE = [None, -1, 0, 2 ** 40, "x", [], {}, 1.5, True, [1, 2], {"a": 1}, "qconv"]
+
+
+def test_any_header_value_replaced_loads_or_is_one_graph_error(data):
+    """Each place of the header, given hostile values: a clean refusal or a valid network."""
+    _, _, length = struct.unpack_from("<8sII", data)
+    header = json.loads(data[16:16 + length])
+    paths = [p for p in _paths(header) if p and p[0] != "config"]
+    rng = np.random.default_rng(0)
+    for index in rng.choice(len(paths), size=min(150, len(paths)), replace=False):
+        path = paths[index]
+        value = _HOSTILE[rng.integers(len(_HOSTILE))]
+
+        def change(h, path=path, value=value):
+            target = h
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = value
+        try:
+            loads(_resign(data, change))
+        except GraphError as error:
+            assert "\n" not in str(error)
