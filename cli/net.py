@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
+from vdla.cli.clock import clock_option
 from vdla.cli.options import config_option, fail
 from vdla.graph.errors import GraphError
 
@@ -46,12 +47,17 @@ def _names(value: str | None) -> list[str]:
               help="Layers to run as generated C instead of on the accelerator.")
 @click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
               show_default=True, help="Where layers run by default.")
+@click.option("--place-by-cost", "by_cost", is_flag=True,
+              help="Also move to the cpu each layer whose generated C, timed on this machine, "
+                   "beats the accelerator's estimate at the clock (--clock-mhz or the known "
+                   "Fmax).")
+@clock_option
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The network file to write (.vdla).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @config_option
-def compile_model(model_path, calibration_path, batch, on_cpu, target, output, as_json,
-                  config):
+def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
+                  output, as_json, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.run import _read_npy, _writable
     from vdla.frontend.onnx import load as load_model
@@ -68,7 +74,7 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, output, a
                      "calibrates a single-input model")
             calibration = {graph.inputs[0]: samples}
         network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
-                                  target=target)
+                                  target=target, by_cost=by_cost, clock_mhz=clock_mhz)
         save(network, output)
     except GraphError as error:
         fail(str(error))
@@ -86,6 +92,9 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, output, a
                f"compiled in {summary['compile_seconds']:.2f} s")
     for name, spec in summary["inputs"].items():
         click.echo(f"input {name}: {spec}")
+    for name, cost in network.metadata.get("placement_costs", {}).items():
+        click.echo(f"{name}: accelerator {cost['accel_ms']:.3f} ms (estimated), cpu "
+                   f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")
 
 
 def _load_network(path: str, config):

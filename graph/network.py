@@ -216,7 +216,8 @@ def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = Non
 
 
 def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
-                    = None, *, on_cpu=(), target: str = "accel") -> Network:
+                    = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
+                    clock_mhz: float | None = None, threads: int = 2) -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -232,6 +233,11 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
         Layers to run as generated C (`graph.placement.place`).
     target : str
         ``"accel"`` or ``"cpu"``: where layers go by default.
+    by_cost : bool
+        Also move to the cpu every layer whose generated C, timed here with
+        ``threads`` threads, is faster than the accelerator's estimated cycles
+        at ``clock_mhz`` (or the config's known Fmax); the costs are kept in
+        ``metadata["placement_costs"]``. Depends on this machine and its load.
 
     Raises
     ------
@@ -257,5 +263,36 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
             raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
                              f"--on-cpu {node.name})") from None
         estimates[node.name] = _estimated_cycles(programs[node.name], op, config)
-    return Network(integer, placement, programs, config, {"estimated_cycles": estimates},
+    metadata = {"estimated_cycles": estimates}
+    if by_cost:
+        metadata["placement_costs"] = _place_by_cost(integer, placement, programs, estimates,
+                                                     config, clock_mhz, threads)
+    return Network(integer, placement, programs, config, metadata,
                    compile_seconds=time.perf_counter() - began)
+
+
+def _place_by_cost(graph: Graph, placement: dict[str, str], programs: dict[str, Program],
+                   estimates: dict[str, int], config: HwConfig, clock_mhz: float | None,
+                   threads: int) -> dict[str, dict[str, float]]:
+    """Move accelerator layers the cpu runs faster to the cpu (in place); their costs in ms."""
+    from vdla.compiler.cpu.program import compile_cpu
+    from vdla.hw.synth import clock_for
+    from vdla.runtime.device import Device
+    clock = clock_for(config, clock_mhz)
+    if clock is None:
+        raise GraphError(f"placement by cost needs the accelerator's clock: pass --clock-mhz "
+                         f"(no Fmax is known for config {config.name!r}; vdla hw synth finds it)")
+    device = Device(target="cpu", threads=threads)
+    rng = np.random.default_rng(0)
+    costs = {}
+    for name in list(programs):
+        op = layer_op(graph, graph.node(name))
+        program = compile_cpu(op, config=config)
+        inputs = op.random_inputs(rng)
+        cpu_ms = min(device.run(program, inputs).details["seconds"] for _ in range(3)) * 1e3
+        accel_ms = estimates[name] / (clock[0] * 1e3)
+        costs[name] = {"accel_ms": round(accel_ms, 6), "cpu_ms": round(cpu_ms, 6)}
+        if cpu_ms < accel_ms:
+            placement[name] = "cpu"
+            del programs[name]
+    return costs

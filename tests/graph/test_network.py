@@ -70,3 +70,16 @@ def test_inputs_are_checked_in_one_line():
         network.run({})
     with pytest.raises(GraphError, match=r"^input 'input': holds NaN or infinite values$"):
         network.run({"input": np.full((2, 1, 8, 8), np.nan, np.float32)})
+
+
+@pytest.mark.parametrize("clock_mhz, place", [(1e-3, "cpu"), (1e9, "accel")])
+def test_placement_by_cost_follows_the_clock(clock_mhz, place):
+    """A crawling accelerator loses every layer to the cpu; an infinitely fast one wins all."""
+    network = _network(by_cost=True, clock_mhz=clock_mhz)
+    layers = {n: p for n, p in network.placement.items() if p != "host"}
+    assert set(layers.values()) == {place}
+    assert sorted(network.programs) == (sorted(layers) if place == "accel" else [])
+    costs = network.metadata["placement_costs"]
+    assert sorted(costs) == sorted(layers) and all(c["cpu_ms"] > 0 for c in costs.values())
+    x = images(3, seed=2)
+    _assert_bit_exact(network, network.run({"input": x}), x)
