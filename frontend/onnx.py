@@ -148,6 +148,8 @@ class _Importer:
             raise GraphError(f"{self.source}: the model has no input (every graph input is an "
                              "initializer)")
         self.batch_change = self._fix_batch(inputs, batch)
+        if self.batch_change is not None:
+            self._rebatch_reshapes(*self.batch_change)
         nodes = _topological(graph.node, set(self.tensors) | {v.name for v in inputs})
         try:
             inferred = onnx.shape_inference.infer_shapes(self.model, check_type=True,
@@ -203,6 +205,28 @@ class _Importer:
                 if dims and dims[0].HasField("dim_value") and dims[0].dim_value == change[0]:
                     dims[0].dim_param = "batch"
         return change
+
+    def _rebatch_reshapes(self, old: int, new: int) -> None:
+        """Reshapes to a constant shape that starts with the model's batch: to the new batch.
+
+        Before shape inference, so every later shape follows. A shape starting
+        with the old batch is taken to mean the batch axis (a model exported
+        at batch 1 reshapes to ``(1, -1)``).
+        """
+        onnx = _onnx()
+        for proto in self.model.graph.node:
+            if proto.op_type != "Reshape" or len(proto.input) < 2:
+                continue
+            shape = self.value(proto.input[1])
+            if shape is None or shape.ndim != 1 or not shape.size or shape[0] != old:
+                continue
+            name = f"{proto.input[1]}/batch{new}"
+            if name not in self.tensors:
+                value = shape.astype(np.int64).copy()
+                value[0] = new
+                self.constant(name, value)
+                self.model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+            proto.input[1] = name
 
     def _declare(self, name: str, what: str) -> Tensor:
         """A non-constant tensor with the shape and type shape inference found."""
@@ -471,9 +495,6 @@ def _reshape(node: _OnnxNode) -> None:
         raise node.fail("the shape attribute (opset < 5) is not supported")
     node.arity(2)
     target = [int(v) for v in node.constant_input(1, "shape").reshape(-1)]
-    change = node.importer.batch_change
-    if change is not None and target and target[0] == change[0]:
-        target[0] = change[1]  # the model's batch axis follows the batch asked for
     node.attr("allowzero", 0, (0,))
     shape = node.importer.inferred_shape(node)
     if math.prod(shape) != math.prod(node.importer.shape(node.inputs[0])):

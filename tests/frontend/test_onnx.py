@@ -209,3 +209,20 @@ def test_unsupported_element_types_are_named():
     with pytest.raises(GraphError, match=r"^graph input 'x': element type FLOAT16 is not "
                                          r"supported$"):
         from_bytes(model.SerializeToString())
+
+
+def test_a_reshape_to_the_files_batch_follows_the_new_batch():
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="flat"),
+             helper.make_node("Gemm", ["r", "w"], ["y"], name="fc", transB=1)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [initializer("shape", np.array([1, -1], np.int64)),
+         initializer("w", rng.standard_normal((4, 6)).astype(np.float32))]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    graph = from_bytes(model.SerializeToString(), batch=5)
+    assert graph.tensors["r"].shape == (5, 6) and graph.tensors["y"].shape == (5, 4)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    np.testing.assert_allclose(execute(graph, {"x": x})["y"],
+                               x.reshape(5, 6) @ graph.value("w").T, rtol=1e-5)
