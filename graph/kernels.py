@@ -92,10 +92,23 @@ def _add(node: Node, a, b):
     return [np.maximum(out, 0) if node.attrs.get("relu") else out]
 
 
+def _reduce_taps(x: np.ndarray, node: Node, fill, combine, dtype) -> np.ndarray:
+    """``combine`` over a pooling window's taps, one strided slice per tap (fast in numpy)."""
+    (kh, kw), (sh, sw) = node.attrs["kernel"], node.attrs["stride"]
+    padded = _pad(np.asarray(x, dtype), node.attrs["pads"], fill)
+    oh = (padded.shape[2] - kh) // sh + 1
+    ow = (padded.shape[3] - kw) // sw + 1
+    out = None
+    for dy in range(kh):
+        for dx in range(kw):
+            tap = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
+            out = tap.copy() if out is None else combine(out, tap, out=out)
+    return out
+
+
 def _maxpool(node: Node, x):
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    return [_windows(x, node.attrs["kernel"], node.attrs["stride"], node.attrs["pads"],
-                     fill).max(axis=(4, 5))]
+    return [_reduce_taps(x, node, fill, np.maximum, x.dtype)]
 
 
 def _pool_counts(x, node: Node) -> np.ndarray:
@@ -108,8 +121,7 @@ def _pool_counts(x, node: Node) -> np.ndarray:
 
 
 def _avgpool(node: Node, x):
-    sums = _windows(x, node.attrs["kernel"], node.attrs["stride"], node.attrs["pads"],
-                    0).sum(axis=(4, 5))
+    sums = _reduce_taps(x, node, 0, np.add, np.float64)
     return [(sums / _pool_counts(x, node)).astype(np.float32)]
 
 
@@ -119,8 +131,7 @@ def _rounded_mean(sums: np.ndarray, counts) -> np.ndarray:
 
 
 def _qavgpool(node: Node, x):
-    sums = _windows(np.asarray(x, np.int64), node.attrs["kernel"], node.attrs["stride"],
-                    node.attrs["pads"], 0).sum(axis=(4, 5))
+    sums = _reduce_taps(x, node, 0, np.add, np.int64)
     return [_rounded_mean(sums, _pool_counts(x, node))]
 
 
