@@ -109,6 +109,9 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
                 as_json, config, backend_options, clock_mhz=None) -> None:
     """``vdla run`` of a network file."""
     from vdla.cli.run import _output_paths, _read_npy
+    if target not in ("accel", "cpu"):
+        fail(f"--target {target}: a network runs on the accelerator (--sim ...) or with "
+             "--target cpu")
     network = _load_network(program_file, config)
     # run's --output parsing, over the network's outputs.
     outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
@@ -116,8 +119,7 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
     paths = _output_paths(outputs, outputs_view)
     arrays = {name: _read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
     try:
-        result = network.run(arrays, sim, target="cpu" if target == "cpu" else "accel",
-                             threads=threads, **backend_options)
+        result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
     except GraphError as error:
         fail(str(error))
     for name, path in paths.items():

@@ -46,12 +46,27 @@ def test_compile_inspect_run(tmp_path):
     assert np.abs(expected - floating).max() < 0.05
 
 
+def net_file(tmp_path):
+    """A compiled network file of the test model."""
+    from tests.graph.models import residual_cnn as model
+    from vdla.frontend.onnx import from_bytes
+    from vdla.graph.network import compile_network
+    from vdla.graph.network_file import save
+    from vdla.hw.config import PRESETS
+    network = compile_network(from_bytes(model().SerializeToString()), PRESETS["tiny"],
+                              {"input": images(4)})
+    return save(network, tmp_path / "t.vdla")
+
+
 def test_compile_errors_are_one_line(tmp_path):
     onnx.save(residual_cnn(), tmp_path / "m.onnx")
     result = invoke(cli, ["compile", tmp_path / "m.onnx", "-o", tmp_path / "n.vdla"])
     assert result.exit_code == 1
     assert result.output.strip() == ("Error: tensor 'input' has no scale: calibrate with sample "
                                      "inputs (--calibration) or give a QDQ model")
+    result = invoke(cli, ["run", net_file(tmp_path), "--target", "gpu"])
+    assert result.output.strip() == ("Error: --target gpu: a network runs on the accelerator "
+                                     "(--sim ...) or with --target cpu")
     np.save(tmp_path / "cal.npy", images(4, size=4))
     result = invoke(cli, ["compile", tmp_path / "m.onnx", "--calibration", tmp_path / "cal.npy",
                           "-o", tmp_path / "n.vdla"])
