@@ -19,7 +19,9 @@ model's (onnxruntime fp32 where installed), the share of MACs on the
 accelerator and the host repacks per inference; with ``--rtl`` also each
 accelerator layer's cycles on the ``default`` RTL.
 
-Both get a time breakdown per kind of work, all on the CPU (generated C,
+Both get end-to-end latencies, each implementation timed in its own block:
+vdla's whole network on the CPU, onnxruntime fp32 and its own int8, and vdla
+with the accelerator (projected at the clock); and a time breakdown per kind of work, all on the CPU (generated C,
 one thread, and numpy) against CPU + accelerator (RTL cycles at 100 MHz, the
 ECPIX-5 board's clock; the host work is the same in both bars):
 ``network_digits.png`` (and ``network_resnet18.png`` with ``--rtl``).
@@ -132,6 +134,9 @@ def digits_figures() -> dict:
                                            figures["rtl_default_16"]["layers"], CLOCK_MHZ)
     plot_breakdown(figures["breakdown_16_ms"], f"digits, batch 16, accelerator at {CLOCK_MHZ:g} "
                    "MHz", RESULTS / "network_digits.png")
+    figures["end_to_end_batch16"] = end_to_end(
+        batch16["default"], MODELS / "digits.onnx", data["images"][:16], data["calibration"],
+        sum(figures["breakdown_16_ms"]["cpu + accelerator"].values()))
     return figures
 
 
@@ -187,6 +192,31 @@ def plot_breakdown(shares: dict[str, dict[str, float]], title: str, path: Path) 
     plt.close(figure)
 
 
+def end_to_end(network, model_path: Path, image: np.ndarray, calibration: np.ndarray,
+               host_and_accel_ms: float) -> dict | str:
+    """Whole-network latency, each implementation timed in a block of its own (batch of ``image``).
+
+    vdla on the CPU (`Network.run` with ``target="cpu"``, one thread: generated
+    C layers, numpy host work, every copy included); onnxruntime fp32 and its
+    own int8 QDQ forms (`bench.onnx_network`, one thread, no spinning); and
+    vdla with the accelerator, projected: its layers' RTL cycles at
+    `CLOCK_MHZ` plus the host work measured on the CPU.
+    """
+    try:
+        from vdla.bench.onnx_network import peer_models, time_block, time_model
+    except ImportError:
+        return "not measured (pip install 'vdla[compare]')"
+    name = network.graph.inputs[0]
+    timing, _ = time_block("vdla cpu int8", lambda: network.run({name: image}, target="cpu",
+                                                                threads=1), threads=1)
+    rows = {"vdla cpu int8": timing.as_dict(),
+            "vdla cpu + accelerator (projected)": {"median_ms": round(host_and_accel_ms, 3)}}
+    with tempfile.TemporaryDirectory() as folder:
+        for label, path in peer_models(model_path, calibration, folder).items():
+            rows[label] = time_model(label, path, {name: image})[0].as_dict()
+    return rows
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
@@ -230,6 +260,12 @@ def resnet18_figures(rtl: bool) -> dict:
                                             CLOCK_MHZ)
         plot_breakdown(figures["breakdown_ms"], f"ResNet-18, batch 1, accelerator at "
                        f"{CLOCK_MHZ:g} MHz", RESULTS / "network_resnet18.png")
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "resnet18.onnx"
+            build_resnet18(path)
+            figures["end_to_end"] = end_to_end(
+                network, path, image, calibration["input"],
+                sum(figures["breakdown_ms"]["cpu + accelerator"].values()))
     return figures
 
 

@@ -42,3 +42,17 @@ def test_round_shift_rounds_half_up():
     values = np.array([-6, -5, -3, -2, 2, 3, 5, 6])
     np.testing.assert_array_equal(round_shift(values, 2), np.floor(values / 4 + 0.5))
     np.testing.assert_array_equal(round_shift(values, -3), values * 8)
+
+
+@pytest.mark.parametrize("shift_a, shift_b, shift", [(0, 0, 0), (1, 0, 1), (22, 0, 30),
+                                                     (22, 22, 31), (23, 2, 30)])
+def test_residual_add_aligns_sums_and_rounds_exactly(shift_a, shift_b, shift):
+    from vdla.graph.ir import Node
+    from vdla.graph.kernels import run_node
+    rng = np.random.default_rng(shift_a + shift)
+    a, b = (rng.integers(-128, 128, (2, 3, 4, 5)).astype(np.int8) for _ in range(2))
+    node = Node("add", "qadd", ["a", "b"], ["y"], {"shift_a": shift_a, "shift_b": shift_b,
+                                                   "shift": shift, "relu": False})
+    exact = (a.astype(np.int64) * 2 ** shift_a + b.astype(np.int64) * 2 ** shift_b) / 2 ** shift
+    np.testing.assert_array_equal(run_node(node, [a, b])[0],
+                                  np.clip(np.floor(exact + 0.5), -128, 127))
