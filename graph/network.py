@@ -82,6 +82,8 @@ class Network:
     # cpu layers' programs, generated when a run first needs them.
     _cpu_programs: dict[str, Program] = dataclasses.field(default_factory=dict, init=False,
                                                           repr=False, compare=False)
+    _devices: dict[tuple, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                   repr=False, compare=False)
 
     def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
@@ -140,13 +142,15 @@ class Network:
         values.update(self.check_inputs(inputs))
         if target not in ("accel", "cpu"):
             raise GraphError(f"target: expected accel or cpu, got {target!r}")
-        devices: dict[str, Device] = {}
 
         def device(place: str) -> Device:
-            if place not in devices:
-                devices[place] = (Device(self.config, sim, **backend_options) if place == "accel"
-                                  else Device(target="cpu", threads=threads))
-            return devices[place]
+            # Kept between runs: the cpu layers' kernels stay loaded, simulators built.
+            key = (place, sim, threads, tuple(sorted(backend_options.items())))
+            if key not in self._devices:
+                self._devices[key] = (Device(self.config, sim, **backend_options)
+                                      if place == "accel" else Device(target="cpu",
+                                                                      threads=threads))
+            return self._devices[key]
 
         rows, computed = [], {}
         for node in self.graph.nodes:
