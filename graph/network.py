@@ -80,8 +80,8 @@ class Network:
     # How long `compile_network` took (not saved: files are the same bytes every time).
     compile_seconds: float | None = dataclasses.field(default=None, compare=False)
     # cpu layers' programs, generated when a run first needs them.
-    _cpu_programs: dict[str, Program] = dataclasses.field(default_factory=dict, init=False,
-                                                          repr=False, compare=False)
+    _cpu_kernels: dict[str, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                     repr=False, compare=False)
     _devices: dict[tuple, Any] = dataclasses.field(default_factory=dict, init=False,
                                                    repr=False, compare=False)
 
@@ -143,13 +143,11 @@ class Network:
         if target not in ("accel", "cpu"):
             raise GraphError(f"target: expected accel or cpu, got {target!r}")
 
-        def device(place: str) -> Device:
-            # Kept between runs: the cpu layers' kernels stay loaded, simulators built.
-            key = (place, sim, threads, tuple(sorted(backend_options.items())))
+        def device() -> Device:
+            # Kept between runs: a simulator is built once.
+            key = (sim, tuple(sorted(backend_options.items())))
             if key not in self._devices:
-                self._devices[key] = (Device(self.config, sim, **backend_options)
-                                      if place == "accel" else Device(target="cpu",
-                                                                      threads=threads))
+                self._devices[key] = Device(self.config, sim, **backend_options)
             return self._devices[key]
 
         rows, computed = [], {}
@@ -162,13 +160,15 @@ class Network:
             cycles = kernel_seconds = None
             if place == "host":
                 outputs = run_node(node, args)
+            elif place == "cpu":
+                kernel = self._cpu_kernel(node)
+                called = time.perf_counter()
+                outputs = [kernel.run(args[0], threads=threads)]
+                kernel_seconds = time.perf_counter() - called
             else:
-                program = (self.programs[node.name] if place == "accel"
-                           else self._cpu_program(node))
-                result = device(place).run(program, {"data": args[0], "weight": args[1],
-                                                     "bias": args[2]})
+                result = device().run(self.programs[node.name], {
+                    "data": args[0], "weight": args[1], "bias": args[2]})
                 outputs, cycles = [result.outputs["out"]], result.cycles
-                kernel_seconds = result.details.get("seconds")
             seconds = time.perf_counter() - began
             for name, array in zip(node.outputs, outputs):
                 values[name] = computed[name] = array
@@ -176,12 +176,19 @@ class Network:
                          "seconds": seconds, "kernel_seconds": kernel_seconds})
         return NetworkResult({name: values[name] for name in self.graph.outputs}, computed, rows)
 
-    def _cpu_program(self, node) -> Program:
-        from vdla.compiler.cpu.program import compile_cpu
-        if node.name not in self._cpu_programs:
-            self._cpu_programs[node.name] = compile_cpu(layer_op(self.graph, node),
-                                                        config=self.config)
-        return self._cpu_programs[node.name]
+    def _cpu_kernel(self, node):
+        """The layer's generated C, loaded, its constant weights packed once."""
+        from vdla.compiler.cpu.build import CpuBuildError
+        from vdla.compiler.cpu.kernel import CpuKernel
+        if node.name not in self._cpu_kernels:
+            try:
+                kernel = CpuKernel(layer_op(self.graph, node))
+            except CpuBuildError as error:
+                raise GraphError(f"{node.describe()}: its C does not build here: "
+                                 f"{error}") from None
+            kernel.set_weights(self.graph.value(node.inputs[1]), self.graph.value(node.inputs[2]))
+            self._cpu_kernels[node.name] = kernel
+        return self._cpu_kernels[node.name]
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per node: name, op, input and output shapes, place, estimated cycles."""
@@ -279,21 +286,25 @@ def _place_by_cost(graph: Graph, placement: dict[str, str], programs: dict[str, 
                    estimates: dict[str, int], config: HwConfig, clock_mhz: float | None,
                    threads: int) -> dict[str, dict[str, float]]:
     """Move accelerator layers the cpu runs faster to the cpu (in place); their costs in ms."""
-    from vdla.compiler.cpu.program import compile_cpu
+    from vdla.compiler.cpu.kernel import CpuKernel
     from vdla.hw.synth import clock_for
-    from vdla.runtime.device import Device
     clock = clock_for(config, clock_mhz)
     if clock is None:
         raise GraphError(f"placement by cost needs the accelerator's clock: pass --clock-mhz "
                          f"(no Fmax is known for config {config.name!r}; vdla hw synth finds it)")
-    device = Device(target="cpu", threads=threads)
     rng = np.random.default_rng(0)
     costs = {}
     for name in list(programs):
         op = layer_op(graph, graph.node(name))
-        program = compile_cpu(op, config=config)
+        kernel = CpuKernel(op)
         inputs = op.random_inputs(rng)
-        cpu_ms = min(device.run(program, inputs).details["seconds"] for _ in range(3)) * 1e3
+        kernel.set_weights(inputs["weight"], inputs["bias"])
+        seconds = []
+        for _ in range(3):
+            began = time.perf_counter()
+            kernel.run(inputs["data"], threads=threads)
+            seconds.append(time.perf_counter() - began)
+        cpu_ms = min(seconds) * 1e3
         accel_ms = estimates[name] / (clock[0] * 1e3)
         costs[name] = {"accel_ms": round(accel_ms, 6), "cpu_ms": round(cpu_ms, 6)}
         if cpu_ms < accel_ms:
