@@ -21,8 +21,9 @@ accelerator layer's cycles on the ``default`` RTL.
 
 Both get end-to-end latencies, each implementation timed in its own block:
 vdla's whole network on the CPU, onnxruntime fp32 and its own int8, and vdla
-with the accelerator (projected at the clock); and a time breakdown per kind of work, all on the CPU (generated C,
-one thread, and numpy) against CPU + accelerator (RTL cycles at 100 MHz, the
+with the accelerator (projected at the clock); and a time breakdown per kind
+of work, all on the CPU (generated C, one thread, and numpy) against CPU +
+accelerator (RTL cycles at 100 MHz, the
 ECPIX-5 board's clock; the host work is the same in both bars):
 ``network_digits.png`` (and ``network_resnet18.png`` with ``--rtl``).
 
@@ -123,8 +124,9 @@ def digits_figures() -> dict:
                    for p in ("accel", "cpu", "host")})
     batch16 = {}
     for config in ("tiny", "default"):
-        small = batch16[config] = compile_network(load(MODELS / "digits.onnx", batch=16), PRESETS[config],
-                                {"input": data["calibration"]})
+        small = batch16[config] = compile_network(load(MODELS / "digits.onnx", batch=16),
+                                                  PRESETS[config],
+                                                  {"input": data["calibration"]})
         exact, result = bit_exact(small, data["images"][:16], sim="rtl")
         figures[f"rtl_{config}_16"] = {
             "bit_exact": exact, "accel_cycles": result.accel_cycles,

@@ -183,7 +183,7 @@ class _Importer:
         self.opset = version
 
     def _fix_batch(self, inputs, batch: int | None) -> tuple[int, int] | None:
-        """Give every input's first axis ``batch``; returns (old, new) when a fixed batch changed."""
+        """Give every input's first axis ``batch``; (old, new) when a fixed batch changed."""
         change = None
         for value in inputs:
             dims = value.type.tensor_type.shape.dim
@@ -648,7 +648,7 @@ def supported_operators() -> list[str]:
 
 
 def _topological(nodes, available: set[str]) -> list:
-    """The nodes in an order where each reads only what exists; a cycle or an undefined input fails."""
+    """The nodes in an order where each reads only what exists (else: a cycle, or undefined)."""
     produced = {name for node in nodes for name in node.output if name}
     order, pending, available = [], list(nodes), set(available)
     while pending:

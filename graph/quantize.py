@@ -69,7 +69,7 @@ def best_exponent(array: np.ndarray, candidates: int = CANDIDATES) -> int:
 
 
 def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
-    """Run the float graph over ``samples`` a batch at a time; ``record(name, array)`` per tensor."""
+    """Run the float graph over ``samples`` a batch at a time; ``record(name, array)`` each."""
     name = graph.inputs[0]
     batch = graph.tensors[name].shape[0]
     for start in range(0, len(samples[name]), batch):
@@ -166,9 +166,10 @@ class _Quantizer:
         for node in graph.nodes:
             handler = getattr(self, f"_{node.op}", None)
             if handler is None:
+                hint = "; a BatchNorm must follow a conv" if node.op == "batchnorm" else ""
                 raise GraphError(f"{node.describe()}: cannot be quantised (vdla quantises conv, "
                                  "dense, add, relu, clip, pooling, flatten, reshape and softmax"
-                                 f"{'; a BatchNorm must follow a conv' if node.op == 'batchnorm' else ''})")
+                                 f"{hint})")
             for name in node.inputs:
                 if name not in self.renamed and not graph.tensors[name].constant:
                     raise GraphError(f"{node.describe()}: input {name!r} is not quantised")

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.graph.models import images, initializer, residual_cnn
+from tests.graph.models import images, initializer, model_bytes, residual_cnn
 from vdla.frontend.onnx import MAX_TENSOR_ELEMENTS, from_bytes, load
 from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
@@ -74,11 +74,8 @@ def test_batch_fixes_the_symbolic_axis():
 
 
 def _single(node: onnx.NodeProto, inits=(), shape=(1, 2, 4, 4), opset=17, out_shape=None):
-    graph = helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], list(inits))
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                             ir_version=8).SerializeToString()
+    return model_bytes([node], [("x", TensorProto.FLOAT, list(shape))],
+                       [("y", TensorProto.FLOAT, out_shape)], inits, opset)
 
 
 WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
@@ -143,13 +140,11 @@ def test_cycle_is_refused():
     nodes = [helper.make_node("Relu", ["b"], ["a"], name="r1"),
              helper.make_node("Relu", ["a"], ["b"], name="r2"),
              helper.make_node("Add", ["x", "b"], ["y"], name="add")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, 2])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, [1, 2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2])],
+                        [("y", TensorProto.FLOAT, [1, 2])])
     with pytest.raises(GraphError, match=r"^node 'r1' \(Relu\): the graph has a cycle through "
                                          r"input 'b'$"):
-        from_bytes(model.SerializeToString())
+        from_bytes(model)
 
 
 def test_wrong_types_and_absurd_sizes_are_refused():
@@ -201,27 +196,22 @@ def test_a_fixed_batch_changes_with_its_reshapes():
 
 
 def test_unsupported_element_types_are_named():
-    node = helper.make_node("Relu", ["x"], ["y"], name="r")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT16, [1, 2])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT16, [1, 2])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model = model_bytes([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                        [("x", TensorProto.FLOAT16, [1, 2])], [("y", TensorProto.FLOAT16, [1, 2])])
     with pytest.raises(GraphError, match=r"^graph input 'x': element type FLOAT16 is not "
                                          r"supported$"):
-        from_bytes(model.SerializeToString())
+        from_bytes(model)
 
 
 def test_a_reshape_to_the_files_batch_follows_the_new_batch():
     rng = np.random.default_rng(1)
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="flat"),
              helper.make_node("Gemm", ["r", "w"], ["y"], name="fc", transB=1)]
-    model = helper.make_model(helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
-        [initializer("shape", np.array([1, -1], np.int64)),
-         initializer("w", rng.standard_normal((4, 6)).astype(np.float32))]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    graph = from_bytes(model.SerializeToString(), batch=5)
+    model = model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2, 3])],
+                        [("y", TensorProto.FLOAT, [1, 4])],
+                        [initializer("shape", np.array([1, -1], np.int64)),
+                         initializer("w", rng.standard_normal((4, 6)).astype(np.float32))])
+    graph = from_bytes(model, batch=5)
     assert graph.tensors["r"].shape == (5, 6) and graph.tensors["y"].shape == (5, 4)
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
     np.testing.assert_allclose(execute(graph, {"x": x})["y"],

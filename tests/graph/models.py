@@ -11,6 +11,15 @@ def initializer(name: str, array: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(array), name)
 
 
+def model_bytes(nodes, inputs, outputs, inits=(), opset: int = 17) -> bytes:
+    """A serialised one-graph model; ``inputs``/``outputs`` are ``(name, elem_type, shape)``."""
+    def values(specs):
+        return [helper.make_tensor_value_info(name, kind, shape) for name, kind, shape in specs]
+    graph = helper.make_graph(list(nodes), "g", values(inputs), values(outputs), list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=8).SerializeToString()
+
+
 def residual_cnn(seed: int = 0, channels: int = 8, size: int = 8, classes: int = 10,
                  batch: int | str = "N", opset: int = 17, pads=(1, 1, 1, 1)) -> onnx.ModelProto:
     """conv-bn-relu, maxpool, conv-bn-relu, conv-bn, residual add, relu, avgpool, gemm, softmax.

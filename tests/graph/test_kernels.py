@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tests.graph.models import initializer
+from tests.graph.models import initializer, model_bytes
 from vdla.frontend.onnx import from_bytes
 from vdla.graph.kernels import execute, round_shift
 
@@ -28,10 +28,8 @@ WEIGHT = np.random.default_rng(3).standard_normal((4, 3, 2, 3)).astype(np.float3
 ])
 def test_float_kernel_matches_onnxruntime(node, inits):
     ort = pytest.importorskip("onnxruntime")
-    model = helper.make_model(helper.make_graph(
-        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 9, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8).SerializeToString()
+    model = model_bytes([node], [("x", TensorProto.FLOAT, [2, 3, 9, 8])],
+                        [("y", TensorProto.FLOAT, None)], inits)
     x = np.random.default_rng(4).standard_normal((2, 3, 9, 8)).astype(np.float32)
     expected = ort.InferenceSession(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(execute(from_bytes(model), {"x": x})["y"], expected, rtol=1e-5,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.graph.models import images, initializer, residual_cnn
+from tests.graph.models import images, initializer, model_bytes, residual_cnn
 from vdla.frontend.onnx import from_bytes
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
@@ -55,14 +55,11 @@ def test_a_relu_after_a_tensor_with_two_readers_stays(graph):
 def test_constant_add_after_matmul_becomes_the_bias():
     rng = np.random.default_rng(0)
     weight, bias = rng.standard_normal((6, 4)).astype(np.float32), np.arange(4, dtype=np.float32)
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
-         helper.make_node("Add", ["m", "b"], ["y"], name="bias")], "g",
-        [helper.make_tensor_value_info("x", 1, [2, 6])],
-        [helper.make_tensor_value_info("y", 1, [2, 4])],
-        [initializer("w", weight), initializer("b", bias)]),
-        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    graph = from_bytes(model.SerializeToString())
+    model = model_bytes([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                         helper.make_node("Add", ["m", "b"], ["y"], name="bias")],
+                        [("x", 1, [2, 6])], [("y", 1, [2, 4])],
+                        [initializer("w", weight), initializer("b", bias)])
+    graph = from_bytes(model)
     fused = fuse_bias(graph.copy()).prune().check()
     assert [n.op for n in fused.nodes] == ["dense"] and fused.outputs == ["y"]
     x = rng.standard_normal((2, 6)).astype(np.float32)
