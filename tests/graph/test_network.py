@@ -49,6 +49,15 @@ def test_rtl_tiny_runs_the_network_with_cycles():
     assert result.accel_cycles == sum(row["cycles"] for row in layers)
 
 
+@pytest.mark.rtl
+def test_board_sim_runs_the_network_over_its_uart():
+    network = _network("tiny", batch=1)
+    x = images(1, seed=13)
+    result = network.run({"input": x}, sim="board-sim")
+    _assert_bit_exact(network, result, x)
+    assert result.accel_cycles > 0
+
+
 def test_placement_rule_and_its_override():
     network = _network()
     assert {n: p for n, p in network.placement.items() if p != "host"} == {
