@@ -8,6 +8,9 @@ layers (``qconv``, ``qdense``) are written here from their definition (an
 int64 sum, then the epilogue of `compiler.ops.Epilogue`), independently of the
 compiler that lowers them, so a run checks the accelerator against them.
 
+Spatial operators work on axes 2 and 3 and carry any axes after them along,
+so they run unchanged on the blocked layout of `graph.layout`.
+
 Integer rounding is round half up everywhere (``floor(x + 1/2)``): the
 requantisation shift folds ``2**(shift-1)`` into the bias (`graph.quantize`),
 so the hardware's plain arithmetic shift rounds the same way.
@@ -39,10 +42,12 @@ def round_shift(value: np.ndarray, shift: int, dtype=np.int64) -> np.ndarray:
 
 
 def _pad(x: np.ndarray, pads, fill) -> np.ndarray:
+    """Pad axes 2 and 3 (any axes after them, a blocked layout's, are carried along)."""
     top, left, bottom, right = pads
     if not any(pads):
         return x
-    return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+    widths = ((0, 0), (0, 0), (top, bottom), (left, right)) + ((0, 0),) * (x.ndim - 4)
+    return np.pad(x, widths, constant_values=fill)
 
 
 def _windows(x: np.ndarray, kernel, stride, pads, fill) -> np.ndarray:
@@ -114,10 +119,12 @@ def _maxpool(node: Node, x):
 def _pool_counts(x, node: Node) -> np.ndarray:
     """Per output position, the elements its window averages over."""
     kernel = node.attrs["kernel"]
+    trailing = (1,) * (x.ndim - 4)  # a blocked layout's axes after the spatial ones
     if node.attrs.get("count_include_pad"):
-        return np.full((1, 1, 1, 1), kernel[0] * kernel[1], np.int64)
-    ones = np.ones((1, 1) + x.shape[2:], np.int64)
-    return _windows(ones, kernel, node.attrs["stride"], node.attrs["pads"], 0).sum(axis=(4, 5))
+        return np.full((1, 1, 1, 1) + trailing, kernel[0] * kernel[1], np.int64)
+    ones = np.ones((1, 1) + x.shape[2:4], np.int64)
+    counts = _windows(ones, kernel, node.attrs["stride"], node.attrs["pads"], 0).sum(axis=(4, 5))
+    return counts.reshape(counts.shape + trailing)
 
 
 def _avgpool(node: Node, x):

@@ -32,6 +32,7 @@ import numpy as np
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph
 from vdla.graph.kernels import run_node
+from vdla.graph.layout import Blocked, block, run_blocked, runs_blocked, unblock
 from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
 from vdla.graph.placement import LAYER_OPS, layer_op, place
 from vdla.graph.quantize import quantize
@@ -50,16 +51,21 @@ class NetworkResult:
     outputs : dict of str to numpy.ndarray
         The graph's outputs.
     tensors : dict of str to numpy.ndarray
-        Every tensor the run computed (inputs and constants left out).
+        With ``keep=True``, every tensor the run computed (inputs and
+        constants left out), in its logical layout.
     layers : list of dict
         Per node: ``name``, ``op``, ``place``, ``seconds`` (host wall time,
         packing and the simulator included), from timed tiers ``cycles``, and
         for cpu layers ``kernel_seconds`` (the generated C's own call).
+    repacks : int
+        Conversions between the logical and the blocked layout (`graph.layout`):
+        2 when the first layer packs the input and the output is unpacked once.
     """
 
     outputs: dict[str, np.ndarray]
     tensors: dict[str, np.ndarray]
     layers: list[dict[str, Any]]
+    repacks: int = 0
 
     @property
     def accel_cycles(self) -> int | None:
@@ -84,6 +90,9 @@ class Network:
                                                      repr=False, compare=False)
     _devices: dict[tuple, Any] = dataclasses.field(default_factory=dict, init=False,
                                                    repr=False, compare=False)
+    # Each accelerator layer's DRAM image with its instructions and constants placed.
+    _images: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, init=False,
+                                                       repr=False, compare=False)
 
     def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
@@ -120,7 +129,7 @@ class Network:
         return checked
 
     def run(self, inputs: dict[str, np.ndarray], sim: str = "fsim", *, target: str = "accel",
-            threads: int = 2, **backend_options) -> NetworkResult:
+            threads: int = 2, keep: bool = False, **backend_options) -> NetworkResult:
         """Run the network on ``inputs``.
 
         Parameters
@@ -134,6 +143,8 @@ class Network:
             as the cpu target's generated C).
         threads : int
             Threads of cpu layers.
+        keep : bool
+            Also return every computed tensor, logical (for checks).
         **backend_options
             Passed to the simulation backend (e.g. ``cycle_limit``).
         """
@@ -142,39 +153,99 @@ class Network:
         values.update(self.check_inputs(inputs))
         if target not in ("accel", "cpu"):
             raise GraphError(f"target: expected accel or cpu, got {target!r}")
-
-        def device() -> Device:
+        key = (sim, tuple(sorted(backend_options.items())))
+        if target == "accel" and key not in self._devices and "accel" in self.placement.values():
             # Kept between runs: a simulator is built once.
-            key = (sim, tuple(sorted(backend_options.items())))
-            if key not in self._devices:
-                self._devices[key] = Device(self.config, sim, **backend_options)
-            return self._devices[key]
+            self._devices[key] = Device(self.config, sim, **backend_options)
+        config, repacks = self.config, 0
+        # Activations stay blocked between layers only where both layouts are the same bytes.
+        blocking = config.block_in == config.block_out
 
-        rows, computed = [], {}
+        converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
+
+        def logical(name: str) -> np.ndarray:
+            nonlocal repacks
+            if not isinstance(values[name], Blocked):
+                return values[name]
+            if name not in converted:
+                converted[name], repacks = unblock(values[name], config), repacks + 1
+            return converted[name]
+
+        def blocked(name: str) -> Blocked:
+            nonlocal repacks
+            if isinstance(values[name], Blocked):
+                return values[name]
+            if name not in converted:
+                converted[name], repacks = block(values[name], config), repacks + 1
+            return converted[name]
+
+        rows, computed = [], []
         for node in self.graph.nodes:
             place = self.placement[node.name]
             if target == "cpu" and place == "accel":
                 place = "cpu"
-            args = [values[name] for name in node.inputs]
             began = time.perf_counter()
             cycles = kernel_seconds = None
-            if place == "host":
-                outputs = run_node(node, args)
-            elif place == "cpu":
-                kernel = self._cpu_kernel(node)
-                called = time.perf_counter()
-                outputs = [kernel.run(args[0], threads=threads)]
-                kernel_seconds = time.perf_counter() - called
-            else:
-                result = device().run(self.programs[node.name], {
+            if place == "accel" and blocking:
+                outputs, cycles = self._run_blocked_layer(self._devices[key], node,
+                                                          blocked(node.inputs[0]))
+            elif place == "accel":
+                args = [logical(name) for name in node.inputs]
+                result = self._devices[key].run(self.programs[node.name], {
                     "data": args[0], "weight": args[1], "bias": args[2]})
                 outputs, cycles = [result.outputs["out"]], result.cycles
+            elif place == "cpu":
+                kernel = self._cpu_kernel(node)
+                data = logical(node.inputs[0])
+                called = time.perf_counter()
+                outputs = [kernel.run(data, threads=threads)]
+                kernel_seconds = time.perf_counter() - called
+            elif runs_blocked(self.graph, node) and any(
+                    isinstance(values[name], Blocked) for name in node.inputs):
+                outputs = run_blocked(self.graph, node, [blocked(name) for name in node.inputs])
+            else:
+                outputs = run_node(node, [logical(name) for name in node.inputs])
             seconds = time.perf_counter() - began
             for name, array in zip(node.outputs, outputs):
-                values[name] = computed[name] = array
+                values[name] = array
+                computed.append(name)
             rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
                          "seconds": seconds, "kernel_seconds": kernel_seconds})
-        return NetworkResult({name: values[name] for name in self.graph.outputs}, computed, rows)
+        outputs = {name: logical(name) for name in self.graph.outputs}
+        tensors = {}
+        if keep:  # the logical form of every tensor, for checks (not counted as repacks)
+            tensors = {name: (unblock(values[name], config) if isinstance(values[name], Blocked)
+                              else values[name]) for name in computed}
+        return NetworkResult(outputs, tensors, rows, repacks)
+
+    def _run_blocked_layer(self, device, node, data: Blocked) -> tuple[list[Blocked], int | None]:
+        """An accelerator layer on a blocked input: its DRAM image gets the bytes as they are."""
+        from vdla.runtime.layout import pack, packed_shape
+        from vdla.runtime.verify import dram_image
+        from vdla.sim.checker import check_program
+        program = self.programs[node.name]
+        if node.name not in self._images:
+            # Instructions, micro-ops and the constant weights and bias, placed once.
+            image = dram_image(program)
+            for region in program.inputs:
+                if region.name != "data":
+                    constant = self.graph.value(node.inputs[1 if region.name == "weight" else 2])
+                    _place(image, region, pack(region.layout, constant, self.config))
+            self._images[node.name] = image
+        dram = self._images[node.name].copy()
+        (region,) = [r for r in program.inputs if r.name == "data"]
+        if tuple(data.shape) != tuple(region.shape):
+            raise GraphError(f"{node.describe()}: input {data.shape} does not match its "
+                             f"program's {region.shape}")
+        _place(dram, region, data.packed)
+        if not getattr(device.backend, "checks_programs", False):
+            check_program(self.config, dram, program.insn_offset, len(program.instructions))
+        result = device.backend.run(dram, program.insn_offset, len(program.instructions))
+        (out,) = program.outputs
+        shape = packed_shape(out.layout, out.shape, self.config)
+        size = int(np.prod(shape))
+        packed = dram[out.dram_offset:out.dram_offset + size].view(np.int8).reshape(shape)
+        return [Blocked(packed.copy(), tuple(out.shape))], result.cycles
 
     def _cpu_kernel(self, node):
         """The layer's generated C, loaded, its constant weights packed once."""
@@ -196,6 +267,15 @@ class Network:
         return [{**row, "place": self.placement[row["name"]],
                  "estimated_cycles": estimates.get(row["name"])}
                 for row in self.graph.summary()]
+
+
+def _place(dram: np.ndarray, region, packed: np.ndarray) -> None:
+    """Write a packed tensor at its region of a DRAM image (the plan was verified on load)."""
+    data = np.ascontiguousarray(packed).reshape(-1).view(np.uint8)
+    if region.dram_offset + data.size > dram.size:
+        raise GraphError(f"tensor {region.name!r} of {data.size} bytes does not fit the "
+                         f"program's DRAM image at {region.dram_offset}")
+    dram[region.dram_offset:region.dram_offset + data.size] = data
 
 
 def _estimated_cycles(program: Program, op, config: HwConfig) -> int:

@@ -30,8 +30,11 @@ def _assert_bit_exact(network, result, x):
 def test_every_tensor_matches_the_reference(options):
     network = _network(on_cpu=["conv2"])
     x = images(3, seed=11)
-    result = network.run({"input": x}, **options)
+    result = network.run({"input": x}, keep=True, **options)
     _assert_bit_exact(network, result, x)
+    # The input packed once for the first layer, the output unpacked once; a cpu layer
+    # (conv2) reads and writes the logical layout: one more each way. All on the cpu: none.
+    assert result.repacks == (0 if options.get("target") == "cpu" else 4)
     places = {row["name"]: row["place"] for row in result.layers}
     expected_conv1 = "cpu" if options.get("target") == "cpu" else "accel"
     assert places["conv1"] == expected_conv1 and places["conv2"] == "cpu"
@@ -42,10 +45,11 @@ def test_every_tensor_matches_the_reference(options):
 def test_rtl_tiny_runs_the_network_with_cycles():
     network = _network("tiny", batch=2)
     x = images(2, seed=12)
-    result = network.run({"input": x}, sim="rtl")
+    result = network.run({"input": x}, sim="rtl", keep=True)
     _assert_bit_exact(network, result, x)
     layers = [row for row in result.layers if row["place"] == "accel"]
     assert len(layers) == 4 and all(row["cycles"] > 0 for row in layers)
+    assert result.repacks == 2  # activations stay blocked from the first layer to the last
     assert result.accel_cycles == sum(row["cycles"] for row in layers)
 
 
@@ -53,7 +57,7 @@ def test_rtl_tiny_runs_the_network_with_cycles():
 def test_board_sim_runs_the_network_over_its_uart():
     network = _network("tiny", batch=1)
     x = images(1, seed=13)
-    result = network.run({"input": x}, sim="board-sim")
+    result = network.run({"input": x}, sim="board-sim", keep=True)
     _assert_bit_exact(network, result, x)
     assert result.accel_cycles > 0
 
@@ -91,4 +95,4 @@ def test_placement_by_cost_follows_the_clock(clock_mhz, place):
     costs = network.metadata["placement_costs"]
     assert sorted(costs) == sorted(layers) and all(c["cpu_ms"] > 0 for c in costs.values())
     x = images(3, seed=2)
-    _assert_bit_exact(network, network.run({"input": x}), x)
+    _assert_bit_exact(network, network.run({"input": x}, keep=True), x)
