@@ -9,16 +9,16 @@ Three calls take a model to results::
 `compile_network` runs the float pass pipeline, quantises, runs the integer
 pipeline, places every node (`graph.placement`) and compiles each
 accelerator layer with the layer compiler (`compiler.driver.compile_op`).
-`Network.run` walks the nodes in order: accelerator layers on a
-`runtime.Device` of the chosen simulation tier, cpu layers as the cpu
+`Network.run` walks the nodes in order: accelerator layers on the backend
+of a `runtime.Device` of the chosen simulation tier, cpu layers as the cpu
 target's generated C (`compiler.cpu`, built from the layer's description,
 never from stored code), host nodes with their numpy kernels
-(`graph.kernels`). The integer reference (`graph.reference`) is what every
-run must equal, tensor for tensor.
+(`graph.kernels`). The integer reference (`graph.kernels.execute` on the
+integer graph) is what every run must equal, tensor for tensor.
 
-Today each accelerator layer runs as its own program: the host packs its
-input into the blocked layout and unpacks its output (one DRAM image per
-layer), rather than keeping activations blocked in one arena between layers.
+Activations stay in the accelerator's blocked layout between layers
+(`graph.layout`); each accelerator layer still runs in a DRAM image of its
+own, which receives the blocked bytes by copy, not in one shared arena.
 """
 
 from __future__ import annotations
