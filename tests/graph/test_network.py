@@ -42,24 +42,17 @@ def test_every_tensor_matches_the_reference(options):
 
 
 @pytest.mark.rtl
-def test_rtl_tiny_runs_the_network_with_cycles():
-    network = _network("tiny", batch=2)
-    x = images(2, seed=12)
-    result = network.run({"input": x}, sim="rtl", keep=True)
+@pytest.mark.parametrize("sim, batch", [("rtl", 2), ("board-sim", 1)])
+def test_timed_tiers_run_the_network_with_cycles(sim, batch):
+    """The Verilator model, and the simulated board over its UART."""
+    network = _network("tiny", batch=batch)
+    x = images(batch, seed=12)
+    result = network.run({"input": x}, sim=sim, keep=True)
     _assert_bit_exact(network, result, x)
     layers = [row for row in result.layers if row["place"] == "accel"]
     assert len(layers) == 4 and all(row["cycles"] > 0 for row in layers)
     assert result.repacks == 2  # activations stay blocked from the first layer to the last
     assert result.accel_cycles == sum(row["cycles"] for row in layers)
-
-
-@pytest.mark.rtl
-def test_board_sim_runs_the_network_over_its_uart():
-    network = _network("tiny", batch=1)
-    x = images(1, seed=13)
-    result = network.run({"input": x}, sim="board-sim", keep=True)
-    _assert_bit_exact(network, result, x)
-    assert result.accel_cycles > 0
 
 
 def test_placement_rule_and_its_override():
