@@ -16,6 +16,7 @@ import click
 
 from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
 from vdla.compiler.dump import dump_program, summarize
+from vdla.cli.net import ModelGroup, compile_model
 from vdla.cli.options import config_option, fail, write_output
 
 
@@ -130,9 +131,12 @@ def _common(function):
     ])
 
 
-@click.group("compile")
+@click.group("compile", cls=ModelGroup)
 def command():
-    """Compile a layer to an accelerator program."""
+    """Compile a layer to an accelerator program, or a model (MODEL.onnx) to a network."""
+
+
+command.add_command(compile_model)
 
 
 @command.command("conv2d")

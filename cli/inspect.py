@@ -165,6 +165,10 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
 @program_config_option
 def command(program_file, as_json, all_uops, show_source, config):
     """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
+    from vdla.graph.network_file import is_network_file
+    if is_network_file(program_file):
+        from vdla.cli.net import inspect_network
+        return inspect_network(program_file, as_json, config)
     try:
         program = load(program_file, config, verify=False)  # show a broken plan, and say so
     except ValueError as error:

@@ -220,6 +220,12 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         fail("--timeline-window needs --timeline FILE.png")
     window = _parse_window(timeline_window)
     input_paths = _parse_pairs(inputs, "--input")
+    from vdla.graph.network_file import is_network_file
+    if is_network_file(program_file):
+        from vdla.cli.net import run_network
+        return run_network(program_file, sim, input_paths, outputs, target, threads, as_json,
+                           config, {} if cycle_limit is None else {"cycle_limit": cycle_limit},
+                           clock_mhz)
     try:
         program = load(program_file, config)
     except ValueError as error:

@@ -1,0 +1,332 @@
+"""Whole networks from ONNX: the digits model and ResNet-18, on every tier, against references.
+
+Usage::
+
+    python benchmarks/network.py [--resnet18] [--rtl] [--output FILE.json]
+
+Digits (`benchmarks/models/digits.onnx`, trained; 360 held-out images):
+compile time, int8 accuracy against float and top-1 agreement, every
+intermediate tensor of all 360 images against vdla's integer reference on
+fsim and the cpu target, 16 images on the ``tiny`` and ``default`` RTL with
+their accelerator cycles, and onnxruntime running vdla's scales as QDQ
+(`graph.export`): each node on onnxruntime's own inputs, its largest
+difference and mismatch rate.
+
+``--resnet18`` adds ResNet-18 at 1x3x224x224 (`benchmarks/models/resnet18.py`,
+seeded, generated here): compile time (twice: same bytes?), fsim bit-exact
+with the reference on one image, cosine of the int8 logits with the float
+model's (onnxruntime fp32 where installed), the share of MACs on the
+accelerator and the host repacks per inference (`graph.layout`); with ``--rtl`` also each
+accelerator layer's cycles on the ``default`` RTL.
+
+Both get end-to-end latencies, each implementation timed in its own block:
+vdla's whole network on the CPU, onnxruntime fp32 and its own int8, and vdla
+with the accelerator (projected at the clock); and a time breakdown per kind
+of work, all on the CPU (generated C, one thread, and numpy) against CPU +
+accelerator (RTL cycles at 100 MHz, the
+ECPIX-5 board's clock; the host work is the same in both bars):
+``network_digits.png`` (and ``network_resnet18.png`` with ``--rtl``).
+
+Prints the figures and writes ``benchmarks/results/network.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "benchmarks" / "models"
+RESULTS = ROOT / "benchmarks" / "results"
+# The clock accelerator cycles are shown at: the ECPIX-5 board's (README).
+CLOCK_MHZ = 100.0
+# Timed runs per configuration of the breakdown; each node's best counts.
+REPEAT = 3
+
+from vdla.frontend.onnx import load  # noqa: E402
+from vdla.graph.kernels import execute, run_node  # noqa: E402
+from vdla.graph.network import compile_network  # noqa: E402
+from vdla.graph.network_file import dumps  # noqa: E402
+from vdla.graph.placement import LAYER_OPS, layer_op  # noqa: E402
+from vdla.hw.config import PRESETS  # noqa: E402
+
+
+def bit_exact(network, images, **options) -> tuple[bool, object]:
+    """Whether every tensor of a run equals the integer reference; and the run."""
+    name = network.graph.inputs[0]
+    reference = execute(network.graph, {name: images}, keep=True)
+    result = network.run({name: images}, keep=True, **options)
+    return all(np.array_equal(a, reference[t]) for t, a in result.tensors.items()), result
+
+
+def macs(network) -> dict[str, int]:
+    """Multiply-accumulates per place (accel, cpu)."""
+    totals = {"accel": 0, "cpu": 0}
+    for node in network.graph.nodes:
+        if node.op in LAYER_OPS:
+            totals[network.placement[node.name]] += layer_op(network.graph, node).macs
+    return totals
+
+
+def onnxruntime_per_node(integer, images) -> dict[str, dict[str, float]] | str:
+    """Per int8 node: the largest difference and mismatch rate of onnxruntime's QDQ run."""
+    try:
+        import onnx
+        import onnxruntime as ort
+    except ImportError:
+        return "not measured (pip install 'vdla[compare]')"
+    from vdla.graph.export import to_qdq
+    model = to_qdq(integer)
+    computed = [n for n, t in integer.tensors.items() if t.dtype == np.int8 and not t.constant]
+    for name in computed:
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            name, onnx.TensorProto.INT8, list(integer.tensors[name].shape)))
+    session = ort.InferenceSession(model.SerializeToString())
+    name = integer.inputs[0]
+    theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {name: images})))
+    ours = execute(integer, {name: images}, keep=True)
+    rows = {}
+    for node in integer.nodes:
+        if node.outputs[0] in computed:
+            args = [theirs.get(n, ours[n]) for n in node.inputs]
+            difference = np.abs(run_node(node, args)[0].astype(int)
+                                - theirs[node.outputs[0]].astype(int))
+            end_to_end = np.abs(ours[node.outputs[0]].astype(int)
+                                - theirs[node.outputs[0]].astype(int))
+            rows[node.name] = {"op": node.op, "max_lsb": int(difference.max()),
+                               "mismatch_rate": float((difference > 0).mean()),
+                               "end_to_end_max_lsb": int(end_to_end.max())}
+    return rows
+
+
+def digits_figures() -> dict:
+    data = np.load(MODELS / "digits_data.npz")
+    graph = load(MODELS / "digits.onnx", batch=360)
+    began = time.perf_counter()
+    network = compile_network(graph, PRESETS["default"], {"input": data["calibration"]})
+    figures = {"compile_seconds": round(time.perf_counter() - began, 3)}
+    exact, result = bit_exact(network, data["images"], sim="fsim")
+    logits = result.outputs["logits"]
+    figures.update(
+        fsim_bit_exact_360=exact,
+        cpu_bit_exact_360=bit_exact(network, data["images"], target="cpu")[0],
+        float_accuracy=float(data["float_accuracy"]),
+        int8_accuracy=float((logits.argmax(1) == data["labels"]).mean()),
+        top1_agreement=float((logits.argmax(1) == data["float_logits"].argmax(1)).mean()),
+        placement={p: sum(v == p for v in network.placement.values())
+                   for p in ("accel", "cpu", "host")})
+    batch16 = {}
+    for config in ("tiny", "default"):
+        small = batch16[config] = compile_network(load(MODELS / "digits.onnx", batch=16),
+                                                  PRESETS[config],
+                                                  {"input": data["calibration"]})
+        exact, result = bit_exact(small, data["images"][:16], sim="rtl")
+        figures[f"rtl_{config}_16"] = {
+            "bit_exact": exact, "accel_cycles": result.accel_cycles,
+            "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+    figures["onnxruntime_qdq_per_node"] = onnxruntime_per_node(network.graph, data["images"])
+    figures["breakdown_16_ms"] = breakdown(batch16["default"], data["images"][:16],
+                                           figures["rtl_default_16"]["layers"], CLOCK_MHZ)
+    plot_breakdown(figures["breakdown_16_ms"], f"digits, batch 16, accelerator at {CLOCK_MHZ:g} "
+                   "MHz", RESULTS / "network_digits.png")
+    figures["end_to_end_batch16"] = end_to_end(
+        batch16["default"], MODELS / "digits.onnx", data["images"][:16], data["calibration"],
+        sum(figures["breakdown_16_ms"]["cpu + accelerator"].values()))
+    return figures
+
+
+# Kinds of work in the breakdown, in stacking order.
+_KINDS = {"qconv": "conv", "qdense": "dense", "qadd": "residual add", "maxpool": "pooling",
+          "qavgpool": "pooling", "qglobal_avgpool": "pooling"}
+
+
+def breakdown(network, images, accel_cycles: dict[str, int], clock_mhz: float
+              ) -> dict[str, dict[str, float]]:
+    """Milliseconds per kind of work: all on the CPU, and with the accelerator.
+
+    CPU only: every layer as the cpu target's generated C (its own call, one
+    thread, warm), the rest as numpy on the host (each node's best of
+    `REPEAT` runs). With the accelerator: the same host work, and the
+    accelerator layers' ``accel_cycles`` (from an RTL run) at ``clock_mhz``.
+    """
+    name = network.graph.inputs[0]
+    network.run({name: images}, target="cpu", threads=1)  # warm: the C built and loaded
+    runs = [network.run({name: images}, target="cpu", threads=1).layers
+            for _ in range(REPEAT)]
+    shares = {"cpu only": {}, "cpu + accelerator": {}}
+    for index, row in enumerate(runs[0]):
+        kind = _KINDS.get(row["op"], "other host work")
+        key = "kernel_seconds" if row["place"] == "cpu" else "seconds"
+        ms = min(run[index][key] for run in runs) * 1e3
+        label = f"{kind} (cpu)" if row["place"] == "cpu" else kind
+        shares["cpu only"][label] = shares["cpu only"].get(label, 0.0) + ms
+        if row["name"] in accel_cycles:
+            label, ms = f"{kind} (accelerator)", accel_cycles[row["name"]] / (clock_mhz * 1e3)
+        shares["cpu + accelerator"][label] = shares["cpu + accelerator"].get(label, 0.0) + ms
+    return {bar: {kind: round(ms, 4) for kind, ms in kinds.items()}
+            for bar, kinds in shares.items()}
+
+
+def plot_breakdown(shares: dict[str, dict[str, float]], title: str, path: Path) -> None:
+    """Stacked bars, one per configuration, in the manner of the TVM paper's figure."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    kinds = sorted({kind for bars in shares.values() for kind in bars})
+    figure, axes = plt.subplots(figsize=(6, 4))
+    bottoms = [0.0] * len(shares)
+    for kind in kinds:
+        heights = [bars.get(kind, 0.0) for bars in shares.values()]
+        axes.bar(list(shares), heights, bottom=bottoms, label=kind)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    axes.set_ylabel("time per inference batch (ms)")
+    axes.set_title(title)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def end_to_end(network, model_path: Path, image: np.ndarray, calibration: np.ndarray,
+               host_and_accel_ms: float) -> dict | str:
+    """Whole-network latency, each implementation timed in a block of its own (batch of ``image``).
+
+    vdla on the CPU (`Network.run` with ``target="cpu"``, one thread: generated
+    C layers, numpy host work, every copy included); onnxruntime fp32 and its
+    own int8 QDQ forms (`bench.onnx_network`, one thread, no spinning); and
+    vdla with the accelerator, projected: its layers' RTL cycles at
+    `CLOCK_MHZ` plus the host work measured on the CPU.
+    """
+    try:
+        from vdla.bench.onnx_network import peer_models, time_block, time_model
+    except ImportError:
+        return "not measured (pip install 'vdla[compare]')"
+    name = network.graph.inputs[0]
+    timing, _ = time_block("vdla cpu int8", lambda: network.run({name: image}, target="cpu",
+                                                                threads=1), threads=1)
+    rows = {"vdla cpu int8": timing.as_dict(),
+            "vdla cpu + accelerator (projected)": {"median_ms": round(host_and_accel_ms, 3)}}
+    with tempfile.TemporaryDirectory() as folder:
+        for label, path in peer_models(model_path, calibration, folder).items():
+            rows[label] = time_model(label, path, {name: image})[0].as_dict()
+    return rows
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def resnet18_figures(rtl: bool) -> dict:
+    sys.path.insert(0, str(MODELS))
+    from resnet18 import build_resnet18, random_images
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "resnet18.onnx"
+        build_resnet18(path)
+        graph = load(path)
+        float_logits = _float_logits(path, graph, random_images(1, seed=7))
+    calibration = {"input": random_images(8, seed=1)}
+    times, files = [], []
+    for _ in range(2):
+        began = time.perf_counter()
+        network = compile_network(graph, PRESETS["default"], calibration)
+        times.append(round(time.perf_counter() - began, 2))
+        files.append(dumps(network))
+    image = random_images(1, seed=7)
+    exact, result = bit_exact(network, image, sim="fsim")
+    shares = macs(network)
+    figures = {"compile_seconds": times, "deterministic": files[0] == files[1],
+               "file_bytes": len(files[0]), "fsim_bit_exact": exact,
+               "cosine_vs_float": cosine(result.outputs[graph.outputs[0]], float_logits),
+               "top1_equal": bool(result.outputs[graph.outputs[0]].argmax()
+                                  == float_logits.argmax()),
+               "macs": shares, "accel_mac_share": shares["accel"] / sum(shares.values()),
+               "host_repacks_per_inference": result.repacks}
+    if rtl:
+        exact, result = bit_exact(network, image, sim="rtl")
+        figures["rtl_default"] = {
+            "bit_exact": exact, "accel_cycles": result.accel_cycles,
+            "layers": {r["name"]: r["cycles"] for r in result.layers if r["place"] == "accel"}}
+        figures["against_alone"] = layers_against_alone(network,
+                                                        figures["rtl_default"]["layers"])
+        figures["breakdown_ms"] = breakdown(network, image, figures["rtl_default"]["layers"],
+                                            CLOCK_MHZ)
+        plot_breakdown(figures["breakdown_ms"], f"ResNet-18, batch 1, accelerator at "
+                       f"{CLOCK_MHZ:g} MHz", RESULTS / "network_resnet18.png")
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "resnet18.onnx"
+            build_resnet18(path)
+            figures["end_to_end"] = end_to_end(
+                network, path, image, calibration["input"],
+                sum(figures["breakdown_ms"]["cpu + accelerator"].values()))
+    return figures
+
+
+def layers_against_alone(network, cycles: dict[str, int]) -> dict:
+    """Each accelerator layer inside the network against the same layer measured alone.
+
+    Layers of ResNet-18's C2-C11 shapes (`compiler.workloads.RESNET18`) are
+    compared with the committed cycle baseline of the config
+    (`bench/baselines`), and their GEMM utilisation (useful MACs over cycles
+    times the MACs per cycle) is given with its geometric mean.
+    """
+    import math
+    from vdla.bench.suite import baseline_path, ideal_cycles, load_baseline
+    from vdla.compiler.workloads import RESNET18
+    baseline = load_baseline(baseline_path(network.config))["layers"]
+    rows, network_total, alone_total = {}, 0, 0
+    for node in network.graph.nodes:
+        if node.name not in cycles:
+            continue
+        op = layer_op(network.graph, node)
+        shape = (op.in_channels, op.out_channels, op.height, op.kernel, op.stride) \
+            if op.kind == "conv2d" else None
+        name = next((w.name for w in RESNET18 if shape == (
+            w.op.in_channels, w.op.out_channels, w.op.height, w.op.kernel, w.op.stride)), None)
+        row = {"workload": name, "cycles": cycles[node.name],
+               "gemm_utilization": ideal_cycles(op, network.config) / cycles[node.name]}
+        if name in baseline:
+            row["alone_cycles"] = baseline[name]["cycles"]
+            network_total += cycles[node.name]
+            alone_total += baseline[name]["cycles"]
+        rows[node.name] = row
+    named = [row["gemm_utilization"] for row in rows.values() if row["workload"]]
+    return {"layers": rows,
+            "c2_c11_network_over_alone": network_total / alone_total if alone_total else None,
+            "c2_c11_geomean_utilization": math.exp(sum(map(math.log, named)) / len(named))
+            if named else None}
+
+
+def _float_logits(path: Path, graph, image: np.ndarray) -> np.ndarray:
+    """onnxruntime fp32's logits where installed, else vdla's float execution."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return execute(graph, {"input": image})[graph.outputs[0]]
+    return ort.InferenceSession(str(path)).run(None, {"input": image})[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--resnet18", action="store_true", help="also ResNet-18 (minutes)")
+    parser.add_argument("--rtl", action="store_true", help="ResNet-18 on the default RTL too")
+    parser.add_argument("--output", default=str(RESULTS / "network.json"))
+    args = parser.parse_args()
+    results = {"machine": platform.processor() or platform.machine(),
+               "digits": digits_figures()}
+    if args.resnet18:
+        results["resnet18"] = resnet18_figures(args.rtl)
+    print(json.dumps(results, indent=1))
+    Path(args.output).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

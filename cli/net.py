@@ -1,0 +1,174 @@
+"""Networks on the command line: ``vdla compile MODEL.onnx``, and ``run``/``inspect`` of the result.
+
+``vdla compile model.onnx [--calibration x.npy] [--config ...] -o net.vdla``
+imports, quantises, places and compiles a whole model into one network file
+(`vdla.graph.network_file`); ``vdla run net.vdla`` and ``vdla inspect
+net.vdla`` recognise such a file by its magic and come here
+(`run_network`, `inspect_network`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import click
+import numpy as np
+
+from vdla.cli.clock import clock_option
+from vdla.cli.options import config_option, fail
+from vdla.graph.errors import GraphError
+
+__all__ = ["ModelGroup", "compile_model", "run_network", "inspect_network"]
+
+
+class ModelGroup(click.Group):
+    """A click group where ``GROUP FILE.onnx ...`` means ``GROUP model FILE.onnx ...``."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands and args[0].endswith(".onnx"):
+            return "model", self.commands["model"], args
+        return super().resolve_command(ctx, args)
+
+
+def _names(value: str | None) -> list[str]:
+    return [name for name in (value or "").split(",") if name]
+
+
+@click.command("model")
+@click.argument("model_path", metavar="MODEL.onnx")
+@click.option("--calibration", "calibration_path", default=None, metavar="FILE.npy",
+              help="Sample inputs (count, ...) for post-training quantisation (not needed for "
+                   "a QDQ model, whose scales are used).")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="The batch the network runs (default: the model's, 1 where symbolic).")
+@click.option("--on-cpu", "on_cpu", default=None, metavar="NODE,...",
+              help="Layers to run as generated C instead of on the accelerator.")
+@click.option("--target", type=click.Choice(["accel", "cpu"]), default="accel",
+              show_default=True, help="Where layers run by default.")
+@click.option("--place-by-cost", "by_cost", is_flag=True,
+              help="Also move to the cpu each layer whose generated C, timed on this machine, "
+                   "beats the accelerator's estimate at the clock (--clock-mhz or the known "
+                   "Fmax).")
+@clock_option
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="The network file to write (.vdla).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@config_option
+def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
+                  output, as_json, config):
+    """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
+    from vdla.cli.run import _read_npy, _writable
+    from vdla.frontend.onnx import load as load_model
+    from vdla.graph.network import compile_network
+    from vdla.graph.network_file import save
+    _writable(output, "-o")
+    calibration = None
+    try:
+        graph = load_model(model_path, batch=batch)
+        if calibration_path is not None:
+            samples = _read_npy(calibration_path, "--calibration")
+            if len(graph.inputs) != 1:
+                fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
+                     "calibrates a single-input model")
+            calibration = {graph.inputs[0]: samples}
+        network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
+                                  target=target, by_cost=by_cost, clock_mhz=clock_mhz)
+        save(network, output)
+    except GraphError as error:
+        fail(str(error))
+    rows = network.rows()
+    summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),
+               "placement": {place: sum(r["place"] == place for r in rows)
+                             for place in ("accel", "cpu", "host")},
+               "compile_seconds": round(network.compile_seconds, 3),
+               "bytes": Path(output).stat().st_size}
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    counts = ", ".join(f"{n} {place}" for place, n in summary["placement"].items() if n)
+    click.echo(f"{output}: {summary['nodes']} nodes ({counts}), {summary['bytes']:,} bytes, "
+               f"compiled in {summary['compile_seconds']:.2f} s")
+    for name, spec in summary["inputs"].items():
+        click.echo(f"input {name}: {spec}")
+    for name, cost in network.metadata.get("placement_costs", {}).items():
+        click.echo(f"{name}: accelerator {cost['accel_ms']:.3f} ms (estimated), cpu "
+                   f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")
+
+
+def _load_network(path: str, config):
+    from vdla.graph.network_file import load
+    try:
+        return load(path, config)
+    except GraphError as error:
+        fail(str(error))
+
+
+def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
+                as_json, config, backend_options, clock_mhz=None) -> None:
+    """``vdla run`` of a network file."""
+    from vdla.cli.run import _output_paths, _read_npy
+    if target not in ("accel", "cpu"):
+        fail(f"--target {target}: a network runs on the accelerator (--sim ...) or with "
+             "--target cpu")
+    network = _load_network(program_file, config)
+    # run's --output parsing, over the network's outputs.
+    outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
+                                            for name in network.graph.outputs])
+    paths = _output_paths(outputs, outputs_view)
+    arrays = {name: _read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
+    try:
+        result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
+    except GraphError as error:
+        fail(str(error))
+    for name, path in paths.items():
+        np.save(path, result.outputs[name])
+    from vdla.cli.clock import time_report, time_text
+    report = {"sim": "cpu" if target == "cpu" else sim, "layers": result.layers,
+              "accel_cycles": result.accel_cycles,
+              "accel_time": time_report(network.config, result.accel_cycles, clock_mhz),
+              "repacks": result.repacks,
+              "seconds": round(sum(row["seconds"] for row in result.layers), 6),
+              "outputs": {name: [array.dtype.name, list(array.shape)]
+                          for name, array in result.outputs.items()}}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(f"{'node':<28} {'op':<18} {'place':<6} {'cycles':>10} {'ms':>9}")
+    for row in result.layers:
+        cycles = "-" if row["cycles"] is None else f"{row['cycles']:,}"
+        click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {row['place']:<6} {cycles:>10} "
+                   f"{row['seconds'] * 1e3:>9.3f}")
+    if report["accel_cycles"] is not None:
+        click.echo(f"accelerator cycles: {report['accel_cycles']:,}"
+                   + (f" ({time_text(report['accel_time'])})" if report["accel_time"] else ""))
+    click.echo(f"host repacks (logical <-> blocked layout): {result.repacks}")
+    for name, array in result.outputs.items():
+        click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}"
+                   + (f" -> {paths[name]}" if name in paths else ""))
+
+
+def inspect_network(program_file, as_json, config) -> None:
+    """``vdla inspect`` of a network file: one row per node."""
+    from vdla.cli.clock import time_report
+    network = _load_network(program_file, config)
+    rows = network.rows()
+    for row in rows:  # at the config's known Fmax (vdla hw synth), when there is one
+        timing = time_report(network.config, row["estimated_cycles"], None)
+        row["estimated_ms"] = None if timing is None else round(timing["ms"], 6)
+    report = {"config": network.config.name, "inputs": network.input_specs_json(),
+              "outputs": network.graph.outputs, "nodes": rows, "verification": "ok"}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    click.echo(f"network: {program_file} (config {network.config.name}; verified)")
+    click.echo(f"{'node':<28} {'op':<18} {'inputs':<22} {'outputs':<18} {'place':<6} "
+               f"{'est. cycles':>12} {'est. ms':>9}")
+    for row in rows:
+        shapes = " ".join("x".join(map(str, s)) for s in row["inputs"])
+        out = " ".join("x".join(map(str, s)) for s in row["outputs"])
+        cycles = "-" if row["estimated_cycles"] is None else f"{row['estimated_cycles']:,}"
+        ms = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f}"
+        click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {shapes[:22]:<22} {out[:18]:<18} "
+                   f"{row['place']:<6} {cycles:>12} {ms:>9}")

@@ -1,0 +1,51 @@
+"""``vdla quantize MODEL.onnx --calibration x.npy -o MODEL.q.onnx``: vdla's int8 as a QDQ model.
+
+Post-training quantisation with power-of-two scales (`vdla.graph.quantize`),
+written as a QDQ ONNX model (`vdla.graph.export.to_qdq`): onnxruntime runs it
+with exactly vdla's scales, and ``vdla compile`` reads it back without
+calibration.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from vdla.cli.options import fail
+from vdla.graph.errors import GraphError
+
+
+@click.command("quantize")
+@click.argument("model_path", metavar="MODEL.onnx")
+@click.option("--calibration", "calibration_path", required=True, metavar="FILE.npy",
+              help="Sample inputs (count, ...) to calibrate the scales on.")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="The batch of the written model (default: the model's, 1 where symbolic).")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="The QDQ model to write (.onnx).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def command(model_path, calibration_path, batch, output, as_json):
+    """Quantise a float ONNX model to int8 (power-of-two scales) and write it as QDQ."""
+    import onnx
+    from vdla.cli.run import _read_npy, _writable
+    from vdla.frontend.onnx import load
+    from vdla.graph.export import to_qdq
+    from vdla.graph.network import quantize_graph
+    _writable(output, "-o")
+    try:
+        graph = load(model_path, batch=batch)
+        if len(graph.inputs) != 1:
+            fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
+                 "calibrates a single-input model")
+        samples = _read_npy(calibration_path, "--calibration")
+        integer = quantize_graph(graph, {graph.inputs[0]: samples})
+        onnx.save(to_qdq(integer), output)
+    except GraphError as error:
+        fail(str(error))
+    layers = {node.name: node.attrs["shift"] for node in integer.nodes if "shift" in node.attrs}
+    if as_json:
+        click.echo(json.dumps({"output": output, "shifts": layers}))
+        return
+    click.echo(f"{output}: int8 QDQ, power-of-two scales; requantisation shifts: "
+               + ", ".join(f"{name} {shift}" for name, shift in layers.items()))

@@ -1,0 +1,393 @@
+"""A compiled network: the integer graph, its placement and its layers' programs; runs whole.
+
+Three calls take a model to results::
+
+    graph = vdla.frontend.onnx.load("model.onnx", batch=4)
+    net = vdla.graph.network.compile_network(graph, config, calibration={"input": x})
+    out = net.run({"input": images}, sim="fsim").outputs
+
+`compile_network` runs the float pass pipeline, quantises, runs the integer
+pipeline, places every node (`graph.placement`) and compiles each
+accelerator layer with the layer compiler (`compiler.driver.compile_op`).
+`Network.run` walks the nodes in order: accelerator layers on the backend
+of a `runtime.Device` of the chosen simulation tier, cpu layers as the cpu
+target's generated C (`compiler.cpu`, built from the layer's description,
+never from stored code), host nodes with their numpy kernels
+(`graph.kernels`). The integer reference (`graph.kernels.execute` on the
+integer graph) is what every run must equal, tensor for tensor.
+
+Activations stay in the accelerator's blocked layout between layers
+(`graph.layout`); each accelerator layer still runs in a DRAM image of its
+own, which receives the blocked bytes by copy, not in one shared arena.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph
+from vdla.graph.kernels import run_node
+from vdla.graph.layout import Blocked, block, run_blocked, runs_blocked, unblock
+from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
+from vdla.graph.placement import LAYER_OPS, layer_op, place
+from vdla.graph.quantize import quantize
+from vdla.hw.config import HwConfig
+from vdla.runtime.program import Program
+
+__all__ = ["Network", "NetworkResult", "compile_network", "quantize_graph"]
+
+
+@dataclasses.dataclass
+class NetworkResult:
+    """The outcome of `Network.run`.
+
+    Parameters
+    ----------
+    outputs : dict of str to numpy.ndarray
+        The graph's outputs.
+    tensors : dict of str to numpy.ndarray
+        With ``keep=True``, every tensor the run computed (inputs and
+        constants left out), in its logical layout.
+    layers : list of dict
+        Per node: ``name``, ``op``, ``place``, ``seconds`` (host wall time,
+        packing and the simulator included), from timed tiers ``cycles``, and
+        for cpu layers ``kernel_seconds`` (the generated C's own call).
+    repacks : int
+        Conversions between the logical and the blocked layout (`graph.layout`):
+        2 when the first layer packs the input and the output is unpacked once.
+    """
+
+    outputs: dict[str, np.ndarray]
+    tensors: dict[str, np.ndarray]
+    layers: list[dict[str, Any]]
+    repacks: int = 0
+
+    @property
+    def accel_cycles(self) -> int | None:
+        """Cycles of all accelerator layers together (None on untimed tiers)."""
+        cycles = [row["cycles"] for row in self.layers if row["place"] == "accel"]
+        return None if not cycles or any(c is None for c in cycles) else sum(cycles)
+
+
+@dataclasses.dataclass
+class Network:
+    """An integer graph, where each node runs, and the accelerator layers' programs."""
+
+    graph: Graph
+    placement: dict[str, str]
+    programs: dict[str, Program]
+    config: HwConfig
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # How long `compile_network` took (not saved: files are the same bytes every time).
+    compile_seconds: float | None = dataclasses.field(default=None, compare=False)
+    # cpu layers' programs, generated when a run first needs them.
+    _cpu_kernels: dict[str, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                     repr=False, compare=False)
+    _devices: dict[tuple, Any] = dataclasses.field(default_factory=dict, init=False,
+                                                   repr=False, compare=False)
+    # Each accelerator layer's DRAM image with its instructions and constants placed.
+    _images: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, init=False,
+                                                       repr=False, compare=False)
+
+    def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+        return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
+                for name in self.graph.inputs}
+
+    def input_specs_json(self) -> dict[str, str]:
+        """``{"input": "float32 (4, 1, 8, 8)"}``."""
+        return {name: f"{dtype.name} {shape}" for name, (dtype, shape)
+                in self.input_specs().items()}
+
+    def check_inputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The inputs as float32 arrays of the graph's shapes, or one `GraphError`."""
+        from vdla.runtime.device import describe_array
+        specs = self.input_specs()
+        for name in inputs:
+            if name not in specs:
+                raise GraphError(f"unknown input {name!r}: the network's inputs are "
+                                 f"{', '.join(specs)}")
+        checked = {}
+        for name, (dtype, shape) in specs.items():
+            if name not in inputs:
+                raise GraphError(f"missing input {name!r}: expected "
+                                 f"{describe_array(dtype, shape)}")
+            array = inputs[name]
+            if not isinstance(array, np.ndarray) or array.dtype.kind != "f" \
+                    or tuple(array.shape) != shape:
+                got = (describe_array(array.dtype, array.shape) if isinstance(array, np.ndarray)
+                       else type(array).__name__)
+                raise GraphError(f"input {name!r}: expected {describe_array(dtype, shape)}, "
+                                 f"got {got}")
+            if not np.all(np.isfinite(array)):
+                raise GraphError(f"input {name!r}: holds NaN or infinite values")
+            checked[name] = array.astype(np.float32)
+        return checked
+
+    def run(self, inputs: dict[str, np.ndarray], sim: str = "fsim", *, target: str = "accel",
+            threads: int = 2, keep: bool = False, **backend_options) -> NetworkResult:
+        """Run the network on ``inputs``.
+
+        Parameters
+        ----------
+        inputs : dict of str to numpy.ndarray
+            Float arrays of the graph inputs' shapes.
+        sim : str
+            The simulation tier of accelerator layers (``fsim``, ``rtl``, ...).
+        target : str
+            ``"accel"`` (the placement as compiled) or ``"cpu"`` (every layer
+            as the cpu target's generated C).
+        threads : int
+            Threads of cpu layers.
+        keep : bool
+            Also return every computed tensor, logical (for checks).
+        **backend_options
+            Passed to the simulation backend (e.g. ``cycle_limit``).
+        """
+        from vdla.runtime.device import Device
+        values = {name: t.value for name, t in self.graph.tensors.items() if t.constant}
+        values.update(self.check_inputs(inputs))
+        if target not in ("accel", "cpu"):
+            raise GraphError(f"target: expected accel or cpu, got {target!r}")
+        key = (sim, tuple(sorted(backend_options.items())))
+        if target == "accel" and key not in self._devices and "accel" in self.placement.values():
+            # Kept between runs: a simulator is built once.
+            self._devices[key] = Device(self.config, sim, **backend_options)
+        config, repacks = self.config, 0
+        # Activations stay blocked between layers only where both layouts are the same bytes.
+        blocking = config.block_in == config.block_out
+
+        converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
+
+        def logical(name: str) -> np.ndarray:
+            nonlocal repacks
+            if not isinstance(values[name], Blocked):
+                return values[name]
+            if name not in converted:
+                converted[name], repacks = unblock(values[name], config), repacks + 1
+            return converted[name]
+
+        def blocked(name: str) -> Blocked:
+            nonlocal repacks
+            if isinstance(values[name], Blocked):
+                return values[name]
+            if name not in converted:
+                converted[name], repacks = block(values[name], config), repacks + 1
+            return converted[name]
+
+        rows, computed = [], []
+        for node in self.graph.nodes:
+            place = self.placement[node.name]
+            if target == "cpu" and place == "accel":
+                place = "cpu"
+            began = time.perf_counter()
+            cycles = kernel_seconds = None
+            if place == "accel" and blocking:
+                outputs, cycles = self._run_blocked_layer(self._devices[key], node,
+                                                          blocked(node.inputs[0]))
+            elif place == "accel":
+                args = [logical(name) for name in node.inputs]
+                result = self._devices[key].run(self.programs[node.name], {
+                    "data": args[0], "weight": args[1], "bias": args[2]})
+                outputs, cycles = [result.outputs["out"]], result.cycles
+            elif place == "cpu":
+                kernel = self._cpu_kernel(node)
+                data = logical(node.inputs[0])
+                called = time.perf_counter()
+                outputs = [kernel.run(data, threads=threads)]
+                kernel_seconds = time.perf_counter() - called
+            elif runs_blocked(self.graph, node) and any(
+                    isinstance(values[name], Blocked) for name in node.inputs):
+                outputs = run_blocked(self.graph, node, [blocked(name) for name in node.inputs])
+            else:
+                outputs = run_node(node, [logical(name) for name in node.inputs])
+            seconds = time.perf_counter() - began
+            for name, array in zip(node.outputs, outputs):
+                values[name] = array
+                computed.append(name)
+            rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
+                         "seconds": seconds, "kernel_seconds": kernel_seconds})
+        outputs = {name: logical(name) for name in self.graph.outputs}
+        tensors = {}
+        if keep:  # the logical form of every tensor, for checks (not counted as repacks)
+            tensors = {name: (unblock(values[name], config) if isinstance(values[name], Blocked)
+                              else values[name]) for name in computed}
+        return NetworkResult(outputs, tensors, rows, repacks)
+
+    def _run_blocked_layer(self, device, node, data: Blocked) -> tuple[list[Blocked], int | None]:
+        """An accelerator layer on a blocked input: its DRAM image gets the bytes as they are."""
+        from vdla.runtime.layout import pack, packed_shape
+        from vdla.runtime.verify import dram_image
+        from vdla.sim.checker import check_program
+        program = self.programs[node.name]
+        if node.name not in self._images:
+            # Instructions, micro-ops and the constant weights and bias, placed once.
+            image = dram_image(program)
+            for region in program.inputs:
+                if region.name != "data":
+                    constant = self.graph.value(node.inputs[1 if region.name == "weight" else 2])
+                    _place(image, region, pack(region.layout, constant, self.config))
+            self._images[node.name] = image
+        dram = self._images[node.name].copy()
+        (region,) = [r for r in program.inputs if r.name == "data"]
+        if tuple(data.shape) != tuple(region.shape):
+            raise GraphError(f"{node.describe()}: input {data.shape} does not match its "
+                             f"program's {region.shape}")
+        _place(dram, region, data.packed)
+        if not getattr(device.backend, "checks_programs", False):
+            check_program(self.config, dram, program.insn_offset, len(program.instructions))
+        result = device.backend.run(dram, program.insn_offset, len(program.instructions))
+        (out,) = program.outputs
+        shape = packed_shape(out.layout, out.shape, self.config)
+        size = int(np.prod(shape))
+        packed = dram[out.dram_offset:out.dram_offset + size].view(np.int8).reshape(shape)
+        return [Blocked(packed.copy(), tuple(out.shape))], result.cycles
+
+    def _cpu_kernel(self, node):
+        """The layer's generated C, loaded, its constant weights packed once."""
+        from vdla.compiler.cpu.build import CpuBuildError
+        from vdla.compiler.cpu.kernel import CpuKernel
+        if node.name not in self._cpu_kernels:
+            try:
+                kernel = CpuKernel(layer_op(self.graph, node))
+            except CpuBuildError as error:
+                raise GraphError(f"{node.describe()}: its C does not build here: "
+                                 f"{error}") from None
+            kernel.set_weights(self.graph.value(node.inputs[1]), self.graph.value(node.inputs[2]))
+            self._cpu_kernels[node.name] = kernel
+        return self._cpu_kernels[node.name]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per node: name, op, input and output shapes, place, estimated cycles."""
+        estimates = self.metadata.get("estimated_cycles", {})
+        return [{**row, "place": self.placement[row["name"]],
+                 "estimated_cycles": estimates.get(row["name"])}
+                for row in self.graph.summary()]
+
+
+def _place(dram: np.ndarray, region, packed: np.ndarray) -> None:
+    """Write a packed tensor at its region of a DRAM image (the plan was verified on load)."""
+    data = np.ascontiguousarray(packed).reshape(-1).view(np.uint8)
+    if region.dram_offset + data.size > dram.size:
+        raise GraphError(f"tensor {region.name!r} of {data.size} bytes does not fit the "
+                         f"program's DRAM image at {region.dram_offset}")
+    dram[region.dram_offset:region.dram_offset + data.size] = data
+
+
+def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
+    from vdla.compiler.schedule import Schedule, estimate_cost
+    plan = Schedule.from_dict(program.metadata["schedule"]).check(op.geometry(), config)
+    return int(round(estimate_cost(plan)))
+
+
+def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+    """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
+
+    ``calibration`` is as for `compile_network`, checked against the graph's inputs.
+    """
+    floating = run_passes(graph, PIPELINE)
+    if calibration is not None:
+        for name in floating.inputs:
+            if name not in calibration:
+                raise GraphError(f"calibration: no samples for input {name!r}")
+            sample = np.asarray(calibration[name])
+            expected = floating.tensors[name].shape[1:]
+            if sample.ndim != len(expected) + 1 or sample.shape[1:] != expected \
+                    or sample.dtype.kind != "f" or len(sample) == 0:
+                raise GraphError(f"calibration {name!r}: expected float samples of shape "
+                                 f"(count, {', '.join(map(str, expected))}), got "
+                                 f"{sample.dtype.name} {sample.shape}")
+            if not np.all(np.isfinite(sample)):
+                raise GraphError(f"calibration {name!r}: holds NaN or infinite values")
+    return run_passes(quantize(floating, calibration), INTEGER_PIPELINE)
+
+
+def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
+                    = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
+                    clock_mhz: float | None = None, threads: int = 2) -> Network:
+    """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
+
+    Parameters
+    ----------
+    graph : Graph
+        As `vdla.frontend.onnx.load` returns it.
+    config : HwConfig
+        The accelerator.
+    calibration : dict of str to numpy.ndarray, optional
+        Sample inputs per graph input (stacked on the first axis); needed
+        unless the model is QDQ.
+    on_cpu : iterable of str
+        Layers to run as generated C (`graph.placement.place`).
+    target : str
+        ``"accel"`` or ``"cpu"``: where layers go by default.
+    by_cost : bool
+        Also move to the cpu every layer whose generated C, timed here with
+        ``threads`` threads, is faster than the accelerator's estimated cycles
+        at ``clock_mhz`` (or the config's known Fmax); the costs are kept in
+        ``metadata["placement_costs"]``. Depends on this machine and its load.
+
+    Raises
+    ------
+    GraphError
+        For a graph that cannot be quantised, placed or compiled (one line,
+        naming the node).
+    """
+    from vdla.compiler.driver import compile_op
+    from vdla.compiler.errors import CompileError
+    began = time.perf_counter()
+    integer = quantize_graph(graph, calibration)
+    placement = place(integer, target, on_cpu)
+    programs, estimates = {}, {}
+    for node in integer.nodes:
+        if node.op not in LAYER_OPS:
+            continue
+        op = layer_op(integer, node)
+        if placement[node.name] != "accel":
+            continue
+        try:
+            programs[node.name] = compile_op(op, config)
+        except CompileError as error:
+            raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
+                             f"--on-cpu {node.name})") from None
+        estimates[node.name] = _estimated_cycles(programs[node.name], op, config)
+    metadata = {"estimated_cycles": estimates}
+    if by_cost:
+        metadata["placement_costs"] = _place_by_cost(integer, placement, programs, estimates,
+                                                     config, clock_mhz, threads)
+    return Network(integer, placement, programs, config, metadata,
+                   compile_seconds=time.perf_counter() - began)
+
+
+def _place_by_cost(graph: Graph, placement: dict[str, str], programs: dict[str, Program],
+                   estimates: dict[str, int], config: HwConfig, clock_mhz: float | None,
+                   threads: int) -> dict[str, dict[str, float]]:
+    """Move accelerator layers the cpu runs faster to the cpu (in place); their costs in ms."""
+    from vdla.compiler.cpu.kernel import CpuKernel
+    from vdla.hw.synth import clock_for
+    clock = clock_for(config, clock_mhz)
+    if clock is None:
+        raise GraphError(f"placement by cost needs the accelerator's clock: pass --clock-mhz "
+                         f"(no Fmax is known for config {config.name!r}; vdla hw synth finds it)")
+    rng = np.random.default_rng(0)
+    costs = {}
+    for name in list(programs):
+        op = layer_op(graph, graph.node(name))
+        kernel = CpuKernel(op)
+        inputs = op.random_inputs(rng)
+        kernel.set_weights(inputs["weight"], inputs["bias"])
+        seconds = []
+        for _ in range(3):
+            began = time.perf_counter()
+            kernel.run(inputs["data"], threads=threads)
+            seconds.append(time.perf_counter() - began)
+        cpu_ms = min(seconds) * 1e3
+        accel_ms = estimates[name] / (clock[0] * 1e3)
+        costs[name] = {"accel_ms": round(accel_ms, 6), "cpu_ms": round(cpu_ms, 6)}
+        if cpu_ms < accel_ms:
+            placement[name] = "cpu"
+            del programs[name]
+    return costs

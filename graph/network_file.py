@@ -1,0 +1,343 @@
+"""The network program file: a compiled `Network` on disk, data only, verified on load.
+
+Layout (integers little-endian)::
+
+    magic            8 bytes   b"VDLANETW"
+    format version   uint32    FORMAT_VERSION
+    header length    uint32
+    header           JSON      config, inputs, outputs, tensors (name, shape, dtype,
+                               exponent, and for constants their byte range in the
+                               data), nodes (name, op, inputs, outputs, attrs),
+                               placement, programs (each layer's byte range), metadata
+    data             bytes     constant arrays (C order) and the accelerator layers'
+                               ``.vdla`` program files, back to back
+    digest           32 bytes  SHA-256 of everything before it
+
+No pickle, no code: host nodes are operator names with attributes that
+`graph.kernels` implements; cpu layers are rebuilt from their description.
+`load` bounds what it reads, checks the digest, then every field: dtypes and
+shapes, byte ranges inside the data, each node's operator and attribute types
+(`NODE_ATTRS`), the graph's order (`Graph.check`), the placement, each
+embedded program (`runtime.program_file.loads`, which verifies its DRAM plan)
+and that each layer's program computes exactly that layer (its operator equals
+`graph.placement.layer_op`), and finally every host node's output shape, by
+running the host nodes once on zeros.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.files import read_bounded
+from vdla.graph.ir import Graph, Node, Tensor
+from vdla.graph.kernels import run_node
+from vdla.graph.network import Network
+from vdla.graph.placement import LAYER_OPS, layer_op
+from vdla.hw.config import ConfigError, HwConfig
+
+__all__ = ["save", "load", "dumps", "loads", "is_network_file", "MAGIC", "FORMAT_VERSION",
+           "NODE_ATTRS", "MAX_FILE_BYTES"]
+
+MAGIC = b"VDLANETW"
+FORMAT_VERSION = 1
+_PREAMBLE = struct.Struct("<8sII")
+_DIGEST = 32
+MAX_FILE_BYTES = 1 << 30
+_DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
+
+# Attribute kinds: "int", "bool", "pair" (2 ints > 0), "pads" (4 ints >= 0).
+_SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
+NODE_ATTRS: dict[str, dict[str, str]] = {
+    "quantize_input": {"exponent": "int"},
+    "dequantize_output": {"exponent": "int"},
+    "qconv": {**_SPATIAL, "shift": "shift", "relu": "bool"},
+    "qdense": {"shift": "shift", "relu": "bool"},
+    "qadd": {"shift_a": "shift", "shift_b": "shift", "shift": "shift", "relu": "bool"},
+    "qavgpool": {**_SPATIAL, "count_include_pad": "bool"},
+    "qglobal_avgpool": {},
+    "maxpool": _SPATIAL,
+    "relu": {},
+    "clip": {"min": "int", "max": "int"},
+    "flatten": {"axis": "int"},
+    "reshape": {"shape": "shape"},
+    "pad": {"pads": "pads"},
+    "softmax": {"axis": "int"},
+}
+
+
+class _FileError(GraphError):
+    pass
+
+
+def is_network_file(path: str | Path) -> bool:
+    """True when ``path`` starts with the network file's magic (False if unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def _attr_json(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def dumps(network: Network) -> bytes:
+    """The bytes of a network file (deterministic: the same network gives the same bytes)."""
+    from vdla.runtime.program_file import dumps as program_bytes
+    blobs, offset = [], 0
+
+    def add(data: bytes) -> list[int]:
+        nonlocal offset
+        blobs.append(data)
+        offset += len(data)
+        return [offset - len(data), len(data)]
+
+    graph = network.graph
+    tensors = []
+    for name, tensor in graph.tensors.items():
+        entry = {"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
+                 "exponent": tensor.exponent}
+        if tensor.constant:
+            entry["data"] = add(np.ascontiguousarray(tensor.value, tensor.dtype).tobytes())
+        tensors.append(entry)
+    programs = {}
+    for name, program in sorted(network.programs.items()):
+        # Compile times vary from run to run; they are no part of the program.
+        metadata = {k: v for k, v in program.metadata.items() if k != "compile_seconds"}
+        metadata["stats"] = {k: v for k, v in metadata.get("stats", {}).items()
+                             if k != "timings_s"}
+        programs[name] = add(program_bytes(_with_metadata(program, metadata)))
+    header = {"config": network.config.to_dict(), "inputs": graph.inputs,
+              "outputs": graph.outputs, "tensors": tensors,
+              "nodes": [{"name": n.name, "op": n.op, "inputs": n.inputs, "outputs": n.outputs,
+                         "attrs": {k: _attr_json(v) for k, v in n.attrs.items()}}
+                        for n in graph.nodes],
+              "placement": network.placement, "programs": programs,
+              "metadata": network.metadata}
+    text = json.dumps(header, sort_keys=True).encode()
+    body = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(blobs)
+    return body + hashlib.sha256(body).digest()
+
+
+def _with_metadata(program, metadata):
+    import dataclasses
+    return dataclasses.replace(program, metadata=metadata)
+
+
+def save(network: Network, path: str | Path) -> Path:
+    """Write ``network`` to ``path``; returns the path."""
+    path = Path(path)
+    data = dumps(network)
+    try:
+        path.write_bytes(data)
+    except OSError as error:
+        raise GraphError(f"{path}: cannot write ({error.strerror or error})") from None
+    return path
+
+
+def _check_attrs(node: Node, where: str) -> dict[str, Any]:
+    kinds = NODE_ATTRS[node.op]
+    if set(node.attrs) != set(kinds):
+        raise _FileError(f"{where}: attributes {sorted(node.attrs)}, expected {sorted(kinds)}")
+    attrs = {}
+    for key, kind in kinds.items():
+        value = node.attrs[key]
+        ints = value if isinstance(value, list) else [value]
+        if kind != "bool" and not all(isinstance(v, int) and not isinstance(v, bool)
+                                      for v in ints):
+            raise _FileError(f"{where}: attribute {key}={value!r:.40} must be integers")
+        ok = {"bool": isinstance(value, bool),
+              "int": isinstance(value, int) and abs(value) < 1 << 16,
+              "shift": isinstance(value, int) and 0 <= value <= 31,
+              "pair": isinstance(value, list) and len(value) == 2 and min(value) > 0
+              and max(value) < 1 << 16,
+              "pads": isinstance(value, list) and len(value) == 4 and min(value) >= 0
+              and max(value) < 1 << 16,
+              "shape": isinstance(value, list) and 0 < len(value) <= 8 and min(value) > 0}[kind]
+        if not ok:
+            raise _FileError(f"{where}: attribute {key}={value!r:.40} is out of range")
+        attrs[key] = tuple(value) if isinstance(value, list) else value
+    return attrs
+
+
+def _strings(value, what: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _FileError(f"{what} must be a list of strings")
+    return value
+
+
+def loads(data: bytes, source: str = "network file", config: HwConfig | None = None
+          ) -> Network:
+    """Parse and verify the bytes of a network file; see `load`."""
+    from vdla.runtime.program_file import ProgramFileError
+    from vdla.runtime.program_file import loads as program_loads
+    if len(data) < _PREAMBLE.size + _DIGEST or data[:len(MAGIC)] != MAGIC:
+        raise GraphError(f"{source}: not a vdla network file (it does not start with {MAGIC!r}"
+                         " or is truncated)")
+    _, version, length = _PREAMBLE.unpack_from(data)
+    if version != FORMAT_VERSION:
+        raise GraphError(f"{source}: network format version {version} is not supported (this "
+                         f"vdla reads {FORMAT_VERSION}); recompile it")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.sha256(body).digest() != digest or _PREAMBLE.size + length > len(body):
+        raise GraphError(f"{source}: damaged or truncated (SHA-256 integrity check failed)")
+    blob = memoryview(body)[_PREAMBLE.size + length:]
+    try:
+        header = json.loads(body[_PREAMBLE.size:_PREAMBLE.size + length])
+        if not isinstance(header, dict):
+            raise _FileError("the header is not a JSON object")
+        return _network(header, blob, config, program_loads)
+    except (_FileError, ProgramFileError, ConfigError) as error:
+        raise GraphError(f"{source}: {error}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise GraphError(f"{source}: malformed header ({type(error).__name__}: "
+                         f"{str(error)[:80]})") from None
+
+
+def _range(entry, blob, what: str) -> memoryview:
+    if not (isinstance(entry, list) and len(entry) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry)
+            and entry[0] + entry[1] <= len(blob)):
+        raise _FileError(f"{what}: byte range {entry!r:.40} is outside the file's data")
+    return blob[entry[0]:entry[0] + entry[1]]
+
+
+def _network(header: dict, blob, config, program_loads) -> Network:
+    file_config = HwConfig.from_dict(header["config"])
+    if config is not None and not config.same_hardware(file_config):
+        raise _FileError(f"compiled for hardware {file_config.name!r}, not for {config.name!r}; "
+                         "recompile it for this config")
+    tensors = {}
+    for entry in header["tensors"]:
+        name = entry["name"]
+        if not isinstance(name, str) or name in tensors:
+            raise _FileError(f"tensor name {name!r:.40} is not a string or repeats")
+        shape = entry["shape"]
+        if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool)
+                                                  and 0 < n < 1 << 28 for n in shape) \
+                or math.prod(shape) > 1 << 28:
+            raise _FileError(f"tensor {name!r}: shape {shape!r:.40} is not a valid shape")
+        dtype = _DTYPES.get(entry["dtype"])
+        exponent = entry["exponent"]
+        if dtype is None or not (exponent is None or isinstance(exponent, int)):
+            raise _FileError(f"tensor {name!r}: dtype {entry['dtype']!r:.20} or exponent "
+                             "is not supported")
+        value = None
+        if "data" in entry:
+            raw = _range(entry["data"], blob, f"tensor {name!r}")
+            if len(raw) != math.prod(shape) * np.dtype(dtype).itemsize:
+                raise _FileError(f"tensor {name!r}: {len(raw)} bytes of data for shape {shape}")
+            value = np.frombuffer(raw, dtype).reshape(shape).copy()
+        tensors[name] = Tensor(name, tuple(shape), dtype, value, exponent)
+    nodes = []
+    for entry in header["nodes"]:
+        node = Node(str(entry["name"]), entry["op"], _strings(entry["inputs"], "node inputs"),
+                    _strings(entry["outputs"], "node outputs"), entry["attrs"])
+        where = f"node {node.name!r:.60} ({node.op!r:.20})"
+        if node.op not in NODE_ATTRS or not isinstance(node.attrs, dict):
+            raise _FileError(f"{where}: operator {node.op!r:.20} is not one a network runs")
+        node.attrs = _check_attrs(node, where)
+        nodes.append(node)
+    graph = Graph(tensors, nodes, _strings(header["inputs"], "inputs"),
+                  _strings(header["outputs"], "outputs"))
+    try:
+        graph.check()
+    except GraphError as error:
+        raise _FileError(str(error)) from None
+    placement = header["placement"]
+    if not isinstance(placement, dict) or set(placement) != {n.name for n in nodes}:
+        raise _FileError("the placement does not name every node exactly once")
+    programs = {}
+    for node in nodes:
+        where = f"node {node.name!r:.60} ({node.op})"
+        place = placement[node.name]
+        expected = ("accel", "cpu") if node.op in LAYER_OPS else ("host",)
+        if place not in expected:
+            raise _FileError(f"{where}: placed on {place!r:.20}, expected one of "
+                             f"{', '.join(expected)}")
+        _check_operands(graph, node, where)
+        if place != "accel":
+            continue
+        entry = header["programs"].get(node.name)
+        program = program_loads(bytes(_range(entry, blob, f"{where}: program")), file_config,
+                                source=f"{where}: program")
+        if program.metadata.get("op") != layer_op(graph, node).to_dict():
+            raise _FileError(f"{where}: its program computes "
+                             f"{program.metadata.get('op_description')!r:.80}, not this layer")
+        programs[node.name] = program
+    _check_shapes(graph)
+    metadata = header["metadata"]
+    if not isinstance(metadata, dict):
+        raise _FileError("metadata must be a JSON object")
+    return Network(graph, placement, programs, file_config, metadata)
+
+
+def _check_operands(graph: Graph, node: Node, where: str) -> None:
+    """A layer's weight and bias: constants of the dtypes and shapes its input asks for."""
+    if node.op not in LAYER_OPS:
+        return
+    if len(node.inputs) != 3 or len(node.outputs) != 1:
+        raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
+    x, w, b = (graph.tensors[name] for name in node.inputs)
+    rank = 4 if node.op == "qconv" else 2
+    if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
+            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1]
+            and b.shape == (w.shape[0],)):
+        raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
+                         "do not form a layer")
+
+
+def _check_shapes(graph: Graph) -> None:
+    """Every node's outputs have the declared shapes and dtypes (host nodes run once on zeros)."""
+    values = {name: (t.value if t.constant else np.zeros(t.shape, t.dtype))
+              for name, t in graph.tensors.items()}
+    for node in graph.nodes:
+        declared = [graph.tensors[name] for name in node.outputs]
+        if node.op in LAYER_OPS:
+            out = layer_op(graph, node).output_shape
+            if len(declared) != 1 or declared[0].shape != tuple(out) \
+                    or declared[0].dtype != np.int8:
+                raise _FileError(f"node {node.name!r}: output declared "
+                                 f"{[t.describe() for t in declared]}, the layer gives int8 {out}")
+            continue
+        try:
+            outputs = run_node(node, [values[name] for name in node.inputs])
+        except Exception as error:  # noqa: BLE001 - a hostile file's shapes, found before a run
+            raise _FileError(f"node {node.name!r} ({node.op}): does not apply to its inputs "
+                             f"({type(error).__name__})") from None
+        for tensor, array in zip(declared, outputs):
+            if array.shape != tensor.shape or array.dtype != tensor.dtype:
+                raise _FileError(f"node {node.name!r} ({node.op}): output {tensor.name!r} "
+                                 f"declared {tensor.describe()}, computed "
+                                 f"{array.dtype.name} {array.shape}")
+        if len(outputs) != len(declared):
+            raise _FileError(f"node {node.name!r} ({node.op}): {len(declared)} outputs declared")
+
+
+def load(path: str | Path, config: HwConfig | None = None) -> Network:
+    """Read and verify a network file.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+    config : HwConfig, optional
+        When given, the file must have been compiled for the same hardware.
+
+    Raises
+    ------
+    GraphError
+        One line for a missing, damaged, truncated, oversized or inconsistent file.
+    """
+    path = Path(path)
+    data = read_bounded(path, MAX_FILE_BYTES,
+                        f"any network file vdla writes ({MAX_FILE_BYTES:,} bytes)")
+    return loads(data, str(path), config)

@@ -1,0 +1,49 @@
+"""Graph passes, run as one declared pipeline (`PIPELINE`, `run_passes`).
+
+Each pass is a module with one function ``Graph -> Graph`` that changes the
+graph in place and returns it; `run_passes` runs them in order, checks the
+graph after each, and can hand each result to a ``dump`` callback by name.
+The float pipeline runs before quantisation (`graph.quantize`), the integer
+one after it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from vdla.graph.ir import Graph
+from vdla.graph.passes.batchnorm import fold_batchnorm
+from vdla.graph.passes.constants import fold_constants
+from vdla.graph.passes.fusion import fuse_activations, fuse_bias
+from vdla.graph.passes.identities import remove_identities
+from vdla.graph.passes.pads import split_pads
+from vdla.graph.passes.qdq import read_qdq
+
+__all__ = ["PIPELINE", "INTEGER_PIPELINE", "run_passes"]
+
+# Before quantisation, on the float graph: in this order, each enabling the next
+# (folded constants expose BatchNorms to fold, folded BatchNorms expose the
+# activations to fuse).
+PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("read_qdq", read_qdq),
+    ("fold_constants", fold_constants),
+    ("remove_identities", remove_identities),
+    ("fold_batchnorm", fold_batchnorm),
+    ("fuse_bias", fuse_bias),
+    ("fuse_activations", fuse_activations),
+]
+# After quantisation, on the integer graph.
+INTEGER_PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("split_pads", split_pads),
+]
+
+
+def run_passes(graph: Graph, pipeline=PIPELINE,
+               dump: Callable[[str, Graph], None] | None = None) -> Graph:
+    """Run ``pipeline`` on a copy of ``graph``; ``dump(name, graph)`` after each pass."""
+    graph = graph.copy()
+    for name, run in pipeline:
+        graph = run(graph).prune().check()
+        if dump is not None:
+            dump(name, graph)
+    return graph

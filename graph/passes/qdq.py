@@ -1,0 +1,100 @@
+"""QDQ reading: the scales of a model quantised elsewhere, taken as they are.
+
+`onnxruntime.quantization.quantize_static` writes a float graph with
+QuantizeLinear/DequantizeLinear around each tensor: ``DQ(int8 constant)`` for
+weights and biases, ``Q -> DQ`` pairs on activations. This pass keeps the
+graph's float operators and records each quantised tensor's scale as its
+``exponent`` (scale ``2**-exponent``), which `graph.quantize` then uses
+instead of calibrating: scales are read, never recomputed. Weights become the
+exact float values ``q * scale``, which quantise back to ``q``.
+
+vdla's requantisation is one shift, so a scale must be a power of two and
+every zero point 0 (symmetric int8); anything else is refused with one line.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph, Node
+
+__all__ = ["read_qdq", "scale_exponent"]
+
+
+def scale_exponent(scale: np.ndarray, where: str) -> int:
+    """``e`` with ``scale == 2**-e`` for a per-tensor power-of-two scale; else `GraphError`."""
+    values = np.unique(np.asarray(scale, np.float64).reshape(-1))
+    if values.size != 1:
+        raise GraphError(f"{where}: per-channel scales are not supported (vdla needs one "
+                         "power-of-two scale per tensor)")
+    mantissa, exponent = math.frexp(float(values[0]))
+    if mantissa != 0.5:
+        raise GraphError(f"{where}: scale {values[0]:.6g} is not a power of two (vdla's "
+                         "requantisation is one shift; fixed-point multipliers are not "
+                         "supported yet)")
+    return 1 - exponent
+
+
+def _check_zero(graph: Graph, node: Node) -> None:
+    if len(node.inputs) < 3:
+        if node.op == "quantize":  # ONNX's default zero point is uint8
+            raise GraphError(f"{node.describe()}: no zero point, so uint8: vdla's accelerator "
+                             "is symmetric int8 (quantise with int8 activations and weights)")
+        return
+    zero = graph.value(node.inputs[2])
+    if zero.dtype not in (np.int8, np.int32) or np.any(zero != 0):
+        raise GraphError(f"{node.describe()}: zero point {zero.dtype.name} "
+                         f"{zero.reshape(-1)[:4].tolist()} is not supported: vdla's "
+                         "accelerator is symmetric int8 (quantise with symmetric int8 "
+                         "activations and weights)")
+
+
+def read_qdq(graph: Graph) -> Graph:
+    """Record QDQ scales as tensor exponents and drop the QDQ nodes (in place)."""
+    for node in list(graph.nodes):
+        if node.op != "dequantize" or graph.value(node.inputs[0]) is None:
+            continue
+        _check_zero(graph, node)
+        exponent = scale_exponent(graph.value(node.inputs[1]), node.describe())
+        out = graph.tensors[node.outputs[0]]
+        out.value = (graph.value(node.inputs[0]).astype(np.float64)
+                     * 2.0 ** -exponent).astype(np.float32)
+        out.exponent = exponent
+        graph.nodes.remove(node)
+    for node in list(graph.nodes):
+        if node.op != "quantize":
+            continue
+        _check_zero(graph, node)
+        exponent = scale_exponent(graph.value(node.inputs[1]), node.describe())
+        source = graph.tensors[node.inputs[0]]
+        readers = graph.consumers(node.outputs[0])
+        if node.outputs[0] in graph.outputs or not readers or any(
+                r.op != "dequantize" for r in readers):
+            raise GraphError(f"{node.describe()}: its output must be read by DequantizeLinear "
+                             "nodes only (the QDQ form)")
+        for reader in readers:
+            _check_zero(graph, reader)
+            if scale_exponent(graph.value(reader.inputs[1]), reader.describe()) != exponent:
+                raise GraphError(f"{reader.describe()}: its scale differs from its "
+                                 f"QuantizeLinear's ({node.name!r})")
+            graph.nodes.remove(reader)
+            if reader.outputs[0] in graph.outputs and source.name not in graph.inputs:
+                # A graph output keeps its name: the quantised tensor takes it.
+                del graph.tensors[reader.outputs[0]]
+                graph.rename_tensor(source.name, reader.outputs[0])
+                source = graph.tensors[reader.outputs[0]]
+            else:
+                graph.rename_uses(reader.outputs[0], source.name)
+        if source.exponent is not None and source.exponent != exponent:
+            raise GraphError(f"{node.describe()}: tensor {source.name!r} is quantised with two "
+                             "scales")
+        source.exponent = exponent
+        graph.nodes.remove(node)
+    for node in graph.nodes:
+        if node.op in ("quantize", "dequantize"):
+            raise GraphError(f"{node.describe()}: a DequantizeLinear of a computed tensor "
+                             "without its QuantizeLinear is not supported")
+    return graph

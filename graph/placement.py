@@ -1,0 +1,89 @@
+"""Placement: where each node of an integer graph runs.
+
+The rule, visible and overridable:
+
+- ``qconv`` and ``qdense`` (the network's layers) run on the accelerator
+  (``"accel"``), or as the cpu target's generated C (``"cpu"``) when the
+  network is compiled for ``target="cpu"`` or the layer is named in ``on_cpu``
+  (``--on-cpu NODE,...``);
+- every other node (input quantisation, residual add, pooling, flatten,
+  softmax, output dequantisation) runs on the host in numpy (``"host"``):
+  the accelerator's epilogue takes no second operand for a residual add, and
+  its ISA has no pooling.
+
+Layers become the compiler's operators (`layer_op`); both kinds of placement
+run exactly the same integer arithmetic, so the choice changes time, never
+results.
+"""
+
+from __future__ import annotations
+
+from vdla.compiler.errors import CompileError
+from vdla.compiler.ops import Conv2d, Dense
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph, Node
+
+__all__ = ["LAYER_OPS", "PLACES", "place", "layer_op"]
+
+LAYER_OPS = ("qconv", "qdense")
+PLACES = ("accel", "cpu", "host")
+
+
+def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
+    """The compiler operator of a ``qconv`` or ``qdense`` node (its bias, shift and relu fused).
+
+    Raises
+    ------
+    GraphError
+        When the layer's shape cannot be compiled (naming the node).
+    """
+    x_shape = graph.tensors[node.inputs[0]].shape
+    w_shape = graph.tensors[node.inputs[1]].shape
+    try:
+        if node.op == "qconv":
+            top, left, bottom, right = node.attrs["pads"]
+            if (top, left) != (bottom, right):
+                raise GraphError(f"{node.describe()}: asymmetric pads {node.attrs['pads']} "
+                                 "(run graph.passes.split_pads first)")
+            n, c, h, w = x_shape
+            return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),
+                          stride=tuple(node.attrs["stride"]), padding=(top, left), bias=True,
+                          shift=node.attrs["shift"], relu=node.attrs["relu"])
+        if node.op == "qdense":
+            return Dense(x_shape[0], x_shape[1], w_shape[0], bias=True,
+                         shift=node.attrs["shift"], relu=node.attrs["relu"])
+    except CompileError as error:
+        raise GraphError(f"{node.describe()}: {error}") from None
+    raise GraphError(f"{node.describe()}: not a layer (layers are {', '.join(LAYER_OPS)})")
+
+
+def place(graph: Graph, target: str = "accel", on_cpu=()) -> dict[str, str]:
+    """Each node's place: ``"accel"``, ``"cpu"`` or ``"host"``.
+
+    Parameters
+    ----------
+    graph : Graph
+        An integer graph (`graph.quantize`).
+    target : str
+        ``"accel"`` or ``"cpu"``: where layers go by default.
+    on_cpu : iterable of str
+        Layer names to run as generated C even with ``target="accel"``.
+
+    Raises
+    ------
+    GraphError
+        For an unknown target, or an ``on_cpu`` name that is not a layer.
+    """
+    if target not in ("accel", "cpu"):
+        raise GraphError(f"target: expected accel or cpu, got {target!r}")
+    layers = {node.name for node in graph.nodes if node.op in LAYER_OPS}
+    for name in on_cpu:
+        if name not in layers:
+            known = ", ".join(sorted(layers)) or "none"
+            node = next((n for n in graph.nodes if n.name == name), None)
+            what = (f"{node.describe()} runs on the host already" if node is not None
+                    else f"no node is named {name!r}")
+            raise GraphError(f"--on-cpu: {what}; the layers are {known}")
+    return {node.name: ("host" if node.name not in layers else
+                        "cpu" if target == "cpu" or node.name in on_cpu else "accel")
+            for node in graph.nodes}

@@ -1,0 +1,319 @@
+"""Post-training int8 quantisation with power-of-two scales: one shift per layer.
+
+Every activation and weight tensor gets one symmetric scale ``2**-e`` (its
+``exponent`` e): int8 ``q`` stands for ``q * 2**-e``. A float graph (after
+`graph.passes.PIPELINE`) becomes an integer graph of `graph.ir`'s integer
+operators:
+
+- graph inputs are quantised on the host (``quantize_input``), graph outputs
+  dequantised (``dequantize_output``, float32), Softmax runs on the float;
+- a conv or dense with weights at ``e_w`` on an input at ``e_x`` accumulates
+  at ``e_x + e_w``; the bias is quantised there, and the requantisation to
+  the output's ``e_y`` is one arithmetic right shift by ``e_x + e_w - e_y``,
+  which the accelerator's REQUANT does. Rounding to nearest (half up) costs
+  no hardware: ``2**(shift-1)`` is folded into the bias;
+- a residual add aligns its operands with left shifts and requantises with a
+  rounding right shift (host);
+- pooling, flatten and reshape keep their input's scale.
+
+Exponents come from the tensor (a QDQ model's, `graph.passes.qdq`) or from
+calibration: the largest magnitude seen over sample inputs, ``e =
+floor(log2(127 / max))``, so the range fits without clipping (weights from
+their own largest magnitude). When the output would want a finer scale than
+the accumulator has, the shift is 0 and the output keeps the accumulator's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph, Node, Tensor
+from vdla.graph.kernels import execute
+from vdla.hw.isa import SHIFT_BITS
+
+__all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantization_error",
+           "MAX_SHIFT", "CANDIDATES"]
+
+# REQUANT's shift field.
+MAX_SHIFT = (1 << SHIFT_BITS) - 1
+# How many exponents calibration weighs per tensor (the no-clipping one and finer).
+CANDIDATES = 3
+# Exponents outside this range mean a tensor of (almost) only zeros or absurd values.
+_EXPONENT_RANGE = (-24, 30)
+
+
+def exponent_for(magnitude: float) -> int:
+    """The finest power-of-two exponent whose int8 range holds ``magnitude``."""
+    if not np.isfinite(magnitude):
+        raise GraphError(f"calibration saw a non-finite value ({magnitude})")
+    if magnitude <= 0:
+        return _EXPONENT_RANGE[1]
+    return int(np.clip(math.floor(math.log2(127.0 / magnitude)), *_EXPONENT_RANGE))
+
+
+def quantization_error(array: np.ndarray, exponent: int) -> float:
+    """Squared error of ``array`` quantised to int8 at scale ``2**-exponent`` (round half up)."""
+    scale = 2.0 ** exponent
+    q = np.clip(np.floor(np.asarray(array, np.float64) * scale + 0.5), -128, 127)
+    return float(np.sum((q / scale - array) ** 2))
+
+
+def best_exponent(array: np.ndarray, candidates: int = CANDIDATES) -> int:
+    """Of the exponent that holds the range and the next finer ones, the least-error one."""
+    first = exponent_for(float(np.max(np.abs(array))) if array.size else 0.0)
+    return min(range(first, first + candidates),
+               key=lambda e: quantization_error(array, e))
+
+
+def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
+    """Run the float graph over ``samples`` a batch at a time; ``record(name, array)`` each."""
+    name = graph.inputs[0]
+    batch = graph.tensors[name].shape[0]
+    for start in range(0, len(samples[name]), batch):
+        feeds = {}
+        for input_name in graph.inputs:
+            chunk = samples[input_name][start:start + batch]
+            shape = graph.tensors[input_name].shape
+            if len(chunk) < shape[0]:  # the last, partial batch: pad with copies
+                chunk = np.concatenate([chunk] + [chunk[-1:]] * (shape[0] - len(chunk)))
+            feeds[input_name] = chunk.astype(np.float32)
+        real = min(batch, len(samples[name]) - start)
+
+        def samples_only(tensor: str, array: np.ndarray) -> None:
+            # The copies padding a partial batch must not weigh in (axis 0 is the batch).
+            record(tensor, array[:real] if array.shape[:1] == (batch,) else array)
+
+        for input_name in graph.inputs:
+            samples_only(input_name, feeds[input_name])
+        execute(graph, feeds, hook=lambda node, outputs: [
+            samples_only(tensor, array) for tensor, array in zip(node.outputs, outputs)])
+
+
+def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
+    """The exponent of every computed tensor, from sample inputs.
+
+    A first pass finds each tensor's largest magnitude (the coarsest exponent
+    that needs no clipping); a second picks, of it and the next
+    ``CANDIDATES - 1`` finer ones, the exponent with the least squared
+    quantisation error over the samples: clipping a few outliers can buy a
+    bit of resolution for all the other values.
+
+    Parameters
+    ----------
+    graph : Graph
+        A float graph (after the pass pipeline).
+    samples : dict of str to numpy.ndarray
+        Per graph input, samples stacked on the first axis (any count), run
+        at the graph's batch.
+    """
+    ranges: dict[str, float] = {}
+
+    def largest(name: str, array: np.ndarray) -> None:
+        ranges[name] = max(ranges.get(name, 0.0), float(np.max(np.abs(array))))
+
+    _observe(graph, samples, largest)
+    first = {name: exponent_for(value) for name, value in ranges.items()}
+    errors = {name: np.zeros(CANDIDATES) for name in first}
+
+    def error(name: str, array: np.ndarray) -> None:
+        errors[name] += [quantization_error(array, first[name] + k) for k in range(CANDIDATES)]
+
+    _observe(graph, samples, error)
+    return {name: first[name] + int(np.argmin(errors[name])) for name in first}
+
+
+class _Quantizer:
+    """Builds the integer graph node by node, tracking each tensor's exponent."""
+
+    def __init__(self, graph: Graph, exponents: dict[str, int]):
+        self.graph, self.exponents = graph, exponents
+        self.tensors: dict[str, Tensor] = {}
+        self.nodes: list[Node] = []
+
+    def exponent(self, name: str) -> int:
+        tensor = self.graph.tensors[name]
+        if tensor.exponent is not None:
+            return tensor.exponent
+        if name not in self.exponents:
+            raise GraphError(f"tensor {name!r} has no scale: calibrate with sample inputs "
+                             "(--calibration) or give a QDQ model")
+        return self.exponents[name]
+
+    def constant(self, name: str, value: np.ndarray, exponent: int | None = None) -> str:
+        self.tensors[name] = Tensor(name, value.shape, value.dtype, value=value,
+                                    exponent=exponent)
+        return name
+
+    def run(self) -> Graph:
+        graph = self.graph
+        inputs = []
+        for name in graph.inputs:
+            source = graph.tensors[name]
+            if source.dtype != np.float32:
+                raise GraphError(f"graph input {name!r} is {source.dtype.name}; vdla quantises "
+                                 "float32 inputs")
+            self.tensors[name] = Tensor(name, source.shape, np.float32)
+            inputs.append(name)
+            quantized = f"{name}/q"
+            exponent = self.exponent(name)
+            self.tensors[quantized] = Tensor(quantized, source.shape, np.int8, exponent=exponent)
+            self.nodes.append(Node(f"{name}/quantize", "quantize_input", [name], [quantized],
+                                   {"exponent": exponent}))
+        self.renamed = {name: f"{name}/q" for name in graph.inputs}
+        for node in graph.nodes:
+            handler = getattr(self, f"_{node.op}", None)
+            if handler is None:
+                hint = "; a BatchNorm must follow a conv" if node.op == "batchnorm" else ""
+                raise GraphError(f"{node.describe()}: cannot be quantised (vdla quantises conv, "
+                                 "dense, add, relu, clip, pooling, flatten, reshape and softmax"
+                                 f"{hint})")
+            for name in node.inputs:
+                if name not in self.renamed and not graph.tensors[name].constant:
+                    raise GraphError(f"{node.describe()}: input {name!r} is not quantised")
+            handler(node)
+        outputs = []
+        for name in graph.outputs:
+            current = self.renamed[name]
+            if self.tensors[current].dtype == np.float32:
+                outputs.append(current)
+                continue
+            if current == name:  # the float output keeps the model's name
+                current = f"{name}/q"
+                partial = Graph(self.tensors, self.nodes, inputs, [])
+                partial.rename_tensor(name, current)
+            out = name
+            self.tensors[out] = Tensor(out, self.tensors[current].shape, np.float32)
+            self.nodes.append(Node(f"{name}/dequantize", "dequantize_output", [current], [out],
+                                   {"exponent": self.tensors[current].exponent}))
+            outputs.append(out)
+        return Graph(self.tensors, self.nodes, inputs, outputs).check()
+
+    def emit(self, node: Node, op: str, inputs: list[str], exponent: int | None,
+             dtype=np.int8, **attrs) -> None:
+        (out,) = node.outputs
+        self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, exponent=exponent)
+        self.renamed[out] = out
+        self.nodes.append(Node(node.name, op, [self.renamed.get(i, i) for i in inputs], [out],
+                               {**node.attrs, **attrs}))
+
+    def input_exponent(self, node: Node, index: int = 0) -> int:
+        tensor = self.tensors[self.renamed[node.inputs[index]]]
+        if tensor.dtype != np.int8:
+            raise GraphError(f"{node.describe()}: its input {node.inputs[index]!r} is float "
+                             "(after a softmax); only the network's last node may follow one")
+        return tensor.exponent
+
+    # -- layers ---------------------------------------------------------------------------
+
+    def _layer(self, node: Node, op: str) -> None:
+        graph = self.graph
+        weight = graph.value(node.inputs[1])
+        if weight is None:
+            raise GraphError(f"{node.describe()}: its weight {node.inputs[1]!r} must be a "
+                             "constant")
+        bias = graph.value(node.inputs[2]) if len(node.inputs) == 3 else None
+        if len(node.inputs) == 3 and bias is None:
+            raise GraphError(f"{node.describe()}: its bias {node.inputs[2]!r} must be a constant")
+        e_x = self.input_exponent(node)
+        e_w = self.exponent_of_constant(node.inputs[1], weight)
+        q_weight = np.clip(np.floor(weight.astype(np.float64) * 2.0 ** e_w + 0.5), -128, 127)
+        e_acc = e_x + e_w
+        e_y = self.exponent(node.outputs[0])
+        shift = int(np.clip(e_acc - e_y, 0, MAX_SHIFT))
+        e_y = e_acc - shift
+        acc_bias = np.zeros(weight.shape[0]) if bias is None else bias.astype(np.float64)
+        bias_exponent = graph.tensors[node.inputs[2]].exponent if bias is not None else None
+        if bias_exponent is not None and bias_exponent != e_acc:
+            raise GraphError(f"{node.describe()}: its bias's scale 2**-{bias_exponent} is not "
+                             f"the input's times the weight's (2**-{e_acc})")
+        q_bias = np.floor(acc_bias * 2.0 ** e_acc + 0.5) + (1 << shift >> 1)
+        if np.any(np.abs(q_bias) >= 2 ** 31):
+            raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
+                             f"2**-{e_acc}")
+        w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), e_w)
+        b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), e_acc)
+        self.emit(node, op, [node.inputs[0], w_name, b_name], e_y, shift=shift,
+                  relu=bool(node.attrs.get("relu")))
+
+    def exponent_of_constant(self, name: str, value: np.ndarray) -> int:
+        tensor = self.graph.tensors[name]
+        if tensor.exponent is not None:
+            return tensor.exponent
+        return best_exponent(value)
+
+    def _conv(self, node: Node) -> None:
+        self._layer(node, "qconv")
+
+    def _dense(self, node: Node) -> None:
+        self._layer(node, "qdense")
+
+    def _add(self, node: Node) -> None:
+        if any(self.graph.tensors[name].constant for name in node.inputs):
+            raise GraphError(f"{node.describe()}: an add of a constant that no conv or dense "
+                             "can take as its bias is not supported")
+        e_a, e_b = self.input_exponent(node, 0), self.input_exponent(node, 1)
+        common = max(e_a, e_b)
+        shift = max(common - self.exponent(node.outputs[0]), 0)
+        self.emit(node, "qadd", node.inputs, common - shift, shift_a=common - e_a,
+                  shift_b=common - e_b, shift=shift, relu=bool(node.attrs.get("relu")))
+
+    def _same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
+        self.emit(node, op or node.op, node.inputs[:1], self.input_exponent(node), **attrs)
+
+    def _relu(self, node: Node) -> None:
+        self._same_scale(node)
+
+    def _clip(self, node: Node) -> None:
+        e = self.input_exponent(node)
+        low = max(-128, math.ceil(node.attrs["min"] * 2.0 ** e)) if np.isfinite(
+            node.attrs["min"]) else -128
+        high = min(127, math.floor(node.attrs["max"] * 2.0 ** e)) if np.isfinite(
+            node.attrs["max"]) else 127
+        self._same_scale(node, min=int(low), max=int(high))
+
+    def _maxpool(self, node: Node) -> None:
+        self._same_scale(node)
+
+    def _avgpool(self, node: Node) -> None:
+        self._same_scale(node, "qavgpool")
+
+    def _global_avgpool(self, node: Node) -> None:
+        self._same_scale(node, "qglobal_avgpool")
+
+    def _flatten(self, node: Node) -> None:
+        self._same_scale(node)
+
+    def _reshape(self, node: Node) -> None:
+        self._same_scale(node)
+
+    def _softmax(self, node: Node) -> None:
+        source = self.renamed[node.inputs[0]]
+        tensor = self.tensors[source]
+        floating = f"{node.inputs[0]}/float"
+        self.tensors[floating] = Tensor(floating, tensor.shape, np.float32)
+        self.nodes.append(Node(f"{node.name}/dequantize", "dequantize_output", [source],
+                               [floating], {"exponent": tensor.exponent}))
+        self.renamed[node.inputs[0]] = floating
+        self.emit(node, "softmax", node.inputs, None, dtype=np.float32)
+
+
+def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+    """The integer graph of a float graph (after `graph.passes.PIPELINE`).
+
+    Parameters
+    ----------
+    graph : Graph
+    calibration : dict of str to numpy.ndarray, optional
+        Sample inputs per graph input (stacked on the first axis); needed
+        unless every tensor already has an exponent (a QDQ model).
+
+    Raises
+    ------
+    GraphError
+        For a node that cannot be quantised or a tensor without a scale.
+    """
+    exponents = calibrate(graph, calibration) if calibration is not None else {}
+    return _Quantizer(graph, exponents).run()

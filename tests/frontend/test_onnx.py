@@ -1,0 +1,218 @@
+"""ONNX import: real graphs import or are refused in one line; malformed files never crash.
+
+The float graph the importer builds is run by `graph.kernels` and compared
+with onnxruntime on the same model (an independent implementation).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.graph.models import images, initializer, model_bytes, residual_cnn
+from vdla.frontend.onnx import MAX_TENSOR_ELEMENTS, from_bytes, load
+from vdla.graph.errors import GraphError
+from vdla.graph.kernels import execute
+
+LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
+
+# What each real graph the onnx wheel ships does on import (opset 9, constant weights).
+LIGHT_MODELS = {
+    "light_resnet50.onnx": None,
+    "light_vgg19.onnx": None,
+    "light_bvlc_alexnet.onnx": r"node 'n2' \(LRN\): operator LRN is not supported",
+    "light_zfnet512.onnx": r"node 'n2' \(LRN\): operator LRN is not supported",
+    "light_inception_v1.onnx": r"node 'n3' \(LRN\): operator LRN is not supported",
+    "light_inception_v2.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
+    "light_densenet121.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
+    "light_squeezenet.onnx": r"node 'n9' \(Concat\): operator Concat is not supported",
+    "light_shufflenet.onnx": r"node 'n4' \(Conv\): attribute group=4 \(grouped convolution\) "
+                             r"is not supported yet \(only group=1\)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIGHT_MODELS))
+def test_real_graphs_import_or_are_refused_in_one_line(name):
+    expected = LIGHT_MODELS[name]
+    if expected is None:
+        graph = load(LIGHT / name)
+        assert [graph.tensors[name].shape for name in graph.inputs] == [(1, 3, 224, 224)]
+        assert graph.nodes[-1].op == "softmax"
+        assert graph.tensors[graph.outputs[0]].shape == (1, 1000)
+    else:
+        with pytest.raises(GraphError, match=f"^{expected}"):
+            load(LIGHT / name)
+
+
+def test_every_light_model_is_covered():
+    assert sorted(os.listdir(LIGHT)) == sorted(
+        [*LIGHT_MODELS, *(name.replace(".onnx", "_output_0.pb") for name in LIGHT_MODELS)])
+
+
+def test_imported_graph_computes_what_onnxruntime_does():
+    ort = pytest.importorskip("onnxruntime")
+    model = residual_cnn(seed=3)
+    graph = from_bytes(model.SerializeToString(), batch=5)
+    assert [n.op for n in graph.nodes] == [
+        "conv", "batchnorm", "relu", "maxpool", "conv", "batchnorm", "relu", "conv",
+        "batchnorm", "add", "relu", "global_avgpool", "flatten", "dense", "softmax"]
+    x = images(5)
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    np.testing.assert_allclose(execute(graph, {"input": x})["probs"], expected, atol=1e-6)
+
+
+def test_batch_fixes_the_symbolic_axis():
+    graph = from_bytes(residual_cnn().SerializeToString())
+    assert graph.tensors["input"].shape == (1, 1, 8, 8)
+    graph = from_bytes(residual_cnn().SerializeToString(), batch=7)
+    assert graph.tensors["probs"].shape == (7, 10)
+
+
+def _single(node: onnx.NodeProto, inits=(), shape=(1, 2, 4, 4), opset=17, out_shape=None):
+    return model_bytes([node], [("x", TensorProto.FLOAT, list(shape))],
+                       [("y", TensorProto.FLOAT, out_shape)], inits, opset)
+
+
+WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
+
+
+@pytest.mark.parametrize("node, inits, message", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2]), [WEIGHT],
+     r"node 'c' \(Conv\): attribute dilations=\[2, 2\] is not supported \(only 1\)"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[3, 3, 3, 3]), [WEIGHT],
+     r"node 'c' \(Conv\): pads \(3, 3, 3, 3\) reach a whole kernel"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1), [WEIGHT],
+     r"node 'c' \(Conv\): attribute foo is not supported"),
+    (helper.make_node("Conv", ["x", "missing"], ["y"], name="c"), [],
+     r"node 'c' \(Conv\): input 'missing' is not defined \(no initializer, graph input or "
+     r"node output\)"),
+    (helper.make_node("LRN", ["x"], ["y"], name="n", size=3), [],
+     r"node 'n' \(LRN\): operator LRN is not supported \(vdla imports Add, "),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], ceil_mode=1,
+                      strides=[2, 2]), [],
+     r"node 'p' \(MaxPool\): attribute ceil_mode=1 is not supported where it changes"),
+    (helper.make_node("Gemm", ["x", "w"], ["y"], name="g", alpha=2.0), [WEIGHT],
+     r"model: onnx shape inference failed: \[ShapeInferenceError\] Inference error\(s\): "
+     r"\(op_type:Gemm, node name: g\): \[ShapeInferenceError\] Input 0 expected to have "
+     r"rank 2 but has rank 4"),
+])
+def test_unsupported_nodes_are_refused_naming_node_op_and_what(node, inits, message):
+    with pytest.raises(GraphError, match=f"^{message}"):
+        from_bytes(_single(node, inits))
+
+
+def test_asymmetric_pads_are_kept_exactly():
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SAME_UPPER",
+                            strides=[2, 2])
+    graph = from_bytes(_single(node, [initializer("w", np.ones((3, 2, 2, 2), np.float32))]))
+    assert graph.nodes[0].attrs["pads"] == (0, 0, 0, 0)
+    graph = from_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"], name="c",
+                                                auto_pad="SAME_UPPER"),
+                               [initializer("w", np.ones((3, 2, 2, 2), np.float32))]))
+    assert graph.nodes[0].attrs["pads"] == (0, 0, 1, 1)
+
+
+def test_opset_outside_the_supported_range_is_refused():
+    data = _single(helper.make_node("Relu", ["x"], ["y"]), opset=8)
+    with pytest.raises(GraphError, match=r"^model: opset 8 is not supported \(vdla reads "
+                                         r"opsets 9-21\)$"):
+        from_bytes(data)
+
+
+def test_malformed_files_are_one_line(tmp_path):
+    data = residual_cnn().SerializeToString()
+    with pytest.raises(GraphError, match=r"not a readable ONNX model \(the protobuf does not "
+                                         r"parse: DecodeError\)"):
+        from_bytes(data[:len(data) // 2])
+    with pytest.raises(GraphError, match=r"not an ONNX model \(it holds no graph nodes\)"):
+        from_bytes(b"")
+    path = tmp_path / "missing.onnx"
+    with pytest.raises(GraphError, match=r"missing.onnx: cannot read \(No such file"):
+        load(path)
+
+
+def test_cycle_is_refused():
+    nodes = [helper.make_node("Relu", ["b"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Add", ["x", "b"], ["y"], name="add")]
+    model = model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2])],
+                        [("y", TensorProto.FLOAT, [1, 2])])
+    with pytest.raises(GraphError, match=r"^node 'r1' \(Relu\): the graph has a cycle through "
+                                         r"input 'b'$"):
+        from_bytes(model)
+
+
+def test_wrong_types_and_absurd_sizes_are_refused():
+    wrong = initializer("w", np.ones((3, 2, 3, 3), np.float32))
+    wrong.raw_data = wrong.raw_data[:10]  # fewer bytes than its dims need
+    with pytest.raises(GraphError, match=r"^initializer 'w': malformed data"):
+        from_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"]), [wrong]))
+    huge = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 10])
+    with pytest.raises(GraphError, match=f"^initializer 'w': {(1 << 30):,} elements, more than "
+                                         f"vdla's limit of {MAX_TENSOR_ELEMENTS:,} per tensor"):
+        from_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"]), [huge]))
+    shape = initializer("s", np.array([1 << 15, 1 << 15], np.int64))
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], name="big")
+    with pytest.raises(GraphError, match=r"^node 'big' \(ConstantOfShape\): 1,073,741,824 "
+                                         r"elements, more than"):
+        from_bytes(_single(node, [shape]))
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.ones(54, np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    weight = initializer("w", np.zeros((3, 2, 3, 3), np.float32))
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": "../secret.bin", "offset": "0", "length": "216"}.items():
+        weight.external_data.add(key=key, value=value)
+    (folder / "m.onnx").write_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"]),
+                                            [weight]))
+    with pytest.raises(GraphError, match=r"^initializer 'w': external data location "
+                                         r"'../secret.bin' is outside the model's folder"):
+        load(folder / "m.onnx")
+    # Inside the folder it is read (exactly the bytes its shape needs).
+    (folder / "w.bin").write_bytes(np.full(54, 0.5, np.float32).tobytes())
+    weight.external_data[0].value = "w.bin"
+    (folder / "m.onnx").write_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"]),
+                                            [weight]))
+    graph = load(folder / "m.onnx")
+    assert np.all(graph.value("w") == 0.5)
+
+
+def test_a_fixed_batch_changes_with_its_reshapes():
+    # The file records batch 1 on its input and output; batch 3 is asked for.
+    graph = from_bytes(residual_cnn(batch=1).SerializeToString(), batch=3)
+    assert graph.tensors["input"].shape == (3, 1, 8, 8)
+    assert graph.tensors["probs"].shape == (3, 10)
+    assert graph.tensors["f"].shape == (3, 8)
+
+
+def test_unsupported_element_types_are_named():
+    model = model_bytes([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                        [("x", TensorProto.FLOAT16, [1, 2])], [("y", TensorProto.FLOAT16, [1, 2])])
+    with pytest.raises(GraphError, match=r"^graph input 'x': element type FLOAT16 is not "
+                                         r"supported$"):
+        from_bytes(model)
+
+
+def test_a_reshape_to_the_files_batch_follows_the_new_batch():
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="flat"),
+             helper.make_node("Gemm", ["r", "w"], ["y"], name="fc", transB=1)]
+    model = model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2, 3])],
+                        [("y", TensorProto.FLOAT, [1, 4])],
+                        [initializer("shape", np.array([1, -1], np.int64)),
+                         initializer("w", rng.standard_normal((4, 6)).astype(np.float32))])
+    graph = from_bytes(model, batch=5)
+    assert graph.tensors["r"].shape == (5, 6) and graph.tensors["y"].shape == (5, 4)
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    np.testing.assert_allclose(execute(graph, {"x": x})["y"],
+                               x.reshape(5, 6) @ graph.value("w").T, rtol=1e-5)
