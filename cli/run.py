@@ -50,12 +50,18 @@ _NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
                       tokenize.TokenError)
 
 
-def _read_npy(path: str, what: str, expected) -> np.ndarray:
+# The most a ``.npy`` of no expected shape may hold (calibration sets, a
+# network's input): the 1 GiB that bounds a program's tensors too.
+MAX_NPY_BYTES = 1 << 30
+
+
+def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
     """One ``.npy`` array, its header checked before any data is read.
 
     ``expected`` (a `TensorRegion`) bounds what is read: an array of another
     dtype or shape is refused from its header, so a file announcing a huge
-    shape (or a special file such as ``/dev/zero``) is never read in.
+    shape (or a special file such as ``/dev/zero``) is never read in. Without
+    it, a numeric array of at most `MAX_NPY_BYTES` is read.
     """
     from numpy.lib import format as npy
     try:
@@ -72,8 +78,12 @@ def _read_npy(path: str, what: str, expected) -> np.ndarray:
                      f"({str(error) or 'empty file'})")
             if dtype.hasobject:
                 fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
-            want = (np.dtype(expected.dtype), tuple(expected.shape))
-            if (dtype, tuple(shape)) != want:
+            if expected is None:
+                if dtype.itemsize * int(np.prod(shape, dtype=object)) > MAX_NPY_BYTES:
+                    fail(f"{what}: {path} announces {describe_array(dtype, shape)}, more than "
+                         f"the {MAX_NPY_BYTES}-byte limit")
+            elif ((dtype, tuple(shape))
+                  != (want := (np.dtype(expected.dtype), tuple(expected.shape)))):
                 fail(f"{what}: expected {describe_array(*want)}, got "
                      f"{describe_array(dtype, shape)} ({path})")
             handle.seek(0)

@@ -72,6 +72,16 @@ def test_compile_errors_are_one_line(tmp_path):
                           "-o", tmp_path / "n.vdla"])
     assert result.output.strip() == ("Error: calibration 'input': expected float samples of "
                                      "shape (count, 1, 8, 8), got float32 (4, 1, 4, 4)")
+    # A header announcing 4 GiB is refused before anything is read (the file has no data).
+    huge = tmp_path / "huge.npy"
+    with open(huge, "wb") as handle:
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "<f4", "fortran_order": False, "shape": (1 << 28, 1, 2, 2)})
+    result = invoke(cli, ["compile", tmp_path / "m.onnx", "--calibration", huge,
+                          "-o", tmp_path / "n.vdla"])
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: --calibration: ")
+    assert result.output.strip().endswith("more than the 1073741824-byte limit")
 
 
 def test_quantize_writes_a_qdq_model_that_compiles_without_calibration(tmp_path):
