@@ -340,9 +340,13 @@ def main(argv=None) -> int:
     np.savez_compressed(args.out / "digits_data.npz", images=held_images,
                         labels=held_labels.astype(np.int64), calibration=calibration,
                         float_logits=logits, float_accuracy=np.float64(accuracy))
+    # The two .npy files README's "Running a model" commands take, as they are.
+    np.save(args.out / "digits_calibration.npy", calibration)
+    np.save(args.out / "digits_sample16.npy", held_images[:16])
     print(f"float accuracy on the {HELD_OUT} held-out images: {100 * accuracy:.2f} % "
           f"({round(accuracy * HELD_OUT)}/{HELD_OUT}); onnxruntime within {difference:.1e}")
-    print(f"wrote {args.out / 'digits.onnx'} and {args.out / 'digits_data.npz'}")
+    print(f"wrote {args.out / 'digits.onnx'}, {args.out / 'digits_data.npz'} and the "
+          "calibration and 16-image .npy files")
     return 0
 
 
