@@ -53,12 +53,13 @@ _DIGEST = 32
 MAX_FILE_BYTES = 1 << 30
 _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
-# Attribute kinds: "int", "bool", "pair" (2 ints > 0), "pads" (4 ints >= 0).
+# Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0).
 _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
 NODE_ATTRS: dict[str, dict[str, str]] = {
     "quantize_input": {"exponent": "int"},
     "dequantize_output": {"exponent": "int"},
-    "qconv": {**_SPATIAL, "shift": "shift", "relu": "bool"},
+    "qconv": {**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",
+              "relu": "bool"},
     "qdense": {"shift": "shift", "relu": "bool"},
     "qadd": {"shift_a": "shift", "shift_b": "shift", "shift": "shift", "relu": "bool"},
     "qavgpool": {**_SPATIAL, "count_include_pad": "bool"},
@@ -158,6 +159,7 @@ def _check_attrs(node: Node, where: str) -> dict[str, Any]:
         ok = {"bool": isinstance(value, bool),
               "int": isinstance(value, int) and abs(value) < 1 << 16,
               "shift": isinstance(value, int) and 0 <= value <= 31,
+              "count": isinstance(value, int) and 0 < value < 1 << 16,
               "pair": isinstance(value, list) and len(value) == 2 and min(value) > 0
               and max(value) < 1 << 16,
               "pads": isinstance(value, list) and len(value) == 4 and min(value) >= 0

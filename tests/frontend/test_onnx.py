@@ -31,8 +31,8 @@ LIGHT_MODELS = {
     "light_inception_v2.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
     "light_densenet121.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
     "light_squeezenet.onnx": r"node 'n9' \(Concat\): operator Concat is not supported",
-    "light_shufflenet.onnx": r"node 'n4' \(Conv\): attribute group=4 \(grouped convolution\) "
-                             r"is not supported yet \(only group=1\)",
+    # its grouped convolutions import; the channel shuffle between them does not
+    "light_shufflenet.onnx": r"node 'n8' \(Transpose\): operator Transpose is not supported",
 }
 
 
@@ -82,10 +82,16 @@ WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
 
 
 @pytest.mark.parametrize("node, inits, message", [
-    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2]), [WEIGHT],
-     r"node 'c' \(Conv\): attribute dilations=\[2, 2\] is not supported \(only 1\)"),
-    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[3, 3, 3, 3]), [WEIGHT],
-     r"node 'c' \(Conv\): pads \(3, 3, 3, 3\) reach a whole kernel"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                      dilations=[2, 2]), [],
+     r"node 'p' \(MaxPool\): attribute dilations=\[2, 2\] is not supported \(only 1\)"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                      pads=[2, 0, 0, 0]), [],
+     r"node 'p' \(MaxPool\): pads \(2, 0, 0, 0\) reach a whole kernel"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=2), [WEIGHT],
+     r"node 'c' \(Conv\): attribute group=2 does not fit input channels 2 and weight "
+     r"\(3, 2, 3, 3\) \(expected input channels = group \* weight.shape\[1\], group "
+     r"dividing weight.shape\[0\]\)$"),
     (helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1), [WEIGHT],
      r"node 'c' \(Conv\): attribute foo is not supported"),
     (helper.make_node("Conv", ["x", "missing"], ["y"], name="c"), [],
