@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.graph.models import images, initializer, model_bytes, residual_cnn
+from tests.graph.models import general_convs, images, initializer, model_bytes, residual_cnn
 from vdla.frontend.onnx import MAX_TENSOR_ELEMENTS, from_bytes, load
 from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
@@ -222,3 +222,15 @@ def test_a_reshape_to_the_files_batch_follows_the_new_batch():
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
     np.testing.assert_allclose(execute(graph, {"x": x})["y"],
                                x.reshape(5, 6) @ graph.value("w").T, rtol=1e-5)
+
+
+def test_grouped_dilated_and_padded_convs_match_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    model = general_convs(seed=3).SerializeToString()
+    graph = from_bytes(model, batch=4)
+    convs = {n.name: n.attrs for n in graph.nodes if n.op == "conv"}
+    assert convs["depthwise"]["groups"] == 8 and convs["depthwise"]["pads"] == (0, 0, 1, 1)
+    assert convs["grouped"]["dilation"] == (2, 2) and convs["wide"]["pads"] == (0, 3, 1, 0)
+    x = images(4, seed=2)
+    expected = ort.InferenceSession(model).run(None, {"input": x})[0]
+    np.testing.assert_allclose(execute(graph, {"input": x})["logits"], expected, atol=1e-6)
