@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/network.py [--resnet18] [--rtl] [--output FILE.json]
+    python benchmarks/network.py [--resnet18] [--mobilenet 224|small] [--rtl] [--output FILE.json]
 
 Digits (`benchmarks/models/digits.onnx`, trained; 360 held-out images):
 compile time, int8 accuracy against float and top-1 agreement, every
@@ -19,7 +19,13 @@ model's (onnxruntime fp32 where installed), the share of MACs on the
 accelerator and the host repacks per inference (`graph.layout`); with ``--rtl`` also each
 accelerator layer's cycles on the ``default`` RTL.
 
-Both get end-to-end latencies, each implementation timed in its own block:
+``--mobilenet 224`` adds MobileNetV2 at 1x3x224x224 (`benchmarks/models/mobilenet.py`,
+seeded, generated here; ``small``: the tests' 32 px, width 0.25 network, on
+``tiny``): compile time, fsim bit-exact, cosine with the float model; with
+``--rtl`` each accelerator layer's cycles against its ideal on the
+``default`` RTL, and the depthwise layers' total utilisation.
+
+Digits and ResNet-18 get end-to-end latencies, each implementation timed in its own block:
 vdla's whole network on the CPU, onnxruntime fp32 and its own int8, and vdla
 with the accelerator (projected at the clock); and a time breakdown per kind
 of work, all on the CPU (generated C, one thread, and numpy) against CPU +

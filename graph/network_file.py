@@ -290,10 +290,10 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
     if len(node.inputs) != 3 or len(node.outputs) != 1:
         raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
     x, w, b = (graph.tensors[name] for name in node.inputs)
-    rank = 4 if node.op == "qconv" else 2
+    rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
     if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
-            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1]
-            and b.shape == (w.shape[0],)):
+            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1] * groups
+            and w.shape[0] % groups == 0 and b.shape == (w.shape[0],)):
         raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
                          "do not form a layer")
 
