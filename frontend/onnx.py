@@ -490,6 +490,25 @@ def _sum(node: _OnnxNode) -> None:
         raise node.fail(f"Sum of {len(node.inputs)} inputs is not supported (only 1 or 2)")
 
 
+def _pad(node: _OnnxNode) -> None:
+    """Zero padding of a 4-D tensor's height and width (what `graph.export` writes)."""
+    if node.importer.opset < 11:
+        raise node.fail("the pads attribute (opset < 11) is not supported")
+    node.arity(2, 4)
+    node.rank(0, (4,))
+    node.attr("mode", "constant", ("constant",))
+    pads = [int(v) for v in node.constant_input(1, "pads").reshape(-1)]
+    if len(node.inputs) > 3 and node.inputs[3]:
+        raise node.fail("the axes input is not supported (pads must cover all four axes)")
+    fill = (node.constant_input(2, "constant_value")
+            if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1))
+    fill = float(fill.reshape(-1)[0]) if fill.size else 0.0
+    if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0 or fill != 0:
+        raise node.fail(f"pads {pads} filled with {fill:g}: only zeros added to height and "
+                        "width are supported")
+    node.emit("pad", [node.inputs[0]], pads=(pads[2], pads[3], pads[6], pads[7]))
+
+
 def _flatten(node: _OnnxNode) -> None:
     node.arity(1)
     shape = node.importer.shape(node.inputs[0])
@@ -639,6 +658,7 @@ CONVERTERS: dict[str, Callable[[_OnnxNode], None]] = {
     "GlobalAveragePool": lambda node: (node.arity(1), node.rank(0, (4,)),
                                        node.emit("global_avgpool")),
     "Flatten": _flatten,
+    "Pad": _pad,
     "Reshape": _reshape,
     "Gemm": _gemm,
     "MatMul": _matmul,
