@@ -285,7 +285,9 @@ def mobilenet_figures(small: bool, rtl: bool) -> dict:
     The 224 px network (``small=False``) on ``default``, or the tests' 32 px
     one on ``tiny``; each accelerator layer's cycles, ideal cycles and GEMM
     utilisation (useful MACs: a depthwise layer's are a ``1/block_in`` share
-    of what its GEMMs multiply), and the depthwise layers' totals.
+    of what its GEMMs multiply), the depthwise layers' totals, the time per
+    kind of work (`breakdown`) and end-to-end latencies against onnxruntime
+    fp32 and int8 (`end_to_end`).
     """
     sys.path.insert(0, str(MODELS))
     from vdla.bench.suite import ideal_cycles
@@ -299,6 +301,7 @@ def mobilenet_figures(small: bool, rtl: bool) -> dict:
         float_logits = _float_logits(path, graph, image)
     began = time.perf_counter()
     network = compile_network(graph, config, {"input": random_images(8, 1, shape.size)})
+    # (the same 8 images calibrate onnxruntime's own int8 in end_to_end)
     figures = {"input": [1, 3, shape.size, shape.size], "width": shape.width,
                "config": config.name, "compile_seconds": round(time.perf_counter() - began, 2),
                **fsim_figures(network, image, float_logits)}
@@ -324,6 +327,14 @@ def mobilenet_figures(small: bool, rtl: bool) -> dict:
     figures["rtl"] = {"bit_exact": exact, "accel_cycles": result.accel_cycles,
                       "gemm_utilization": round(total_ideal / result.accel_cycles, 4),
                       "depthwise": depthwise, "layers": rows}
+    figures["breakdown_ms"] = breakdown(
+        network, image, {name: row["cycles"] for name, row in rows.items()}, CLOCK_MHZ)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "mobilenet.onnx"
+        build_mobilenet(path, shape=shape)
+        figures["end_to_end"] = end_to_end(
+            network, path, image, random_images(8, 1, shape.size),
+            sum(figures["breakdown_ms"]["cpu + accelerator"].values()))
     return figures
 
 
