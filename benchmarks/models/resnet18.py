@@ -13,8 +13,9 @@ follow torchvision's modules (``layer2.0.downsample.conv``).
 
 Weights are He-normal (std ``sqrt(2 / fan_in)``); each BatchNormalization's
 mean and variance are those of the activations that reach it when the network
-runs on ``random_images(4, seed + 1)`` (`bench.onnx_builder`; so every normalised activation has unit variance
-per channel, whatever depth), its scale and shift are seeded near 1 and 0.
+runs on ``random_images(4, seed + 1)`` (`bench.onnx_builder`; so every
+normalised activation has unit variance per channel, whatever depth), its
+scale and shift are seeded near 1 and 0.
 Untrained, the network still computes what a trained one does, at the same
 magnitudes, which is what quantisation and the accelerator care about.
 """

@@ -1,4 +1,4 @@
-"""`benchmarks/models/mobilenet.py` end to end: imported, quantised, and run bit-exact on every tier."""
+"""`benchmarks/models/mobilenet.py` end to end: imported, quantised, bit-exact on every tier."""
 
 from __future__ import annotations
 
