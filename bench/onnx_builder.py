@@ -18,13 +18,27 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["GraphBuilder", "OPSET", "IR_VERSION"]
+__all__ = ["GraphBuilder", "OPSET", "IR_VERSION", "random_images"]
 
 # Opset 17 is inside the importer's range (11-21) and every onnxruntime since
 # 1.13 runs it; IR version 8 is opset 17's own (onnxruntime 1.31 refuses the
 # newer IR version onnx 1.23 writes by default).
 OPSET = 17
 IR_VERSION = 8
+
+
+def random_images(count: int, seed: int = 0, size: int = 224) -> np.ndarray:
+    """``count`` seeded 3 x ``size`` x ``size`` float32 images, about zero mean and unit variance.
+
+    Each is a blocky low-resolution pattern (7 x 7 cells, 32 x 32 pixels each
+    at 224) plus pixel noise, so images differ in what a global pool sees
+    (white noise alone averages out to the same features for every image).
+    """
+    rng = np.random.default_rng(seed)
+    cell = -(-size // 7)
+    coarse = rng.standard_normal((count, 3, 7, 7)).repeat(cell, axis=2).repeat(cell, axis=3)
+    fine = rng.standard_normal((count, 3, size, size))
+    return ((coarse[:, :, :size, :size] + 0.5 * fine) / np.sqrt(1.25)).astype(np.float32)
 
 
 class GraphBuilder:
@@ -64,6 +78,26 @@ class GraphBuilder:
         if self.values is not None:
             self.values[name] = self._run(node)
         return name
+
+    def batchnorm(self, x: str, name: str, rng: np.random.Generator,
+                  epsilon: float = 1e-5) -> str:
+        """A BatchNormalization of ``x`` whose statistics are those of ``x`` on the feed.
+
+        Mean and variance are measured per channel on ``values[x]`` (so the
+        output has unit variance on the feed, whatever the depth); scale and
+        shift are drawn from ``rng`` near 1 and 0 (uniform in [0.75, 1.25],
+        N(0, 0.1)). Needs ``feed``.
+        """
+        reaching = self.values[x].astype(np.float64)
+        channels = reaching.shape[1]
+        statistics = {
+            "scale": rng.uniform(0.75, 1.25, channels),
+            "bias": rng.normal(0.0, 0.1, channels),
+            "mean": reaching.mean(axis=(0, 2, 3)),
+            "var": reaching.var(axis=(0, 2, 3))}
+        return self.node("BatchNormalization", [x], name,
+                         {role: value.astype(np.float32) for role, value in statistics.items()},
+                         epsilon=epsilon)
 
     def _run(self, node) -> np.ndarray:
         """The node's output on ``values``: a one-node model on onnxruntime."""

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/network.py [--resnet18] [--rtl] [--output FILE.json]
+    python benchmarks/network.py [--resnet18] [--mobilenet 224|small] [--rtl] [--output FILE.json]
 
 Digits (`benchmarks/models/digits.onnx`, trained; 360 held-out images):
 compile time, int8 accuracy against float and top-1 agreement, every
@@ -19,7 +19,13 @@ model's (onnxruntime fp32 where installed), the share of MACs on the
 accelerator and the host repacks per inference (`graph.layout`); with ``--rtl`` also each
 accelerator layer's cycles on the ``default`` RTL.
 
-Both get end-to-end latencies, each implementation timed in its own block:
+``--mobilenet 224`` adds MobileNetV2 at 1x3x224x224 (`benchmarks/models/mobilenet.py`,
+seeded, generated here; ``small``: the tests' 32 px, width 0.25 network, on
+``tiny``): compile time, fsim bit-exact, cosine with the float model; with
+``--rtl`` each accelerator layer's cycles against its ideal on the
+``default`` RTL, and the depthwise layers' total utilisation.
+
+Digits and ResNet-18 get end-to-end latencies, each implementation timed in its own block:
 vdla's whole network on the CPU, onnxruntime fp32 and its own int8, and vdla
 with the accelerator (projected at the clock); and a time breakdown per kind
 of work, all on the CPU (generated C, one thread, and numpy) against CPU +
@@ -240,15 +246,8 @@ def resnet18_figures(rtl: bool) -> dict:
         times.append(round(time.perf_counter() - began, 2))
         files.append(dumps(network))
     image = random_images(1, seed=7)
-    exact, result = bit_exact(network, image, sim="fsim")
-    shares = macs(network)
     figures = {"compile_seconds": times, "deterministic": files[0] == files[1],
-               "file_bytes": len(files[0]), "fsim_bit_exact": exact,
-               "cosine_vs_float": cosine(result.outputs[graph.outputs[0]], float_logits),
-               "top1_equal": bool(result.outputs[graph.outputs[0]].argmax()
-                                  == float_logits.argmax()),
-               "macs": shares, "accel_mac_share": shares["accel"] / sum(shares.values()),
-               "host_repacks_per_inference": result.repacks}
+               "file_bytes": len(files[0]), **fsim_figures(network, image, float_logits)}
     if rtl:
         exact, result = bit_exact(network, image, sim="rtl")
         figures["rtl_default"] = {
@@ -266,6 +265,76 @@ def resnet18_figures(rtl: bool) -> dict:
             figures["end_to_end"] = end_to_end(
                 network, path, image, calibration["input"],
                 sum(figures["breakdown_ms"]["cpu + accelerator"].values()))
+    return figures
+
+
+def fsim_figures(network, image: np.ndarray, float_logits: np.ndarray) -> dict:
+    """fsim against the reference, the int8 logits against the float ones, MACs per place."""
+    exact, result = bit_exact(network, image, sim="fsim")
+    logits = result.outputs[network.graph.outputs[0]]
+    shares = macs(network)
+    return {"fsim_bit_exact": exact, "cosine_vs_float": cosine(logits, float_logits),
+            "top1_equal": bool(logits.argmax() == float_logits.argmax()),
+            "macs": shares, "accel_mac_share": shares["accel"] / sum(shares.values()),
+            "host_repacks_per_inference": result.repacks}
+
+
+def mobilenet_figures(small: bool, rtl: bool) -> dict:
+    """MobileNetV2 (`benchmarks/models/mobilenet.py`): fsim, cosine, and per node on the RTL.
+
+    The 224 px network (``small=False``) on ``default``, or the tests' 32 px
+    one on ``tiny``; each accelerator layer's cycles, ideal cycles and GEMM
+    utilisation (useful MACs: a depthwise layer's are a ``1/block_in`` share
+    of what its GEMMs multiply), the depthwise layers' totals, the time per
+    kind of work (`breakdown`) and end-to-end latencies against onnxruntime
+    fp32 and int8 (`end_to_end`).
+    """
+    sys.path.insert(0, str(MODELS))
+    from vdla.bench.suite import ideal_cycles
+    from mobilenet import MOBILENET_V2, SMALL, build_mobilenet, random_images
+    shape, config = (SMALL, PRESETS["tiny"]) if small else (MOBILENET_V2, PRESETS["default"])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "mobilenet.onnx"
+        build_mobilenet(path, shape=shape)
+        graph = load(path)
+        image = random_images(1, seed=7, size=shape.size)
+        float_logits = _float_logits(path, graph, image)
+    began = time.perf_counter()
+    network = compile_network(graph, config, {"input": random_images(8, 1, shape.size)})
+    # (the same 8 images calibrate onnxruntime's own int8 in end_to_end)
+    figures = {"input": [1, 3, shape.size, shape.size], "width": shape.width,
+               "config": config.name, "compile_seconds": round(time.perf_counter() - began, 2),
+               **fsim_figures(network, image, float_logits)}
+    if not rtl:
+        return figures
+    exact, result = bit_exact(network, image, sim="rtl")
+    rows, depthwise = {}, {"layers": 0, "cycles": 0, "ideal": 0}
+    for row in result.layers:
+        if row["place"] != "accel":
+            continue
+        op = layer_op(network.graph, network.graph.node(row["name"]))
+        ideal = ideal_cycles(op, config)
+        kind = ("depthwise" if getattr(op, "groups", 1) > 1 else
+                "dense" if op.kind == "dense" else f"conv {op.kernel[0]}x{op.kernel[1]}")
+        rows[row["name"]] = {"kind": kind, "cycles": row["cycles"], "ideal": ideal,
+                             "gemm_utilization": round(ideal / row["cycles"], 4)}
+        if kind == "depthwise":
+            depthwise = {"layers": depthwise["layers"] + 1,
+                         "cycles": depthwise["cycles"] + row["cycles"],
+                         "ideal": depthwise["ideal"] + ideal}
+    depthwise["gemm_utilization"] = round(depthwise["ideal"] / max(depthwise["cycles"], 1), 4)
+    total_ideal = sum(r["ideal"] for r in rows.values())
+    figures["rtl"] = {"bit_exact": exact, "accel_cycles": result.accel_cycles,
+                      "gemm_utilization": round(total_ideal / result.accel_cycles, 4),
+                      "depthwise": depthwise, "layers": rows}
+    figures["breakdown_ms"] = breakdown(
+        network, image, {name: row["cycles"] for name, row in rows.items()}, CLOCK_MHZ)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "mobilenet.onnx"
+        build_mobilenet(path, shape=shape)
+        figures["end_to_end"] = end_to_end(
+            network, path, image, random_images(8, 1, shape.size),
+            sum(figures["breakdown_ms"]["cpu + accelerator"].values()))
     return figures
 
 
@@ -316,13 +385,19 @@ def _float_logits(path: Path, graph, image: np.ndarray) -> np.ndarray:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resnet18", action="store_true", help="also ResNet-18 (minutes)")
-    parser.add_argument("--rtl", action="store_true", help="ResNet-18 on the default RTL too")
+    parser.add_argument("--mobilenet", choices=("224", "small"),
+                        help="also MobileNetV2 at 224 px (default RTL) or the tests' 32 px "
+                             "(tiny RTL)")
+    parser.add_argument("--rtl", action="store_true",
+                        help="ResNet-18 and MobileNet on the RTL too")
     parser.add_argument("--output", default=str(RESULTS / "network.json"))
     args = parser.parse_args()
     results = {"machine": platform.processor() or platform.machine(),
                "digits": digits_figures()}
     if args.resnet18:
         results["resnet18"] = resnet18_figures(args.rtl)
+    if args.mobilenet:
+        results["mobilenet"] = mobilenet_figures(args.mobilenet == "small", args.rtl)
     print(json.dumps(results, indent=1))
     Path(args.output).write_text(json.dumps(results, indent=1) + "\n")
     return 0

@@ -368,12 +368,14 @@ class _OnnxNode:
 # -- converters ------------------------------------------------------------------------------
 
 
-def _spatial(node: _OnnxNode, kernel: tuple[int, int]) -> dict[str, Any]:
-    """kernel, stride and pads (top, left, bottom, right) of a Conv or pooling node."""
+def _spatial(node: _OnnxNode, kernel: tuple[int, int],
+             dilation: tuple[int, int] = (1, 1)) -> dict[str, Any]:
+    """kernel, stride and pads (top, left, bottom, right) of a Conv or pooling node.
+
+    ``auto_pad`` SAME sizes the padding for the dilated kernel's extent.
+    """
     stride = node.ints("strides", (1, 1), 2)
-    if node.ints("dilations", (1, 1), 2) != (1, 1):
-        raise node.fail(f"attribute dilations={node.attrs['dilations']} is not supported "
-                        "(only 1)")
+    extent = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
     auto = node.attr("auto_pad", "NOTSET", ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"))
     pads = node.ints("pads", (0, 0, 0, 0), 4)
     if auto == "VALID":
@@ -381,31 +383,33 @@ def _spatial(node: _OnnxNode, kernel: tuple[int, int]) -> dict[str, Any]:
     elif auto.startswith("SAME"):
         height, width = node.importer.shape(node.inputs[0])[2:]
         totals = [max((-(-size // s) - 1) * s + k - size, 0)
-                  for size, s, k in zip((height, width), stride, kernel)]
+                  for size, s, k in zip((height, width), stride, extent)]
         small = [total // 2 for total in totals]
         large = [total - half for total, half in zip(totals, small)]
         begin, end = (small, large) if auto == "SAME_UPPER" else (large, small)
         pads = (begin[0], begin[1], end[0], end[1])
     if any(p < 0 for p in pads) or any(s <= 0 for s in stride):
         raise node.fail(f"negative pads {pads} or non-positive strides {stride}")
-    top, left, bottom, right = pads
-    if any(p >= k for p, k in zip((top, left, bottom, right), kernel + kernel)):
-        raise node.fail(f"pads {pads} reach a whole kernel {kernel} (outputs would see only "
-                        "padding); not supported")
     return {"kernel": kernel, "stride": stride, "pads": pads}
 
 
 def _conv(node: _OnnxNode) -> None:
+    """Any Conv: groups (depthwise included), dilation, and any padding >= 0."""
     node.arity(2, 3)
-    node.rank(0, (4,))
+    in_shape = node.rank(0, (4,))
     weight_shape = node.rank(1, (4,))
-    if node.attr("group", 1) != 1:
-        raise node.fail(f"attribute group={node.attrs['group']} (grouped convolution) is not "
-                        "supported yet (only group=1)")
+    groups = node.attr("group", 1)
+    if not isinstance(groups, int) or groups < 1 or in_shape[1] != weight_shape[1] * groups \
+            or weight_shape[0] % groups:
+        raise node.fail(f"attribute group={groups!r} does not fit input channels "
+                        f"{in_shape[1]} and weight {weight_shape} (expected input channels = "
+                        "group * weight.shape[1], group dividing weight.shape[0])")
+    dilation = node.ints("dilations", (1, 1), 2)  # > 0: onnx shape inference checked
     kernel = node.ints("kernel_shape", tuple(weight_shape[2:]), 2)
     if kernel != tuple(weight_shape[2:]):
         raise node.fail(f"kernel_shape {kernel} does not match the weight's {weight_shape}")
-    node.emit("conv", **_spatial(node, kernel), relu=False)
+    node.emit("conv", **_spatial(node, kernel, dilation), relu=False, groups=groups,
+              dilation=dilation)
 
 
 def _pool(op: str) -> Callable[[_OnnxNode], None]:
@@ -415,7 +419,13 @@ def _pool(op: str) -> Callable[[_OnnxNode], None]:
         if len(node.outputs) != 1:
             raise node.fail("the Indices output is not supported")
         kernel = node.ints("kernel_shape", (), 2)
+        if node.ints("dilations", (1, 1), 2) != (1, 1):
+            raise node.fail(f"attribute dilations={node.attrs['dilations']} is not supported "
+                            "(only 1)")
         attrs = _spatial(node, kernel)
+        if any(p >= k for p, k in zip(attrs["pads"], kernel + kernel)):
+            raise node.fail(f"pads {attrs['pads']} reach a whole kernel {kernel} (outputs "
+                            "would see only padding); not supported")
         ceil = node.attr("ceil_mode", 0, (0, 1))
         node.attr("storage_order", 0, (0,))
         if op == "avgpool":
@@ -478,6 +488,25 @@ def _sum(node: _OnnxNode) -> None:
         _add(node)
     else:
         raise node.fail(f"Sum of {len(node.inputs)} inputs is not supported (only 1 or 2)")
+
+
+def _pad(node: _OnnxNode) -> None:
+    """Zero padding of a 4-D tensor's height and width (what `graph.export` writes)."""
+    if node.importer.opset < 11:
+        raise node.fail("the pads attribute (opset < 11) is not supported")
+    node.arity(2, 4)
+    node.rank(0, (4,))
+    node.attr("mode", "constant", ("constant",))
+    pads = [int(v) for v in node.constant_input(1, "pads").reshape(-1)]
+    if len(node.inputs) > 3 and node.inputs[3]:
+        raise node.fail("the axes input is not supported (pads must cover all four axes)")
+    fill = (node.constant_input(2, "constant_value")
+            if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1))
+    fill = float(fill.reshape(-1)[0]) if fill.size else 0.0
+    if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0 or fill != 0:
+        raise node.fail(f"pads {pads} filled with {fill:g}: only zeros added to height and "
+                        "width are supported")
+    node.emit("pad", [node.inputs[0]], pads=(pads[2], pads[3], pads[6], pads[7]))
 
 
 def _flatten(node: _OnnxNode) -> None:
@@ -629,6 +658,7 @@ CONVERTERS: dict[str, Callable[[_OnnxNode], None]] = {
     "GlobalAveragePool": lambda node: (node.arity(1), node.rank(0, (4,)),
                                        node.emit("global_avgpool")),
     "Flatten": _flatten,
+    "Pad": _pad,
     "Reshape": _reshape,
     "Gemm": _gemm,
     "MatMul": _matmul,

@@ -91,7 +91,9 @@ def to_qdq(graph: Graph, opset: int = 17):
                 nodes.append(helper.make_node("Conv", inputs, [raw], name=node.name,
                                               kernel_shape=list(attrs["kernel"]),
                                               strides=list(attrs["stride"]),
-                                              pads=[top, left, bottom, right]))
+                                              pads=[top, left, bottom, right],
+                                              group=attrs["groups"],
+                                              dilations=list(attrs["dilation"])))
             else:
                 nodes.append(helper.make_node("Gemm", inputs, [raw], name=node.name, transB=1))
             quantize(node, _relu(nodes, raw, attrs["relu"], helper))

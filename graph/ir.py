@@ -8,7 +8,8 @@ gets back. Every shape is static (the importer fixes the batch).
 Operators and their attributes (the importer normalises every source format
 to these; `graph.kernels` gives each its numpy semantics)::
 
-    conv            x, w[, b]   kernel, stride, pads (top, left, bottom, right), relu
+    conv            x, w[, b]   kernel, stride, pads (top, left, bottom, right), groups,
+                                dilation, relu (ONNX's Conv: w is (K, C/groups, KH, KW))
     dense           x, w[, b]   relu                      (w is (out, in): y = x @ w.T + b)
     batchnorm       x, scale, bias, mean, var   epsilon
     relu            x
@@ -28,7 +29,8 @@ and the integer operators `graph.quantize` writes (``exponent`` e means a
 real value ``q * 2**-e``)::
 
     quantize_input  x (float)  -> int8        exponent
-    qconv           x, w, b (int8, int8, int32) -> int8   kernel, stride, pads, shift, relu
+    qconv           x, w, b (int8, int8, int32) -> int8   kernel, stride, pads, groups,
+                                                          dilation, shift, relu
     qdense          x, w, b    -> int8        shift, relu
     qadd            a, b       -> int8        shift_a, shift_b, shift, relu
     qavgpool        x          -> int8        kernel, stride, pads, count_include_pad

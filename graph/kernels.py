@@ -50,22 +50,40 @@ def _pad(x: np.ndarray, pads, fill) -> np.ndarray:
     return np.pad(x, widths, constant_values=fill)
 
 
-def _windows(x: np.ndarray, kernel, stride, pads, fill) -> np.ndarray:
-    """(N, C, OH, OW, KH, KW) view of the padded input's windows."""
+def _windows(x: np.ndarray, kernel, stride, pads, fill, dilation=(1, 1)) -> np.ndarray:
+    """(N, C, OH, OW, KH, KW) view of the padded input's windows (taps ``dilation`` apart)."""
     padded = _pad(x, pads, fill)
-    view = np.lib.stride_tricks.sliding_window_view(padded, tuple(kernel), axis=(2, 3))
-    return view[:, :, ::stride[0], ::stride[1]]
+    extent = tuple((k - 1) * d + 1 for k, d in zip(kernel, dilation))
+    view = np.lib.stride_tricks.sliding_window_view(padded, extent, axis=(2, 3))
+    return view[:, :, ::stride[0], ::stride[1], ::dilation[0], ::dilation[1]]
 
 
-def conv_sum(x: np.ndarray, w: np.ndarray, stride, pads, dtype) -> np.ndarray:
+def conv_sum(x: np.ndarray, w: np.ndarray, stride, pads, dtype, groups: int = 1,
+             dilation=(1, 1)) -> np.ndarray:
     """The convolution's sums in ``dtype`` (int64 is exact for int8 operands).
 
-    One contraction of the input's windows with the weights over (C, KH, KW)
-    (a matrix product, BLAS for float32).
+    Per channel group, one contraction of the input's windows with the group's
+    weights over (C/G, KH, KW) (a matrix product, BLAS for float32): output
+    channel ``k`` reads input channels ``g * C/G ... (g + 1) * C/G - 1`` of its
+    group ``g = k // (K/G)``, as ONNX's Conv.
     """
-    windows = _windows(np.asarray(x, dtype), w.shape[2:], stride, pads, 0)
-    out = np.tensordot(windows, np.asarray(w, dtype), axes=([1, 4, 5], [1, 2, 3]))
-    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+    windows = _windows(np.asarray(x, dtype), w.shape[2:], stride, pads, 0, dilation)
+    n, c, oh, ow, kh, kw = windows.shape
+    k = w.shape[0]
+    grouped = windows.reshape(n, groups, c // groups, oh, ow, kh, kw)
+    weights = np.asarray(w, dtype).reshape(groups, k // groups, c // groups, kh, kw)
+    if groups == 1:
+        out = np.tensordot(windows, weights[0], axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    else:
+        out = np.einsum("ngcyxij,gkcij->ngkyx", grouped, weights, optimize=True)
+    return np.ascontiguousarray(out.reshape(n, k, oh, ow))
+
+
+def _conv_sum(node: Node, x, w, dtype) -> np.ndarray:
+    """`conv_sum` with a conv or qconv node's attributes."""
+    attrs = node.attrs
+    return conv_sum(x, w, attrs["stride"], attrs["pads"], dtype, attrs["groups"],
+                    attrs["dilation"])
 
 
 def _channel(vector: np.ndarray, ndim: int) -> np.ndarray:
@@ -73,7 +91,7 @@ def _channel(vector: np.ndarray, ndim: int) -> np.ndarray:
 
 
 def _conv(node: Node, x, w, b=None):
-    out = conv_sum(x, w, node.attrs["stride"], node.attrs["pads"], np.float32)
+    out = _conv_sum(node, x, w, np.float32)
     if b is not None:
         out = out + _channel(b, 4)
     return [np.maximum(out, 0) if node.attrs.get("relu") else out]
@@ -143,7 +161,7 @@ def _qavgpool(node: Node, x):
 
 
 def _qconv(node: Node, x, w, b):
-    acc = conv_sum(x, w, node.attrs["stride"], node.attrs["pads"], np.int64)
+    acc = _conv_sum(node, x, w, np.int64)
     return [Epilogue(True, node.attrs["shift"], node.attrs["relu"]).apply(acc, b, 1)]
 
 

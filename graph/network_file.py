@@ -53,12 +53,13 @@ _DIGEST = 32
 MAX_FILE_BYTES = 1 << 30
 _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
-# Attribute kinds: "int", "bool", "pair" (2 ints > 0), "pads" (4 ints >= 0).
+# Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0).
 _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
 NODE_ATTRS: dict[str, dict[str, str]] = {
     "quantize_input": {"exponent": "int"},
     "dequantize_output": {"exponent": "int"},
-    "qconv": {**_SPATIAL, "shift": "shift", "relu": "bool"},
+    "qconv": {**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",
+              "relu": "bool"},
     "qdense": {"shift": "shift", "relu": "bool"},
     "qadd": {"shift_a": "shift", "shift_b": "shift", "shift": "shift", "relu": "bool"},
     "qavgpool": {**_SPATIAL, "count_include_pad": "bool"},
@@ -158,6 +159,7 @@ def _check_attrs(node: Node, where: str) -> dict[str, Any]:
         ok = {"bool": isinstance(value, bool),
               "int": isinstance(value, int) and abs(value) < 1 << 16,
               "shift": isinstance(value, int) and 0 <= value <= 31,
+              "count": isinstance(value, int) and 0 < value < 1 << 16,
               "pair": isinstance(value, list) and len(value) == 2 and min(value) > 0
               and max(value) < 1 << 16,
               "pads": isinstance(value, list) and len(value) == 4 and min(value) >= 0
@@ -288,10 +290,10 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
     if len(node.inputs) != 3 or len(node.outputs) != 1:
         raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
     x, w, b = (graph.tensors[name] for name in node.inputs)
-    rank = 4 if node.op == "qconv" else 2
+    rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
     if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
-            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1]
-            and b.shape == (w.shape[0],)):
+            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1] * groups
+            and w.shape[0] % groups == 0 and b.shape == (w.shape[0],)):
         raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
                          "do not form a layer")
 

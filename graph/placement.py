@@ -41,14 +41,11 @@ def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
     w_shape = graph.tensors[node.inputs[1]].shape
     try:
         if node.op == "qconv":
-            top, left, bottom, right = node.attrs["pads"]
-            if (top, left) != (bottom, right):
-                raise GraphError(f"{node.describe()}: asymmetric pads {node.attrs['pads']} "
-                                 "(run graph.passes.split_pads first)")
             n, c, h, w = x_shape
             return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),
-                          stride=tuple(node.attrs["stride"]), padding=(top, left), bias=True,
-                          shift=node.attrs["shift"], relu=node.attrs["relu"])
+                          stride=tuple(node.attrs["stride"]), padding=tuple(node.attrs["pads"]),
+                          bias=True, shift=node.attrs["shift"], relu=node.attrs["relu"],
+                          groups=node.attrs["groups"], dilation=tuple(node.attrs["dilation"]))
         if node.op == "qdense":
             return Dense(x_shape[0], x_shape[1], w_shape[0], bias=True,
                          shift=node.attrs["shift"], relu=node.attrs["relu"])

@@ -289,6 +289,9 @@ class _Quantizer:
     def _reshape(self, node: Node) -> None:
         self._same_scale(node)
 
+    def _pad(self, node: Node) -> None:
+        self._same_scale(node)
+
     def _softmax(self, node: Node) -> None:
         source = self.renamed[node.inputs[0]]
         tensor = self.tensors[source]

@@ -13,8 +13,9 @@ follow torchvision's modules (``layer2.0.downsample.conv``).
 
 Weights are He-normal (std ``sqrt(2 / fan_in)``); each BatchNormalization's
 mean and variance are those of the activations that reach it when the network
-runs on ``random_images(4, seed + 1)`` (so every normalised activation has unit variance
-per channel, whatever depth), its scale and shift are seeded near 1 and 0.
+runs on ``random_images(4, seed + 1)`` (`bench.onnx_builder`; so every
+normalised activation has unit variance per channel, whatever depth), its
+scale and shift are seeded near 1 and 0.
 Untrained, the network still computes what a trained one does, at the same
 magnitudes, which is what quantisation and the accelerator care about.
 """
@@ -28,26 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vdla.bench.onnx_builder import GraphBuilder
+from vdla.bench.onnx_builder import GraphBuilder, random_images
+
+__all__ = ["build_resnet18", "random_images", "STATISTICS_IMAGES"]
 
 EPSILON = 1e-5
 SIZE = 224
 CLASSES = 1000
 STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # (channels, first block's stride)
 STATISTICS_IMAGES = 4
-
-
-def random_images(count: int, seed: int = 0) -> np.ndarray:
-    """``count`` seeded 3 x 224 x 224 float32 images, about zero mean and unit variance.
-
-    Each is a blocky low-resolution pattern (7 x 7, each cell 32 x 32 pixels)
-    plus pixel noise, so images differ in what a global pool sees (white noise
-    alone averages out to the same features for every image).
-    """
-    rng = np.random.default_rng(seed)
-    coarse = rng.standard_normal((count, 3, 7, 7)).repeat(32, axis=2).repeat(32, axis=3)
-    fine = rng.standard_normal((count, 3, SIZE, SIZE))
-    return ((coarse + 0.5 * fine) / np.sqrt(1.25)).astype(np.float32)
 
 
 class _Network:
@@ -70,15 +60,7 @@ class _Network:
         conv = self.graph.node("Conv", [x], f"{prefix}conv{suffix}", {"weight": weight},
                                kernel_shape=[kernel, kernel], strides=[stride, stride],
                                pads=[pad] * 4)
-        reaching = self.graph.values[conv].astype(np.float64)
-        statistics = {
-            "scale": self.rng.uniform(0.75, 1.25, channels),
-            "bias": self.rng.normal(0.0, 0.1, channels),
-            "mean": reaching.mean(axis=(0, 2, 3)),
-            "var": reaching.var(axis=(0, 2, 3))}
-        return self.graph.node("BatchNormalization", [conv], f"{prefix}bn{suffix}",
-                               {role: value.astype(np.float32)
-                                for role, value in statistics.items()}, epsilon=EPSILON)
+        return self.graph.batchnorm(conv, f"{prefix}bn{suffix}", self.rng, EPSILON)
 
     def basic_block(self, x: str, prefix: str, channels: int, stride: int) -> str:
         shortcut = x

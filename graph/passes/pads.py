@@ -1,29 +1,34 @@
-"""Asymmetric padding: a ``pad`` node in front of a conv whose pads differ per side.
+"""Padding the accelerator cannot load: a ``pad`` node in front of the conv takes the excess.
 
-The accelerator's convolution pads each axis equally on both sides (its LOAD
-pads, `compiler.ops.Conv2d`); ONNX's pads may differ (``SAME_UPPER`` with an
-even kernel, exported TensorFlow models). The conv keeps the smaller pad of
-each axis and an explicit zero ``pad`` adds the rest: zero is the quantised
-zero (symmetric scales), so the result is exact.
+A convolution's padding, any value on each side, is added by the accelerator's
+LOADs as a tile's input window arrives (`compiler.ops.accelerator_limits`),
+asymmetric pads included, as long as each side's pad is at most `MAX_PAD` and
+smaller than the dilated kernel's extent (beyond that some outputs see only
+padding, and no tile's window reaches the input). For a conv past either
+limit the conv keeps what the LOADs can add and an explicit zero ``pad`` adds
+the rest: zero is the quantised zero (symmetric scales), so the result is
+exact. Convs within the limits are left alone, so no host copy is made.
 """
 
 from __future__ import annotations
 
+from vdla.compiler.ops import MAX_PAD
 from vdla.graph.ir import Graph, Node, Tensor
 
 __all__ = ["split_pads"]
 
 
 def split_pads(graph: Graph) -> Graph:
-    """Give every ``qconv`` symmetric pads, inserting ``pad`` nodes (in place)."""
+    """Move ``qconv`` padding past the accelerator's limits into ``pad`` nodes (in place)."""
     for node in list(graph.nodes):
         if node.op != "qconv":
             continue
-        top, left, bottom, right = node.attrs["pads"]
-        if top == bottom and left == right:
+        pads = node.attrs["pads"]
+        extent = [(k - 1) * d + 1 for k, d in zip(node.attrs["kernel"], node.attrs["dilation"])]
+        keep = tuple(min(pad, MAX_PAD, extent[side % 2] - 1) for side, pad in enumerate(pads))
+        if keep == tuple(pads):
             continue
-        keep_h, keep_w = min(top, bottom), min(left, right)
-        extra = (top - keep_h, left - keep_w, bottom - keep_h, right - keep_w)
+        extra = tuple(pad - kept for pad, kept in zip(pads, keep))
         source = graph.tensors[node.inputs[0]]
         n, c, h, w = source.shape
         name = f"{node.name}/padded"
@@ -34,5 +39,5 @@ def split_pads(graph: Graph) -> Graph:
                            Node(f"{node.name}/pad", "pad", [source.name], [name],
                                 {"pads": extra}))
         node.inputs = [name] + node.inputs[1:]
-        node.attrs["pads"] = (keep_h, keep_w, keep_h, keep_w)
+        node.attrs["pads"] = keep
     return graph

@@ -45,3 +45,15 @@ def test_a_name_used_twice_is_refused():
     graph, _ = _small()
     with pytest.raises(ValueError, match="^graph 'small' already has a tensor named 'relu'$"):
         graph.node("Relu", ["conv"], "relu")
+
+
+def test_a_data_set_batchnorm_normalises_its_feed_and_images_have_any_size():
+    from vdla.bench.onnx_builder import random_images
+    x = random_images(3, seed=2, size=20)
+    assert x.shape == (3, 3, 20, 20) and abs(float(x.mean())) < 0.3 and 0.7 < x.std() < 1.3
+    graph = GraphBuilder("bn", feed={"x": x})
+    y = graph.batchnorm("x", "bn", np.random.default_rng(0))
+    out = graph.values[y].astype(np.float64)
+    scale, bias = graph.initializers["bn.scale"], graph.initializers["bn.bias"]
+    np.testing.assert_allclose(out.mean(axis=(0, 2, 3)), bias, atol=1e-5)
+    np.testing.assert_allclose(out.std(axis=(0, 2, 3)), scale, rtol=1e-3)

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.graph.models import images, initializer, model_bytes, residual_cnn
+from tests.graph.models import general_convs, images, initializer, model_bytes, residual_cnn
 from vdla.frontend.onnx import MAX_TENSOR_ELEMENTS, from_bytes, load
 from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
@@ -31,8 +31,8 @@ LIGHT_MODELS = {
     "light_inception_v2.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
     "light_densenet121.onnx": r"node 'n2' \(Unsqueeze\): operator Unsqueeze is not supported",
     "light_squeezenet.onnx": r"node 'n9' \(Concat\): operator Concat is not supported",
-    "light_shufflenet.onnx": r"node 'n4' \(Conv\): attribute group=4 \(grouped convolution\) "
-                             r"is not supported yet \(only group=1\)",
+    # its grouped convolutions import; the channel shuffle between them does not
+    "light_shufflenet.onnx": r"node 'n8' \(Transpose\): operator Transpose is not supported",
 }
 
 
@@ -82,10 +82,20 @@ WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
 
 
 @pytest.mark.parametrize("node, inits, message", [
-    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[2, 2]), [WEIGHT],
-     r"node 'c' \(Conv\): attribute dilations=\[2, 2\] is not supported \(only 1\)"),
-    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[3, 3, 3, 3]), [WEIGHT],
-     r"node 'c' \(Conv\): pads \(3, 3, 3, 3\) reach a whole kernel"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                      dilations=[2, 2]), [],
+     r"node 'p' \(MaxPool\): attribute dilations=\[2, 2\] is not supported \(only 1\)"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[2, 2],
+                      pads=[2, 0, 0, 0]), [],
+     r"node 'p' \(MaxPool\): pads \(2, 0, 0, 0\) reach a whole kernel"),
+    (helper.make_node("Pad", ["x", "pads"], ["y"], name="p"),
+     [initializer("pads", np.array([0, 1, 0, 0, 0, 0, 0, 0], np.int64))],
+     r"node 'p' \(Pad\): pads \[0, 1, 0, 0, 0, 0, 0, 0\] filled with 0: only zeros added to "
+     r"height and width are supported$"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=2), [WEIGHT],
+     r"node 'c' \(Conv\): attribute group=2 does not fit input channels 2 and weight "
+     r"\(3, 2, 3, 3\) \(expected input channels = group \* weight.shape\[1\], group "
+     r"dividing weight.shape\[0\]\)$"),
     (helper.make_node("Conv", ["x", "w"], ["y"], name="c", foo=1), [WEIGHT],
      r"node 'c' \(Conv\): attribute foo is not supported"),
     (helper.make_node("Conv", ["x", "missing"], ["y"], name="c"), [],
@@ -216,3 +226,15 @@ def test_a_reshape_to_the_files_batch_follows_the_new_batch():
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
     np.testing.assert_allclose(execute(graph, {"x": x})["y"],
                                x.reshape(5, 6) @ graph.value("w").T, rtol=1e-5)
+
+
+def test_grouped_dilated_and_padded_convs_match_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    model = general_convs(seed=3).SerializeToString()
+    graph = from_bytes(model, batch=4)
+    convs = {n.name: n.attrs for n in graph.nodes if n.op == "conv"}
+    assert convs["depthwise"]["groups"] == 8 and convs["depthwise"]["pads"] == (0, 0, 1, 1)
+    assert convs["grouped"]["dilation"] == (2, 2) and convs["wide"]["pads"] == (0, 3, 1, 0)
+    x = images(4, seed=2)
+    expected = ort.InferenceSession(model).run(None, {"input": x})[0]
+    np.testing.assert_allclose(execute(graph, {"input": x})["logits"], expected, atol=1e-6)

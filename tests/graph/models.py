@@ -82,3 +82,41 @@ def images(count: int, size: int = 8, seed: int = 1) -> np.ndarray:
     rng = np.random.default_rng(seed)
     coarse = rng.uniform(0, 1, (count, 1, size // 2, size // 2))
     return np.repeat(np.repeat(coarse, 2, axis=2), 2, axis=3).astype(np.float32)
+
+
+def general_convs(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
+    """Every kind of Conv the importer takes, on 1x8x8 images, each followed by a ReLU.
+
+    A 3x3 stem to 8 channels; a depthwise 3x3 of stride 2 with SAME_UPPER's
+    asymmetric pads; a grouped (2 groups) 3x3 with dilation 2; a 1x3 kernel
+    with a left pad past its extent (split by `split_pads`); then global
+    average pool and a Gemm to 10 logits.
+    """
+    rng = np.random.default_rng(seed)
+
+    def weight(shape):
+        return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+    specs = [  # name, weight shape, attributes
+        ("stem", (8, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ("depthwise", (8, 1, 3, 3), {"group": 8, "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+        ("grouped", (8, 4, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+        ("wide", (8, 8, 1, 3), {"pads": [0, 3, 1, 0]}),
+    ]
+    nodes, inits, x = [], [], "input"
+    for name, shape, attrs in specs:
+        inits += [initializer(f"{name}_w", weight(shape)),
+                  initializer(f"{name}_b", rng.uniform(-0.1, 0.1, shape[0]).astype(np.float32))]
+        nodes += [helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c"],
+                                   name=name, **attrs),
+                  helper.make_node("Relu", [f"{name}_c"], [f"{name}_r"], name=f"{name}_relu")]
+        x = f"{name}_r"
+    inits.append(initializer("fc_w", weight((10, 8))))
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["g"], name="gap"),
+              helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+              helper.make_node("Gemm", ["f", "fc_w"], ["logits"], name="fc", transB=1)]
+    graph = helper.make_graph(
+        nodes, "general_convs",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 1, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)

@@ -58,3 +58,14 @@ def test_qdq_model_compiles_back_to_the_same_integer_graph(digits):
     assert back.outputs == integer.outputs == ["logits"]
     np.testing.assert_array_equal(execute(back, {"input": x})["logits"],
                                   execute(integer, {"input": x})["logits"])
+
+
+def test_grouped_and_dilated_convs_export_and_come_back_the_same():
+    from tests.graph.models import general_convs, images
+    graph = from_bytes(general_convs(seed=3).SerializeToString(), batch=2)
+    integer = quantize_graph(graph, {"input": images(16)})
+    back = quantize_graph(from_bytes(to_qdq(integer).SerializeToString(), batch=2))
+    assert [(n.op, n.attrs) for n in back.nodes] == [(n.op, n.attrs) for n in integer.nodes]
+    x = images(2, seed=4)
+    np.testing.assert_array_equal(execute(back, {"input": x})["logits"],
+                                  execute(integer, {"input": x})["logits"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.graph.models import images, residual_cnn
+from tests.graph.models import general_convs, images, residual_cnn
 from vdla.frontend.onnx import from_bytes
 from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
@@ -39,6 +39,24 @@ def test_every_tensor_matches_the_reference(options):
     expected_conv1 = "cpu" if options.get("target") == "cpu" else "accel"
     assert places["conv1"] == expected_conv1 and places["conv2"] == "cpu"
     assert places["residual"] == "host"
+
+
+@pytest.mark.parametrize("options", [{"sim": "fsim"}, {"target": "cpu"}])
+def test_grouped_dilated_and_padded_convs_run_bit_exact(options):
+    """Depthwise, grouped + dilated and asymmetric convs on the accelerator (or cpu) whole."""
+    graph = from_bytes(general_convs(seed=3).SerializeToString(), batch=2)
+    network = compile_network(graph, PRESETS["default"], {"input": images(32, seed=1)})
+    x = images(2, seed=4)
+    result = network.run({"input": x}, keep=True, **options)
+    _assert_bit_exact(network, result, x)
+    ops = {node.name: node for node in network.graph.nodes}
+    # Only the padding the LOADs cannot add (each side's below the 1x3 kernel's extent:
+    # left 2 of 3, bottom 0 of 1) is a host node.
+    assert ops["wide/pad"].attrs["pads"] == (0, 1, 1, 0) and ops["wide"].attrs["pads"] == (
+        0, 2, 0, 0)
+    assert ops["depthwise"].attrs["pads"] == (0, 0, 1, 1)
+    assert {row["name"] for row in result.layers if row["place"] != "host"} >= {
+        "stem", "depthwise", "grouped", "wide", "fc"}
 
 
 @pytest.mark.rtl

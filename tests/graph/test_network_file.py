@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from tests.graph.models import images, residual_cnn
+from tests.graph.models import general_convs, images, residual_cnn
 from vdla.frontend.onnx import from_bytes
 from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
@@ -42,6 +42,16 @@ def test_same_network_same_bytes_and_a_faithful_round_trip(data, tmp_path):
     assert is_network_file(path) and load(path).graph.outputs == ["probs"]
     with pytest.raises(GraphError, match=r"compiled for hardware 'tiny', not for 'default'"):
         load(path, PRESETS["default"])
+
+
+def test_grouped_and_dilated_layers_round_trip():
+    graph = from_bytes(general_convs(seed=3).SerializeToString(), batch=1)
+    network = loads(dumps(compile_network(graph, PRESETS["tiny"], {"input": images(16)})))
+    assert network.graph.node("depthwise").attrs["groups"] == 8
+    assert network.graph.node("grouped").attrs["dilation"] == (2, 2)
+    x = images(1, seed=4)
+    np.testing.assert_array_equal(network.run({"input": x}).outputs["logits"],
+                                  execute(network.graph, {"input": x})["logits"])
 
 
 def _resign(data: bytes, change) -> bytes:

@@ -87,19 +87,26 @@ def test_pipeline_keeps_the_function_and_runs_in_declared_order(graph):
     _same_function(graph, result)
 
 
-def test_split_pads_makes_conv_pads_symmetric():
+@pytest.mark.parametrize("pads, kept, host", [
+    ((0, 0, 1, 1), (0, 0, 1, 1), None),              # asymmetric: the LOADs pad it
+    ((3, 0, 1, 2), (1, 0, 1, 1), (2, 0, 0, 1)),      # past the kernel: the excess on the host
+])
+def test_split_pads_moves_only_what_the_loads_cannot_pad(pads, kept, host):
+    out_h, out_w = 4 + pads[0] + pads[2] - 1, 4 + pads[1] + pads[3] - 1
     graph = Graph({"x": Tensor("x", (1, 1, 4, 4), np.int8, exponent=0),
                    "w": Tensor("w", (1, 1, 2, 2), np.int8, np.ones((1, 1, 2, 2), np.int8)),
                    "b": Tensor("b", (1,), np.int32, np.zeros(1, np.int32)),
-                   "y": Tensor("y", (1, 1, 4, 4), np.int8)},
+                   "y": Tensor("y", (1, 1, out_h, out_w), np.int8)},
                   [Node("c", "qconv", ["x", "w", "b"], ["y"],
-                        {"kernel": (2, 2), "stride": (1, 1), "pads": (0, 0, 1, 1), "shift": 0,
-                         "relu": False})], ["x"], ["y"]).check()
+                        {"kernel": (2, 2), "stride": (1, 1), "pads": pads, "groups": 1,
+                         "dilation": (1, 1), "shift": 0, "relu": False})], ["x"], ["y"]).check()
     x = {"x": np.arange(16, dtype=np.int8).reshape(1, 1, 4, 4)}
     expected = execute(graph, x)["y"]
     split = split_pads(graph.copy()).check()
-    assert [n.op for n in split.nodes] == ["pad", "qconv"]
-    assert split.node("c").attrs["pads"] == (0, 0, 0, 0)
+    assert [n.op for n in split.nodes] == (["qconv"] if host is None else ["pad", "qconv"])
+    assert split.node("c").attrs["pads"] == kept
+    if host is not None:
+        assert split.node("c/pad").attrs["pads"] == host
     np.testing.assert_array_equal(execute(split, x)["y"], expected)
 
 

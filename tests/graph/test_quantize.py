@@ -33,7 +33,8 @@ def test_every_layer_requantises_with_one_rounding_shift(graphs):
         if node.op != "qconv":
             continue
         x, w, b = (values[name] for name in node.inputs)
-        acc = conv_sum(x, w, node.attrs["stride"], node.attrs["pads"], np.int64)
+        acc = conv_sum(x, w, node.attrs["stride"], node.attrs["pads"], np.int64,
+                       node.attrs["groups"], node.attrs["dilation"])
         shift = node.attrs["shift"]
         # The bias holds the layer's bias plus 2**(shift-1): the hardware's plain
         # shift then rounds half up, which is floor(real + 1/2) of the exact quotient.
