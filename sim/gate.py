@@ -15,7 +15,7 @@ Two checks, one cell library:
     cycle after a short warm-up (pipeline registers start unknown in the
     DSPs). Millions of cycles a second: for the GEMM core, every 8-bit
     operand pair of every multiplier many times over.
-`gate_simulator`
+`gate_model`
     The whole accelerator core's netlist under `sim.rtl.RtlSimulator`: the
     RTL tier's harness (DRAM model, C ABI), its random programs and fsim as
     the oracle, so a program run on the gates is checked like one on the RTL.
@@ -47,7 +47,7 @@ from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env
     verilator_version
 
 __all__ = ["GateError", "BlockCheck", "cell_models", "check_block", "gemm_core_check",
-           "gate_verilog", "gate_simulator", "yosys_share"]
+           "gate_verilog", "gate_model", "yosys_share"]
 
 # The families' simulation libraries inside Yosys's share directory.
 CELL_LIBRARIES = {"ice40": ("ice40/cells_sim.v",), "ecp5": ("ecp5/cells_sim.v",)}
@@ -56,9 +56,13 @@ RECIPE_VERSION = 1
 # Cycles after which every pipeline register of a block has been written from its inputs.
 WARMUP_CYCLES = 8
 
-_MODULE = re.compile(r"^module\s+\\?([\w$]+)\b.*?^endmodule\b", re.MULTILINE | re.DOTALL)
-_INSTANCE = re.compile(r"^\s*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?[\w$.\[\]]+\s*\(",
+_MODULE = re.compile(r"^module\s+\\?([\w$]+)\b.*?\bendmodule\b", re.MULTILINE | re.DOTALL)
+_INSTANCE = re.compile(r"^\s*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(",
                        re.MULTILINE | re.DOTALL)
+# Words that start statements which look like an instance to `_INSTANCE` (``else if (``).
+_KEYWORDS = frozenset("if else begin end case casez casex for while repeat always assign wire reg "
+                      "module initial input output inout function task generate localparam "
+                      "parameter integer genvar default specify".split())
 _INCLUDE = re.compile(r'^`include "([^"]+)"', re.MULTILINE)
 _PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?(?:\[(\d+):0\]\s*)?"
                    r"\\?(\w+)\s*;", re.MULTILINE)
@@ -169,6 +173,12 @@ def _check_mult18x18d(netlist: str) -> None:
                                 "of it is the combinational multiplier Yosys maps $mul to")
 
 
+def _cell_types(verilog: str) -> list[str]:
+    """The module names ``verilog`` instantiates."""
+    return [match.group(1) for match in _INSTANCE.finditer(verilog)
+            if match.group(1) not in _KEYWORDS and match.group(3) not in _KEYWORDS]
+
+
 def cell_models(target: str, netlist: str) -> str:
     """The simulation models of the cells ``netlist`` instantiates (and theirs), as Verilog.
 
@@ -184,16 +194,16 @@ def cell_models(target: str, netlist: str) -> str:
     if target == "ecp5":
         _check_mult18x18d(netlist)
     wanted: list[str] = []
-    pending = [match.group(1) for match in _INSTANCE.finditer(netlist)]
+    pending = _cell_types(netlist)
     while pending:
         name = pending.pop()
-        if name in defined or name in wanted or name in ("module", "assign", "wire", "reg"):
+        if name in defined or name in wanted:
             continue
         if name not in library:
             raise GateError(f"the {target} netlist uses cell {name}, which has no simulation model "
                             "in Yosys's cell library")
         wanted.append(name)
-        pending += [match.group(1) for match in _INSTANCE.finditer(library[name])]
+        pending += _cell_types(library[name])
     return "\n".join([library[""], *(library[name] for name in sorted(wanted)), ""])
 
 
@@ -389,13 +399,11 @@ def gemm_core_check(config: HwConfig, target: str, device: str | None = None, *,
     return check_block(gold, "gemm_rtl", gate, "gemm_gate", target, cycles=cycles, seed=seed)
 
 
-def gate_simulator(config: HwConfig, target: str, device: str | None = None, **options):
-    """An `sim.rtl.RtlSimulator` of ``config``'s core netlist from ``target``'s flow.
-
-    The same harness, DRAM model and C ABI as the RTL tier; ``options`` go to
-    `RtlSimulator` (``cycle_limit``, ``backpressure``, ...).
-    """
+def gate_model(config: HwConfig, target: str, device: str | None = None):
+    """The Verilator model (`sim.rtl.ModelBuild`, cached) of ``config``'s core netlist from
+    ``target``'s flow, with the RTL tier's harness, DRAM model and C ABI: pass it as
+    ``build=`` to the ``rtl`` backend (`sim.rtl.RtlSimulator`, `runtime.Device`) to run
+    programs on the gates."""
     from vdla.hw.synth import core_netlist
-    from vdla.sim.rtl import RtlSimulator
-    netlist = core_netlist(config, target, device)
-    return RtlSimulator(config, verilog=gate_verilog(target, netlist), **options)
+    from vdla.sim.rtl import build_model
+    return build_model(config, verilog=gate_verilog(target, core_netlist(config, target, device)))
