@@ -24,9 +24,9 @@ them (`hw.synth.script_after_read`): Yosys 0.70's ``ice40_dsp`` otherwise
 takes one product's register as the C/D input register of the ``SB_MAC16``
 that adds it to another and, mapping the first multiplier, leaves that input
 undriven -- products silently dropped (docs/yosys-ice40-dsp-bug.md). Kept, a
-product register still goes inside its own ``SB_MAC16`` and the post-adder
-reads it from there: the same DSPs, no extra flip-flop, the same logic in
-every preset (the attribute alone changes no RTL behaviour).
+product register still goes inside its own ``SB_MAC16`` and the next one's
+post-adder reads it from there: one DSP per product, no flip-flop or LUT
+more; the attribute changes no preset's RTL behaviour.
 """
 
 from __future__ import annotations
