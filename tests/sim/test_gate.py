@@ -83,3 +83,22 @@ def test_ecp5_multipliers_with_registers_are_refused():
                                         "netlist: vdla's model of it is the combinational "
                                         "multiplier Yosys maps \\$mul to$"):
         cell_models("ecp5", netlist)
+
+
+@pytest.mark.slow
+def test_the_icebreaker_core_netlist_runs_random_programs_like_fsim():
+    """The whole core's iCE40 netlist (block RAMs, DSPs, carry chains) under the RTL tier's
+    harness; benchmarks/netlist.py runs 100 programs on every preset."""
+    from vdla.sim.backend import get_backend
+    from vdla.sim.gate import gate_model
+    from vdla.sim.programs import generate
+    config = PRESETS["icebreaker"]
+    build = gate_model(config, "ice40")
+    fsim = get_backend("fsim", config)
+    for seed, backpressure in ((0, 0), (1, 30), (2, 0), (3, 30)):
+        program = generate(config, seed)
+        expected, _ = program.run(fsim)
+        actual, result = program.run(get_backend("rtl", config, build=build,
+                                                 backpressure=backpressure, check=False))
+        assert result.cycles > 0
+        assert np.array_equal(expected, actual), program.describe_difference(expected, actual)
