@@ -393,8 +393,7 @@ def gemm_core_check(config: HwConfig, target: str, device: str | None = None, *,
     ``target``'s flow (`hw.synth.block_netlist`) against its RTL."""
     from vdla.hw.gemm import GemmCore
     from vdla.hw.synth import block_netlist, block_verilog
-    core = GemmCore(config)
-    gold = block_verilog(core, "gemm_rtl")
+    gold = block_verilog(GemmCore(config), "gemm_rtl")
     gate = block_netlist(GemmCore(config), "gemm_gate", target, device)
     return check_block(gold, "gemm_rtl", gate, "gemm_gate", target, cycles=cycles, seed=seed)
 
