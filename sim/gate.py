@@ -25,6 +25,10 @@ box (``ecp5/cells_bb.v``); Yosys's ``lattice/dsp_map_18x18.v`` instantiates
 it as a combinational 18x18 multiplier (no register, no pre-adder). The model
 here is that black box's header with that one behaviour, and a netlist whose
 ``MULT18X18D`` sets anything else is refused rather than simulated wrongly.
+Yosys's ECP5 block RAM model (``DP16KD`` in ``ecp5/cells_sim.v``) is a port
+and parameter list with no behaviour: a netlist with block RAMs is refused
+(`GateError`) rather than simulated reading zeros, so on ECP5 the checks
+reach the blocks without block RAM (the GEMM core), not the whole core.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ _INSTANCE = re.compile(r"^\s*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\
 _KEYWORDS = frozenset("if else begin end case casez casex for while repeat always assign wire reg "
                       "module initial input output inout function task generate localparam "
                       "parameter integer genvar default specify".split())
+# What a model with behaviour has (Yosys's ECP5 ``DP16KD`` has none of these).
+_BEHAVIOUR = re.compile(r"\b(assign|always|always_ff|always_comb)\b")
 _INCLUDE = re.compile(r'^`include "([^"]+)"', re.MULTILINE)
 _PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?(?:\[(\d+):0\]\s*)?"
                    r"\\?(\w+)\s*;", re.MULTILINE)
@@ -202,6 +208,10 @@ def cell_models(target: str, netlist: str) -> str:
         if name not in library:
             raise GateError(f"the {target} netlist uses cell {name}, which has no simulation model "
                             "in Yosys's cell library")
+        if not _BEHAVIOUR.search(library[name]) and not _cell_types(library[name]):
+            # Simulated, its outputs would read 0: a wrong answer, not a check.
+            raise GateError(f"the {target} netlist uses cell {name}, whose model in Yosys's cell "
+                            "library has no behaviour (ports and parameters only)")
         wanted.append(name)
         pending += _cell_types(library[name])
     return "\n".join([library[""], *(library[name] for name in sorted(wanted)), ""])

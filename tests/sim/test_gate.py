@@ -76,6 +76,15 @@ def test_a_cell_without_model_and_other_ports_are_refused():
         check_block(gold, "gold", gate, "gate", "ice40")
 
 
+def test_a_cell_whose_model_has_no_behaviour_is_refused():
+    """Yosys's ECP5 block RAM model is a port list: simulated, it would read zeros."""
+    netlist = "module top(a, y);\n  input a;\n  output y;\n  DP16KD ram (.ADA0(a), .DOA0(y));\nendmodule\n"
+    with pytest.raises(GateError, match="^the ecp5 netlist uses cell DP16KD, whose model in "
+                                        "Yosys's cell library has no behaviour \\(ports and "
+                                        "parameters only\\)$"):
+        cell_models("ecp5", netlist)
+
+
 def test_ecp5_multipliers_with_registers_are_refused():
     netlist = ("module top(a, y);\n  input a;\n  output y;\n  MULT18X18D #(\n"
                "    .REG_OUTPUT_CLK(\"CLK0\")\n  ) m (.A0(a), .P0(y));\nendmodule\n")
