@@ -35,7 +35,8 @@ from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import TARGETS, SynthError, synth_options, tool_path, yowasp_env
+from vdla.hw.synth import TARGETS, SynthError, script_after_read, synth_options, tool_path, \
+    yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
 
