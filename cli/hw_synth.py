@@ -5,6 +5,14 @@ accelerator of a config and prints LUTs, flip-flops, block RAMs, DSPs, whether
 it fits the part and the Fmax per clock domain; ``--json`` writes the report.
 ``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
 ``board-header`` writes the board's UART protocol as a C header.
+
+Both check the netlist first (``--no-netlist-check`` skips it and says so):
+the GEMM core of the config, synthesised by the same flow for the same part,
+is simulated gate by gate with Yosys's cell models against its RTL
+(`sim.gate.gemm_core_check`; where a synthesis bug dropped products,
+docs/yosys-ice40-dsp-bug.md); a netlist that differs stops the command before
+any report or bitstream is written. The whole core's netlist runs random
+programs in ``benchmarks/netlist.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +34,43 @@ def seed_option(default, said):
                              "another placement.")
 
 
+# Cycles of random operands the quick check runs (a second or two once built).
+CHECK_CYCLES = 200_000
+SKIPPED = ("netlist check skipped (--no-netlist-check): the GEMM core's netlist is not "
+           "simulated against its RTL")
+
+netlist_check_option = click.option(
+    "--no-netlist-check", "skip_check", is_flag=True,
+    help="Skip simulating the synthesised GEMM core against its RTL (a Yosys bug once "
+         "dropped products; docs/yosys-ice40-dsp-bug.md).")
+
+
+def check_netlist(config, target: str, device: str | None, skip: bool) -> dict:
+    """The quick netlist check, for ``config`` on ``target``'s ``device``; its report.
+
+    Stops the command with a one-line error when the netlist differs from the RTL.
+    """
+    if skip:
+        click.echo(SKIPPED, err=True)
+        return {"checked": False}
+    from vdla.hw.synth import SynthError
+    from vdla.sim.gate import GateError, gemm_core_check
+    click.echo(f"checking the GEMM core's {target} netlist against its RTL "
+               f"({CHECK_CYCLES} random cycles)...", err=True)
+    try:
+        result = gemm_core_check(config, target, device, cycles=CHECK_CYCLES)
+    except (GateError, SynthError) as error:
+        fail(f"netlist check: {str(error).splitlines()[0]}")
+    if not result.equal:
+        fail(f"the {target} netlist of config {config.name}'s GEMM core differs from its RTL in "
+             f"{result.mismatches} of {result.cycles} cycles ({result.first_mismatch}); "
+             "nothing was written")
+    click.echo(f"netlist check: the GEMM core's {target} netlist equals its RTL over "
+               f"{result.cycles} random cycles", err=True)
+    return {"checked": True, "block": "gemm", "cycles": result.cycles,
+            "mismatches": result.mismatches}
+
+
 @click.command("synth")
 @config_option
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
@@ -39,14 +84,16 @@ def seed_option(default, said):
               help="Clock goal for place and route (default: a board preset's board clock, "
                    "else 100 on ecp5, 30 on ice40).")
 @seed_option(1, "1")
+@netlist_check_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the report as JSON to this file ('-': standard output).")
-def synth(config, target, device, estimate, clock_mhz, seed, json_path):
+def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_path):
     """Synthesise the accelerator: resources, fit, and (after place and route) Fmax."""
     from vdla.hw import synth as flow
     if device is not None and (device not in flow.DEVICES or flow.DEVICES[device].target != target):
         choices = ", ".join(d.name for d in flow.DEVICES.values() if d.target == target)
         fail(f"--device {device!r}: not an {target} part vdla knows (available: {choices})")
+    netlist_check = check_netlist(config, target, device, skip_check)
     click.echo(f"synthesising config {config.name} for {target} "
                f"({'synthesis only' if estimate else 'with place and route'}; the first run "
                "compiles the tools, ~2 min)...", err=True)
@@ -58,7 +105,8 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
                                           seed=seed)
     except flow.SynthError as error:
         fail(str(error).splitlines()[0])
-    data = {"config": config.name, "config_hash": config.hash, **report.to_dict()}
+    data = {"config": config.name, "config_hash": config.hash, **report.to_dict(),
+            "netlist_check": netlist_check}
     if json_path is not None and str(json_path) == "-":
         click.echo(json.dumps(data))
         return
@@ -80,8 +128,9 @@ def synth(config, target, device, estimate, clock_mhz, seed, json_path):
               help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
                    "on ecpix5-85f, 50 on ulx3s-85f, 30 on icebreaker).")
 @seed_option(None, "nextpnr's own")
+@netlist_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def bitstream(board, config, output, clock_mhz, seed, as_json):
+def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
     from vdla.hw.boards import BOARDS, build_bitstream
     from vdla.hw.synth import SynthError
@@ -92,6 +141,7 @@ def bitstream(board, config, output, clock_mhz, seed, as_json):
     ctx = click.get_current_context()
     if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
         config = chosen.config
+    netlist_check = check_netlist(config, chosen.target, chosen.device, skip_check)
     click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
                err=True)
     try:
@@ -99,7 +149,7 @@ def bitstream(board, config, output, clock_mhz, seed, as_json):
     except SynthError as error:
         fail(str(error).splitlines()[0])
     if as_json:
-        click.echo(json.dumps(report.to_dict()))
+        click.echo(json.dumps({**report.to_dict(), "netlist_check": netlist_check}))
         return
     clocks = ", ".join(f"{name} {mhz:.1f} MHz" for name, mhz in report.fmax_by_clock.items())
     click.echo(f"wrote {output}: {report.bytes} bytes, config {config.name}, runs at "

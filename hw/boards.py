@@ -35,8 +35,8 @@ from amaranth.lib import io
 
 from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.replica import KEEP_REPLICAS
-from vdla.hw.synth import TARGETS, SynthError, synth_options, tool_path, yowasp_env
+from vdla.hw.synth import TARGETS, SynthError, script_after_read, synth_options, tool_path, \
+    yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
 
@@ -294,7 +294,7 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
             plan = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                   build_dir=build_dir, do_build=False, do_program=False,
                                   synth_opts=synth_options(board.target, board.device),
-                                  script_after_read=KEEP_REPLICAS,
+                                  script_after_read=script_after_read(board.target),
                                   nextpnr_opts=list(options))
             if config.ram_collision_dont_care:   # as `Board.rtlil` marks it
                 plan.files["top.il"] = mark_collision_dont_care(plan.files["top.il"])

@@ -18,6 +18,15 @@ spans two stages: the first sums groups of products (its lower levels), the
 second the groups' registered sums, so `GemmCore.latency` is 3. Nothing is
 wider than it needs to be: the synthesised netlist shows 8x8 ``$mul`` cells (a
 test checks it).
+
+The product registers carry the `PRODUCT` attribute. On iCE40 the flow keeps
+them (`hw.synth.script_after_read`): Yosys 0.70's ``ice40_dsp`` otherwise
+takes one product's register as the C/D input register of the ``SB_MAC16``
+that adds it to another and, mapping the first multiplier, leaves that input
+undriven -- products silently dropped (docs/yosys-ice40-dsp-bug.md). Kept, a
+product register still goes inside its own ``SB_MAC16`` and the next one's
+post-adder reads it from there: one DSP per product, no flip-flop or LUT
+more; the attribute changes no preset's RTL behaviour.
 """
 
 from __future__ import annotations
@@ -28,7 +37,10 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
 
-__all__ = ["GemmCore", "adder_tree"]
+__all__ = ["GemmCore", "adder_tree", "PRODUCT"]
+
+# Marks the product registers' wires for the synthesis flow (see above).
+PRODUCT = "vdla_product"
 
 
 def adder_tree(terms):
@@ -94,7 +106,7 @@ class GemmCore(wiring.Component):
                 products = []
                 for k in range(block_in):
                     product = Signal(signed(in_bits + wgt_bits), name=f"product_{b}_{o}_{k}",
-                                     reset_less=True)
+                                     reset_less=True, attrs={PRODUCT: 1})
                     m.d.sync += product.eq(inp(b, k) * wgt(o, k))
                     products.append(product)
                 if config.gemm_tree_stage:

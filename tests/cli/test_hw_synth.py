@@ -43,3 +43,45 @@ def test_board_header_states_the_protocol(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.output == protocol.c_header(PRESETS["icebreaker"]) != text
     assert f"#define VDLA_BOARD_STATUS_OK 0x{protocol.Status.OK:02x}" in text
+
+
+def _stop_synthesis(monkeypatch):
+    """Synthesis that fails at once: what ran before it is what the test looks at."""
+    from vdla.hw import boards, synth
+
+    def stop(*args, **kwargs):
+        raise synth.SynthError("synthesis reached")
+    monkeypatch.setattr(synth, "estimate", stop)
+    monkeypatch.setattr(boards, "build_bitstream", stop)
+
+
+@pytest.mark.parametrize("args", [["synth", "--estimate", "--config", "icebreaker",
+                                   "--target", "ice40"],
+                                  ["bitstream", "--board", "icebreaker", "-o", "x.bin"]])
+def test_skipping_the_netlist_check_says_what_is_skipped(args, monkeypatch):
+    _stop_synthesis(monkeypatch)
+    result = invoke(hw_command, [*args, "--no-netlist-check"])
+    assert "netlist check skipped (--no-netlist-check): the GEMM core's netlist is not " \
+           "simulated against its RTL" in result.stderr
+    assert "synthesis reached" in result.output
+
+
+@pytest.mark.parametrize("args", [["synth", "--estimate", "--config", "icebreaker",
+                                   "--target", "ice40"],
+                                  ["bitstream", "--board", "icebreaker", "-o", "x.bin"]])
+def test_a_netlist_that_differs_stops_before_synthesis(args, monkeypatch):
+    from vdla.sim import gate
+    _stop_synthesis(monkeypatch)
+    checked = []
+
+    def differs(config, target, device=None, **options):
+        checked.append((config.name, target, device))
+        return gate.BlockCheck(options["cycles"], 7, "first mismatch at cycle 9: ...", 0.1)
+    monkeypatch.setattr(gate, "gemm_core_check", differs)
+    result = invoke(hw_command, args)
+    assert result.exit_code == 1
+    assert checked == [("icebreaker", "ice40",
+                        "iCE40UP5K" if args[0] == "bitstream" else None)]
+    assert ("Error: the ice40 netlist of config icebreaker's GEMM core differs from its RTL in 7 "
+            "of 200000 cycles (first mismatch at cycle 9: ...); nothing was written") in result.stderr
+    assert "synthesis reached" not in result.output

@@ -1,0 +1,161 @@
+"""The synthesised netlists against the RTL, per shipped preset on its FPGA family.
+
+Usage::
+
+    python benchmarks/netlist.py                 # every preset; whole cores but `default`'s
+    python benchmarks/netlist.py --configs icebreaker --programs 20
+    python benchmarks/netlist.py --chip-configs  # GEMM core miters only
+
+For each preset x family (`PLAN`: ``icebreaker`` on iCE40, the others on
+ECP5) the netlist Yosys writes after technology mapping (`hw.synth.netlist`,
+the flow `vdla hw synth` and `vdla hw bitstream` use) is simulated with
+Yosys's cell models (`sim.gate`) in two ways:
+
+- the GEMM core alone against its RTL in one Verilator miter, ``--cycles``
+  cycles of random operands (`sim.gate.gemm_core_check`);
+- the whole accelerator core, under the RTL tier's harness: ``--programs``
+  random programs (`sim.programs.generate`, every third with 30 % DRAM
+  backpressure) whose final DRAM images must equal fsim's, and one compiled
+  conv layer whose output must equal numpy's and fsim's (`bench.suite.run_layer`).
+
+The whole-core run is for the presets in ``--chip-configs`` (default: all
+but ``default``, whose 256 multipliers and 47,000 LUTs make a gate-level
+model that takes far longer to compile than the others; its GEMM core, where
+the DSP mapping happens, is checked by the miter). Prints one line per preset
+and writes ``benchmarks/results/netlist.json`` (synthesis and Verilator build
+times, mismatch counts, failing seeds), keeping the rows of presets not
+named in ``--configs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from vdla.hw.config import PRESETS
+from vdla.sim.backend import get_backend
+from vdla.sim.programs import generate
+
+RESULTS = Path(__file__).resolve().parent / "results" / "netlist.json"
+# Every shipped preset on the family it ships for (`default` and `tiny` on ECP5),
+# smallest netlist first.
+PLAN = (("icebreaker", "ice40"), ("tiny", "ecp5"), ("ecpix5", "ecp5"), ("ulx3s", "ecp5"),
+        ("default", "ecp5"))
+
+
+def conv_workload():
+    """One small conv layer (3x3, bias, shift, ReLU), compiled for every preset."""
+    from vdla.compiler import Conv2d
+    from vdla.compiler.workloads import Workload
+    return Workload("conv3x3", Conv2d(1, 8, 12, 7, 7, kernel=3, stride=2, padding=1, bias=True,
+                                      shift=6, relu=True), 1)
+
+
+def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
+    """Random programs and a conv layer on the core's gate-level model, against fsim."""
+    from vdla.bench.suite import run_layer
+    from vdla.hw.synth import core_netlist
+    from vdla.sim.gate import gate_model
+    began = time.perf_counter()
+    netlist = core_netlist(config, target)
+    synth_seconds = time.perf_counter() - began
+    began = time.perf_counter()
+    build = gate_model(config, target)
+    build_seconds = time.perf_counter() - began
+    fsim = get_backend("fsim", config)
+    gates = {pressure: get_backend("rtl", config, build=build, backpressure=pressure, check=False)
+             for pressure in (0, 30)}
+    failures, cycles = [], 0
+    began = time.perf_counter()
+    for seed in range(first_seed, first_seed + programs):
+        program = generate(config, seed)
+        expected, _ = program.run(fsim)
+        try:
+            actual, result = program.run(gates[30 if seed % 3 == 2 else 0])
+        except Exception as error:  # a hang on the gates is a failure, not a crash
+            failures.append({"seed": seed, "error": f"{type(error).__name__}: {error}"[:500]})
+            continue
+        cycles += result.cycles or 0
+        if not np.array_equal(expected, actual):
+            failures.append({"seed": seed,
+                             "difference": program.describe_difference(expected, actual)})
+    run_seconds = time.perf_counter() - began
+    layer = run_layer(conv_workload(), config, "rtl", backend_options={"build": build})
+    reference = run_layer(conv_workload(), config, "fsim")
+    return {"netlist_bytes": len(netlist), "synth_seconds": round(synth_seconds, 1),
+            "build_seconds": round(build_seconds, 1), "build_cached": build.cached,
+            "programs": programs, "first_seed": first_seed,
+            "passed": programs - len(failures), "failures": failures,
+            "gate_cycles": cycles, "run_seconds": round(run_seconds, 1),
+            "conv": {"op": layer.op, "correct": layer.correct, "fsim_correct": reference.correct,
+                     "cycles": layer.cycles, "error": layer.error}}
+
+
+def _equal(report: dict) -> bool:
+    chip = report.get("chip")
+    return report["gemm"]["mismatches"] == 0 and (
+        chip is None or (chip["passed"] == chip["programs"] and chip["conv"]["correct"]))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configs", nargs="+", default=[name for name, _ in PLAN],
+                        choices=[name for name, _ in PLAN])
+    parser.add_argument("--programs", type=int, default=100, help="random programs per preset")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--cycles", type=int, default=1_000_000,
+                        help="random cycles of the GEMM core miter")
+    parser.add_argument("--chip-configs", nargs="*", default=[name for name, _ in PLAN
+                                                               if name != "default"],
+                        help="presets whose whole core also runs programs on its netlist")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    from vdla.sim.gate import GateError, gemm_core_check
+    command = "python benchmarks/netlist.py " + " ".join(argv or sys.argv[1:])
+    previous = json.loads(args.output.read_text())["configs"] if args.output.exists() else []
+    reports = [report for report in previous if report["config"] not in args.configs]
+    ok = True
+    for name, target in PLAN:
+        if name not in args.configs:
+            continue
+        config = PRESETS[name]
+        gemm = gemm_core_check(config, target, cycles=args.cycles)
+        report = {"config": name, "target": target, "command": command,
+                  "gemm": {"cycles": gemm.cycles, "mismatches": gemm.mismatches,
+                           "first_mismatch": gemm.first_mismatch, "seconds": gemm.seconds}}
+        line = f"{name:10s} {target}: GEMM core {gemm.mismatches} mismatches in {gemm.cycles} cycles"
+        chip = None
+        if name in args.chip_configs:
+            try:
+                chip = check_chip(config, target, args.programs, args.first_seed)
+            except GateError as error:   # a netlist the cell models cannot simulate
+                report["chip_refused"] = str(error)
+                line += f"; core netlist not simulated: {error}"
+        if chip is not None:
+            report["chip"] = chip
+            line += (f"; core netlist {chip['passed']}/{chip['programs']} programs equal fsim "
+                     f"({chip['gate_cycles']} cycles), conv layer "
+                     f"{'correct' if chip['conv']['correct'] else 'WRONG'}; synth "
+                     f"{chip['synth_seconds']} s, Verilator build {chip['build_seconds']} s, "
+                     f"run {chip['run_seconds']} s")
+        print(line, flush=True)
+        ok &= _equal(report)
+        reports.append(report)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({
+            "benchmark": "synthesised netlists (Yosys cell models, Verilator) vs RTL and fsim",
+            "machine": platform.platform(), "python": platform.python_version(),
+            "all_equal": ok and all(_equal(report) for report in reports),
+            "configs": reports}, indent=2) + "\n")
+    print(f"wrote {args.output}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
