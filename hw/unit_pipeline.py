@@ -15,7 +15,7 @@ S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
 S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
       (`GemmCore`); ALU: acc[src] data forwarded and registered
 S5    acc[dst] and acc[src] take a result S6 holds for their row; result =
-      acc + product, ALU op (`VectorAlu`), or 0 (reset), registered
+      acc + product, ALU op (`hw.alu`), or 0 (reset), registered
 S6    acc[dst] and out[dst] written from the register through the unit's own
       write ports; S7 keeps the result one more cycle, for forwarding
 ====  =====================================================================
@@ -73,7 +73,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import isa
-from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, VectorAlu
+from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, alu_variant
 from vdla.hw.config import HwConfig
 from vdla.hw.gemm import GemmCore
 from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
@@ -369,7 +369,7 @@ class UnitPipeline(wiring.Component):
                                        newer(s4["src"], self.acc_src_read.data, s3["src"]))))
             b_in_s6 = registered_select("s5_b_in_s6",
                                         s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm)
-            m.submodules.alu = alu = VectorAlu(config)
+            m.submodules.alu = alu = alu_variant(config)(config)
             c5 = s5["control"]
             m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(b_in_s6(result6, b5)),
                          alu.imm.eq(c5.imm)]
