@@ -63,7 +63,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
 from vdla.hw.load import LoadEngine, engine_port_signature, padded_nonempty, run_load
-from vdla.hw.unit_pipeline import UnitPipeline, out_of_acc
+from vdla.hw.unit_pipeline import out_of_acc, unit_variant
 
 __all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
 
@@ -166,8 +166,8 @@ class Compute(wiring.Component):
                          uop_write.addr.eq(sram_uop.addr),
                          uop_write.data.eq(sram_uop.data)]
 
-        m.submodules.gemm = gemm = UnitPipeline(config, "gemm")
-        m.submodules.alu = alu = UnitPipeline(config, "alu")
+        m.submodules.gemm = gemm = unit_variant(config, "gemm")(config)
+        m.submodules.alu = alu = unit_variant(config, "alu")(config)
         begin_gemm, begin_alu = gemm.begin, alu.begin
 
         def view(word, opcode):
