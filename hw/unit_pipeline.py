@@ -2,9 +2,10 @@
 
 `UnitPipeline` is what both units share; its variants are `GemmUnit`, `AluUnit`
 and `TwoCycleAluUnit`, chosen once by `unit_variant` from the config's switches.
-A unit takes one GEMM or ALU instruction at a time on ``begin`` / ``insn`` and runs its loop nest one
-micro-op per cycle (the ALU's micro-ops that read ``acc[src]``: one every
-other cycle, see below); once a micro-op has entered, it never stalls:
+A unit takes one GEMM or ALU instruction at a time on ``begin`` / ``insn``
+and runs its loop nest one micro-op per cycle (the ALU's micro-ops that read
+``acc[src]``: one every other cycle, see below); once a micro-op has entered,
+it never stalls:
 
 ====  =====================================================================
 S0    `LoopSequencer` (i, j, u) and index offsets; uop SRAM read of ``u``
@@ -47,9 +48,10 @@ the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
 
-With ``HwConfig.two_cycle_alu`` the ALU unit paces every instruction and a
-micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU; the second cycle
-is called S5b below and takes S5's place towards S6 and the forwarding).
+With ``HwConfig.two_cycle_alu`` the ALU unit (`TwoCycleAluUnit`) paces every
+instruction and a micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU;
+the second cycle is called S5b below and takes S5's place towards S6 and the
+forwarding).
 
 With ``HwConfig.gemm_operand_stage`` the GEMM unit has a stage S2r between
 S2 and S3: it registers the inp and wgt data (so no path runs from a block
