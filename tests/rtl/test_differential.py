@@ -7,7 +7,10 @@ bytes of every accumulator, so the comparison covers the final SRAM state
 too. Micro-op counts from the RTL's counters must match fsim's. Part of the
 runs use the C++ DRAM model's random backpressure, and an extra config (wide
 bus with sub-beat elements, batch 2, queues of depth 2) checks that nothing
-depends on the presets' shapes.
+depends on the presets' shapes. The board presets run with the timing and area
+switches they ship with (`SHIPPED`: their variants of the ALU, the units, the
+sequencers, the load walk, the DRAM arbiter, fetch and dispatch);
+``benchmarks/differential.py --configs ...`` runs the same on thousands.
 
 The programs use every generator feature the RTL implements (`FEATURES`):
 ALU REQUANT and ``overlap`` on GEMM/ALU, both in the RTL since the commit
@@ -29,6 +32,9 @@ pytestmark = pytest.mark.rtl
 
 ODD = PRESETS["odd"]
 CONFIGS = {"tiny": PRESETS["tiny"], "default": PRESETS["default"], "odd": ODD}
+# The board presets, each with the switches it sets. ``ecpix5`` is ``ulx3s``'s
+# hardware (one model): its seeds continue ``ulx3s``'s rather than repeat them.
+SHIPPED = {"ulx3s": range(300, 330), "ecpix5": range(330, 340), "icebreaker": range(300, 330)}
 
 # What the RTL supports of what the generator can emit; a feature the RTL
 # lacks is switched off here (never skipped), so the rest keeps running.
@@ -92,6 +98,24 @@ def test_default(seed):
 def test_odd_shape(seed):
     _check(CONFIGS["odd"], seed, (STRESS, CONCURRENT, None)[seed % 3],
            backpressure=40 if seed % 3 == 1 else 0)
+
+
+@pytest.mark.parametrize("preset, seed", [(preset, seed) for preset, seeds in SHIPPED.items()
+                                          for seed in seeds])
+def test_shipped_preset(preset, seed):
+    """Base, concurrent and stress programs, a third under 30 % backpressure."""
+    _check(PRESETS[preset], seed, (BASE, CONCURRENT, BASE, STRESS)[seed % 4],
+           backpressure=30 if seed % 3 == 2 else 0)
+
+
+def test_shipped_presets_set_their_switches():
+    """The board presets really run switched hardware here (else the tests above
+    would repeat the switch-free ones), and ecpix5 is ulx3s's."""
+    from vdla.hw.config import _SWITCHES
+    switched = {name: sum(getattr(PRESETS[name], s) for s in _SWITCHES
+                          if s != "event_counters") for name in SHIPPED}
+    assert switched == {"ulx3s": 10, "ecpix5": 10, "icebreaker": 7}
+    assert PRESETS["ecpix5"].same_hardware(PRESETS["ulx3s"])
 
 
 def test_programs_use_the_features():
