@@ -4,10 +4,10 @@ Each program (`vdla.sim.programs.generate`) runs on the functional simulator, th
 bit-exact reference, and on the "rtl" backend; the final DRAM images must be
 byte-equal. The programs end by dumping the whole out buffer and all four
 bytes of every accumulator, so the comparison covers the final SRAM state
-too. Micro-op counts from the RTL's counters (where it has them) must match fsim's. Part of the
-runs use the C++ DRAM model's random backpressure, and an extra config (wide
-bus with sub-beat elements, batch 2, queues of depth 2) checks that nothing
-depends on the presets' shapes. The board presets run with the timing and area
+too. Micro-op counts from the RTL's counters (where it has them) must match
+fsim's. Part of the runs use the C++ DRAM model's random backpressure, and an
+extra config (wide bus with sub-beat elements, batch 2, queues of depth 2)
+checks that nothing depends on the presets' shapes. The board presets run with the timing and area
 switches they ship with (`SHIPPED`: their variants of the ALU, the units, the
 sequencers, the load walk, the DRAM arbiter, fetch and dispatch);
 ``benchmarks/differential.py --configs ...`` runs the same on thousands.
