@@ -13,17 +13,15 @@ where the checker forbids it) do collide and use the value, and they diverge.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
 import pytest
 
-from vdla.hw import isa
 from vdla.hw.config import PRESETS
 from vdla.hw.generate import cached_verilog
-from vdla.hw.isa import Alu, Gemm
 from vdla.sim.backend import get_backend
+from vdla.sim.illegal import mutate
 from vdla.sim.programs import GeneratorOptions, generate
 from vdla.sim.rtl.backend import RtlSimulator
 
@@ -72,19 +70,16 @@ def test_no_collision_reaches_a_result(name, seed):
 
 
 def test_the_poison_is_live():
-    """Made racy (overlap on every GEMM / ALU), some program reads an acc entry as it is
-    written and uses it: the poisoned model departs from the plain one."""
+    """Made racy (overlap on every GEMM / ALU, `sim.illegal`), some program reads an acc
+    entry as it is written and uses it: the poisoned model departs from the plain one."""
     config = PRESETS["icebreaker"]
     differ = 0
     for seed in range(600, 612):
-        program = generate(config, seed, CONCURRENT)
-        mutated = [insn.replace(overlap=True) if isinstance(insn, (Gemm, Alu)) else insn
-                   for insn in program.instructions]
-        image = program.dram.copy()
-        image[program.insn_offset:program.insn_offset + len(mutated) * isa.INSN_BYTES] = \
-            isa.encode_program(mutated, config)
-        racy = dataclasses.replace(program, dram=image, instructions=mutated)
-        plain, _ = racy.run(_model("icebreaker", False, check=False))
-        poisoned, _ = racy.run(_model("icebreaker", True, check=False))
+        mutant = mutate(generate(config, seed, CONCURRENT), np.random.default_rng(seed),
+                        "overlap_everywhere")
+        plain, poisoned = mutant.dram.copy(), mutant.dram.copy()
+        _model("icebreaker", False, check=False).run(plain, mutant.insn_offset, mutant.insn_count)
+        _model("icebreaker", True, check=False).run(poisoned, mutant.insn_offset,
+                                                    mutant.insn_count)
         differ += not np.array_equal(plain, poisoned)
     assert differ >= 1, "no racy program used a colliding read"
