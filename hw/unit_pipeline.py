@@ -182,32 +182,26 @@ class _Stages:
                          v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
 
     def newer(self, index, value, before, with_s7=True):
-        """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row.
-
-        With ``registered_control`` the selects are registers, compared a cycle
-        ahead on ``before`` (the index that is ``index`` the next cycle) against
-        what S6 and S7 take: no comparator drives the wide multiplexers.
-        """
-        if self.config.registered_control:
-            in6, in7 = (Signal(name=f"{index.name}_takes_s{n}") for n in (6, 7))
-            self.m.d.sync += [in6.eq(self.s5b["valid"] & (self.s5["dst"] == before)),
-                              in7.eq(self.v6 & (self.dst6 == before))]
-        else:
-            in6, in7 = self.v6 & (self.dst6 == index), self.v7 & (self.dst7 == index)
+        """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row
+        (``before``: the index that is ``index`` the next cycle)."""
+        in6, in7 = self._takes(index, before)
         if with_s7:
             value = Mux(in7, self.result7, value)
         return Mux(in6, self.result6, value)
 
+    def _takes(self, index, before):
+        """Whether S6 and S7 hold the result for row ``index``: compared now."""
+        return self.v6 & (self.dst6 == index), self.v7 & (self.dst7 == index)
+
+    def _lane_copies(self) -> int:
+        """Copies of each registered select (`registered_select`)."""
+        return 1
+
     def registered_select(self, name, condition, takes):
         """``condition`` registered (under ``takes``): S5's select of ``result6``
-        over another operand, a function of both operands for its multiplexer.
-
-        With registered_control it is registered once per lane (`hw.replica`):
-        one register would drive every lane's multiplexer.
-        """
-        scalars = self.config.batch * self.config.block_out
+        over another operand, a function of both operands for its multiplexer."""
         scalar_bits = self.config.element_bits("acc")
-        lane_copies = scalars if self.config.registered_control else 1
+        lane_copies = self._lane_copies()
         selects = copies(name, lane_copies)
         self.sync_when(takes, [select.eq(condition) for select in selects])
 
@@ -223,6 +217,22 @@ class _Stages:
         """Next cycle S6 holds the result for row ``index`` (a `registered_select`)."""
         return self.registered_select(f"{index.name}_in_s6",
                                       self.s5b["valid"] & (self.s5["dst"] == index), takes)
+
+
+class _RegisteredStages(_Stages):
+    """``registered_control``: the forwarding selects are registers, compared a cycle
+    ahead, and S5's are registered once per lane (`hw.replica`): no comparator
+    drives the wide multiplexers, and no one register every lane's."""
+
+    def _takes(self, index, before):
+        """Compared a cycle ahead on ``before`` against what S6 and S7 take."""
+        in6, in7 = (Signal(name=f"{index.name}_takes_s{n}") for n in (6, 7))
+        self.m.d.sync += [in6.eq(self.s5b["valid"] & (self.s5["dst"] == before)),
+                          in7.eq(self.v6 & (self.dst6 == before))]
+        return in6, in7
+
+    def _lane_copies(self):
+        return self.config.batch * self.config.block_out
 
 
 class UnitPipeline(wiring.Component):
@@ -263,6 +273,8 @@ class UnitPipeline(wiring.Component):
             raise ValueError(f"{type(self).__name__}: config {config.name} needs "
                              f"{chosen.__name__} (two_cycle_alu {config.two_cycle_alu})")
         self.config = config
+        # The forwarding's variant, by ``registered_control``.
+        self.stages_kind = _RegisteredStages if config.registered_control else _Stages
         members = {
             "begin": In(1),
             "insn": In(HwConfig.INSN_BITS),
@@ -313,7 +325,7 @@ class UnitPipeline(wiring.Component):
                       "wgt": config.wgt_index_bits}
         kinds = index_kinds(gemm)
         control = _control_layout(config, self.unit)
-        p = _Stages(m, config, control, index_bits)
+        p = self.stages_kind(m, config, control, index_bits)
 
         # ------------------------------------------------------------ S0
         m.submodules.sequencer = seq = LoopSequencer(config, with_wgt=gemm)
