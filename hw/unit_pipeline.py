@@ -313,6 +313,14 @@ class UnitPipeline(wiring.Component):
         """S5's value for acc[dst] from ``a`` (acc[dst], forwarded) and the operands."""
         raise NotImplementedError
 
+    def _last_s5(self, m, s5):
+        """The valid and last bits of a micro-op's last cycle in S5: S5's own."""
+        return s5
+
+    def _s5_takes(self, s4):
+        """When S5 takes its operands (None: every cycle)."""
+        return None
+
     def elaborate(self, platform):
         m = Module()
         config = self.config
@@ -377,22 +385,17 @@ class UnitPipeline(wiring.Component):
         # write, but also two from the next one, the forwarding below still
         # covers every result written after a read (S5b standing in for S5).
         result = Signal(acc_bits)
-        if self.two_cycle:
-            s5b = {"valid": Signal(name="s5b_valid"), "last": Signal(name="s5b_last")}
-            m.d.sync += [s5b["valid"].eq(s5["valid"]), s5b["last"].eq(s5["last"])]
-        else:
-            s5b = s5
+        s5b = self._last_s5(m, s5)
         p.write_back(s5, s5b, result, acc_bits)
 
-        # Two-cycle ALU: S5's operands are taken only with a micro-op (held in S5b).
-        takes = s4["valid"] if self.two_cycle else None
+        takes = self._s5_takes(s4)
         a4, a5 = p.data(acc_bits, name="s4_a"), p.data(acc_bits, name="s5_a")
-        if self.two_cycle:
-            m.d.sync += a4.eq(p.newer(s3["dst"], self.acc_read.data, s2["dst"]))
-            p.sync_when(takes, a5.eq(p.newer(s4["dst"], a4, s3["dst"], with_s7=False)))
-        else:
+        if takes is None:
             m.d.sync += [a4.eq(p.newer(s3["dst"], self.acc_read.data, s2["dst"])),
                          a5.eq(p.newer(s4["dst"], a4, s3["dst"], with_s7=False))]
+        else:   # the same circuit; this statement order keeps the RTLIL byte for byte
+            m.d.sync += a4.eq(p.newer(s3["dst"], self.acc_read.data, s2["dst"]))
+            p.sync_when(takes, a5.eq(p.newer(s4["dst"], a4, s3["dst"], with_s7=False)))
         a = p.s6_next_holds(s4["dst"], takes)(p.result6, a5)
         computed = self._datapath(m, p, s3, s4, s5, a, operands, takes)
         m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))
@@ -510,3 +513,13 @@ class TwoCycleAluUnit(AluUnit):
     def _pace(self, m, seq, insn):
         # The two-cycle ALU needs a bubble after every micro-op.
         m.d.comb += seq.paced.eq(1)
+
+    def _last_s5(self, m, s5):
+        # S5b: the bubble behind the micro-op in S5.
+        s5b = {"valid": Signal(name="s5b_valid"), "last": Signal(name="s5b_last")}
+        m.d.sync += [s5b["valid"].eq(s5["valid"]), s5b["last"].eq(s5["last"])]
+        return s5b
+
+    def _s5_takes(self, s4):
+        # Only with a micro-op: S5 holds its operands through S5b.
+        return s4["valid"]
