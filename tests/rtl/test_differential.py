@@ -182,3 +182,29 @@ def test_rtl_runs_overlapped_instructions_side_by_side():
                                           check=False))
         differ += not np.array_equal(expected, actual)
     assert differ >= 1
+
+
+def _benchmark():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "differential.py"
+    spec = importlib.util.spec_from_file_location("differential_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_takes_any_presets():
+    """``--configs``: each preset with its count; ecpix5 after ulx3s (one hardware)
+    takes the seeds after ulx3s's; bad input is one clear line."""
+    bench = _benchmark()
+    plan = bench.parse_configs("tiny=3,ulx3s,ecpix5,icebreaker=0", 50)
+    assert [(config.name, count) for config, count in plan] == [
+        ("tiny", 3), ("ulx3s", 50), ("ecpix5", 50), ("icebreaker", 0)]
+    assert [(config.name, count, seed) for config, count, seed in bench.seed_plan(plan, 7)] == [
+        ("tiny", 3, 7), ("ulx3s", 50, 7), ("ecpix5", 50, 57), ("icebreaker", 0, 7)]
+    for text, message in (("vta", r"^--configs: no preset 'vta' \(presets: default, tiny, "),
+                          ("tiny=-1", r"^--configs: 'tiny=-1': expected NAME=COUNT with a count"),
+                          ("odd,odd", r"^--configs: odd named twice$")):
+        with pytest.raises(ValueError, match=message):
+            bench.parse_configs(text, 1)
