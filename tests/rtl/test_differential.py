@@ -35,7 +35,7 @@ ODD = PRESETS["odd"]
 CONFIGS = {"tiny": PRESETS["tiny"], "default": PRESETS["default"], "odd": ODD}
 # The board presets, each with the switches it sets. ``ecpix5`` is ``ulx3s``'s
 # hardware (one model): its seeds continue ``ulx3s``'s rather than repeat them.
-SHIPPED = {"ulx3s": range(300, 330), "ecpix5": range(330, 340), "icebreaker": range(300, 330)}
+SHIPPED = {"ulx3s": range(300, 350), "ecpix5": range(350, 370), "icebreaker": range(300, 350)}
 
 # What the RTL supports of what the generator can emit; a feature the RTL
 # lacks is switched off here (never skipped), so the rest keeps running.
