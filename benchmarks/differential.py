@@ -1,13 +1,16 @@
-"""Hundreds of random programs on fsim vs the Verilator RTL, per config.
+"""Random programs on fsim vs the Verilator RTL, on any list of presets.
 
 Usage::
 
-    python benchmarks/differential.py                 # 300 tiny, 100 default, 100 odd
-    python benchmarks/differential.py --tiny 50 --default 10 --odd 0 --first-seed 1000
-    python benchmarks/differential.py --programs 10000 --jobs 8 \
-        --output benchmarks/results/differential_10k.json   # 6000 tiny, 2000 default, 2000 odd
+    python benchmarks/differential.py             # 300 tiny, 100 default, 100 odd
+    python benchmarks/differential.py --configs tiny=50,default=10 --first-seed 1000
+    python benchmarks/differential.py --configs tiny,default,odd,ecpix5,ulx3s,icebreaker \
+        --programs 10000 --jobs 2 --output benchmarks/results/differential_10k.json
 
-Every program (`vdla.sim.programs.generate`) runs on fsim and on the "rtl" backend
+``--configs`` names `hw.config.PRESETS` (each with its own timing switches: the
+board presets run the variants they ship with), each ``name`` or ``name=count``;
+``--programs`` is the count of a name without one. Every program
+(`vdla.sim.programs.generate`) runs on fsim and on the "rtl" backend
 (a third of them with 30 % random DRAM backpressure; a quarter with the
 stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
@@ -18,6 +21,12 @@ report tallies mismatches (images differ) and errors (a tier failed) apart. Prog
 per config and writes ``benchmarks/results/differential.json`` with every
 failing seed and the feature counts (REQUANT instructions, overlap flags,
 overlap instructions that may run beside the other unit's).
+
+Seeds start at ``--first-seed`` for every config, except that a config with the
+same hardware as an earlier one in the list (``ecpix5`` is ``ulx3s``'s core on
+a faster part: one `HwConfig.hash`) takes the seeds after that one's, so it adds
+programs rather than repeating them. Chunks of the configs run interleaved, so a
+run cut short has covered every config alike.
 """
 
 from __future__ import annotations
@@ -37,7 +46,6 @@ from vdla.hw.isa import Alu, AluOp, Gemm
 from vdla.sim.backend import get_backend
 from vdla.sim.programs import GeneratorOptions, generate
 
-ODD = PRESETS["odd"]
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
               eager_token_probability=0.4, max_pending_tokens=12)
 CONCURRENT = dict(actions=(30, 50), max_uops_per_insn=256, overlap_probability=1.0,
@@ -45,6 +53,8 @@ CONCURRENT = dict(actions=(30, 50), max_uops_per_insn=256, overlap_probability=1
 RESULTS = Path(__file__).resolve().parent / "results" / "differential.json"
 # Programs per work unit of `run_configs`.
 CHUNK = 100
+# What a plain run covers: the switch-free shapes (``--configs`` adds the boards').
+DEFAULT_CONFIGS = "tiny=300,default=100,odd=100"
 
 
 def _style(seed: int) -> str:
@@ -66,25 +76,40 @@ def _merge(parts: list[dict]) -> dict:
     return merged
 
 
+def seed_plan(plan: list[tuple[HwConfig, int]], first_seed: int) -> list[tuple[HwConfig, int, int]]:
+    """(config, count, first seed) per config: ``first_seed``, or the seed after the
+    last one an earlier config of the same hardware (`HwConfig.hash`) takes."""
+    next_seed: dict[str, int] = {}
+    seeded = []
+    for config, count in plan:
+        start = next_seed.get(config.hash, first_seed)
+        seeded.append((config, count, start))
+        next_seed[config.hash] = start + count
+    return seeded
+
+
 def run_configs(plan: list[tuple[HwConfig, int]], first_seed: int, features: dict,
                 jobs: int, on_progress=None) -> list[dict]:
-    """`run_config` for every (config, count) in chunks of at most `CHUNK` seeds, run
-    in ``jobs`` worker processes (``seconds`` then sums the workers' time).
+    """`run_config` for every (config, count) in chunks of at most `CHUNK` seeds (the
+    configs' chunks interleaved; seeds by `seed_plan`), run in ``jobs`` worker
+    processes (``seconds`` then sums the workers' time).
 
     ``on_progress(reports)`` is called with the merged reports so far after
     every chunk, so a long run leaves its results behind as it goes.
     """
     from concurrent.futures import ProcessPoolExecutor, as_completed
-    chunks = [(config, start, min(CHUNK, count - start)) for config, count in plan
-              for start in range(0, count, CHUNK)]
+    # Sorted by the offset in each config's seeds (stable): the configs take turns.
+    chunks = sorted(((offset, config, seed + offset, min(CHUNK, count - offset))
+                     for config, count, seed in seed_plan(plan, first_seed)
+                     for offset in range(0, count, CHUNK)), key=lambda chunk: chunk[0])
     done: dict[str, list[dict]] = {config.name: [] for config, _ in plan}
 
     def merged() -> list[dict]:
         return [_merge(parts) for parts in done.values() if parts]
 
     with ProcessPoolExecutor(max(1, jobs)) as pool:
-        futures = {pool.submit(run_config, config, size, first_seed + start, features): config
-                   for config, start, size in chunks}
+        futures = {pool.submit(run_config, config, size, seed, features): config
+                   for _, config, seed, size in chunks}
         for future in as_completed(futures):
             done[futures[future].name].append(future.result())
             if on_progress is not None:
@@ -150,15 +175,31 @@ def run_config(config: HwConfig, count: int, first_seed: int, features: dict) ->
             "fsim_seconds": round(fsim_seconds, 2), "rtl_seconds": round(rtl_seconds, 2)}
 
 
+def parse_configs(text: str, programs: int) -> list[tuple[HwConfig, int]]:
+    """``--configs`` as (preset, count) pairs; ``programs`` for a name without a count."""
+    plan = []
+    for item in text.split(","):
+        name, has_count, count = item.strip().partition("=")
+        if name not in PRESETS:
+            raise ValueError(f"--configs: no preset {name!r} (presets: {', '.join(PRESETS)})")
+        if any(config.name == name for config, _ in plan):
+            raise ValueError(f"--configs: {name} named twice")
+        if has_count and not count.isdigit():
+            raise ValueError(f"--configs: {item.strip()!r}: expected NAME=COUNT with a count "
+                             "of 0 or more")
+        plan.append((PRESETS[name], int(count) if has_count else programs))
+    if programs < 0:
+        raise ValueError(f"--programs: expected 0 or more, got {programs}")
+    return plan
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tiny", type=int, default=300, help="programs at tiny")
-    parser.add_argument("--default", type=int, default=100, help="programs at default")
-    parser.add_argument("--odd", type=int, default=100,
-                        help="programs at an odd shape (128-bit bus, batch 2, depth-2 queues)")
-    parser.add_argument("--programs", type=int, default=None,
-                        help="total programs, split 3:1:1 over tiny, default and odd "
-                             "(overrides --tiny/--default/--odd)")
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS,
+                        help="comma-separated presets, each NAME or NAME=COUNT "
+                             f"(default {DEFAULT_CONFIGS})")
+    parser.add_argument("--programs", type=int, default=100,
+                        help="programs per preset named without a count")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1,
                         help="worker processes (the seeds run in chunks of CHUNK programs)")
@@ -168,13 +209,12 @@ def main(argv=None) -> int:
                         help="no overlap flags (for RTL that runs compute in order)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    if args.programs is not None:
-        args.default = args.odd = args.programs // 5
-        args.tiny = args.programs - args.default - args.odd
+    try:
+        plan = [(config, count) for config, count in parse_configs(args.configs, args.programs)
+                if count > 0]
+    except ValueError as error:
+        parser.error(str(error))
     features = {"requant": not args.no_requant, "overlap": not args.no_overlap}
-    plan = [(config, count) for config, count in ((PRESETS["tiny"], args.tiny),
-                                                  (PRESETS["default"], args.default),
-                                                  (ODD, args.odd)) if count > 0]
     # Build each model once, before workers race to build it.
     for config, _ in plan:
         for backpressure in (0, 30):
@@ -200,7 +240,7 @@ def main(argv=None) -> int:
 
     reports = run_configs(plan, args.first_seed, features, args.jobs, on_progress=write)
     for report in reports:
-        print(f"{report['config']:8s} {report['passed']:4d}/{report['programs']} passed  "
+        print(f"{report['config']:10s} {report['passed']:5d}/{report['programs']} passed  "
               f"({report['instructions']} instructions, {report['rtl_cycles']} RTL cycles, "
               f"{report['requant_instructions']} REQUANT, {report['overlap_instructions']} "
               f"overlap, {report['concurrent_overlaps']} beside the other unit; "

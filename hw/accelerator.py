@@ -66,7 +66,7 @@ from vdla.hw.compute import Compute
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS, STATUS_BITS,
                               rtl_counters)
-from vdla.hw.dram_arbiter import DramArbiter
+from vdla.hw.dram_arbiter import arbiter_variant
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
 from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
@@ -129,7 +129,7 @@ class Accelerator(wiring.Component):
         load = block("load", LoadUnit(config))
         compute = block("compute", Compute(config))
         store = block("store", StoreUnit(config))
-        arbiter = block("arbiter", DramArbiter(config, len(read_clients(config))))
+        arbiter = block("arbiter", arbiter_variant(config)(config, len(read_clients(config))))
         queues = {name: block(f"tokens_{name}", TokenQueue(
                       config.token_queue_depth, registered_valid=bool(config.registered_dispatch)))
                   for name in TOKEN_QUEUES.values()}

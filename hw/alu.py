@@ -13,7 +13,7 @@ immediate, or 0 (REQUANT with ``use_imm``), and the instruction's raw ``imm``,
 all from pipeline registers, so the ALU is one pipeline stage and takes one
 micro-op per cycle.
 
-With ``HwConfig.two_cycle_alu`` it is two stages, for a slow FPGA (on iCE40
+`TwoCycleAlu` (``HwConfig.two_cycle_alu``) is two stages, for a slow FPGA (on iCE40
 the one-stage ALU's adder, shifter, comparator and multiplexers take ~60 ns):
 the inputs are held for two cycles and ``result`` is valid in the second. The
 first cycle registers, per lane, the shifter's operand (``a + b`` for ADD and
@@ -25,6 +25,11 @@ bounds shifted left by its amount, beside the shifter instead of after it
 (``x >> s > 127`` exactly when ``x >= 128 << s``, ``x >> s < lo`` when ``x <
 lo << s``). So no path runs from the operands' forwarding multiplexers through
 an adder, comparator or the shifter into the second cycle.
+`RegisteredTwoCycleAlu` (``two_cycle_alu`` with ``registered_control``) also
+registers those shifted clip bounds (once, for every lane) and the shifter's
+fill bit in the first cycle, so the second compares and shifts from registers.
+
+Each variant is a class; `alu_variant` names the one a config asks for.
 """
 
 from __future__ import annotations
@@ -36,15 +41,25 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import IMM_BITS, REQUANT_RELU, SHIFT_BITS, AluOp
 
-__all__ = ["VectorAlu"]
+__all__ = ["VectorAlu", "TwoCycleAlu", "RegisteredTwoCycleAlu", "alu_variant"]
 
 SHIFT_MASK_BITS = SHIFT_BITS                 # shifts use the operand's low bits
 RELU_BIT = REQUANT_RELU.bit_length() - 1     # REQUANT: this imm bit set -> clip at 0, not -128
 OUT_MIN, OUT_MAX = -128, 127
 
 
+def alu_variant(config: HwConfig) -> type["VectorAlu"]:
+    """The ALU class ``config``'s switches choose (``two_cycle_alu``, ``registered_control``)."""
+    if not config.two_cycle_alu:
+        return VectorAlu
+    return RegisteredTwoCycleAlu if config.registered_control else TwoCycleAlu
+
+
 class VectorAlu(wiring.Component):
-    """Elementwise int32 ALU over one acc element.
+    """Elementwise int32 ALU over one acc element, in one cycle (combinational).
+
+    The base of the variants (`alu_variant`): they share the ports and differ in
+    `_lanes`.
 
     Ports
     -----
@@ -57,6 +72,12 @@ class VectorAlu(wiring.Component):
     """
 
     def __init__(self, config: HwConfig):
+        if alu_variant(config) is not type(self):
+            # The unit pipeline paces the ALU by the config's switches, not by the class.
+            raise ValueError(f"{type(self).__name__}: config {config.name} needs "
+                             f"{alu_variant(config).__name__} (two_cycle_alu "
+                             f"{config.two_cycle_alu}, registered_control "
+                             f"{config.registered_control})")
         self.config = config
         width = config.element_bytes("acc") * 8
         super().__init__({
@@ -70,13 +91,16 @@ class VectorAlu(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         bits = self.config.element_bits("acc")
-        op = self.op
-        requant = op == AluOp.REQUANT
-        shift_left = op == AluOp.SHL
+        shift_left = self.op == AluOp.SHL
         requant_low = Signal(range(OUT_MIN, 1))
         m.d.comb += requant_low.eq(Mux(self.imm[RELU_BIT], 0, OUT_MIN))
-        if self.config.two_cycle_alu:
-            return self._two_cycle_lanes(m, bits, shift_left, requant_low)
+        self._lanes(m, bits, shift_left, requant_low)
+        return m
+
+    def _lanes(self, m, bits, shift_left, requant_low):
+        """Every lane's datapath, into ``m``."""
+        op = self.op
+        requant = op == AluOp.REQUANT
         # Per lane one comparator (MIN, MAX), one adder (ADD, REQUANT) and one
         # right shifter (SHR, REQUANT's shift, and SHL as a logical right
         # shift of the bit-reversed operand), each shared by the ops that need it.
@@ -105,20 +129,28 @@ class VectorAlu(wiring.Component):
                 (AluOp.REQUANT, Mux(clipped > OUT_MAX, OUT_MAX,
                                     Mux(clipped < requant_low, requant_low, clipped)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
-        return m
 
-    def _two_cycle_lanes(self, m, bits, shift_left, requant_low):
-        """The lanes of the two-cycle ALU (module docstring), into ``m``."""
+
+class TwoCycleAlu(VectorAlu):
+    """The two-cycle ALU (module docstring): ``result`` is valid a clock edge after
+    the inputs, which are held for both cycles."""
+
+    def _shared_bounds(self, m, requant_low):
+        """REQUANT's shifted clip bounds for every lane, or None: each lane shifts its own."""
+        return None
+
+    def _shift_operand(self, m, e, bits, operand, shift_left, choices):
+        """Register ``operand`` (the ``choices`` value, by op) and return the shifter's
+        fill bit: the operand's sign, 0 for SHL's logical shift."""
+        with m.Switch(self.op):
+            for ops, value in choices:
+                with (m.Case(*ops) if ops else m.Default()):
+                    m.d.sync += operand.eq(value)
+        return operand[-1] & ~shift_left
+
+    def _lanes(self, m, bits, shift_left, requant_low):
         op = self.op
-        shared_bounds = None
-        if self.config.registered_control:
-            # REQUANT's clip bounds shifted by its amount (the immediate's), registered
-            # in the first cycle for every lane: the second compares against registers.
-            amount = self.imm[:SHIFT_MASK_BITS]
-            bounds = Const(OUT_MAX + 1, 8) << amount, requant_low << amount
-            shared_bounds = (Signal.like(bounds[0], name="high_bound"),
-                             Signal.like(bounds[1], name="low_bound"))
-            m.d.sync += [register.eq(bound) for register, bound in zip(shared_bounds, bounds)]
+        shared_bounds = self._shared_bounds(m, requant_low)
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
@@ -139,20 +171,9 @@ class VectorAlu(wiring.Component):
                          cross[0].eq(a_bits[:half] * b_bits[half:]),
                          cross[1].eq(a_bits[half:] * b_bits[:half])]
             product = Cat(low[:half], low[half:] + cross[0] + cross[1])[:bits]
-            registered_fill = bool(self.config.registered_control)
-            if registered_fill:
-                # The operand and the shifter's fill bit (the sign, but 0 for SHL's
-                # logical shift), registered: no decoder before the shifter.
-                chosen, fill = Signal(bits, name=f"shift_in_next_{e}"), Signal(name=f"fill_{e}")
-                m.d.sync += [operand.eq(chosen), fill.eq(chosen[-1] & ~shift_left)]
-            with m.Switch(op):
-                for ops, value in (((AluOp.ADD, AluOp.REQUANT), a.as_unsigned() + b.as_unsigned()),
-                                   ((AluOp.SHL,), a.as_unsigned()[::-1]), ((), a)):
-                    with (m.Case(*ops) if ops else m.Default()):
-                        if registered_fill:
-                            m.d.comb += chosen.eq(value)
-                        else:
-                            m.d.sync += operand.eq(value)
+            fill = self._shift_operand(m, e, bits, operand, shift_left, (
+                ((AluOp.ADD, AluOp.REQUANT), a.as_unsigned() + b.as_unsigned()),
+                ((AluOp.SHL,), a.as_unsigned()[::-1]), ((), a)))
             less = Signal(name=f"less_{e}")
             m.d.sync += less.eq(a < b)
             with m.Switch(op):
@@ -161,8 +182,6 @@ class VectorAlu(wiring.Component):
                 with m.Case(AluOp.SHR, AluOp.SHL):
                     m.d.sync += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
             # Second cycle: shift, clip, select.
-            if not registered_fill:
-                fill = operand[-1] & ~shift_left
             shifted = Signal(bits, name=f"shifted_{e}")
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
             high_bound, low_bound = shared_bounds or (Const(OUT_MAX + 1, 8) << amount,
@@ -176,7 +195,32 @@ class VectorAlu(wiring.Component):
                 (AluOp.SHL, shifted[::-1]), (AluOp.MUL, product),
                 (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
-        return m
+
+
+class RegisteredTwoCycleAlu(TwoCycleAlu):
+    """`TwoCycleAlu` whose second cycle reads the clip bounds and the shifter's fill
+    bit from registers (``registered_control``)."""
+
+    def _shared_bounds(self, m, requant_low):
+        # REQUANT's clip bounds shifted by its amount (the immediate's), registered
+        # in the first cycle for every lane: the second compares against registers.
+        amount = self.imm[:SHIFT_MASK_BITS]
+        bounds = Const(OUT_MAX + 1, 8) << amount, requant_low << amount
+        shared_bounds = (Signal.like(bounds[0], name="high_bound"),
+                         Signal.like(bounds[1], name="low_bound"))
+        m.d.sync += [register.eq(bound) for register, bound in zip(shared_bounds, bounds)]
+        return shared_bounds
+
+    def _shift_operand(self, m, e, bits, operand, shift_left, choices):
+        # The operand and the shifter's fill bit (the sign, but 0 for SHL's
+        # logical shift), registered: no decoder before the shifter.
+        chosen, fill = Signal(bits, name=f"shift_in_next_{e}"), Signal(name=f"fill_{e}")
+        m.d.sync += [operand.eq(chosen), fill.eq(chosen[-1] & ~shift_left)]
+        with m.Switch(self.op):
+            for ops, value in choices:
+                with (m.Case(*ops) if ops else m.Default()):
+                    m.d.comb += chosen.eq(value)
+        return fill
 
 
 def _select(m: Module, op, out, otherwise, cases) -> None:

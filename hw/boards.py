@@ -29,9 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from amaranth import (ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal,
-                      Signal)
+from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
+from amaranth.lib.cdc import ResetSynchronizer
 
 from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
@@ -191,7 +191,7 @@ class _BoardDesign(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        # The `sync` domain runs on the PLL's output; reset is held until it locks.
+        # The `sync` domain runs on the PLL's output.
         oscillator = platform.request(platform.default_clk, dir="-")
         platform.add_file("vdla_pll.v", pll_verilog(
             self.board, platform.default_clk_frequency / 1e6, self.clock_mhz))
@@ -204,7 +204,10 @@ class _BoardDesign(Elaboratable):
         locked = Signal()
         m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_clkout=ClockSignal("sync"),
                                     o_locked=locked)
-        m.d.comb += ResetSignal("sync").eq(~locked)
+        # Held in reset until the PLL locks; `locked` is not of the PLL's output clock,
+        # so the reset is released through a synchroniser (asserted at once,
+        # released on the clock, two flip-flops deep).
+        m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx = rx = io.Buffer("i", uart.rx)
         m.submodules.tx = tx = io.Buffer("o", uart.tx)

@@ -63,15 +63,46 @@ from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
                         sram_read_signature, sram_write_signature, uop_layout)
 from vdla.hw.load import LoadEngine, engine_port_signature, padded_nonempty, run_load
-from vdla.hw.unit_pipeline import UnitPipeline, out_of_acc
+from vdla.hw.unit_pipeline import out_of_acc, unit_variant
 
-__all__ = ["Compute", "RETIRE_QUEUE_DEPTH"]
+__all__ = ["Compute", "InFlight", "RegisteredInFlight", "RETIRE_QUEUE_DEPTH"]
 
 # Issued GEMM / ALU instructions not yet retired. Each unit holds at most a few
 # in its pipeline at once (one per stage), so 8 rarely stalls issue.
 RETIRE_QUEUE_DEPTH = 8
 
 RETIRE_LAYOUT = data.StructLayout({"alu": 1, "push_prev": 1, "push_next": 1})
+
+
+class InFlight:
+    """Whether a unit has no instruction in flight (``none``) or at most one (``one``),
+    compared with its count (``in_flight``); `issued` and `completed` are the
+    statements that keep them as the count moves (none here)."""
+
+    def __init__(self, unit: str, in_flight: Signal):
+        self.none, self.one = in_flight == 0, in_flight <= 1
+
+    def issued(self) -> list:
+        return []
+
+    def completed(self) -> list:
+        return []
+
+
+class RegisteredInFlight(InFlight):
+    """``registered_dispatch``: ``none`` and ``one`` kept in registers beside the
+    count, so the issue reads no comparator."""
+
+    def __init__(self, unit: str, in_flight: Signal):
+        self.in_flight = in_flight
+        self.none = Signal(init=1, name=f"{unit}_none_in_flight")
+        self.one = Signal(init=1, name=f"{unit}_one_in_flight")
+
+    def issued(self):
+        return [self.none.eq(0), self.one.eq(self.none)]
+
+    def completed(self):
+        return [self.none.eq(self.in_flight == 1), self.one.eq(self.in_flight <= 2)]
 
 
 class Compute(wiring.Component):
@@ -105,6 +136,7 @@ class Compute(wiring.Component):
 
     def __init__(self, config: HwConfig):
         self.config = config
+        self.in_flight_kind = RegisteredInFlight if config.registered_dispatch else InFlight
         if config.shared_load_engine:
             loads = {"engine": Out(engine_port_signature(config)),
                      "sram_uop": Out(sram_write_signature(config, "uop")),
@@ -166,8 +198,8 @@ class Compute(wiring.Component):
                          uop_write.addr.eq(sram_uop.addr),
                          uop_write.data.eq(sram_uop.data)]
 
-        m.submodules.gemm = gemm = UnitPipeline(config, "gemm")
-        m.submodules.alu = alu = UnitPipeline(config, "alu")
+        m.submodules.gemm = gemm = unit_variant(config, "gemm")(config)
+        m.submodules.alu = alu = unit_variant(config, "alu")(config)
         begin_gemm, begin_alu = gemm.begin, alu.begin
 
         def view(word, opcode):
@@ -234,24 +266,16 @@ class Compute(wiring.Component):
         gemm_in_flight, alu_in_flight = Signal(count_shape), Signal(count_shape)
         gemm_done, alu_done = Signal(count_shape), Signal(count_shape)
         retire_gemm, retire_alu = Signal(), Signal()
-        # With `registered_dispatch`, whether each unit has none / at most one in flight is
-        # kept in registers beside the count, so the issue reads no comparator.
+        # Whether each unit has none / at most one instruction in flight.
         in_flight_at_most = {}
         for unit, in_flight, done, begin, completes, retires in (
                 ("gemm", gemm_in_flight, gemm_done, begin_gemm, gemm.completes, retire_gemm),
                 ("alu", alu_in_flight, alu_done, begin_alu, alu.completes, retire_alu)):
-            if config.registered_dispatch:
-                none = Signal(init=1, name=f"{unit}_none_in_flight")
-                one = Signal(init=1, name=f"{unit}_one_in_flight")
-                in_flight_at_most[unit] = (none, one)
+            in_flight_at_most[unit] = at_most = self.in_flight_kind(unit, in_flight)
             with m.If(begin & ~completes):
-                m.d.sync += in_flight.eq(in_flight + 1)
-                if config.registered_dispatch:
-                    m.d.sync += [none.eq(0), one.eq(none)]
+                m.d.sync += [in_flight.eq(in_flight + 1)] + at_most.issued()
             with m.Elif(completes & ~begin):
-                m.d.sync += in_flight.eq(in_flight - 1)
-                if config.registered_dispatch:
-                    m.d.sync += [none.eq(in_flight == 1), one.eq(in_flight <= 2)]
+                m.d.sync += [in_flight.eq(in_flight - 1)] + at_most.completed()
             with m.If(completes & ~retires):
                 m.d.sync += done.eq(done + 1)
             with m.Elif(retires & ~completes):
@@ -291,20 +315,18 @@ class Compute(wiring.Component):
         m.d.comb += [self.finished.eq(finished), self.retired.eq(retired)]
         # The other unit must have completed everything it was given, or with
         # overlap everything but its newest instruction (see the module docstring).
+        alu_none, alu_one = in_flight_at_most["alu"].none, in_flight_at_most["alu"].one
+        gemm_none, gemm_one = in_flight_at_most["gemm"].none, in_flight_at_most["gemm"].one
         if config.registered_dispatch:
             # Each unit's condition from registers and its own overlap bit, then the
             # decoded unit's: a shallow tree (`HwConfig.registered_dispatch`).
-            alu_none, alu_one = in_flight_at_most["alu"]
-            gemm_none, gemm_one = in_flight_at_most["gemm"]
             gemm_can_issue = gemm.ready & Mux(head_gemm.overlap, alu_one, alu_none)
             alu_can_issue = alu.ready & Mux(head_alu.overlap, gemm_one, gemm_none)
             unit_ready = (((head_is_gemm & gemm_can_issue) | (head_is_alu & alu_can_issue))
                           & retire_queue.w_rdy)
         else:
-            gemm_can_issue = gemm.ready & Mux(head_overlap, alu_in_flight <= 1,
-                                              alu_in_flight == 0)
-            alu_can_issue = alu.ready & Mux(head_overlap, gemm_in_flight <= 1,
-                                            gemm_in_flight == 0)
+            gemm_can_issue = gemm.ready & Mux(head_overlap, alu_one, alu_none)
+            alu_can_issue = alu.ready & Mux(head_overlap, gemm_one, gemm_none)
             unit_ready = Mux(head_is_gemm, gemm_can_issue, alu_can_issue) & retire_queue.w_rdy
         to_load_valid, to_store_valid = Signal(), Signal()
         m.d.comb += [self.to_load.valid.eq(to_load_valid | (retire & oldest.push_prev)),

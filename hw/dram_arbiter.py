@@ -10,9 +10,10 @@ request order on ``mem_rd_data``; the head of the order FIFO says which client
 they belong to, and the beat is passed to that client's ``data`` stream (its
 ready back-pressures the memory).
 Every client drains its data unconditionally (see `hw.dma`), so a burst
-waiting at the head never blocks forever. With ``HwConfig.registered_load_data``
-a beat its client does not take at once waits in a one-beat register, so the
-port's ``ready`` is a flip-flop (`DramArbiter._skid`).
+waiting at the head never blocks forever. `SkidDramArbiter`, the variant
+``HwConfig.registered_load_data`` chooses (`arbiter_variant`), keeps a beat its
+client does not take at once in a one-beat register, so the port's ``ready`` is
+a flip-flop.
 
 Writes: only the store module writes, so its request and data streams pass
 straight through to ``mem_wr_req`` / ``mem_wr_data``.
@@ -28,7 +29,12 @@ from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
                              MemWriteSignature, write_beat_layout)
 
-__all__ = ["DramArbiter"]
+__all__ = ["DramArbiter", "SkidDramArbiter", "arbiter_variant"]
+
+
+def arbiter_variant(config: HwConfig) -> type["DramArbiter"]:
+    """The arbiter class ``config``'s switches choose (``registered_load_data``)."""
+    return SkidDramArbiter if config.registered_load_data else DramArbiter
 
 
 class DramArbiter(wiring.Component):
@@ -104,16 +110,7 @@ class DramArbiter(wiring.Component):
         head_beats = order.r_data[id_bits:]
         head_last = head_beats if narrow else head_beats - 1
         received = Signal(beats_bits)
-        if self.config.registered_load_data:
-            self._skid(m, order, head_owner)
-        else:
-            for i in range(n):
-                m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
-                with m.If(order.r_rdy & (head_owner == i)):
-                    m.d.comb += [
-                        self.readers[i].data.valid.eq(self.mem_rd_data.valid),
-                        self.mem_rd_data.ready.eq(self.readers[i].data.ready),
-                    ]
+        self._route_read_data(m, order, head_owner)
         beat = self.mem_rd_data.valid & self.mem_rd_data.ready
         with m.If(beat):
             with m.If(received == head_last):
@@ -133,8 +130,22 @@ class DramArbiter(wiring.Component):
         ]
         return m
 
-    def _skid(self, m, order, head_owner):
-        """``registered_load_data``: the port's read data through a one-beat register.
+    def _route_read_data(self, m, order, head_owner):
+        """The port's read data straight to the client at the order FIFO's head."""
+        for i in range(self.n_readers):
+            m.d.comb += self.readers[i].data.payload.eq(self.mem_rd_data.payload)
+            with m.If(order.r_rdy & (head_owner == i)):
+                m.d.comb += [
+                    self.readers[i].data.valid.eq(self.mem_rd_data.valid),
+                    self.mem_rd_data.ready.eq(self.readers[i].data.ready),
+                ]
+
+
+class SkidDramArbiter(DramArbiter):
+    """`DramArbiter` whose read data passes a one-beat register (``registered_load_data``)."""
+
+    def _route_read_data(self, m, order, head_owner):
+        """The port's read data through a one-beat register.
 
         The port's ``ready`` is "the register is empty" (and a burst is expected): a
         beat its client does not take in the cycle it arrives waits in the register,

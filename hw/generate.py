@@ -106,6 +106,10 @@ def mark_collision_dont_care(text: str) -> str:
     * acc: acc LOADs run alone too, and within a unit a read that meets the
       S6 write of its row is replaced, the cycle after, by the result S7 holds
       for that row (`hw.unit_pipeline`'s forwarding), so its data is never used.
+
+    ``tests/rtl/test_collisions.py`` checks it: a model whose colliding reads
+    return the complement of the old data still runs random programs to fsim's
+    images.
     """
     def module(match: re.Match) -> str:
         body = match.group(0)

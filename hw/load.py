@@ -18,10 +18,13 @@ accepted LOAD until ``busy`` drops (both users run it from their own
 instruction register, so a second 100-odd-bit copy would only cost flip-flops).
 With ``HwConfig.registered_load_walk`` it does keep one (Yosys keeps the ~50
 bits the walkers read), so a shared engine's payload multiplexer matters only as
-it takes a LOAD, and it keeps the walk's flags in registers (below). With
-``HwConfig.registered_load_data`` as well, it decodes the memory kind as it takes
-the LOAD and steps those flags by down-counters (`_WalkAxis`), and its readers keep
-their burst lengths and a row's last element in registers (`hw.dma`).
+it takes a LOAD, and it keeps the walk's flags in registers (`_RegisteredWalk`).
+With ``HwConfig.registered_load_data`` as well, it decodes the memory kind as it
+takes the LOAD and steps those flags by down-counters (`_CountedWalk`,
+`_WalkAxis`), and its readers keep their burst lengths and a row's last element
+in registers (`hw.dma`). The SRAM walk's variants are classes the engine chooses
+once (`_walk_variant`); without either switch it compares counters with the
+LOAD's bounds (`_ComparedWalk`).
 
 An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
@@ -40,6 +43,7 @@ type only moves tokens.
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 
 from amaranth import Cat, Module, Mux, Signal, Value
@@ -124,6 +128,8 @@ class LoadEngine(wiring.Component):
     def __init__(self, config: HwConfig, kinds: tuple[str, ...]):
         self.config = config
         self.kinds = tuple(kinds)
+        # The SRAM walk's variant, by the switches (`_ComparedWalk` and its subclasses).
+        self.walk_kind = _walk_variant(config)
         members = {
             "cmd": In(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
             "busy": Out(1),
@@ -227,54 +233,9 @@ class LoadEngine(wiring.Component):
                     m.d.sync += rows_pending.eq(rows_left != 1)
 
         # ---------------------------------------------------------- SRAM walker
-        def in_rows(y):
-            return (y >= insn.y_pad_top) & (y < y_end)
-
-        def in_cols(x):
-            return (x >= insn.x_pad_left) & (x < x_end)
-
-        if tight:
-            # The registered walk's flags, stepped by counters (`_WalkAxis`); the
-            # first column's flags in registers too, for each row's start.
-            rows_axis, cols_axis = _WalkAxis(padded_bits, "row"), _WalkAxis(padded_bits, "col")
-            col_in_first, one_col = Signal(), Signal()
-            address = Signal(max(config.index_bits(kind) for kind in self.kinds))
-            is_data = rows_axis.inside & cols_axis.inside
-            at_last_col, at_last_row = cols_axis.last, rows_axis.last
-            with m.If(accepted):
-                first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
-                single_col = _sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right, flat=True)
-                m.d.sync += rows_axis.start(
-                    cmd.y_pad_top, cmd.y_pad_top + cmd.y_size, padded_rows,
-                    (cmd.y_pad_top == 0) & (cmd.y_size != 0),
-                    _sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom, flat=True))
-                m.d.sync += cols_axis.start(cmd.x_pad_left, cmd.x_pad_left + cmd.x_size,
-                                            padded_cols, first_col, single_col)
-                m.d.sync += [col_in_first.eq(first_col), one_col.eq(single_col),
-                             address.eq(cmd.sram_base)]
-        elif registered:
-            # Whether (row, col) is a data entry and whether it is the last column /
-            # row, kept in registers for the next position as the walk moves (the
-            # first position's from which fields are zero or one, no sum), and the
-            # SRAM address counted from the LOAD's base: the data back-pressure (the
-            # readers' ``elements.ready``) and the walk's steps start at flip-flops.
-            row_in, col_in, col_in_first = Signal(), Signal(), Signal()
-            row_last, col_last = Signal(), Signal()
-            address = Signal(max(config.index_bits(kind) for kind in self.kinds))
-            is_data = row_in & col_in
-            at_last_col, at_last_row = col_last, row_last
-            with m.If(accepted):
-                first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
-                m.d.sync += [row_in.eq((cmd.y_pad_top == 0) & (cmd.y_size != 0)),
-                             col_in.eq(first_col), col_in_first.eq(first_col),
-                             row_last.eq(_sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom)),
-                             col_last.eq(_sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right)),
-                             address.eq(cmd.sram_base)]
-        else:
-            at_last_col, at_last_row = col == cols_total - 1, row == rows_total - 1
-            is_data = ((row >= insn.y_pad_top) & (row < y_end) & (col >= insn.x_pad_left)
-                       & (col < x_end))
-            address = insn.sram_base + offset
+        walk = self.walk_kind(m, config, self.kinds, cmd, insn, accepted, _Rectangle(
+            row, col, offset, rows_total, cols_total, y_end, x_end))
+        is_data, address = walk.is_data, walk.address
         element_valid = Signal()
         for kind, reader in readers.items():
             with m.If(reading[kind]):
@@ -306,29 +267,145 @@ class LoadEngine(wiring.Component):
                 m.d.comb += port.data.eq(0)
         m.d.comb += self.waiting.eq(busy & is_data & ~element_valid)
         with m.If(write):
-            if registered:
-                m.d.sync += address.eq(address + 1)
-            else:
-                m.d.sync += offset.eq(offset + 1)
-            with m.If(at_last_col):
-                if tight:
-                    m.d.sync += rows_axis.step() + cols_axis.start(
-                        insn.x_pad_left, x_end, cols_total, col_in_first, one_col)
-                else:
-                    m.d.sync += [col.eq(0), row.eq(row + 1)]
-                if registered and not tight:
-                    m.d.sync += [col_in.eq(col_in_first), row_in.eq(in_rows(row + 1)),
-                                 col_last.eq(cols_total == 1), row_last.eq(row + 2 == rows_total)]
-                with m.If(at_last_row):
+            m.d.sync += walk.advance()
+            with m.If(walk.at_last_col):
+                m.d.sync += walk.next_row()
+                with m.If(walk.at_last_row):
                     m.d.sync += busy.eq(0)
             with m.Else():
-                if tight:
-                    m.d.sync += cols_axis.step()
-                else:
-                    m.d.sync += col.eq(col + 1)
-                if registered and not tight:
-                    m.d.sync += [col_in.eq(in_cols(col + 1)), col_last.eq(col + 2 == cols_total)]
+                m.d.sync += walk.next_col()
         return m
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rectangle:
+    """The engine's walk position and the padded rectangle's bounds (its registers)."""
+    row: Signal
+    col: Signal
+    offset: Signal
+    rows_total: Signal
+    cols_total: Signal
+    y_end: Signal
+    x_end: Signal
+
+
+def _walk_variant(config: HwConfig) -> type["_ComparedWalk"]:
+    """The SRAM walk ``config``'s switches choose (``registered_load_walk``,
+    ``registered_load_data``)."""
+    if config.registered_load_data:
+        return _CountedWalk
+    return _RegisteredWalk if config.registered_load_walk else _ComparedWalk
+
+
+class _ComparedWalk:
+    """The SRAM walk as counters (`_Rectangle`), compared with the LOAD's bounds every
+    cycle: whether the position is a data entry and whether it is the last column /
+    row (`is_data`, `at_last_col`, `at_last_row`), and the entry's `address`.
+
+    Built inside `LoadEngine.elaborate`; `advance`, `next_row` and `next_col` are
+    the statements of a write, of one at the last column and of one elsewhere.
+    """
+
+    def __init__(self, m, config, kinds, cmd, insn, accepted, rect: _Rectangle):
+        self.rect = rect
+        self.at_last_col = rect.col == rect.cols_total - 1
+        self.at_last_row = rect.row == rect.rows_total - 1
+        self.is_data = ((rect.row >= insn.y_pad_top) & (rect.row < rect.y_end)
+                        & (rect.col >= insn.x_pad_left) & (rect.col < rect.x_end))
+        self.address = insn.sram_base + rect.offset
+
+    def advance(self) -> list:
+        return [self.rect.offset.eq(self.rect.offset + 1)]
+
+    def next_row(self) -> list:
+        return [self.rect.col.eq(0), self.rect.row.eq(self.rect.row + 1)]
+
+    def next_col(self) -> list:
+        return [self.rect.col.eq(self.rect.col + 1)]
+
+
+class _RegisteredWalk(_ComparedWalk):
+    """``registered_load_walk``: whether (row, col) is a data entry and whether it is
+    the last column / row, kept in registers for the next position as the walk
+    moves (the first position's from which fields are zero or one, no sum), and the
+    SRAM address counted from the LOAD's base: the data back-pressure (the readers'
+    ``elements.ready``) and the walk's steps start at flip-flops."""
+
+    def __init__(self, m, config, kinds, cmd, insn, accepted, rect: _Rectangle):
+        self.rect, self.insn = rect, insn
+        row_in, col_in, col_in_first = Signal(), Signal(), Signal()
+        row_last, col_last = Signal(), Signal()
+        address = Signal(max(config.index_bits(kind) for kind in kinds))
+        self.flags = row_in, col_in, col_in_first, row_last, col_last
+        self.is_data, self.address = row_in & col_in, address
+        self.at_last_col, self.at_last_row = col_last, row_last
+        with m.If(accepted):
+            first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
+            m.d.sync += [row_in.eq((cmd.y_pad_top == 0) & (cmd.y_size != 0)),
+                         col_in.eq(first_col), col_in_first.eq(first_col),
+                         row_last.eq(_sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom)),
+                         col_last.eq(_sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right)),
+                         address.eq(cmd.sram_base)]
+
+    def advance(self) -> list:
+        return [self.address.eq(self.address + 1)]
+
+    def next_row(self) -> list:
+        rect, insn = self.rect, self.insn
+        row_in, col_in, col_in_first, row_last, col_last = self.flags
+        following = rect.row + 1
+        return super().next_row() + [
+            col_in.eq(col_in_first),
+            row_in.eq((following >= insn.y_pad_top) & (following < rect.y_end)),
+            col_last.eq(rect.cols_total == 1), row_last.eq(rect.row + 2 == rect.rows_total)]
+
+    def next_col(self) -> list:
+        rect, insn = self.rect, self.insn
+        row_in, col_in, col_in_first, row_last, col_last = self.flags
+        following = rect.col + 1
+        return super().next_col() + [
+            col_in.eq((following >= insn.x_pad_left) & (following < rect.x_end)),
+            col_last.eq(rect.col + 2 == rect.cols_total)]
+
+
+class _CountedWalk(_ComparedWalk):
+    """``registered_load_data``: the registered walk's flags stepped by down-counters
+    (`_WalkAxis`), the first column's flags in registers too, for each row's start;
+    the `_Rectangle`'s position counters (row, col, offset) go unread."""
+
+    def __init__(self, m, config, kinds, cmd, insn, accepted, rect: _Rectangle):
+        self.rect, self.insn = rect, insn
+        self.rows_axis = rows_axis = _WalkAxis(config.walker_bits, "row")
+        self.cols_axis = cols_axis = _WalkAxis(config.walker_bits, "col")
+        col_in_first, one_col = Signal(), Signal()
+        self.col_in_first, self.one_col = col_in_first, one_col
+        self.address = address = Signal(max(config.index_bits(kind) for kind in kinds))
+        self.is_data = rows_axis.inside & cols_axis.inside
+        self.at_last_col, self.at_last_row = cols_axis.last, rows_axis.last
+        with m.If(accepted):
+            padded_rows = cmd.y_pad_top + cmd.y_size + cmd.y_pad_bottom
+            padded_cols = cmd.x_pad_left + cmd.x_size + cmd.x_pad_right
+            first_col = (cmd.x_pad_left == 0) & (cmd.x_size != 0)
+            single_col = _sum_is_one(cmd.x_pad_left, cmd.x_size, cmd.x_pad_right, flat=True)
+            m.d.sync += rows_axis.start(
+                cmd.y_pad_top, cmd.y_pad_top + cmd.y_size, padded_rows,
+                (cmd.y_pad_top == 0) & (cmd.y_size != 0),
+                _sum_is_one(cmd.y_pad_top, cmd.y_size, cmd.y_pad_bottom, flat=True))
+            m.d.sync += cols_axis.start(cmd.x_pad_left, cmd.x_pad_left + cmd.x_size,
+                                        padded_cols, first_col, single_col)
+            m.d.sync += [col_in_first.eq(first_col), one_col.eq(single_col),
+                         address.eq(cmd.sram_base)]
+
+    def advance(self) -> list:
+        return [self.address.eq(self.address + 1)]
+
+    def next_row(self) -> list:
+        return self.rows_axis.step() + self.cols_axis.start(
+            self.insn.x_pad_left, self.rect.x_end, self.rect.cols_total, self.col_in_first,
+            self.one_col)
+
+    def next_col(self) -> list:
+        return self.cols_axis.step()
 
 
 class _WalkAxis:

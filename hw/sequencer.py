@@ -14,7 +14,8 @@ micro-op now, so a unit's instructions follow each other without a bubble
 ``ready`` is a register).
 With ``HwConfig.registered_control`` whether each counter is at its last
 value is a register, set with the counter from a comparison against the value
-before the last, so ``last`` (and ``ready``) come from registers too.
+before the last, so ``last`` (and ``ready``) come from registers too
+(`RegisteredEnds`, the variant the sequencer chooses over `ComparedEnds`).
 ``last`` marks the end of an instruction: its last micro-op, or a write-less
 marker one cycle after an empty instruction (zero trip count or empty uop
 range) began, so every instruction completes exactly once.
@@ -29,7 +30,8 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
 
-__all__ = ["LoopSequencer", "loop_layout", "index_kinds"]
+__all__ = ["LoopSequencer", "ComparedEnds", "RegisteredEnds", "ends_variant", "loop_layout",
+           "index_kinds"]
 
 
 def index_kinds(with_wgt: bool) -> tuple[str, ...]:
@@ -74,6 +76,7 @@ class LoopSequencer(wiring.Component):
     def __init__(self, config: HwConfig, with_wgt: bool):
         self.config = config
         self.with_wgt = with_wgt
+        self.ends_kind = ends_variant(config)
         bits = _index_bits(config)
         super().__init__({
             "begin": In(1),
@@ -103,18 +106,8 @@ class LoopSequencer(wiring.Component):
 
         # A paced instruction emits on the cycles where `gap` is low.
         emitting = issuing & ~gap
-        ahead = bool(config.registered_control)
-        if ahead:
-            # Whether each counter is at its last value, kept in registers updated
-            # with it (the comparisons on the next value): `last` and `ready` wait
-            # on no comparator.
-            end_u, end_j, end_i = Signal(name="end_u"), Signal(name="end_j"), Signal(name="end_i")
-            single_u, single_j = Signal(), Signal()   # one micro-op; one inner iteration
-            # The values before the last (wrapped where there is none: never reached).
-            u_penult, j_penult, i_penult = (Signal(uop_bits), Signal(isa.ITER_BITS),
-                                            Signal(isa.ITER_BITS))
-        else:
-            end_u, end_j, end_i = u == u_last, j == j_last, i == i_last
+        ends = self.ends_kind(u, u_last, j, j_last, i, i_last)
+        end_u, end_j, end_i = ends.u, ends.j, ends.i
         at_last = emitting & end_u & end_j & end_i
         m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker)]
         if config.sequencer_gap:
@@ -127,36 +120,23 @@ class LoopSequencer(wiring.Component):
             with m.If(end_u):
                 m.d.sync += u.eq(u_first)
                 with m.If(end_j):
-                    m.d.sync += [j.eq(0), i.eq(i + 1)]
-                    if ahead:
-                        m.d.sync += [end_j.eq(single_j), end_i.eq(i == i_penult)]
+                    m.d.sync += [j.eq(0), i.eq(i + 1)] + ends.next_outer()
                     for k in kinds:
                         following = outer[k] + factor_out[k]
                         m.d.sync += [outer[k].eq(following), off[k].eq(following)]
                     with m.If(end_i):
                         m.d.sync += issuing.eq(0)
                 with m.Else():
-                    m.d.sync += j.eq(j + 1)
-                    if ahead:
-                        m.d.sync += end_j.eq(j == j_penult)
+                    m.d.sync += [j.eq(j + 1)] + ends.next_inner()
                     m.d.sync += [off[k].eq(off[k] + factor_in[k]) for k in kinds]
-                if ahead:
-                    m.d.sync += end_u.eq(single_u)
+                m.d.sync += ends.first_uop()
             with m.Else():
-                m.d.sync += u.eq(u + 1)
-                if ahead:
-                    m.d.sync += end_u.eq(u == u_penult)
+                m.d.sync += [u.eq(u + 1)] + ends.next_uop()
         m.d.sync += marker.eq(0)
         counters = [
             u.eq(insn.uop_begin), u_first.eq(insn.uop_begin), u_last.eq(insn.uop_end - 1),
             i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
-        ]
-        if ahead:
-            one_uop, one_inner = insn.uop_end == insn.uop_begin + 1, insn.iter_in == 1
-            counters += [end_u.eq(one_uop), single_u.eq(one_uop), end_j.eq(one_inner),
-                         single_j.eq(one_inner), end_i.eq(insn.iter_out == 1),
-                         u_penult.eq(insn.uop_end - 2), j_penult.eq(insn.iter_in - 2),
-                         i_penult.eq(insn.iter_out - 2)]
+        ] + ends.begin(insn)
         settings = [paced.eq(self.paced), gap.eq(0)]
         for k in kinds:
             settings += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
@@ -176,3 +156,75 @@ class LoopSequencer(wiring.Component):
             with m.If(self.begin):   # (in the order that keeps these configs' Verilog)
                 m.d.sync += counters + starts + settings
         return m
+
+
+def ends_variant(config: HwConfig) -> type["ComparedEnds"]:
+    """How a sequencer knows its counters are at their last values, by the switches
+    (``registered_control``)."""
+    return RegisteredEnds if config.registered_control else ComparedEnds
+
+
+class ComparedEnds:
+    """Whether each loop counter is at its last value (`u`, `j`, `i`): compared with
+    the last value every cycle. The methods give the statements that keep the
+    ends right as the counters move (none here)."""
+
+    def __init__(self, u, u_last, j, j_last, i, i_last):
+        self.u, self.j, self.i = u == u_last, j == j_last, i == i_last
+
+    def next_outer(self) -> list:
+        """With ``j`` back to 0 and ``i`` to ``i + 1``."""
+        return []
+
+    def next_inner(self) -> list:
+        """With ``j`` to ``j + 1``."""
+        return []
+
+    def first_uop(self) -> list:
+        """With ``u`` back to the first micro-op."""
+        return []
+
+    def next_uop(self) -> list:
+        """With ``u`` to ``u + 1``."""
+        return []
+
+    def begin(self, insn) -> list:
+        """With the counters set from ``insn``."""
+        return []
+
+
+class RegisteredEnds(ComparedEnds):
+    """``registered_control``: whether each counter is at its last value, kept in
+    registers updated with it (the comparisons on the next value): `last` and
+    `ready` wait on no comparator."""
+
+    def __init__(self, u, u_last, j, j_last, i, i_last):
+        self.counters = u, j, i
+        end_u, end_j, end_i = Signal(name="end_u"), Signal(name="end_j"), Signal(name="end_i")
+        single_u, single_j = Signal(), Signal()   # one micro-op; one inner iteration
+        # The values before the last (wrapped where there is none: never reached).
+        u_penult, j_penult, i_penult = (Signal(len(u)), Signal(isa.ITER_BITS),
+                                        Signal(isa.ITER_BITS))
+        self.u, self.j, self.i = end_u, end_j, end_i
+        self.single_u, self.single_j = single_u, single_j
+        self.penult = u_penult, j_penult, i_penult
+
+    def next_outer(self):
+        return [self.j.eq(self.single_j), self.i.eq(self.counters[2] == self.penult[2])]
+
+    def next_inner(self):
+        return [self.j.eq(self.counters[1] == self.penult[1])]
+
+    def first_uop(self):
+        return [self.u.eq(self.single_u)]
+
+    def next_uop(self):
+        return [self.u.eq(self.counters[0] == self.penult[0])]
+
+    def begin(self, insn):
+        u_penult, j_penult, i_penult = self.penult
+        one_uop, one_inner = insn.uop_end == insn.uop_begin + 1, insn.iter_in == 1
+        return [self.u.eq(one_uop), self.single_u.eq(one_uop), self.j.eq(one_inner),
+                self.single_j.eq(one_inner), self.i.eq(insn.iter_out == 1),
+                u_penult.eq(insn.uop_end - 2), j_penult.eq(insn.iter_in - 2),
+                i_penult.eq(insn.iter_out - 2)]

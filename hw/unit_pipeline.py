@@ -1,9 +1,11 @@
-"""One compute unit's pipeline: the GEMM unit and the ALU unit are two instances.
+"""One compute unit's pipeline: the GEMM unit and the ALU unit.
 
-`UnitPipeline` takes one GEMM (``unit="gemm"``) or ALU (``unit="alu"``)
-instruction at a time on ``begin`` / ``insn`` and runs its loop nest one
-micro-op per cycle (the ALU's micro-ops that read ``acc[src]``: one every
-other cycle, see below); once a micro-op has entered, it never stalls:
+`UnitPipeline` is what both units share; its variants are `GemmUnit`, `AluUnit`
+and `TwoCycleAluUnit`, chosen once by `unit_variant` from the config's switches.
+A unit takes one GEMM or ALU instruction at a time on ``begin`` / ``insn``
+and runs its loop nest one micro-op per cycle (the ALU's micro-ops that read
+``acc[src]``: one every other cycle, see below); once a micro-op has entered,
+it never stalls:
 
 ====  =====================================================================
 S0    `LoopSequencer` (i, j, u) and index offsets; uop SRAM read of ``u``
@@ -15,7 +17,7 @@ S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
 S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
       (`GemmCore`); ALU: acc[src] data forwarded and registered
 S5    acc[dst] and acc[src] take a result S6 holds for their row; result =
-      acc + product, ALU op (`VectorAlu`), or 0 (reset), registered
+      acc + product, ALU op (`hw.alu`), or 0 (reset), registered
 S6    acc[dst] and out[dst] written from the register through the unit's own
       write ports; S7 keeps the result one more cycle, for forwarding
 ====  =====================================================================
@@ -46,9 +48,10 @@ the same acc row run at full rate, across instruction boundaries too. Nothing
 is forwarded from the other unit; the compute module (`hw.compute`) orders the
 units.
 
-With ``HwConfig.two_cycle_alu`` the ALU unit paces every instruction and a
-micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU; the second cycle
-is called S5b below and takes S5's place towards S6 and the forwarding).
+With ``HwConfig.two_cycle_alu`` the ALU unit (`TwoCycleAluUnit`) paces every
+instruction and a micro-op spends two cycles in S5 (`hw.alu`'s two-cycle ALU;
+the second cycle is called S5b below and takes S5's place towards S6 and the
+forwarding).
 
 With ``HwConfig.gemm_operand_stage`` the GEMM unit has a stage S2r between
 S2 and S3: it registers the inp and wgt data (so no path runs from a block
@@ -68,12 +71,14 @@ every micro-op in S5 (reset ones included).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import isa
-from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, VectorAlu
+from vdla.hw.alu import RELU_BIT, SHIFT_MASK_BITS, alu_variant
 from vdla.hw.config import HwConfig
 from vdla.hw.gemm import GemmCore
 from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
@@ -81,7 +86,8 @@ from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write
 from vdla.hw.replica import copies
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
-__all__ = ["UnitPipeline", "UNITS", "out_of_acc"]
+__all__ = ["UnitPipeline", "GemmUnit", "AluUnit", "TwoCycleAluUnit", "unit_variant", "UNITS",
+           "out_of_acc"]
 
 UNITS = ("gemm", "alu")
 
@@ -109,14 +115,133 @@ def _control_layout(config: HwConfig, unit: str) -> data.StructLayout:
     })
 
 
+def unit_variant(config: HwConfig, unit: str) -> type["UnitPipeline"]:
+    """The class of ``unit`` (``"gemm"`` or ``"alu"``) that ``config``'s switches choose:
+    `GemmUnit` (its extra stages by ``gemm_operand_stage`` / ``gemm_tree_stage``),
+    `AluUnit`, or `TwoCycleAluUnit` with ``two_cycle_alu``."""
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    if unit == "gemm":
+        return GemmUnit
+    return TwoCycleAluUnit if config.two_cycle_alu else AluUnit
+
+
+class _Stages:
+    """The registers of one pipeline under construction, and the forwarding into them.
+
+    Pipeline data registers (`data`) are read only where their stage's valid bit
+    (which is reset) is set, so they need no reset. Without one, their next-state
+    logic does not depend on the rst / start inputs, and Verilator evaluates it
+    once per cycle instead of again on every input change.
+    """
+
+    def __init__(self, m: Module, config: HwConfig, control, index_bits: dict[str, int]):
+        self.m, self.config, self.control, self.index_bits = m, config, control, index_bits
+
+    def data(self, shape=1, name=None):
+        return Signal(shape, reset_less=True, name=name)
+
+    def sync_when(self, condition, statements):
+        """``statements`` in the sync domain, under ``condition`` unless it is None."""
+        if condition is None:
+            self.m.d.sync += statements
+        else:
+            with self.m.If(condition):
+                self.m.d.sync += statements
+
+    def stage(self, previous, name, indices=(), hold=False):
+        """The next stage's valid, last and control registers, and the named indices
+        (with ``hold``, control and indices change only for a valid micro-op)."""
+        valid, last = Signal(name=f"{name}_valid"), Signal(name=f"{name}_last")
+        ctl = self.data(self.control, name=f"{name}_control")
+        self.m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"])]
+        following = {"valid": valid, "last": last, "control": ctl}
+        data = [ctl.eq(previous["control"])]
+        for k in indices:
+            following[k] = self.data(self.index_bits[k], name=f"{name}_{k}")
+            data.append(following[k].eq(previous[k]))
+        self.sync_when(previous["valid"] if hold else None, data)
+        return following
+
+    def write_back(self, s5, s5b, result, acc_bits):
+        """S6 takes S5's ``result`` as ``s5b`` (S5's last cycle) leaves; S7 keeps it."""
+        m = self.m
+        self.s5, self.s5b = s5, s5b
+        self.v6, self.dst6 = Signal(name="s6_valid"), self.data(self.index_bits["dst"])
+        self.result6 = self.data(acc_bits)
+        self.v7, self.dst7 = Signal(name="s7_valid"), self.data(self.index_bits["dst"])
+        self.result7 = self.data(acc_bits)
+        v6, dst6, result6, v7, dst7, result7 = (self.v6, self.dst6, self.result6, self.v7,
+                                                self.dst7, self.result7)
+        if s5b is not s5:
+            m.d.sync += [v6.eq(s5b["valid"]), dst6.eq(s5["dst"]),
+                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
+            self.sync_when(s5b["valid"], result6.eq(result))
+        else:
+            m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
+                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
+
+    def newer(self, index, value, before, with_s7=True):
+        """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row
+        (``before``: the index that is ``index`` the next cycle)."""
+        in6, in7 = self._takes(index, before)
+        if with_s7:
+            value = Mux(in7, self.result7, value)
+        return Mux(in6, self.result6, value)
+
+    def _takes(self, index, before):
+        """Whether S6 and S7 hold the result for row ``index``: compared now."""
+        return self.v6 & (self.dst6 == index), self.v7 & (self.dst7 == index)
+
+    def _lane_copies(self) -> int:
+        """Copies of each registered select (`registered_select`)."""
+        return 1
+
+    def registered_select(self, name, condition, takes):
+        """``condition`` registered (under ``takes``): S5's select of ``result6``
+        over another operand, a function of both operands for its multiplexer."""
+        scalar_bits = self.config.element_bits("acc")
+        lane_copies = self._lane_copies()
+        selects = copies(name, lane_copies)
+        self.sync_when(takes, [select.eq(condition) for select in selects])
+
+        def choose(first, second):
+            if lane_copies == 1:
+                return Mux(selects[0], first, second)
+            return Cat(*(Mux(select, first.word_select(e, scalar_bits),
+                             second.word_select(e, scalar_bits))
+                         for e, select in enumerate(selects)))
+        return choose
+
+    def s6_next_holds(self, index, takes):
+        """Next cycle S6 holds the result for row ``index`` (a `registered_select`)."""
+        return self.registered_select(f"{index.name}_in_s6",
+                                      self.s5b["valid"] & (self.s5["dst"] == index), takes)
+
+
+class _RegisteredStages(_Stages):
+    """``registered_control``: the forwarding selects are registers, compared a cycle
+    ahead, and S5's are registered once per lane (`hw.replica`): no comparator
+    drives the wide multiplexers, and no one register every lane's."""
+
+    def _takes(self, index, before):
+        """Compared a cycle ahead on ``before`` against what S6 and S7 take."""
+        in6, in7 = (Signal(name=f"{index.name}_takes_s{n}") for n in (6, 7))
+        self.m.d.sync += [in6.eq(self.s5b["valid"] & (self.s5["dst"] == before)),
+                          in7.eq(self.v6 & (self.dst6 == before))]
+        return in6, in7
+
+    def _lane_copies(self):
+        return self.config.batch * self.config.block_out
+
+
 class UnitPipeline(wiring.Component):
-    """The pipeline of one compute unit (see the module docstring).
+    """The pipeline of one compute unit (see the module docstring): what the variants
+    share. Construct the one `unit_variant` names for a config.
 
     Parameters
     ----------
     config : HwConfig
-    unit : str
-        ``"gemm"`` or ``"alu"``.
 
     Ports
     -----
@@ -135,11 +260,21 @@ class UnitPipeline(wiring.Component):
     completes, executes : Out(1)
     """
 
-    def __init__(self, config: HwConfig, unit: str):
-        if unit not in UNITS:
-            raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    unit: ClassVar[str]
+    opcode: ClassVar[isa.Opcode]
+    # The indices S3 and S4 carry (S5 carries dst only).
+    carried: ClassVar[tuple[str, ...]]
+    # A micro-op spends two cycles in S5 (`TwoCycleAluUnit`).
+    two_cycle: ClassVar[bool] = False
+
+    def __init__(self, config: HwConfig):
+        chosen = unit_variant(config, self.unit)
+        if chosen is not type(self):
+            raise ValueError(f"{type(self).__name__}: config {config.name} needs "
+                             f"{chosen.__name__} (two_cycle_alu {config.two_cycle_alu})")
         self.config = config
-        self.unit = unit
+        # The forwarding's variant, by ``registered_control``.
+        self.stages_kind = _RegisteredStages if config.registered_control else _Stages
         members = {
             "begin": In(1),
             "insn": In(HwConfig.INSN_BITS),
@@ -151,94 +286,79 @@ class UnitPipeline(wiring.Component):
             "completes": Out(1),
             "executes": Out(1),
         }
-        if unit == "gemm":
-            members["inp_read"] = In(sram_read_signature(config, "inp"))
-            members["wgt_read"] = In(sram_read_signature(config, "wgt"))
-        else:
-            members["acc_src_read"] = In(sram_read_signature(config, "acc"))
+        members.update(self._read_ports(config))
         super().__init__(members)
+
+    @property
+    def with_wgt(self) -> bool:
+        return self.unit == "gemm"
+
+    def _read_ports(self, config: HwConfig) -> dict:
+        """The unit's own SRAM read ports."""
+        raise NotImplementedError
+
+    def _pace(self, m, seq, insn):
+        """Drive the sequencer's ``paced`` (left low: every micro-op at full rate)."""
+
+    def _latch_control(self, m, c0, insn):
+        """S0's control beside ``reset``, latched with the instruction."""
+
+    def _operand_stages(self, p: _Stages, s2, read_acc, reads):
+        """From S2 to the stage S3 follows: the SRAM reads (``read_acc`` once, in the
+        stage whose data S3 takes) and any extra stages; returns that stage and the
+        operands the unit's datapath reads."""
+        raise NotImplementedError
+
+    def _datapath(self, m, p: _Stages, s3, s4, s5, a, operands, takes):
+        """S5's value for acc[dst] from ``a`` (acc[dst], forwarded) and the operands."""
+        raise NotImplementedError
+
+    def _last_s5(self, m, s5):
+        """The valid and last bits of a micro-op's last cycle in S5: S5's own."""
+        return s5
+
+    def _s5_takes(self, s4):
+        """When S5 takes its operands (None: every cycle)."""
+        return None
 
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        gemm = self.unit == "gemm"
-        opcode = isa.Opcode.GEMM if gemm else isa.Opcode.ALU
-        layout = instruction_layout(config, opcode)
+        gemm = self.with_wgt
+        layout = instruction_layout(config, self.opcode)
         insn = data.View(layout, self.insn[:layout.size])
         acc_bits = config.element_bytes("acc") * 8
-        scalar_bits = config.element_bits("acc")
-        scalars = config.batch * config.block_out
         index_bits = {"dst": config.acc_index_bits,
                       "src": config.uop_src_bits if gemm else config.acc_index_bits,
                       "wgt": config.wgt_index_bits}
         kinds = index_kinds(gemm)
-
-        # Pipeline data registers: read only where their stage's valid bit (which
-        # is reset) is set, so they need no reset. Without one, their next-state
-        # logic does not depend on the rst / start inputs, and Verilator
-        # evaluates it once per cycle instead of again on every input change.
-        def Data(shape=1, name=None):  # noqa: N802 (reads as a Signal constructor)
-            return Signal(shape, reset_less=True, name=name)
+        control = _control_layout(config, self.unit)
+        p = self.stages_kind(m, config, control, index_bits)
 
         # ------------------------------------------------------------ S0
         m.submodules.sequencer = seq = LoopSequencer(config, with_wgt=gemm)
         m.d.comb += [seq.begin.eq(self.begin), self.ready.eq(seq.ready)]
         m.d.comb += [getattr(seq.insn, name).eq(getattr(insn, name))
                      for name in loop_layout(config, gemm).members]
-        # The ALU's two-cycle mode (`two_cycle_alu`) needs a bubble after every micro-op.
-        split = not gemm and bool(config.two_cycle_alu)
-        if split:
-            m.d.comb += seq.paced.eq(1)
-        elif not gemm:
-            m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
-        control = _control_layout(config, self.unit)
-        c0 = Data(control)
+        self._pace(m, seq, insn)
+        c0 = p.data(control)
         # With `sequencer_gap` the control follows ``insn`` while the sequencer is idle,
         # as its loop registers do (`hw.sequencer`): `begin` comes only then.
         with m.If(seq.ready if config.sequencer_gap else self.begin):
             m.d.sync += c0.reset.eq(insn.reset)
-            if not gemm:
-                # Latched sign extension: a register keeps Yosys from inlining the
-                # extension bit by bit into the operand mux.
-                m.d.sync += [
-                    c0.op.eq(insn.alu_op), c0.use_imm.eq(insn.use_imm),
-                    c0.imm.eq(insn.imm[:SHIFT_MASK_BITS + 1]),
-                    c0.operand.eq(Mux(insn.alu_op == isa.AluOp.REQUANT, 0, insn.imm)),
-                ]
+            self._latch_control(m, c0, insn)
         m.d.comb += [self.uop_read.addr.eq(seq.u), self.uop_read.en.eq(seq.valid)]
-
-        def sync_when(condition, statements):
-            """``statements`` in the sync domain, under ``condition`` unless it is None."""
-            if condition is None:
-                m.d.sync += statements
-            else:
-                with m.If(condition):
-                    m.d.sync += statements
-
-        def stage(previous, name, indices=(), hold=False):
-            """The next stage's valid, last and control registers, and the named indices
-            (with ``hold``, control and indices change only for a valid micro-op)."""
-            valid, last = Signal(name=f"{name}_valid"), Signal(name=f"{name}_last")
-            ctl = Data(control, name=f"{name}_control")
-            m.d.sync += [valid.eq(previous["valid"]), last.eq(previous["last"])]
-            following = {"valid": valid, "last": last, "control": ctl}
-            data = [ctl.eq(previous["control"])]
-            for k in indices:
-                following[k] = Data(index_bits[k], name=f"{name}_{k}")
-                data.append(following[k].eq(previous[k]))
-            sync_when(previous["valid"] if hold else None, data)
-            return following
 
         # ------------------------------------------------------------ S1
         s0 = {"valid": seq.valid, "last": seq.last, "control": c0}
         s0.update({k: getattr(seq.offset, k) for k in kinds})
-        s1 = stage(s0, "s1", kinds)
+        s1 = p.stage(s0, "s1", kinds)
 
         # ------------------------------------------------------------ S2
         uop = data.View(uop_layout(config), self.uop_read.data[:uop_layout(config).size])
-        s2 = stage(s1, "s2")
+        s2 = p.stage(s1, "s2")
         for k in kinds:
-            s2[k] = Data(index_bits[k], name=f"s2_{k}")
+            s2[k] = p.data(index_bits[k], name=f"s2_{k}")
             m.d.sync += s2[k].eq(getattr(uop, k) + s1[k])
         # Reads only for a micro-op that uses them: idle cycles copy no wide
         # SRAM words in simulation.
@@ -248,31 +368,12 @@ class UnitPipeline(wiring.Component):
         def read_acc(s):
             m.d.comb += [self.acc_read.addr.eq(s["dst"]), self.acc_read.en.eq(reads(s))]
 
-        # acc[dst] is read in S2, or in the last of the GEMM's extra stages (S2r, S2t),
-        # so that from this read on the pipeline and its forwarding are the ones below.
-        extra_stages = gemm and bool(config.gemm_operand_stage or config.gemm_tree_stage)
-        if not extra_stages:
-            read_acc(s2)
-        if gemm:
-            m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads(s2)),
-                         self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
-        operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data} if gemm else {}
-        if gemm and config.gemm_operand_stage:
-            # S2r: the inp / wgt data registered.
-            s2 = stage(s2, "s2r", ("dst",))
-            for kind, value in operands.items():
-                operands[kind] = Data(len(value), name=f"s2r_{kind}")
-                m.d.sync += operands[kind].eq(value)
-        if gemm and config.gemm_tree_stage:
-            # S2t: the multipliers, the adder tree's halves in S3 and S4.
-            s2 = stage(s2, "s2t", ("dst",))
-        if extra_stages:
-            read_acc(s2)
+        s2, operands = self._operand_stages(p, s2, read_acc, reads)
 
         # ------------------------------------------------------------ S3 .. S7
-        s3 = stage(s2, "s3", ("dst",) if gemm else ("dst", "src"))
-        s4 = stage(s3, "s4", ("dst",) if gemm else ("dst", "src"))
-        s5 = stage(s4, "s5", ("dst",), hold=split)
+        s3 = p.stage(s2, "s3", self.carried)
+        s4 = p.stage(s3, "s4", self.carried)
+        s5 = p.stage(s4, "s5", ("dst",), hold=self.two_cycle)
         # S5's result is registered (S6) and written from there; S7 keeps it one
         # more cycle. Only these registers are forwarded, never S5's result
         # itself, so the ALU / accumulate adder ends at a register.
@@ -284,102 +385,141 @@ class UnitPipeline(wiring.Component):
         # write, but also two from the next one, the forwarding below still
         # covers every result written after a read (S5b standing in for S5).
         result = Signal(acc_bits)
-        if split:
-            s5b = {"valid": Signal(name="s5b_valid"), "last": Signal(name="s5b_last")}
-            m.d.sync += [s5b["valid"].eq(s5["valid"]), s5b["last"].eq(s5["last"])]
-        else:
-            s5b = s5
-        v6, dst6, result6 = Signal(name="s6_valid"), Data(index_bits["dst"]), Data(acc_bits)
-        v7, dst7, result7 = Signal(name="s7_valid"), Data(index_bits["dst"]), Data(acc_bits)
-        if split:
-            m.d.sync += [v6.eq(s5b["valid"]), dst6.eq(s5["dst"]),
-                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
-            sync_when(s5b["valid"], result6.eq(result))
-        else:
-            m.d.sync += [v6.eq(s5["valid"]), dst6.eq(s5["dst"]), result6.eq(result),
-                         v7.eq(v6), dst7.eq(dst6), result7.eq(result6)]
+        s5b = self._last_s5(m, s5)
+        p.write_back(s5, s5b, result, acc_bits)
 
-        def newer(index, value, before, with_s7=True):
-            """``value`` (acc[index]), or the newer result S6 (else S7) holds for that row.
-
-            With ``registered_control`` the selects are registers, compared a cycle
-            ahead on ``before`` (the index that is ``index`` the next cycle) against
-            what S6 and S7 take: no comparator drives the wide multiplexers.
-            """
-            if config.registered_control:
-                in6, in7 = (Signal(name=f"{index.name}_takes_s{n}") for n in (6, 7))
-                m.d.sync += [in6.eq(s5b["valid"] & (s5["dst"] == before)),
-                             in7.eq(v6 & (dst6 == before))]
-            else:
-                in6, in7 = v6 & (dst6 == index), v7 & (dst7 == index)
-            if with_s7:
-                value = Mux(in7, result7, value)
-            return Mux(in6, result6, value)
-
-        # Two-cycle ALU: S5's operands are taken only with a micro-op (held in S5b).
-        takes = s4["valid"] if split else None
-
-        # With registered_control, S5's selects are registered once per lane
-        # (`hw.replica`): one register would drive every lane's multiplexer.
-        lane_copies = scalars if config.registered_control else 1
-
-        def registered_select(name, condition):
-            """``condition`` registered (under ``takes``): S5's select of ``result6``
-            over another operand, a function of both operands for its multiplexer."""
-            selects = copies(name, lane_copies)
-            sync_when(takes, [select.eq(condition) for select in selects])
-
-            def choose(first, second):
-                if lane_copies == 1:
-                    return Mux(selects[0], first, second)
-                return Cat(*(Mux(select, first.word_select(e, scalar_bits),
-                                 second.word_select(e, scalar_bits))
-                             for e, select in enumerate(selects)))
-            return choose
-
-        def s6_next_holds(index):
-            """Next cycle S6 holds the result for row ``index`` (a `registered_select`)."""
-            return registered_select(f"{index.name}_in_s6", s5b["valid"] & (s5["dst"] == index))
-
-        a4, a5 = Data(acc_bits, name="s4_a"), Data(acc_bits, name="s5_a")
-        if split:
-            m.d.sync += a4.eq(newer(s3["dst"], self.acc_read.data, s2["dst"]))
-            sync_when(takes, a5.eq(newer(s4["dst"], a4, s3["dst"], with_s7=False)))
-        else:
-            m.d.sync += [a4.eq(newer(s3["dst"], self.acc_read.data, s2["dst"])),
-                         a5.eq(newer(s4["dst"], a4, s3["dst"], with_s7=False))]
-        a = s6_next_holds(s4["dst"])(result6, a5)
-        if gemm:
-            m.submodules.core = core = GemmCore(config)
-            # The core takes the operands in S3 (S2t with the tree stage), and its
-            # product is ready in S5.
-            assert core.latency == 2 + config.gemm_tree_stage
-            m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
-            computed = Cat(*((a.word_select(e, scalar_bits)
-                              + core.product.word_select(e, scalar_bits))[:scalar_bits]
-                             for e in range(scalars)))
-        else:
-            m.d.comb += [self.acc_src_read.addr.eq(s3["src"]),
-                         self.acc_src_read.en.eq(s3["valid"] & ~s3["control"].reset
-                                                 & ~s3["control"].use_imm)]
-            b5 = Data(acc_bits, name="s5_b")
-            use_imm = s4["control"].use_imm
-            operand_vector = Cat(*([s4["control"].operand] * scalars))
-            sync_when(takes, b5.eq(Mux(use_imm, operand_vector,
-                                       newer(s4["src"], self.acc_src_read.data, s3["src"]))))
-            b_in_s6 = registered_select("s5_b_in_s6",
-                                        s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm)
-            m.submodules.alu = alu = VectorAlu(config)
-            c5 = s5["control"]
-            m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(b_in_s6(result6, b5)),
-                         alu.imm.eq(c5.imm)]
-            computed = alu.result
+        takes = self._s5_takes(s4)
+        a4, a5 = p.data(acc_bits, name="s4_a"), p.data(acc_bits, name="s5_a")
+        if takes is None:
+            m.d.sync += [a4.eq(p.newer(s3["dst"], self.acc_read.data, s2["dst"])),
+                         a5.eq(p.newer(s4["dst"], a4, s3["dst"], with_s7=False))]
+        else:   # the same circuit; this statement order keeps the RTLIL byte for byte
+            m.d.sync += a4.eq(p.newer(s3["dst"], self.acc_read.data, s2["dst"]))
+            p.sync_when(takes, a5.eq(p.newer(s4["dst"], a4, s3["dst"], with_s7=False)))
+        a = p.s6_next_holds(s4["dst"], takes)(p.result6, a5)
+        computed = self._datapath(m, p, s3, s4, s5, a, operands, takes)
         m.d.comb += result.eq(Mux(s5["control"].reset, 0, computed))
         m.d.comb += [
-            self.acc_write.en.eq(v6), self.acc_write.addr.eq(dst6),
-            self.acc_write.data.eq(result6),
-            self.out_write.en.eq(v6), self.out_write.addr.eq(dst6),
-            self.out_write.data.eq(out_of_acc(config, result6)),
+            self.acc_write.en.eq(p.v6), self.acc_write.addr.eq(p.dst6),
+            self.acc_write.data.eq(p.result6),
+            self.out_write.en.eq(p.v6), self.out_write.addr.eq(p.dst6),
+            self.out_write.data.eq(out_of_acc(config, p.result6)),
             self.completes.eq(s5b["last"]), self.executes.eq(s5["valid"]),
         ]
         return m
+
+
+class GemmUnit(UnitPipeline):
+    """The GEMM unit: S3-S5 multiply and accumulate (`GemmCore`), with the extra
+    stages ``gemm_operand_stage`` (S2r) and ``gemm_tree_stage`` (S2t) ask for."""
+
+    unit = "gemm"
+    opcode = isa.Opcode.GEMM
+    carried = ("dst",)
+
+    def _read_ports(self, config):
+        return {"inp_read": In(sram_read_signature(config, "inp")),
+                "wgt_read": In(sram_read_signature(config, "wgt"))}
+
+    def _operand_stages(self, p, s2, read_acc, reads):
+        m, config = p.m, self.config
+        # acc[dst] is read in S2, or in the last of the extra stages (S2r, S2t), so
+        # that from this read on the pipeline and its forwarding are the common ones.
+        extra_stages = bool(config.gemm_operand_stage or config.gemm_tree_stage)
+        if not extra_stages:
+            read_acc(s2)
+        m.d.comb += [self.inp_read.addr.eq(s2["src"]), self.inp_read.en.eq(reads(s2)),
+                     self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
+        operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data}
+        if config.gemm_operand_stage:
+            # S2r: the inp / wgt data registered.
+            s2 = p.stage(s2, "s2r", ("dst",))
+            for kind, value in operands.items():
+                operands[kind] = p.data(len(value), name=f"s2r_{kind}")
+                m.d.sync += operands[kind].eq(value)
+        if config.gemm_tree_stage:
+            # S2t: the multipliers, the adder tree's halves in S3 and S4.
+            s2 = p.stage(s2, "s2t", ("dst",))
+        if extra_stages:
+            read_acc(s2)
+        return s2, operands
+
+    def _datapath(self, m, p, s3, s4, s5, a, operands, takes):
+        config = self.config
+        scalar_bits = config.element_bits("acc")
+        m.submodules.core = core = GemmCore(config)
+        # The core takes the operands in S3 (S2t with the tree stage), and its
+        # product is ready in S5.
+        assert core.latency == 2 + config.gemm_tree_stage
+        m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
+        return Cat(*((a.word_select(e, scalar_bits)
+                      + core.product.word_select(e, scalar_bits))[:scalar_bits]
+                     for e in range(config.batch * config.block_out)))
+
+
+class AluUnit(UnitPipeline):
+    """The ALU unit: S3 reads acc[src], S5 runs the ALU (`hw.alu.alu_variant`); a
+    micro-op that reads acc[src] takes two cycles of the acc port (paced)."""
+
+    unit = "alu"
+    opcode = isa.Opcode.ALU
+    carried = ("dst", "src")
+
+    def _read_ports(self, config):
+        return {"acc_src_read": In(sram_read_signature(config, "acc"))}
+
+    def _pace(self, m, seq, insn):
+        m.d.comb += seq.paced.eq(~insn.reset & ~insn.use_imm)
+
+    def _latch_control(self, m, c0, insn):
+        # Latched sign extension: a register keeps Yosys from inlining the
+        # extension bit by bit into the operand mux.
+        m.d.sync += [
+            c0.op.eq(insn.alu_op), c0.use_imm.eq(insn.use_imm),
+            c0.imm.eq(insn.imm[:SHIFT_MASK_BITS + 1]),
+            c0.operand.eq(Mux(insn.alu_op == isa.AluOp.REQUANT, 0, insn.imm)),
+        ]
+
+    def _operand_stages(self, p, s2, read_acc, reads):
+        read_acc(s2)
+        return s2, {}
+
+    def _datapath(self, m, p, s3, s4, s5, a, operands, takes):
+        config = self.config
+        scalars = config.batch * config.block_out
+        m.d.comb += [self.acc_src_read.addr.eq(s3["src"]),
+                     self.acc_src_read.en.eq(s3["valid"] & ~s3["control"].reset
+                                             & ~s3["control"].use_imm)]
+        b5 = p.data(config.element_bytes("acc") * 8, name="s5_b")
+        use_imm = s4["control"].use_imm
+        operand_vector = Cat(*([s4["control"].operand] * scalars))
+        p.sync_when(takes, b5.eq(Mux(use_imm, operand_vector,
+                                     p.newer(s4["src"], self.acc_src_read.data, s3["src"]))))
+        b_in_s6 = p.registered_select("s5_b_in_s6",
+                                      p.s5b["valid"] & (s5["dst"] == s4["src"]) & ~use_imm, takes)
+        m.submodules.alu = alu = alu_variant(config)(config)
+        c5 = s5["control"]
+        m.d.comb += [alu.op.eq(c5.op), alu.a.eq(a), alu.b.eq(b_in_s6(p.result6, b5)),
+                     alu.imm.eq(c5.imm)]
+        return alu.result
+
+
+class TwoCycleAluUnit(AluUnit):
+    """The ALU unit with the two-cycle ALU (``two_cycle_alu``): every micro-op paced,
+    two cycles in S5 (S5 and S5b), S5's operands taken only with a micro-op."""
+
+    two_cycle = True
+
+    def _pace(self, m, seq, insn):
+        # The two-cycle ALU needs a bubble after every micro-op.
+        m.d.comb += seq.paced.eq(1)
+
+    def _last_s5(self, m, s5):
+        # S5b: the bubble behind the micro-op in S5.
+        s5b = {"valid": Signal(name="s5b_valid"), "last": Signal(name="s5b_last")}
+        m.d.sync += [s5b["valid"].eq(s5["valid"]), s5b["last"].eq(s5["last"])]
+        return s5b
+
+    def _s5_takes(self, s4):
+        # Only with a micro-op: S5 holds its operands through S5b.
+        return s4["valid"]

@@ -196,3 +196,20 @@ def test_generated_verilog_lints_and_has_the_contract_ports(preset, tmp_path):
         assert (int(declared.group(1)) + 1 if declared.group(1) else 1) == width, name
     # The all-zero memory initialisation is gone.
     assert "initial begin" not in text or text.count("initial") < 50
+
+
+@pytest.mark.parametrize("name", ["default", "ulx3s", "icebreaker"])
+def test_variants_are_chosen_once_by_the_preset(name):
+    """The blocks a preset's switches change are built from the classes those
+    switches choose (`hw.compute.InFlight`, `hw.alu.alu_variant`, ...)."""
+    from vdla.hw.alu import RegisteredTwoCycleAlu, TwoCycleAlu, VectorAlu, alu_variant
+    from vdla.hw.compute import Compute, InFlight, RegisteredInFlight
+    from vdla.hw.dram_arbiter import DramArbiter, SkidDramArbiter, arbiter_variant
+    from vdla.hw.unit_pipeline import AluUnit, TwoCycleAluUnit, unit_variant
+    config = PRESETS[name]
+    chosen = (Compute(config).in_flight_kind, alu_variant(config), unit_variant(config, "alu"),
+              arbiter_variant(config))
+    assert chosen == {
+        "default": (InFlight, VectorAlu, AluUnit, DramArbiter),
+        "ulx3s": (RegisteredInFlight, RegisteredTwoCycleAlu, TwoCycleAluUnit, SkidDramArbiter),
+        "icebreaker": (RegisteredInFlight, TwoCycleAlu, TwoCycleAluUnit, DramArbiter)}[name]

@@ -1,4 +1,4 @@
-"""`hw.alu.VectorAlu` under the Amaranth simulator against `vdla.sim.oracles.alu`."""
+"""`hw.alu`'s ALU variants under the Amaranth simulator against `vdla.sim.oracles.alu`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vdla.hw import isa
-from vdla.hw.alu import VectorAlu
+from vdla.hw.alu import RegisteredTwoCycleAlu, TwoCycleAlu, VectorAlu, alu_variant
 from vdla.sim.oracles import alu, pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
 
@@ -40,7 +40,7 @@ def test_alu_matches_numpy(config, op):
     """One cycle: the result follows the inputs at once; two cycles (`two_cycle_alu`):
     it is read after one clock edge with the inputs held."""
     lanes = config.batch * config.block_out
-    dut = VectorAlu(config)
+    dut = alu_variant(config)(config)
     rng = np.random.default_rng(int(op))
     edges = ALU_EDGES
     cases = [(rng.choice(edges, lanes), rng.choice(edges, lanes)) for _ in range(20)]
@@ -71,3 +71,15 @@ def test_alu_matches_numpy(config, op):
                                               err_msg=f"{op.name} imm {imm} {a} {b}")
 
     run(dut, testbench)
+
+
+def test_alu_variant_is_chosen_by_the_config():
+    """One class per variant, chosen once by the switches; a class that the config's
+    switches do not choose is refused (the unit pipeline paces by the switches)."""
+    two = TINY.replace(two_cycle_alu=1, name="two")
+    registered = two.replace(registered_control=1, name="two-registered")
+    assert [alu_variant(c) for c in (TINY, two, registered)] == [
+        VectorAlu, TwoCycleAlu, RegisteredTwoCycleAlu]
+    with pytest.raises(ValueError, match=r"^VectorAlu: config two needs TwoCycleAlu "
+                                         r"\(two_cycle_alu 1, registered_control 0\)$"):
+        VectorAlu(two)

@@ -74,3 +74,17 @@ def test_board_pins_cover_the_board_tops_ports(name):
     assert len(set(pins.values())) == len(pins) and all(pins.values())
     platform = board.platform_instance()
     assert pins["clk"] == platform.lookup(platform.default_clk).ios[0].names[0]
+
+
+def test_board_reset_is_released_through_a_synchroniser():
+    """The PLL's ``locked`` is not of the PLL's output clock: it resets the design
+    through a `ResetSynchronizer` (two flip-flops with an asynchronous reset), not
+    straight into the flip-flops' synchronous reset."""
+    from amaranth.back import rtlil
+    from vdla.hw.boards import board_design
+    board, config = BOARDS["icebreaker"], PRESETS["tiny"]
+    text = rtlil.convert(board_design(board, config, core=StandIn(config)),
+                         platform=board.platform_instance(), ports=[])
+    synchroniser = text.split("module \\top.reset_sync\n", 1)[1].split("\nend\n", 1)[0]
+    assert synchroniser.count("cell $adff ") == 2
+    assert "cell \\top.reset_sync \\reset_sync" in text

@@ -1,11 +1,11 @@
-"""`hw.dram_arbiter.DramArbiter` under the Amaranth simulator with a stalling DRAM model."""
+"""`hw.dram_arbiter`'s arbiters under the Amaranth simulator with a stalling DRAM model."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from vdla.hw.dram_arbiter import DramArbiter
+from vdla.hw.dram_arbiter import DramArbiter, SkidDramArbiter, arbiter_variant
 from vdla.hw.layouts import MAX_BURST_BEATS
 from tests.hw.amaranth_sim import TINY, run
 from tests.hw.dram_model import DramModel
@@ -19,7 +19,7 @@ def test_arbiter_routes_data_in_order_under_stalls(config):
     """Bursts of 1 to 8 beats and one of `MAX_BURST_BEATS` (with ``narrow_walkers`` the
     order FIFO holds a burst's last beat index, 8 bits for 256 beats)."""
     clients = 3
-    dut = DramArbiter(config, clients)
+    dut = arbiter_variant(config)(config, clients)
     rng = np.random.default_rng(5)
     dram = rng.integers(0, 256, 8192, dtype=np.uint8)
     memory = DramModel(dram, config.dram_bus_bits, latency=6, stall=0.3, seed=3)
@@ -60,3 +60,9 @@ def test_arbiter_routes_data_in_order_under_stalls(config):
         assert received[c] == expected, f"client {c}"
     # Every request went out exactly once, in some interleaving.
     assert sorted(memory.read_requests) == sorted(r for c in requests for r in requests[c])
+
+
+def test_arbiter_variant_is_chosen_by_the_config():
+    assert arbiter_variant(TINY) is DramArbiter
+    assert arbiter_variant(TINY.replace(registered_load_walk=1, registered_load_data=1)) \
+        is SkidDramArbiter

@@ -197,3 +197,10 @@ def test_load_engine_splits_long_rows_into_bursts():
     assert sorted(written) == list(range(count))
     for n, row in enumerate(expected):
         assert int(written[n]).to_bytes(element_bytes, "little") == row.tobytes()
+
+
+def test_walk_variant_is_chosen_once_by_the_config():
+    from vdla.hw.load import _ComparedWalk, _CountedWalk, _RegisteredWalk
+    assert [LoadEngine(config, ("inp",)).walk_kind for config in (TINY, TINY_REGISTERED,
+                                                                  TINY_TIGHT)] \
+        == [_ComparedWalk, _RegisteredWalk, _CountedWalk]

@@ -117,3 +117,11 @@ def test_sequencer_paces_and_chains_without_bubbles(config):
         boundary = spacing + 1 if config.sequencer_gap and not paced else spacing
         assert np.diff(valid_cycles).tolist() == [spacing] * 5 + [boundary] + [spacing] * 5, (
             paced, valid_cycles)
+
+
+def test_ends_variant_is_chosen_once_by_the_config():
+    from vdla.hw.sequencer import ComparedEnds, RegisteredEnds
+    assert [LoopSequencer(config, True).ends_kind for config in CONFIGS] == [
+        RegisteredEnds if config.registered_control else ComparedEnds for config in CONFIGS]
+    assert {LoopSequencer(config, True).ends_kind for config in CONFIGS} == {
+        ComparedEnds, RegisteredEnds}

@@ -1,4 +1,4 @@
-"""`hw.unit_pipeline.UnitPipeline` alone, in Amaranth's simulator, against the ISA's semantics.
+"""`hw.unit_pipeline`'s units alone, in Amaranth's simulator, against the ISA's semantics.
 
 Each test wires one unit (GEMM or ALU) to plain memories, issues random
 instructions back to back whenever the unit is ready (so micro-ops of
@@ -21,7 +21,7 @@ from amaranth.sim import Simulator
 
 from vdla.hw import isa
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
-from vdla.hw.unit_pipeline import UnitPipeline
+from vdla.hw.unit_pipeline import AluUnit, GemmUnit, TwoCycleAluUnit, unit_variant
 from vdla.sim.oracles import alu, pack, to_int8, unpack_signed, wrap32
 from tests.hw.amaranth_sim import TINY, TINY_PIPELINED
 
@@ -30,7 +30,7 @@ ACC_ROWS = 6   # few rows: consecutive micro-ops often touch the same one
 
 def _harness(config, unit, uops, acc, inp, wgt):
     m = Module()
-    m.submodules.dut = dut = UnitPipeline(config, unit)
+    m.submodules.dut = dut = unit_variant(config, unit)(config)
     mems = {
         "uop": memory.Memory(shape=32, depth=config.depth("uop"), init=[int(w) for w in uops]),
         "acc": memory.Memory(shape=config.element_bytes("acc") * 8, depth=config.depth("acc"),
@@ -153,3 +153,14 @@ def test_unit_pipeline_matches_sequential_execution(config, unit, seed):
     # Full rate but for the paced micro-ops, plus the pipeline's fill and a cycle
     # per empty instruction at most.
     assert counts["cycles"] <= micro_ops + paced + len(program) + 8
+
+
+def test_unit_variant_is_chosen_by_the_config():
+    """One class per unit variant, chosen once by the switches; another is refused."""
+    assert [unit_variant(c, unit) for c in (TINY, TINY_PIPELINED) for unit in ("gemm", "alu")] \
+        == [GemmUnit, AluUnit, GemmUnit, TwoCycleAluUnit]
+    with pytest.raises(ValueError, match=r"^AluUnit: config tiny-pipelined needs TwoCycleAluUnit "
+                                         r"\(two_cycle_alu 1\)$"):
+        AluUnit(TINY_PIPELINED)
+    with pytest.raises(ValueError, match=r"^unit must be one of \('gemm', 'alu'\), got 'fpu'$"):
+        unit_variant(TINY, "fpu")

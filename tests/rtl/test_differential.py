@@ -4,10 +4,13 @@ Each program (`vdla.sim.programs.generate`) runs on the functional simulator, th
 bit-exact reference, and on the "rtl" backend; the final DRAM images must be
 byte-equal. The programs end by dumping the whole out buffer and all four
 bytes of every accumulator, so the comparison covers the final SRAM state
-too. Micro-op counts from the RTL's counters must match fsim's. Part of the
-runs use the C++ DRAM model's random backpressure, and an extra config (wide
-bus with sub-beat elements, batch 2, queues of depth 2) checks that nothing
-depends on the presets' shapes.
+too. Micro-op counts from the RTL's counters (where it has them) must match
+fsim's. Part of the runs use the C++ DRAM model's random backpressure, and an
+extra config (wide bus with sub-beat elements, batch 2, queues of depth 2)
+checks that nothing depends on the presets' shapes. The board presets run with the timing and area
+switches they ship with (`SHIPPED`: their variants of the ALU, the units, the
+sequencers, the load walk, the DRAM arbiter, fetch and dispatch);
+``benchmarks/differential.py --configs ...`` runs the same on thousands.
 
 The programs use every generator feature the RTL implements (`FEATURES`):
 ALU REQUANT and ``overlap`` on GEMM/ALU, both in the RTL since the commit
@@ -22,6 +25,7 @@ import numpy as np
 import pytest
 
 from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.counters import rtl_counters
 from vdla.sim.backend import get_backend
 from vdla.sim.programs import GeneratorOptions, generate
 
@@ -29,6 +33,9 @@ pytestmark = pytest.mark.rtl
 
 ODD = PRESETS["odd"]
 CONFIGS = {"tiny": PRESETS["tiny"], "default": PRESETS["default"], "odd": ODD}
+# The board presets, each with the switches it sets. ``ecpix5`` is ``ulx3s``'s
+# hardware (one model): its seeds continue ``ulx3s``'s rather than repeat them.
+SHIPPED = {"ulx3s": range(300, 350), "ecpix5": range(350, 370), "icebreaker": range(300, 350)}
 
 # What the RTL supports of what the generator can emit; a feature the RTL
 # lacks is switched off here (never skipped), so the rest keeps running.
@@ -60,7 +67,7 @@ def _check(config: HwConfig, seed: int, options: GeneratorOptions | None = None,
     assert np.array_equal(expected, actual), (
         f"{config.name} seed {seed} (backpressure {backpressure}%): fsim and rtl differ\n"
         + program.describe_difference(expected, actual))
-    for name in ("gemm_uops", "alu_uops"):
+    for name in set(rtl_counters(config)) & {"gemm_uops", "alu_uops"}:   # (icebreaker: none)
         assert result.counters[name] == reference.counters[name], \
             f"{config.name} seed {seed}: {name} rtl {result.counters[name]} " \
             f"!= fsim {reference.counters[name]}"
@@ -92,6 +99,24 @@ def test_default(seed):
 def test_odd_shape(seed):
     _check(CONFIGS["odd"], seed, (STRESS, CONCURRENT, None)[seed % 3],
            backpressure=40 if seed % 3 == 1 else 0)
+
+
+@pytest.mark.parametrize("preset, seed", [(preset, seed) for preset, seeds in SHIPPED.items()
+                                          for seed in seeds])
+def test_shipped_preset(preset, seed):
+    """Base, concurrent and stress programs, a third under 30 % backpressure."""
+    _check(PRESETS[preset], seed, (BASE, CONCURRENT, BASE, STRESS)[seed % 4],
+           backpressure=30 if seed % 3 == 2 else 0)
+
+
+def test_shipped_presets_set_their_switches():
+    """The board presets really run switched hardware here (else the tests above
+    would repeat the switch-free ones), and ecpix5 is ulx3s's."""
+    from vdla.hw.config import _SWITCHES
+    switched = {name: sum(getattr(PRESETS[name], s) for s in _SWITCHES
+                          if s != "event_counters") for name in SHIPPED}
+    assert switched == {"ulx3s": 10, "ecpix5": 10, "icebreaker": 7}
+    assert PRESETS["ecpix5"].same_hardware(PRESETS["ulx3s"])
 
 
 def test_programs_use_the_features():
@@ -157,3 +182,29 @@ def test_rtl_runs_overlapped_instructions_side_by_side():
                                           check=False))
         differ += not np.array_equal(expected, actual)
     assert differ >= 1
+
+
+def _benchmark():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "differential.py"
+    spec = importlib.util.spec_from_file_location("differential_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_takes_any_presets():
+    """``--configs``: each preset with its count; ecpix5 after ulx3s (one hardware)
+    takes the seeds after ulx3s's; bad input is one clear line."""
+    bench = _benchmark()
+    plan = bench.parse_configs("tiny=3,ulx3s,ecpix5,icebreaker=0", 50)
+    assert [(config.name, count) for config, count in plan] == [
+        ("tiny", 3), ("ulx3s", 50), ("ecpix5", 50), ("icebreaker", 0)]
+    assert [(config.name, count, seed) for config, count, seed in bench.seed_plan(plan, 7)] == [
+        ("tiny", 3, 7), ("ulx3s", 50, 7), ("ecpix5", 50, 57), ("icebreaker", 0, 7)]
+    for text, message in (("vta", r"^--configs: no preset 'vta' \(presets: default, tiny, "),
+                          ("tiny=-1", r"^--configs: 'tiny=-1': expected NAME=COUNT with a count"),
+                          ("odd,odd", r"^--configs: odd named twice$")):
+        with pytest.raises(ValueError, match=message):
+            bench.parse_configs(text, 1)
