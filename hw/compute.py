@@ -53,7 +53,7 @@ compute.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -61,7 +61,7 @@ from vdla.hw import isa
 from vdla.hw.banked_memory import BankedMemory, collision_attrs
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layout,
-                        sram_read_signature, sram_write_signature, uop_layout)
+                        sram_read_signature, sram_write_signature)
 from vdla.hw.load import LoadEngine, engine_port_signature, padded_nonempty, run_load
 from vdla.hw.unit_pipeline import out_of_acc, unit_variant
 

@@ -296,7 +296,7 @@ def test_a_cpu_program_cannot_run_a_replaced_cached_library(tmp_path, private_ca
     runs the other library's code."""
     foreign, marker = foreign_library(tmp_path)
     script = tmp_path / "run.py"
-    script.write_text(f"""
+    script.write_text("""
 import numpy as np
 from vdla.compiler.cpu.program import compile_cpu
 from vdla.compiler.ops import Dense

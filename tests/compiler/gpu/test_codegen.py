@@ -34,7 +34,7 @@ def _source(op, mode="int8"):
 def test_source_is_one_specialised_kernel(mode, step):
     op = RESNET_LAYERS["C3/b1"]
     source, tiling = _source(op, mode)
-    assert source.count("__global__") == 1 and f'extern "C"' in source
+    assert source.count("__global__") == 1 and 'extern "C"' in source
     assert f"{KERNEL_NAME}(" in source and step in source
     assert f"__launch_bounds__({tiling.threads}, 1)" in source
     assert f"k0 < {tiling.words}; k0 += {tiling.schedule.block_k}" in source
