@@ -126,7 +126,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=POSITIVE, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
-                   "on ecpix5-85f, 50 on ulx3s-85f, 30 on icebreaker).")
+                   "on ecpix5-85f, 50 on ulx3s-85f, 27 on icebreaker).")
 @seed_option(None, "nextpnr's own")
 @netlist_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

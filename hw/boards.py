@@ -7,7 +7,7 @@ board's UART pins and a LED (lit while a program runs) and runs the
 platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
 so a bitstream needs nothing beyond ``pip install``. The design runs on the
 board's PLL, which makes `Board.clock_mhz` (ECPIX-5 100 MHz from 100, ULX3S
-50 MHz from 25, iCEBreaker 30 MHz from 12) from the oscillator; nextpnr
+50 MHz from 25, iCEBreaker 27 MHz from 12) from the oscillator; nextpnr
 refuses a design that cannot meet it, so a bitstream that builds runs at that
 clock. A board's clock is one its
 preset's routed board top meets (benchmarks/README.md, "Synthesis, Fmax and
@@ -123,12 +123,12 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
           1_000_000, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's.
-    # 30 MHz (the PLL makes it exactly from 12; 30 clocks per UART bit): placed and
-    # routed for it, the board top reaches 32.7 MHz (31.0 at a 24 MHz goal) since
-    # the timing switches of the `icebreaker` preset (18.6-21.4 MHz before, when
-    # the board ran at 18; benchmarks/README.md, "iCEBreaker").
+    # 27 MHz (the PLL makes it exactly from 12; 27 clocks per UART bit): the board
+    # top, on the netlist corrected for Yosys's ice40_dsp bug (one SB_MAC16 per
+    # product), routes at 29.4-29.8 MHz, short of the 30 it ran at before
+    # (benchmarks/README.md, "iCEBreaker").
     Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 128 * 1024,
-          1_000_000, "ice40", "iCE40UP5K", clock_mhz=30.0, led="led_g", memory_kind="spram"),
+          1_000_000, "ice40", "iCE40UP5K", clock_mhz=27.0, led="led_g", memory_kind="spram"),
 )}
 
 

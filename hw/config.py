@@ -509,7 +509,7 @@ PRESETS: dict[str, HwConfig] = {
     # long paths (18.6 MHz before them) off comparators and decoders: the load
     # walk in registers (registered_load_walk) and registered dispatch and
     # issue (registered_dispatch). The board top packs into ~5040 of the 5280
-    # logic cells, routes at ~31-33 MHz and runs at 30 MHz (benchmarks/README.md,
+    # logic cells, routes at ~29.4-30.4 MHz and runs at 27 MHz (benchmarks/README.md,
     # "iCEBreaker"; no switch changes a cycle).
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
