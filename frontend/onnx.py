@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vdla.files import read_bounded
 from vdla.graph.errors import GraphError
-from vdla.graph.files import read_bounded
 from vdla.graph.ir import Graph, Node, Tensor
 
 __all__ = ["load", "from_bytes", "OPSETS", "MAX_MODEL_BYTES", "MAX_TENSOR_ELEMENTS",
@@ -742,5 +742,5 @@ def load(path: str | Path, *, batch: int | None = None) -> Graph:
         One line for an unreadable, malformed, oversized or unsupported model.
     """
     path = Path(path)
-    data = read_bounded(path, MAX_MODEL_BYTES, f"vdla's limit of {MAX_MODEL_BYTES:,} bytes")
+    data = read_bounded(path, MAX_MODEL_BYTES, "model", GraphError)
     return from_bytes(data, batch=batch, folder=path.parent, source=str(path))

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from vdla.files import read_bounded
 from vdla.graph.errors import GraphError
-from vdla.graph.files import read_bounded
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import run_node
 from vdla.graph.network import Network
@@ -340,6 +340,5 @@ def load(path: str | Path, config: HwConfig | None = None) -> Network:
         One line for a missing, damaged, truncated, oversized or inconsistent file.
     """
     path = Path(path)
-    data = read_bounded(path, MAX_FILE_BYTES,
-                        f"any network file vdla writes ({MAX_FILE_BYTES:,} bytes)")
+    data = read_bounded(path, MAX_FILE_BYTES, "network", GraphError)
     return loads(data, str(path), config)
