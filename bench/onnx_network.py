@@ -19,13 +19,13 @@ them on one input:
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from vdla.bench.onnx_quantize import quantize_qdq
+from vdla.bench.timing import summarise, time_block as time_calls
 
 __all__ = ["Timing", "time_block", "session", "time_model", "peer_models", "run_all",
            "compare_outputs", "format_timings"]
@@ -50,20 +50,20 @@ def time_block(name: str, call: Callable[[], object], warmup: int = 3, calls: in
                **settings) -> tuple[Timing, object]:
     """Call ``call`` ``warmup`` times, then time ``calls`` calls; the last result too.
 
-    ``settings`` (threads, spinning, ...) are recorded with the figures.
+    ``settings`` (threads, spinning, ...) are recorded with the figures. The
+    timing and its statistics are `bench.timing`'s, as `vdla compare` uses them.
     """
     if warmup < 1 or calls < 1:
         raise ValueError(f"a timed block needs at least one warm-up call and one timed call "
                          f"(got {warmup} and {calls})")
-    for _ in range(warmup):
+    result = None
+
+    def timed():
+        nonlocal result
         result = call()
-    seconds = []
-    for _ in range(calls):
-        began = time.perf_counter()
-        result = call()
-        seconds.append(time.perf_counter() - began)
-    p10, median, p90 = np.percentile(np.array(seconds) * 1e3, [10, 50, 90])
-    return Timing(name, calls, float(median), float(p10), float(p90), settings), result
+    summary = summarise([time_calls(timed, warmup, calls)])
+    return Timing(name, calls, summary.median * 1e3, summary.p10 * 1e3, summary.p90 * 1e3,
+                  settings), result
 
 
 def session(model_path, threads: int, spinning: bool):
