@@ -152,7 +152,7 @@ class XGBTuner(Tuner):
             import xgboost  # noqa: F401
         except ImportError:
             raise TuneError("the xgb tuner needs the 'xgboost-cpu' package "
-                            "(pip install 'vdla[tune]'); --tuner random or grid need nothing") \
+                            "(a dependency of vdla: reinstall it); --tuner random or grid need nothing") \
                 from None
         self.seed = seed
         self.chains, self.steps, self.epsilon = chains, steps, epsilon

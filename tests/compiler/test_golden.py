@@ -8,6 +8,7 @@ unchanged. After an intended change, regenerate them with::
 and review the diff like any other code change.
 """
 
+import difflib
 import os
 from pathlib import Path
 
@@ -48,8 +49,24 @@ def test_instruction_stream_matches_golden(name):
     assert path.exists(), f"no golden file {path}; create it with VDLA_UPDATE_GOLDEN=1"
     expected = path.read_text()
     if text != expected:
-        diff = [f"line {i + 1}: expected {a!r}\n         got      {b!r}"
-                for i, (a, b) in enumerate(zip(expected.splitlines(), text.splitlines())) if a != b]
-        pytest.fail(f"{name}: instruction stream differs from {path} "
-                    f"({len(expected.splitlines())} vs {len(text.splitlines())} lines)\n"
-                    + "\n".join(diff[:10]))
+        pytest.fail(f"{name}: instruction stream differs from {path}\n" + golden_diff(expected, text))
+
+
+def golden_diff(expected: str, got: str, limit: int = 40) -> str:
+    """A unified diff of a golden file against a new stream: removed lines ``-``, added ``+``.
+
+    A line-by-line pairing would report every line after one inserted
+    instruction as changed; the unified diff shows the insertion alone.
+    """
+    lines = list(difflib.unified_diff(expected.splitlines(), got.splitlines(),
+                                      "golden", "generated", lineterm=""))
+    more = f"\n... {len(lines) - limit} more diff lines" if len(lines) > limit else ""
+    return "\n".join(lines[:limit]) + more
+
+
+def test_golden_diff_shows_an_insertion_as_one_added_line():
+    expected = "a\nb\nc\nd\n"
+    diff = golden_diff(expected, "a\nb\nX\nc\nd\n").splitlines()
+    assert [line for line in diff if line[:1] in "+-" and line[:3] not in ("---", "+++")] == ["+X"]
+    diff = golden_diff(expected, "a\nc\nd\n").splitlines()
+    assert [line for line in diff if line[:1] in "+-" and line[:3] not in ("---", "+++")] == ["-b"]

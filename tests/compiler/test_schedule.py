@@ -76,6 +76,7 @@ def _random_ops(rng, count):
                     int(rng.integers(1, 3000)), bias=bool(rng.integers(2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_name", ["default", "tiny"])
 def test_default_schedule_is_legal_for_any_shape(config_name):
     config = PRESETS[config_name]
@@ -161,6 +162,7 @@ def _assert_legal_or_nothing_fits(op, config):
     assert plan.threads <= max(1, config.token_queue_depth // 2), (op, config, schedule)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_name", sorted(PRESETS))
 def test_default_schedule_is_legal_on_every_preset(config_name):
     config = PRESETS[config_name]

@@ -27,6 +27,7 @@ def test_block_ram_memory_is_one_memory_as_deep_as_the_whole(config, memory_byte
     assert _memories(config, memory_bytes, "bram") == [(config.dram_bus_bits, words)]
 
 
+@pytest.mark.slow
 def test_single_port_memory_is_banked_by_the_spram_depth():
     config = PRESETS["tiny"]   # 32-bit bus: 256 KiB are 4 banks of 16K words
     assert _memories(config, 256 * 1024, "spram") == [(32, SPRAM_WORDS)] * 4

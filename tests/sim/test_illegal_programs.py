@@ -30,6 +30,7 @@ def _outcome(function):
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config_name", ["tiny", "odd"])
 def test_checker_and_fsim_refuse_the_same_programs(config_name):
     config = PRESETS[config_name]

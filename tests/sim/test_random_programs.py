@@ -317,6 +317,7 @@ def _with_instructions(program, instructions):
     return dataclasses.replace(program, dram=dram, instructions=list(instructions))
 
 
+@pytest.mark.slow
 def test_overlap_everywhere_races_or_stays_deterministic():
     """Setting overlap on every GEMM/ALU: fsim must call some programs racy, and
     those it accepts must give the same image under every overlapping schedule of

@@ -73,6 +73,7 @@ def test_xgb_finds_the_best_in_fewer_trials_than_random():
     assert xgb * 3 <= rnd, (xgb, rnd)
 
 
+@pytest.mark.slow
 def test_xgb_first_batch_starts_from_the_estimate_and_explores():
     """Before any measurement the estimate ranks: the first point is among the best
     2 % of the space by estimate; no two points of the batch are one program."""
@@ -86,6 +87,7 @@ def test_xgb_first_batch_starts_from_the_estimate_and_explores():
     assert len({space.canonical(p) for p in batch}) == 8
 
 
+@pytest.mark.slow
 def test_equivalent_points_compile_to_the_same_program():
     """`canonical` (loop orders differing in one-iteration loops) against the compiler:
     every member of a sampled class gives the same instructions and micro-ops."""
@@ -141,6 +143,7 @@ def test_xgb_without_xgboost_is_one_clear_error(monkeypatch):
         make_tuner("xgb", schedule_space(OP, CONFIG), get_target("fake"))
 
 
+@pytest.mark.slow
 def test_transfer_warm_starts_the_model_from_another_workload(tmp_path):
     """Trials of one layer train the model before the next layer has any: its first
     batch (no estimate prior here) then mostly beats the space's median cost."""
