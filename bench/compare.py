@@ -265,7 +265,7 @@ def _timed_columns(workloads, names, threads, timing, inputs, references,
         for group in filter(None, groups):
             blocks = run_blocks({name: calls[name][0] for name in group}, warmup,
                                 calls_per_block, repeats, order,
-                                lambda message: progress(f"{workload.name}: {message}"))
+                                lambda message, name=workload.name: progress(f"{name}: {message}"))
             for name, seconds in blocks.items():
                 summary = summarise(seconds)
                 columns[name].timings[workload.name] = summary

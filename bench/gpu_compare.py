@@ -211,8 +211,8 @@ def gpu_columns(workloads: Sequence[Workload], column_type, make_inputs, check,
                 columns[name].checked[workload.name] = check(name, workload.name, ok, what)
         stream = cupy.cuda.Stream(non_blocking=True)
         graph = capture_graph(sequence, stream)
-        extra["graph_seconds"][f"int8{suffix}"] = _event_seconds(cupy, lambda: graph.launch(stream),
-                                                                 stream, repeats, 1)
+        extra["graph_seconds"][f"int8{suffix}"] = _event_seconds(
+            cupy, lambda graph=graph, stream=stream: graph.launch(stream), stream, repeats, 1)
     for name, column in columns.items():
         if column.missing:
             continue

@@ -17,11 +17,11 @@ import platform
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from vdla.compiler import compile_op
 from vdla.compiler.workloads import RESNET18
 from vdla.hw.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:

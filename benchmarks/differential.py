@@ -16,10 +16,11 @@ stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
 DRAM images must be byte-equal. The rtl backend applies `sim.checker` to
 every program before it runs, so each one also passes the verifier. The
-report tallies mismatches (images differ) and errors (a tier failed) apart. Programs use ALU REQUANT and ``overlap``
-(``--no-requant`` / ``--no-overlap`` for RTL without them). Prints pass counts
-per config and writes ``benchmarks/results/differential.json`` with every
-failing seed and the feature counts (REQUANT instructions, overlap flags,
+report tallies mismatches (images differ) and errors (a tier failed) apart.
+Programs use ALU REQUANT and ``overlap`` (``--no-requant`` / ``--no-overlap``
+for RTL without them). Prints pass counts per config and writes
+``benchmarks/results/differential.json`` with every failing seed and the
+feature counts (REQUANT instructions, overlap flags,
 overlap instructions that may run beside the other unit's).
 
 Seeds start at ``--first-seed`` for every config, except that a config with the

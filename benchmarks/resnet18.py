@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-
 from vdla.cli.bench import describe_config, report_lines
 from vdla.hw.config import load_config
 from vdla.bench import suite as bench
 from vdla.bench.plots import roofline
+
+HERE = Path(__file__).resolve().parent
 
 RESULTS = HERE / "results"
 README = HERE / "README.md"

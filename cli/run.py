@@ -289,8 +289,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
     written = {}
     for name, path in output_paths.items():
         # Through a handle: np.save(path) would append ".npy" to other names.
-        write_output(path, lambda handle: np.save(handle, result.outputs[name],
-                                                  allow_pickle=False), f"output {name!r}")
+        write_output(path, lambda handle, array=result.outputs[name]: np.save(
+            handle, array, allow_pickle=False), f"output {name!r}")
         written[name] = str(path)
     if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
         fail(f"--trace {trace}: the simulator wrote no trace there")

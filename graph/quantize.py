@@ -82,7 +82,7 @@ def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
             feeds[input_name] = chunk.astype(np.float32)
         real = min(batch, len(samples[name]) - start)
 
-        def samples_only(tensor: str, array: np.ndarray) -> None:
+        def samples_only(tensor: str, array: np.ndarray, real: int = real) -> None:
             # The copies padding a partial batch must not weigh in (axis 0 is the batch).
             record(tensor, array[:real] if array.shape[:1] == (batch,) else array)
 

@@ -203,11 +203,11 @@ class StoreUnit(wiring.Component):
                     ]
                     with m.If(~beat_full & elements.r_rdy):
                         m.d.comb += elements.r_en.eq(1)
-                        for l in range(lanes):
-                            with m.If(lane == l):
+                        for index in range(lanes):
+                            with m.If(lane == index):
                                 m.d.sync += [
-                                    beat_data.word_select(l, element_bits).eq(elements.r_data),
-                                    beat_strb.word_select(l, element_bytes).eq(
+                                    beat_data.word_select(index, element_bits).eq(elements.r_data),
+                                    beat_strb.word_select(index, element_bytes).eq(
                                         Const(-1, element_bytes)),
                                 ]
                         m.d.sync += [lane.eq(lane + 1), row_elements.eq(row_elements - 1)]

@@ -139,7 +139,8 @@ def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
     element = "uint8_t" if mode == "int8" else "float"
     weight = "int8_t" if mode == "int8" else "float"
     lines = [f"static inline void tile_{width}(const {element} *in, const {weight} *wt, "
-             f"const {'int32_t' if mode == 'int8' else 'float'} *epi, {'int8_t' if mode == 'int8' else 'float'} *out, int k0)",
+             f"const {'int32_t' if mode == 'int8' else 'float'} *epi, "
+             f"{'int8_t' if mode == 'int8' else 'float'} *out, int k0)",
              "{"]
     lines += [f"    {vec} acc_{v}_{p} = {{0}};" for v in vectors for p in pixels]
     outer = ("for (int cb = 0; cb < CB; cb++) for (int r = 0; r < KH; r++) "

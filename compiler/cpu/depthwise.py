@@ -101,7 +101,8 @@ static void compute_item(void *unused, long item)
         const {element} *wp = run_weight + (size_t)cb * KH * KW * LANES;
         {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H;
         for (int ow0 = 0; ow0 + P <= OW; ow0 += P)
-            tile_{schedule.ow_tile}(in + (size_t)ow0 * SW * LANES, wp, run_epi, op + (size_t)ow0 * OS_W, cb * LANES);
+            tile_{schedule.ow_tile}(in + (size_t)ow0 * SW * LANES, wp, run_epi,
+                                    op + (size_t)ow0 * OS_W, cb * LANES);
 {tail_call}    }}
 }}
 

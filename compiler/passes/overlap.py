@@ -117,13 +117,11 @@ def hoist_resets(function: ir.Function) -> ir.Function:
             running += _cycles(body[g])
             done.append(running)
 
-        def cost(choice):
-            # Front end blocked on the store token while the GEMM core runs out
-            # of issued work, plus the reset outlasting the remaining GEMMs.
-            finished = done[choice]
-            return (max(0, store_cycles - finished)
-                    + max(0, max(finished, store_cycles) + reset_cycles - total))
-        choice = min(range(len(gemms)), key=lambda c: (cost(c), c))
+        # Front end blocked on the store token while the GEMM core runs out
+        # of issued work, plus the reset outlasting the remaining GEMMs.
+        costs = [max(0, store_cycles - finished)
+                 + max(0, max(finished, store_cycles) + reset_cycles - total) for finished in done]
+        choice = costs.index(min(costs))  # the earliest of the cheapest
         insert_at = gemms[choice] + 1
         jumped = body[insert_at:] + [s for p in range(target + 1, position) for s in stages[p].body]
         if any(isinstance(s, ir.Insn) and _touches(s, rows) for s in jumped):

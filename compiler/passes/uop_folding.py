@@ -254,14 +254,14 @@ def _choose_folds(loops: list[_Loop], bits: dict[str, int], opcode: Opcode,
             if coef < 0 or coef >= 1 << bits[f"{name}_factor_out"]:
                 return False
         return True
-    candidates = sorted((loop for loop in loops if fits(loop)), key=lambda l: -l.extent)
+    candidates = sorted((loop for loop in loops if fits(loop)), key=lambda loop: -loop.extent)
     return candidates[:max_folds]
 
 
 def _split_kernel(rest: list[_Loop], max_kernel: int) -> tuple[list[_Loop], list[_Loop]]:
     """Split remaining loops into instruction-level loops and kernel loops."""
     outer, kernel = [], list(rest)
-    while kernel and math.prod(l.extent for l in kernel) > max_kernel:
+    while kernel and math.prod(loop.extent for loop in kernel) > max_kernel:
         if len(kernel) > 1:
             outer.append(kernel.pop(0))
             continue

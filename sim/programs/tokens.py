@@ -177,12 +177,12 @@ def check_token_discipline(instructions: list[Instruction], token_queue_depth: i
             assert not insn.pop_prev and not insn.push_prev, f"{position}: load uses prev"
         if module == STORE:
             assert not insn.pop_next and not insn.push_next, f"{position}: store uses next"
-        for queue, (push_flag, pop_flag) in QUEUE_FLAGS.items():
+        for queue, (_, pop_flag) in QUEUE_FLAGS.items():
             if queue[1] == module and getattr(insn, pop_flag):
                 assert popped[queue] < len(pushes[queue]), \
                     f"{position}: pops {queue} with no earlier push"
                 popped[queue] += 1
-        for queue, (push_flag, pop_flag) in QUEUE_FLAGS.items():
+        for queue, (push_flag, _) in QUEUE_FLAGS.items():
             if queue[0] == module and getattr(insn, push_flag):
                 pushes[queue].append(position)
                 assert len(pushes[queue]) - popped[queue] <= token_queue_depth, \

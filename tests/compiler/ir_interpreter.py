@@ -33,7 +33,7 @@ def run_nest(stmt, sram) -> None:
     names = [loop.var for loop in loops]
     for values in itertools.product(*(range(loop.extent) for loop in loops)):
         env = dict(zip(names, values))
-        def at(access):
+        def at(access, env=env):
             return access.buffer.base + access.index.evaluate(env)
         if isinstance(leaf, ir.Mac):
             lanes = {**env}

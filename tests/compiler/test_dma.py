@@ -96,7 +96,7 @@ def test_resident_weights_are_not_reloaded():
         run(function)
     loads = [s.instruction for st in function.stages for s in st.body
              if isinstance(s, ir.Insn) and isinstance(s.instruction, isa.Load)]
-    weights = [l for l in loads if l.memory_type == isa.MemType.WGT]
+    weights = [load for load in loads if load.memory_type == isa.MemType.WGT]
     assert len(weights) == 2      # once per thread slot
     assert function.stats["dma"]["elided_loads"] == 6 - 2
 

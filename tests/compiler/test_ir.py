@@ -26,4 +26,4 @@ def test_enumerate_affine_matches_loops():
 def test_nest_round_trip():
     leaf = ir.Alu(op=None, dst=ir.Access(ir.Buffer("a", "acc", 4), Affine.var("i")), imm=0)
     loops, got = ir.loop_nest(ir.nest([("i", 2), ("j", 3)], leaf))
-    assert [(l.var, l.extent) for l in loops] == [("i", 2), ("j", 3)] and got is leaf
+    assert [(loop.var, loop.extent) for loop in loops] == [("i", 2), ("j", 3)] and got is leaf

@@ -28,7 +28,7 @@ def test_gemm_uops_match_scalar_and_numpy(stride, kernel):
     gemm_nest = tensorize_stmt(mac_nest, TINY)
     loops, leaf = ir.loop_nest(gemm_nest)
     assert isinstance(leaf, ir.Gemm)
-    assert [l.var for l in loops] == ["b", "k", "oh", "ow", "c", "kh", "kw"]
+    assert [loop.var for loop in loops] == ["b", "k", "oh", "ow", "c", "kh", "kw"]
 
     scalar, tensor = new_sram(TINY), new_sram(TINY)
     run_nest(mac_nest, scalar)

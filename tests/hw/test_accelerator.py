@@ -47,7 +47,7 @@ def run_chip(config, dram, insn_offset, insn_count, *, stall=0.0, seed=0, max_cy
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
-        for cycle in range(max_cycles):
+        for cycle in range(max_cycles):  # noqa: B007 (read after the loop)
             await ctx.tick()
             if ctx.get(dut.done):
                 break

@@ -10,6 +10,7 @@ import pytest
 from vdla.hw import isa
 from vdla.hw.load import LoadEngine, reader_groups
 from tests.hw.amaranth_sim import TINY, TINY_WIDE_BUS, run
+from tests.hw.dram_model import DramModel
 
 # inp and wgt elements of one size share a reader; counters sized by the SRAMs.
 TINY_SHARED = TINY.replace(block_out=1, shared_load_engine=1, narrow_walkers=1,
@@ -27,7 +28,6 @@ def reader_port(dut, config, kind):
     """The DRAM read port of the reader that loads ``kind``."""
     group = next(g for g, kinds in reader_groups(config, dut.kinds).items() if kind in kinds)
     return getattr(dut, f"mem_{group}")
-from tests.hw.dram_model import DramModel
 
 
 def padded_expectation(dram, insn, element_bytes):

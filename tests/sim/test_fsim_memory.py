@@ -66,8 +66,8 @@ def test_load_with_the_largest_padding():
     image = Image(config)
     source = np.arange(1, 7, dtype=np.uint32)
     first = image.element(image.put(source), "uop")
-    insn = Load(memory_type=MemType.UOP, sram_base=1, dram_base=first, y_size=2, x_size=3, x_stride=3, y_pad_top=15, y_pad_bottom=15, x_pad_left=15,
-                x_pad_right=15)
+    insn = Load(memory_type=MemType.UOP, sram_base=1, dram_base=first, y_size=2, x_size=3, x_stride=3,
+                y_pad_top=15, y_pad_bottom=15, x_pad_left=15, x_pad_right=15)
     result = image.run([image.load_all("uop", np.full(1100, 9, np.uint32)), insn],
                        dump_sram=True)
     expected = np.zeros((32, 33), np.uint32)

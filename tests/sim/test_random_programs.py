@@ -273,10 +273,10 @@ def _matched_pairs(instructions):
     pairs = []
     for position, insn in enumerate(instructions):
         module = isa.module_of(insn)
-        for q, (push, pop) in QUEUE_FLAGS.items():
+        for q, (_, pop) in QUEUE_FLAGS.items():
             if q[1] == module and getattr(insn, pop):
                 pairs.append((pushes[q].popleft(), position, q))
-        for q, (push, pop) in QUEUE_FLAGS.items():
+        for q, (push, _) in QUEUE_FLAGS.items():
             if q[0] == module and getattr(insn, push):
                 pushes[q].append(position)
     return pairs
