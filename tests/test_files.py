@@ -32,6 +32,21 @@ def test_read_bounded_refuses_more_than_the_limit(tmp_path):
         read_bounded(tmp_path / "missing", 10, "thing", Refused)
 
 
+def test_a_fifo_nobody_writes_reads_as_empty_instead_of_hanging(tmp_path):
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    assert read_bounded(fifo, 10, "thing") == b""
+    assert list(bounded_lines(fifo, 10, 10, "thing")) == []
+
+
+def test_a_huge_regular_file_is_refused_from_its_size_without_reading(tmp_path):
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as handle:
+        handle.truncate(1 << 40)            # sparse: a terabyte that takes no space
+    with pytest.raises(Refused, match=r"huge.json: larger than 4096 bytes, not a thing file$"):
+        read_bounded(huge, 4096, "thing", Refused)
+
+
 def test_bounded_lines_bounds_each_line_and_the_whole(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_bytes(b"one\n\ntwo\nthree")              # a last line without its newline

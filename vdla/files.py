@@ -52,13 +52,26 @@ def read_bounded(path: str | Path, limit: int, what: str,
         files such as ``/dev/zero`` included).
     """
     try:
-        with open(path, "rb") as handle:
+        with _open_for_reading(path) as handle:
+            if os.fstat(handle.fileno()).st_size > limit:   # a regular file, known at once
+                raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
             data = handle.read(limit + 1)
     except OSError as problem:
         raise _cannot_read(error, what, path, problem) from None
     if len(data) > limit:
         raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
     return data
+
+
+def _open_for_reading(path: str | Path) -> IO[bytes]:
+    """``path`` opened for blocking reads, without blocking in the open itself.
+
+    A plain open of a FIFO waits for a writer, possibly forever; opened
+    non-blocking it returns at once (a FIFO nobody writes reads as empty).
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")
 
 
 # Bytes read at a time by `bounded_lines`.
@@ -80,7 +93,7 @@ def bounded_lines(path: str | Path, limit: int, line_limit: int, what: str,
         file longer than ``limit`` bytes.
     """
     try:
-        handle = open(path, "rb")
+        handle = _open_for_reading(path)
     except FileNotFoundError:
         return
     except OSError as problem:
