@@ -218,16 +218,11 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
         "channels": (["n < N", "kb < GROUPS * KB"], ["oh < OH"]),
         "both": (["n < N", "kb < GROUPS * KB", "oh < OH"], []),
     }[schedule.parallel]
-    decode, stride = [], "1"
-    for condition in reversed(parallel_loops):
-        name, bound = condition.split()[0], condition.split(" < ")[1]
-        decode.append(f"    const int {name} = (item / ({stride})) % ({bound});\n")
-        stride = f"{stride} * {bound}"
-    items = f"(long){' * '.join(c.split(' < ')[1] for c in parallel_loops)}"
+    decode, items = parallel_items([condition.split(" < ") for condition in parallel_loops])
     inner = "".join(f"for (int {c.split()[0]} = 0; {c}; {c.split()[0]}++) " for c in inner_loops)
     tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * ICB, wp, epi, "
                  f"op + (size_t)(OW / P) * P * OS_W, kb % KB * OCB);\n" if tail else "")
-    decode, tile, parallel = "".join(reversed(decode)), schedule.ow_tile, schedule.parallel
+    tile, parallel = schedule.ow_tile, schedule.parallel
     return POOL + f"""
 /* The packed input: every image's groups, each CB blocks of ICB channels. */
 size_t vdla_packed_elements(void) {{ return (size_t)N * GROUPS * CB * HP * WP * ICB; }}
@@ -278,13 +273,36 @@ static void compute_item(void *unused, long item)
 {tail_call}    }}
 }}
 
+""" + entry_point(source, element, weight, epi, out, "(long)N * GROUPS * CB * H", items)
+
+
+def parallel_items(loops: list[tuple[str, str]]) -> tuple[str, str]:
+    """The C that decodes a parallel item into its loop indices, and the item count.
+
+    ``loops`` are ``(index, bound)`` pairs, outermost first; the item number
+    is their mixed-radix number, the innermost loop fastest.
+    """
+    decode, stride = [], "1"
+    for name, bound in reversed(loops):
+        decode.append(f"    const int {name} = (item / ({stride})) % ({bound});\n")
+        stride = f"{stride} * {bound}"
+    return "".join(reversed(decode)), "(long)" + " * ".join(bound for _, bound in loops)
+
+
+def entry_point(source: str, element: str, weight: str, epi: str, out: str,
+                pack_items: str, items: str) -> str:
+    """``vdla_run``: pack the input rows, then run ``compute_item`` over ``items``, on the pool.
+
+    One call at a time (the pool and the ``pack_*``/``run_*`` statics are shared).
+    """
+    return f"""
 void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
               void *packed, int threads)
 {{
     pthread_mutex_lock(&pool_call_mutex);
     pack_src = (const {source} *)data;
     pack_dst = ({element} *)packed;
-    pool_parallel(pack_row, 0, (long)N * GROUPS * CB * H, threads);
+    pool_parallel(pack_row, 0, {pack_items}, threads);
     run_packed = (const {element} *)packed;
     run_weight = (const {weight} *)weight;
     run_epi = (const {epi} *)epilogue;

@@ -47,7 +47,7 @@ def _tile(width: int, mode: str) -> str:
 
 
 def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
-    from vdla.compiler.cpu.codegen import POOL
+    from vdla.compiler.cpu.codegen import POOL, entry_point, parallel_items
     element, source, out = (("int32_t", "int8_t", "int8_t") if mode == "int8"
                             else ("float", "float", "float"))
     value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
@@ -55,11 +55,7 @@ def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
         "rows": (("n", "N"), ("oh", "OH")), "channels": (("n", "N"), ("cb", "CB")),
         "both": (("n", "N"), ("cb", "CB"), ("oh", "OH"))}[schedule.parallel], ()
     inner_loops = [loop for loop in (("cb", "CB"), ("oh", "OH")) if loop not in parallel_loops]
-    decode, stride = [], "1"
-    for name, bound in reversed(parallel_loops):
-        decode.append(f"    const int {name} = (item / ({stride})) % {bound};\n")
-        stride = f"{stride} * {bound}"
-    items = "(long)" + " * ".join(bound for _, bound in parallel_loops)
+    decode, items = parallel_items(parallel_loops)
     inner = "".join(f"for (int {name} = 0; {name} < {bound}; {name}++) "
                     for name, bound in inner_loops)
     tail_call = (f"        tile_{tail}(in + (size_t)(OW / P) * P * SW * LANES, wp, run_epi, "
@@ -96,7 +92,7 @@ static {out} *run_out;
 static void compute_item(void *unused, long item)
 {{
     (void)unused;
-{"".join(reversed(decode))}    {inner}{{
+{decode}    {inner}{{
         const {element} *in = run_packed + (((size_t)n * CB + cb) * HP + (size_t)oh * SH) * WP * LANES;
         const {element} *wp = run_weight + (size_t)cb * KH * KW * LANES;
         {out} *op = run_out + (size_t)n * OS_N + (size_t)oh * OS_H;
@@ -106,21 +102,7 @@ static void compute_item(void *unused, long item)
 {tail_call}    }}
 }}
 
-void vdla_run(const void *data, const void *weight, const void *epilogue, void *output,
-              void *packed, int threads)
-{{
-    pthread_mutex_lock(&pool_call_mutex);
-    pack_src = (const {source} *)data;
-    pack_dst = ({element} *)packed;
-    pool_parallel(pack_row, 0, (long)N * CB * H, threads);
-    run_packed = (const {element} *)packed;
-    run_weight = (const {element} *)weight;
-    run_epi = (const {element} *)epilogue;
-    run_out = ({out} *)output;
-    pool_parallel(compute_item, 0, {items}, threads);
-    pthread_mutex_unlock(&pool_call_mutex);
-}}
-"""
+""" + entry_point(source, element, element, element, out, "(long)N * CB * H", items)
 
 
 def generate_depthwise_c(problem: CpuProblem, schedule: CpuSchedule, mode: str,
