@@ -12,7 +12,8 @@ folding, latency hiding) -> program (`codegen`).
 from vdla.compiler.driver import compile_function, compile_op
 from vdla.compiler.errors import CompileError, ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, Dense, op_from_dict
-from vdla.compiler.schedule import Schedule, default_schedule, load_schedule
+from vdla.compiler.schedule import Schedule, load_schedule
+from vdla.compiler.search import default_schedule
 
 __all__ = ["compile_op", "compile_function", "Conv2d", "Dense", "op_from_dict", "Schedule",
            "default_schedule", "load_schedule", "CompileError", "ScheduleError", "ShapeError"]

@@ -15,8 +15,10 @@ from vdla.compiler.passes.overlap import hoist_resets, mark_overlap
 from vdla.compiler.passes.tensorize import tensorize
 from vdla.compiler.passes.uop_folding import fold_uops, place_uops
 from vdla.compiler.passes.virtual_threads import assign_virtual_threads
-from vdla.compiler.schedule import Schedule, default_schedule
+from vdla.compiler.schedule import Schedule
+from vdla.compiler.search import default_schedule
 from vdla.hw.config import HwConfig
+from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program import Program
 
 __all__ = ["compile_op", "compile_function", "COMPILER_VERSION"]
@@ -47,7 +49,6 @@ MAX_LAYER_BYTES = 1 << 26
 
 def _check_size(op: Conv2d | Dense, config: HwConfig) -> None:
     """Raise `CompileError` when the layer's packed tensors exceed `MAX_LAYER_BYTES`."""
-    from vdla.runtime.layout import packed_nbytes
     geometry = op.geometry()
     sizes = {name: packed_nbytes(geometry.layouts[name], tuple(geometry.shapes[name]), config)
              for name in geometry.layouts if name in geometry.shapes}
