@@ -120,7 +120,7 @@ class AccelTarget:
         return prepare_backend(config, "rtl", progress, build=shared)
 
     def measure(self, op, config: HwConfig, schedule: Schedule, options: dict) -> Measurement:
-        from vdla.bench.suite import run_layer
+        from vdla.bench.layer_run import run_layer
         from vdla.compiler.workloads import Workload
         layer = run_layer(Workload(op.describe(), op, 1), config, "rtl", schedule=schedule,
                           backend_options=options)
