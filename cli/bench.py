@@ -22,8 +22,6 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, config_option, fail, write_output
 from vdla.bench import suite
 from vdla.bench.baseline import (baseline_path, check_baseline, check_baseline_target,
                                  load_baseline, write_baseline)
@@ -31,6 +29,8 @@ from vdla.bench.executor import make_executor
 from vdla.bench.records import VTA_RESNET18_CYCLES, BenchResult, LayerResult
 from vdla.bench.report import bench_report
 from vdla.bench.suite import BenchError
+from vdla.cli.clock import clock_option, time_report, time_text
+from vdla.cli.options import check_sim, config_option, fail, write_output
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
 
