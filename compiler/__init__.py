@@ -1,11 +1,11 @@
 """The vdla compiler: conv2d / dense layers to the accelerator's instruction stream.
 
-Flow: op definition (`ops`) -> schedule (`schedule`) -> loop IR (`lower`, `ir`)
--> passes (`passes`: tensorize, epilogue, virtual threads, DMA injection, uop
-folding, latency hiding) -> program (`codegen`).
+Flow: op definition (`ops`) -> schedule (`schedule`; its space, cost model and
+default search in `space`, `cost`, `search`) -> loop IR (`lower`, `ir`) ->
+passes (the declared `pipeline` of `passes`) -> program (`codegen`).
 
->>> from compiler import Conv2d, compile_op
->>> from hw.config import PRESETS
+>>> from vdla.compiler import Conv2d, compile_op
+>>> from vdla.hw.config import PRESETS
 >>> program = compile_op(Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1), PRESETS["default"])
 """
 
