@@ -123,7 +123,7 @@ def _layer_inputs(workload: Workload, seed: int) -> dict[str, np.ndarray]:
 
 
 def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
-    from vdla.bench.suite import baseline_path, load_baseline
+    from vdla.bench.baseline import baseline_path, load_baseline
     from vdla.compiler import compile_op
     from vdla.runtime.device import Device
     column = Column("accel")

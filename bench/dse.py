@@ -159,7 +159,8 @@ def evaluate_config(config: HwConfig, workloads: Sequence[Workload], space: Desi
 
     Runs in a worker; never raises for a configuration that fails (``error`` says why).
     """
-    from vdla.bench.suite import prepare_backend, run_layer
+    from vdla.bench.layer_run import run_layer
+    from vdla.bench.suite import prepare_backend
     record: dict[str, Any] = {"config": config.to_dict(), "config_hash": config.hash,
                               "design": verilog_digest(config), "schedules": space.schedules,
                               "layers": {}, "error": None}

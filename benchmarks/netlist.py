@@ -16,7 +16,7 @@ Yosys's cell models (`sim.gate`) in two ways:
 - the whole accelerator core, under the RTL tier's harness: ``--programs``
   random programs (`sim.programs.generate`, every third with 30 % DRAM
   backpressure) whose final DRAM images must equal fsim's, and one compiled
-  conv layer whose output must equal numpy's and fsim's (`bench.suite.run_layer`).
+  conv layer whose output must equal numpy's and fsim's (`bench.layer_run.run_layer`).
 
 The whole-core run is for the presets in ``--chip-configs`` (default: all
 but ``default``, whose 256 multipliers and 47,000 LUTs make a gate-level
@@ -59,7 +59,7 @@ def conv_workload():
 
 def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
     """Random programs and a conv layer on the core's gate-level model, against fsim."""
-    from vdla.bench.suite import run_layer
+    from vdla.bench.layer_run import run_layer
     from vdla.hw.synth import core_netlist
     from vdla.sim.gate import gate_model
     began = time.perf_counter()

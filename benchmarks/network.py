@@ -290,7 +290,7 @@ def mobilenet_figures(small: bool, rtl: bool) -> dict:
     fp32 and int8 (`end_to_end`).
     """
     sys.path.insert(0, str(MODELS))
-    from vdla.bench.suite import ideal_cycles
+    from vdla.bench.layer_run import ideal_cycles
     from mobilenet import MOBILENET_V2, SMALL, build_mobilenet, random_images
     shape, config = (SMALL, PRESETS["tiny"]) if small else (MOBILENET_V2, PRESETS["default"])
     with tempfile.TemporaryDirectory() as folder:
@@ -347,7 +347,8 @@ def layers_against_alone(network, cycles: dict[str, int]) -> dict:
     times the MACs per cycle) is given with its geometric mean.
     """
     import math
-    from vdla.bench.suite import baseline_path, ideal_cycles, load_baseline
+    from vdla.bench.baseline import baseline_path, load_baseline
+    from vdla.bench.layer_run import ideal_cycles
     from vdla.compiler.workloads import RESNET18
     baseline = load_baseline(baseline_path(network.config))["layers"]
     rows, network_total, alone_total = {}, 0, 0

@@ -27,6 +27,7 @@ from pathlib import Path
 from vdla.cli.bench import describe_config, report_lines
 from vdla.hw.config import load_config
 from vdla.bench import suite as bench
+from vdla.bench.report import bench_report
 from vdla.bench.plots import roofline
 
 HERE = Path(__file__).resolve().parent
@@ -151,7 +152,7 @@ def main(argv=None) -> int:
     with_hiding, without = bench.run_benches(
         bench.select_workloads(None), config, "rtl", variants=(True, False), seed=args.seed,
         jobs=args.jobs, progress=progress, message=lambda text: print(text, file=sys.stderr))
-    report = bench.bench_report(
+    report = bench_report(
         with_hiding, without, jobs=args.jobs, commit=_commit(),
         measured_at=time.strftime("%Y-%m-%d"),
         machine=f"{platform.machine()}, {platform.python_implementation()} "

@@ -31,7 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from vdla.bench.suite import baseline_path, load_baseline, run_bench
+from vdla.bench.baseline import baseline_path, load_baseline
+from vdla.bench.suite import run_bench
 from vdla.compiler.workloads import RESNET18
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS, HwConfig

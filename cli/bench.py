@@ -15,17 +15,24 @@ is one line on stderr.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import click
 
+from vdla.bench import suite
+from vdla.bench.baseline import (baseline_path, check_baseline, check_baseline_target,
+                                 load_baseline, write_baseline)
+from vdla.bench.executor import make_executor
+from vdla.bench.records import VTA_RESNET18_CYCLES, BenchResult, LayerResult
+from vdla.bench.report import bench_report
+from vdla.bench.suite import BenchError
 from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, config_option, fail, write_output
 from vdla.hw.config import HwConfig
-from vdla.bench import suite as bench
-from vdla.bench.suite import BenchError, BenchResult, LayerResult
+from vdla.hw.isa import MODULES
 
 UNTIMED_SIMS = ("fsim",)
 
@@ -104,11 +111,11 @@ def module_table(result: BenchResult) -> list[str]:
     """
     if not any(layer.modules for layer in result.layers):
         return []
-    headers = ["layer"] + [f"{module} busy (mem) / token" for module in bench.MODULES]
+    headers = ["layer"] + [f"{module} busy (mem) / token" for module in MODULES]
     rows = []
     for layer in result.layers:
         row = [layer.name]
-        for module in bench.MODULES:
+        for module in MODULES:
             figures = (layer.modules or {}).get(module)
             if not figures or not layer.cycles:
                 row.append("-")
@@ -144,7 +151,7 @@ def total_lines(result: BenchResult) -> list[str]:
                          f"({abs(1 - total / vta):.1%} {relation}, {vta / total:.2f}x VTA's "
                          "speed)")
         elif result.complete and result.benchmark == "resnet18":
-            lines.append(f"(VTA's {bench.VTA_RESNET18_CYCLES / 1e6:.2f} M cycles are for a "
+            lines.append(f"(VTA's {VTA_RESNET18_CYCLES / 1e6:.2f} M cycles are for a "
                          "1x16x16 GEMM; not compared with this shape)")
     wrong = [layer for layer in result.layers if not layer.correct]
     if not wrong:
@@ -224,11 +231,67 @@ def _progress_bar(total: int, description: str):
 def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
             roofline_path, check_path, update_path, jobs, scheduler, seed, clock_mhz):
     """Run NETWORK's layers (resnet18: C2–C11), check them and report cycles."""
+    request = _validate(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
+                        roofline_path, check_path, update_path, jobs, scheduler, seed, clock_mhz)
+    if not _report(request, _run(request)):
+        sys.exit(1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """What the options ask for, checked: the run, its outputs and its baseline."""
+
+    benchmark: str
+    workloads: list
+    config: HwConfig
+    sim: str
+    variants: tuple[bool, ...]
+    seed: int
+    jobs: int
+    scheduler: str | None
+    json_path: str | None
+    roofline_path: str | None
+    baseline: dict | None           # the baseline to check against
+    baseline_file: Path | None      # checked or updated
+    update_baseline: bool
+    clock_mhz: float | None
+
+    @property
+    def ablation(self) -> bool:
+        return len(self.variants) == 2
+
+    @property
+    def to_stdout(self) -> bool:
+        """The JSON report replaces the text on stdout."""
+        return self.json_path == "-"
+
+
+def _validate(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
+              roofline_path, check_path, update_path, jobs, scheduler, seed,
+              clock_mhz) -> _Request:
+    """Check the options together (one-line errors) and load the baseline to check, before
+    anything runs."""
     try:
-        workloads = bench.select_workloads(layers, benchmark)
+        workloads = suite.select_workloads(layers, benchmark)
     except BenchError as error:
         fail(str(error))
     check_sim(sim)
+    _check_combination(sim, no_latency_hiding, ablation, roofline_path, check_path, update_path,
+                       jobs, scheduler)
+    baseline, baseline_file = _baseline(config, benchmark, check_path, update_path)
+    for option, value in (("--roofline", roofline_path), ("--json", json_path),
+                          ("--update-baseline", update_path and baseline_file)):
+        if value and value != "-" and not Path(value).parent.is_dir():
+            fail(f"{option} {value}: the folder {Path(value).parent} does not exist")
+    variants = (True, False) if ablation else (not no_latency_hiding,)
+    return _Request(benchmark, workloads, config, sim, variants, seed, jobs, scheduler,
+                    json_path, roofline_path, baseline, baseline_file, update_path is not None,
+                    clock_mhz)
+
+
+def _check_combination(sim, no_latency_hiding, ablation, roofline_path, check_path,
+                       update_path, jobs, scheduler) -> None:
+    """Fail on options that exclude each other."""
     timed_only = [flag for flag, value in (("--roofline", roofline_path),
                                            ("--check-baseline", check_path),
                                            ("--update-baseline", update_path)) if value is not None]
@@ -242,29 +305,33 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
         fail("baselines record the default compile; drop --no-latency-hiding")
     if scheduler is not None and jobs != 1:
         fail("--jobs sets local workers; a --scheduler cluster has its own")
-    baseline, baseline_file = None, None
+
+
+def _baseline(config: HwConfig, benchmark: str, check_path: str | None,
+              update_path: str | None) -> tuple[dict | None, Path | None]:
+    """``(baseline to check, its file)``: the file checked (loaded and matched to this
+    hardware now, so a mismatch costs nothing) or updated ('': the committed one)."""
     if check_path is not None:
-        baseline_file = Path(check_path) if check_path else bench.baseline_path(config)
+        baseline_file = Path(check_path) if check_path else baseline_path(config)
         try:
-            baseline = bench.load_baseline(baseline_file)
-            bench.check_baseline_target(baseline, config, benchmark, baseline_file)
+            baseline = load_baseline(baseline_file)
+            check_baseline_target(baseline, config, benchmark, baseline_file)
         except BenchError as error:
             fail(str(error))
+        return baseline, baseline_file
     if update_path is not None:
-        baseline_file = Path(update_path) if update_path else bench.baseline_path(config)
+        return None, Path(update_path) if update_path else baseline_path(config)
+    return None, None
 
-    for option, value in (("--roofline", roofline_path), ("--json", json_path),
-                          ("--update-baseline", update_path and baseline_file)):
-        if value and value != "-" and not Path(value).parent.is_dir():
-            fail(f"{option} {value}: the folder {Path(value).parent} does not exist")
 
-    variants = (True, False) if ablation else (not no_latency_hiding,)
-    to_stdout = json_path == "-"
+def _run(request: _Request) -> list[BenchResult]:
+    """Run the layers (a progress bar on stderr); one `BenchResult` per variant."""
     executor = None
     try:
-        if scheduler is not None:
-            executor = bench.make_executor(scheduler=scheduler)
-        bar = _progress_bar(len(workloads) * len(variants), f"{benchmark} on {sim} ({config.name})")
+        if request.scheduler is not None:
+            executor = make_executor(scheduler=request.scheduler)
+        bar = _progress_bar(len(request.workloads) * len(request.variants),
+                            f"{request.benchmark} on {request.sim} ({request.config.name})")
 
         def progress(layer: LayerResult):
             suffix = "" if layer.latency_hiding else " (no latency hiding)"
@@ -277,9 +344,11 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
             click.echo(f"{text} (first run for this hardware only, about a minute)", err=True)
 
         try:
-            results = bench.run_benches(workloads, config, sim, variants=variants, seed=seed,
-                                        jobs=jobs, executor=executor, benchmark=benchmark,
-                                        progress=progress, message=message)
+            return suite.run_benches(request.workloads, request.config, request.sim,
+                                     variants=request.variants, seed=request.seed,
+                                     jobs=request.jobs, executor=executor,
+                                     benchmark=request.benchmark, progress=progress,
+                                     message=message)
         finally:
             bar.close()
     except KeyboardInterrupt:
@@ -292,48 +361,65 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
         if executor is not None:
             executor.shutdown(wait=False)
 
+
+def _report(request: _Request, results: list[BenchResult]) -> bool:
+    """Print the report and write the files asked for; whether every layer passed
+    (correct, and no regression against the baseline)."""
     main = results[0]
-    report = bench.bench_report(main, results[1] if ablation else None, jobs=jobs)
+    without = results[1] if request.ablation else None
+    report = bench_report(main, without, jobs=request.jobs)
     lines = report_lines(main, report)
-    time = time_report(config, main.total_cycles, clock_mhz)
+    time = time_report(main.config, main.total_cycles, request.clock_mhz)
     if time is not None:
         report["time"] = time
         lines.append(f"total {main.total_cycles:,} cycles = {time_text(time)}")
 
-    failed = not all(result.all_correct for result in results)
-    if baseline is not None:
+    passed = all(result.all_correct for result in results)
+    if request.baseline is not None:
         try:
-            check = bench.check_baseline(main, baseline, baseline_file)
+            check = check_baseline(main, request.baseline, request.baseline_file)
         except BenchError as error:
             fail(str(error))
         report["baseline"] = check.to_dict()
         lines += [""] + check.lines()
-        failed = failed or not check.ok
+        passed = passed and check.ok
 
-    if not to_stdout:
+    _write(request, report, lines, main, without, time)
+    return passed
+
+
+def _write(request: _Request, report: dict, lines: list[str], main: BenchResult,
+           without: BenchResult | None, time: dict | None) -> None:
+    """The text on stdout (unless the JSON goes there), then each file asked for."""
+    if not request.to_stdout:
         click.echo("\n".join(lines))
-    if json_path is not None:
+    if request.json_path is not None:
         text = json.dumps(report, indent=2)
-        if to_stdout:
+        if request.to_stdout:
             click.echo(text)
         else:
-            write_output(json_path, text + "\n", "--json")
-            click.echo(f"report written to {json_path}")
-    if roofline_path is not None:
-        from vdla.bench.plots import PlotError, roofline
+            write_output(request.json_path, text + "\n", "--json")
+            click.echo(f"report written to {request.json_path}")
+    if request.roofline_path is not None:
+        _roofline(request, main, without, time)
+    if request.update_baseline:
         try:
-            roofline(main, config, roofline_path, compare=results[1] if ablation else None,
-                     clock=(time["clock_mhz"], time["clock"]) if time is not None else None)
-        except (PlotError, OSError) as error:
-            fail(f"--roofline {roofline_path}: {error}")
-        if not to_stdout:
-            click.echo(f"roofline written to {roofline_path}")
-    if update_path is not None:
-        try:
-            written = bench.write_baseline(main, baseline_file)
+            written = write_baseline(main, request.baseline_file)
         except (BenchError, OSError) as error:
             fail(f"--update-baseline: {error}")
-        if not to_stdout:
+        if not request.to_stdout:
             click.echo(f"baseline written to {written} ({len(main.layers)} layer(s) recorded)")
-    if failed:
-        sys.exit(1)
+
+
+def _roofline(request: _Request, main: BenchResult, without: BenchResult | None,
+              time: dict | None) -> None:
+    """Draw the run (and its ablation) on the roofline, at the clock when one is known."""
+    from vdla.bench.plots import PlotError, roofline
+    path = request.roofline_path
+    try:
+        roofline(main, main.config, path, compare=without,
+                 clock=(time["clock_mhz"], time["clock"]) if time is not None else None)
+    except (PlotError, OSError) as error:
+        fail(f"--roofline {path}: {error}")
+    if not request.to_stdout:
+        click.echo(f"roofline written to {path}")

@@ -15,7 +15,8 @@ import re
 import click
 
 from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
-from vdla.compiler.dump import dump_program, summarize
+from vdla.compiler.dump import dump_function, dump_program, summarize
+from vdla.compiler.pipeline import PASS_NAMES
 from vdla.cli.net import ModelGroup, compile_model
 from vdla.cli.options import config_option, fail, write_output
 
@@ -121,6 +122,9 @@ def _common(function):
         click.option("--dump", "dump_path", default=None, type=click.Path(dir_okay=False),
                      help="Also write the instruction stream (cpu: the generated C; gpu: the CUDA C) "
                           "as text."),
+        click.option("--dump-after", "dump_after", type=click.Choice(PASS_NAMES), default=None,
+                     help="With --dump: write the IR after this accelerator pass instead "
+                          "(the passes, in order: " + ", ".join(PASS_NAMES) + ")."),
         click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default="accel",
                      show_default=True,
                      help="The accelerator, this machine's CPU (C) or a CUDA GPU (CUDA C)."),
@@ -187,8 +191,12 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
 
 
 def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
-             output, dump_path, as_json, target, precision, **_):
+             output, dump_path, dump_after, as_json, target, precision, **_):
     from vdla.runtime.program_file import ProgramFileError, save
+    if dump_after and not dump_path:
+        fail(f"--dump-after {dump_after}: pass --dump FILE too (where the IR is written)")
+    if dump_after and target != "accel":
+        fail(f"--dump-after names an accelerator pass; --target {target} runs none")
     if schedule_path and tuned_path:
         fail("--schedule and --tuned both choose the schedule: pass one")
     if tuned_path and target == "gpu":
@@ -206,11 +214,17 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
         schedule = load_schedule(schedule_path) if schedule_path else None
         if tuned_path:
             schedule = _tuned_schedule(tuned_path, op, config, "accel")
+        dumped = {}
+
+        def keep(name, function):
+            if name == dump_after:
+                dumped[name] = dump_function(function, name)
         program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
-                             latency_hiding=not no_latency_hiding)
+                             latency_hiding=not no_latency_hiding, dump=keep)
         save(program, output)
         if dump_path:
-            write_output(dump_path, dump_program(program), "--dump")
+            text = dumped[dump_after] if dump_after else dump_program(program)
+            write_output(dump_path, text, "--dump")
     except (CompileError, ProgramFileError) as error:
         fail(str(error))
     except OSError as error:

@@ -17,8 +17,9 @@ import click
 from vdla.cli.bench import describe_config
 from vdla.compiler.workloads import RESNET18
 from vdla.cli.options import check_sim, config_option, fail
-from vdla.bench import suite as bench
-from vdla.bench.suite import BenchError
+from vdla.bench.layer_run import run_layer
+from vdla.bench.records import LayerResult
+from vdla.bench.suite import BenchError, prepare_backend, select_workloads
 
 
 def _say(text: str) -> None:
@@ -40,7 +41,7 @@ def _bytes(count: int) -> str:
     return f"{count:,} B ({count / (1 << 20):.2f} MiB)"
 
 
-def report_lines(layer: bench.LayerResult, sim: str) -> list[str]:
+def report_lines(layer: LayerResult, sim: str) -> list[str]:
     """The demo's report of one `LayerResult`."""
     lines = [f"schedule:     {_schedule_text(layer.schedule)}"]
     if layer.instructions is not None:
@@ -87,20 +88,20 @@ def report_lines(layer: bench.LayerResult, sim: str) -> list[str]:
 def command(layer, sim, config, seed):
     """Compile a ResNet-18 layer, run it, check it against numpy, report cycles."""
     try:
-        (workload,) = bench.select_workloads([layer])
+        (workload,) = select_workloads([layer])
     except BenchError as error:
         fail(str(error))
     check_sim(sim)
     click.echo(f"vdla demo: ResNet-18 {workload.name}: {workload.op.describe()}")
     click.echo(f"config:       {describe_config(config)}")
     try:
-        options = bench.prepare_backend(
+        options = prepare_backend(
             config, sim, lambda text: _say(f"{text}: the first run for this hardware takes "
                                            "about a minute, later runs reuse it..."))
     except RuntimeError as error:  # a failed Verilator build: its message ends with the log
         fail(str(error).strip() or repr(error))
     _say(f"compiling {workload.name} and running it on {sim}...")
-    result = bench.run_layer(workload, config, sim, seed=seed, backend_options=options)
+    result = run_layer(workload, config, sim, seed=seed, backend_options=options)
     click.echo("\n".join(report_lines(result, sim)))
     if not result.correct:
         sys.exit(1)

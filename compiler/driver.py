@@ -1,22 +1,19 @@
-"""The compilation pipeline: op -> schedule -> IR -> passes -> Program."""
+"""The compilation flow: op -> schedule -> IR -> passes (`compiler.pipeline`) -> Program."""
 
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from vdla.compiler import codegen, ir
 from vdla.compiler.errors import CompileError
 from vdla.compiler.lower import lower
 from vdla.compiler.ops import Conv2d, Dense, accelerator_limits
-from vdla.compiler.passes.dma import inject_dma
-from vdla.compiler.passes.epilogue import lower_epilogues
-from vdla.compiler.passes.latency_hiding import insert_tokens
-from vdla.compiler.passes.overlap import hoist_resets, mark_overlap
-from vdla.compiler.passes.tensorize import tensorize
-from vdla.compiler.passes.uop_folding import fold_uops, place_uops
-from vdla.compiler.passes.virtual_threads import assign_virtual_threads
-from vdla.compiler.schedule import Schedule, default_schedule
+from vdla.compiler.pipeline import PassContext, run_pipeline
+from vdla.compiler.schedule import Schedule
+from vdla.compiler.search import default_schedule
 from vdla.hw.config import HwConfig
+from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program import Program
 
 __all__ = ["compile_op", "compile_function", "COMPILER_VERSION"]
@@ -47,7 +44,6 @@ MAX_LAYER_BYTES = 1 << 26
 
 def _check_size(op: Conv2d | Dense, config: HwConfig) -> None:
     """Raise `CompileError` when the layer's packed tensors exceed `MAX_LAYER_BYTES`."""
-    from vdla.runtime.layout import packed_nbytes
     geometry = op.geometry()
     sizes = {name: packed_nbytes(geometry.layouts[name], tuple(geometry.shapes[name]), config)
              for name in geometry.layouts if name in geometry.shapes}
@@ -61,7 +57,8 @@ def _check_size(op: Conv2d | Dense, config: HwConfig) -> None:
 
 def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict | None = None,
                      *, virtual_threads: int | None = None, latency_hiding: bool = True,
-                     fold: bool = True, fused_epilogue: bool = True) -> ir.Function:
+                     fold: bool = True, fused_epilogue: bool = True,
+                     dump: Callable[[str, ir.Function], None] | None = None) -> ir.Function:
     """Run every pass and return the final IR (instructions, uops, statistics).
 
     Parameters are those of `compile_op`; ``fold=False`` keeps one instruction
@@ -78,32 +75,18 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     plan = schedule.check(geometry, config)
     timings["schedule"] = time.perf_counter() - start
     function = lower(plan, name=op.describe())
-    serialise = not schedule.latency_hiding
-
-    def tokens_and_overlap(function):
-        function = insert_tokens(function, serialise=serialise)
-        if not serialise:
-            function.stats["overlap"]["instructions"] = mark_overlap(function.instructions,
-                                                                     config)
-        return function
-    steps = [("tensorize", tensorize),
-             ("epilogue", lambda f: lower_epilogues(f, fused=fused_epilogue)),
-             ("virtual_threads", assign_virtual_threads), ("dma", inject_dma),
-             ("uop_folding", lambda f: fold_uops(f, max_folds=2 if fold else 0,
-                                                 max_kernel=None if fold else 1, place=False)),
-             ("overlap", hoist_resets), ("uop_placement", place_uops),
-             ("latency_hiding", tokens_and_overlap)]
     timings["lower"] = time.perf_counter() - start - timings["schedule"]
-    for name, run in steps:
-        began = time.perf_counter()
-        function = run(function)
-        timings[name] = time.perf_counter() - began
+    context = PassContext(config, serialise=not schedule.latency_hiding, fold=fold,
+                          fused_epilogue=fused_epilogue)
+    function, pass_timings = run_pipeline(function, context, dump)
+    timings.update(pass_timings)
     function.stats["timings_s"] = {k: round(v, 6) for k, v in timings.items()}
     return function
 
 
 def compile_op(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict | None = None,
-               *, virtual_threads: int | None = None, latency_hiding: bool = True) -> Program:
+               *, virtual_threads: int | None = None, latency_hiding: bool = True,
+               dump: Callable[[str, ir.Function], None] | None = None) -> Program:
     """Compile one layer for an accelerator configuration.
 
     Parameters
@@ -118,6 +101,9 @@ def compile_op(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict |
         Override the schedule's virtual thread count.
     latency_hiding : bool
         False: one thread and fully serialising tokens (ablation baseline).
+    dump : callable, optional
+        Called as ``dump(pass name, function)`` after each pass of
+        `compiler.pipeline.PIPELINE` (``vdla compile --dump-after``).
 
     Returns
     -------
@@ -133,7 +119,7 @@ def compile_op(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | dict |
     """
     start = time.perf_counter()
     function = compile_function(op, config, schedule, virtual_threads=virtual_threads,
-                                latency_hiding=latency_hiding)
+                                latency_hiding=latency_hiding, dump=dump)
     plan = function.plan
     metadata = {
         "compiler_version": COMPILER_VERSION,

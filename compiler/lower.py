@@ -23,6 +23,7 @@ import itertools
 
 from vdla.compiler import ir
 from vdla.compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nest
+from vdla.compiler.passes.dma import lower_copy
 from vdla.compiler.schedule import TilePlan, group_blocks
 from vdla.hw import isa
 
@@ -102,8 +103,6 @@ def chunk_loads(plan: TilePlan) -> dict[str, list[isa.Load]]:
     padded), with a full chunk. The cost model counts DRAM time from these, so
     it sees how the DMA merges a box's rows and planes into few transfers.
     """
-    from vdla.compiler.passes.dma import lower_copy    # passes import this module
-
     blocks, tile, slot = plan.blocks, plan.tile, plan.slot_entries()
     first = {axis: tile[axis] if plan.counts[axis] > 2 and axis != "c" else 0
              for axis in "bkhwc"}

@@ -279,7 +279,8 @@ def _place(dram: np.ndarray, region, packed: np.ndarray) -> None:
 
 
 def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
-    from vdla.compiler.schedule import Schedule, estimate_cost
+    from vdla.compiler.cost import estimate_cost
+    from vdla.compiler.schedule import Schedule
     plan = Schedule.from_dict(program.metadata["schedule"]).check(op.geometry(), config)
     return int(round(estimate_cost(plan)))
 

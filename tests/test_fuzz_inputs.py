@@ -11,7 +11,8 @@ import random
 import numpy as np
 import pytest
 
-from vdla.bench import suite as bench
+from vdla.bench import suite
+from vdla.bench.baseline import check_baseline, load_baseline
 from vdla.bench.suite import BenchError
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.schedule import load_schedule
@@ -225,7 +226,7 @@ def test_random_baselines_are_bench_errors_or_valid(tmp_path):
         path = tmp_path / "b.json"
         path.write_text(json.dumps(data))
         try:
-            loaded = bench.load_baseline(path)
+            loaded = load_baseline(path)
         except BenchError as error:
             assert "}}}" not in str(error) and "\n" not in str(error)
         else:
@@ -242,12 +243,12 @@ def test_bad_baselines_name_the_problem(tmp_path, data, message):
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
     with pytest.raises(BenchError, match=message):
-        bench.load_baseline(path)
+        load_baseline(path)
 
 
 def test_special_file_as_baseline_is_bounded():
     with pytest.raises(BenchError, match="larger than 1048576 bytes"):
-        bench.load_baseline("/dev/zero")
+        load_baseline("/dev/zero")
 
 
 def test_baseline_of_other_hardware_fails_before_the_bench(monkeypatch, capsys, tmp_path):
@@ -257,7 +258,7 @@ def test_baseline_of_other_hardware_fails_before_the_bench(monkeypatch, capsys, 
 
     def no_bench(*args, **kwargs):
         raise AssertionError("the bench ran")
-    monkeypatch.setattr(bench, "run_benches", no_bench)
+    monkeypatch.setattr(suite, "run_benches", no_bench)
     code, _, err = vdla(monkeypatch, capsys, "bench", "resnet18", "--config", "tiny",
                         "--check-baseline", path)
     assert_one_line_error(code, err, "recorded on other hardware")
@@ -266,9 +267,9 @@ def test_baseline_of_other_hardware_fails_before_the_bench(monkeypatch, capsys, 
 def test_the_baseline_tolerance_is_honoured():
     from tests.runtime.test_bench import _baseline, _result
     baseline = {**_baseline({"C2": 100_000}), "tolerance": 0.05}
-    check = bench.check_baseline(_result({"C2": 103_000}), baseline)
+    check = check_baseline(_result({"C2": 103_000}), baseline)
     assert check.ok and check.tolerance == 0.05
-    assert not bench.check_baseline(_result({"C2": 106_000}), baseline).ok
+    assert not check_baseline(_result({"C2": 106_000}), baseline).ok
 
 
 def test_negative_seed_is_a_usage_error(monkeypatch, capsys):

@@ -18,7 +18,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from vdla.compiler.schedule import Schedule, ScheduleSpace, default_schedule, schedule_space
+from vdla.compiler.schedule import Schedule
+from vdla.compiler.search import default_schedule
+from vdla.compiler.space import ScheduleSpace, schedule_space
 from vdla.hw.config import HwConfig
 
 __all__ = ["Measurement", "Target", "AccelTarget", "TARGETS", "register_target", "get_target",
@@ -52,7 +54,7 @@ class Measurement:
 class Target(Protocol):
     """What `vdla.tune` needs from a target.
 
-    Its space needs what `compiler.schedule.ScheduleSpace` offers the tuners
+    Its space needs what `compiler.space.ScheduleSpace` offers the tuners
     and the log: ``shape``, ``points()``, ``schedule(point)``,
     ``point(schedule)``, ``decode(dict)``; its schedules ``to_dict()``.
     """
@@ -118,7 +120,7 @@ class AccelTarget:
         return prepare_backend(config, "rtl", progress, build=shared)
 
     def measure(self, op, config: HwConfig, schedule: Schedule, options: dict) -> Measurement:
-        from vdla.bench.suite import run_layer
+        from vdla.bench.layer_run import run_layer
         from vdla.compiler.workloads import Workload
         layer = run_layer(Workload(op.describe(), op, 1), config, "rtl", schedule=schedule,
                           backend_options=options)

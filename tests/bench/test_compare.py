@@ -185,5 +185,5 @@ def test_unknown_implementations_are_refused(targets, only, message):
 
 
 def compare_baseline_text() -> str:
-    from vdla.bench.suite import baseline_path
+    from vdla.bench.baseline import baseline_path
     return baseline_path(PRESETS["tiny"]).read_text()

@@ -8,7 +8,7 @@ import pytest
 from vdla.bench import dse
 from vdla.bench.executor import Pool
 from vdla.bench.plots import pareto
-from vdla.bench.suite import run_layer
+from vdla.bench.layer_run import run_layer
 from vdla.compiler import Conv2d
 from vdla.compiler.workloads import Workload
 from vdla.hw.config import PRESETS

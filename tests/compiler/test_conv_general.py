@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from vdla.compiler import Conv2d, compile_op
-from vdla.compiler.schedule import Schedule, default_schedule, schedule_space
+from vdla.compiler.schedule import Schedule
+from vdla.compiler.search import default_schedule
+from vdla.compiler.space import schedule_space
 from vdla.compiler.workloads import random_conv2d
 from vdla.hw.config import PRESETS
 from vdla.runtime.device import Device

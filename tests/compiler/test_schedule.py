@@ -7,7 +7,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vdla.compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
-from vdla.compiler.schedule import plan_tiles, schedule_space
+from vdla.compiler.schedule import plan_tiles
+from vdla.compiler.space import schedule_space
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
 
 
@@ -89,7 +90,7 @@ def test_default_schedule_is_legal_for_any_shape(config_name):
 
 
 def test_default_prefers_latency_hiding_and_hides_dma():
-    from vdla.compiler.schedule import estimate_cost
+    from vdla.compiler.cost import estimate_cost
     op = Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1)
     config = PRESETS["default"]
     schedule = default_schedule(op, config)
@@ -281,7 +282,7 @@ def test_chunk_loads_are_the_programs_loads(op, schedule):
 def test_epilogue_stalls_where_acc_banks_are_shared():
     """Four threads' slots and the bias cannot each have one of 4 acc banks: the estimate
     then charges the epilogue share on shared banks; with a bank each it charges none."""
-    from vdla.compiler.schedule import estimate_cost
+    from vdla.compiler.cost import estimate_cost
     op = Conv2d(1, 128, 256, 28, 28, kernel=1, stride=2, bias=True, shift=10, relu=True)
     config = PRESETS["default"]
     costs = {}

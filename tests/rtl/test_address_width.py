@@ -2,7 +2,7 @@
 iCEBreaker preset's ResNet-18 cycles with 32-bit addresses on that ground (a layer's
 image does not fit the board's 128 KiB)."""
 
-from vdla.bench.suite import run_layer
+from vdla.bench.layer_run import run_layer
 from vdla.compiler import Conv2d
 from vdla.compiler.workloads import Workload
 from vdla.hw.config import PRESETS

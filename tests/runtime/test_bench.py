@@ -1,4 +1,5 @@
-"""``vdla bench`` and `bench.suite`: layer runs, the JSON report, baselines, plots.
+"""``vdla bench`` and `bench.suite` (with `bench.layer_run`, `bench.report`,
+`bench.baseline`): layer runs, the JSON report, baselines, plots.
 
 Fast tests run on fsim at ``tiny`` or on a stand-in layer runner with chosen
 cycle counts (to test the baseline check and the ablation exactly). The
@@ -21,7 +22,11 @@ from vdla.cli.bench import command as bench_command
 from vdla.compiler.ops import Conv2d
 from vdla.hw.config import PRESETS
 from vdla.bench import suite as bench
-from vdla.bench.suite import BenchError, BenchResult, LayerResult
+from vdla.bench.baseline import baseline_path, check_baseline, load_baseline, write_baseline
+from vdla.bench.layer_run import ideal_cycles
+from vdla.bench.records import BenchResult, LayerResult
+from vdla.bench.suite import BenchError
+from vdla.hw.isa import MODULES
 from vdla.bench.plots import PlotError, roofline, timeline
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
@@ -56,13 +61,13 @@ def fake_cycles(monkeypatch, in_process):
         cycles = table[(workload.name, latency_hiding)]
         op = workload.op
         return LayerResult(name=workload.name, op=op.describe(), uses=workload.uses,
-                           macs=op.macs, ideal_cycles=bench.ideal_cycles(op, config),
+                           macs=op.macs, ideal_cycles=ideal_cycles(op, config),
                            cycles=cycles,
                            gemm_utilization=op.macs / (cycles * config.macs_per_cycle),
                            correct=True, mismatches=0, dram_bytes_read=4096,
                            dram_bytes_written=1024,
                            modules={m: {"busy": cycles // 2, "wait_token": cycles // 4,
-                                        "wait_mem": cycles // 8} for m in bench.MODULES},
+                                        "wait_mem": cycles // 8} for m in MODULES},
                            instructions=10, schedule={"tile_h": 1},
                            latency_hiding=latency_hiding)
 
@@ -87,10 +92,10 @@ def test_select_workloads_rejects_bad_names(names, message):
 
 
 def test_ideal_cycles_of_resnet18_at_default_is_vtas_figure():
-    total = sum(bench.ideal_cycles(w.op, DEFAULT) * w.uses for w in bench.select_workloads(None))
+    total = sum(ideal_cycles(w.op, DEFAULT) * w.uses for w in bench.select_workloads(None))
     assert total == 6_623_232
     # Independent of Conv2d.macs: C2 is 64->64 channels, 56x56, 3x3, stride 1.
-    assert bench.ideal_cycles(bench.select_workloads("C2")[0].op, DEFAULT) == \
+    assert ideal_cycles(bench.select_workloads("C2")[0].op, DEFAULT) == \
         math.ceil(conv_macs(64, 64, 56, 3, 1) / 256)
 
 
@@ -190,7 +195,7 @@ def _result(cycles: dict[str, int | None], config=DEFAULT) -> BenchResult:
     for workload in bench.select_workloads(list(cycles)):
         layers.append(LayerResult(name=workload.name, op="", uses=workload.uses,
                                   macs=workload.op.macs,
-                                  ideal_cycles=bench.ideal_cycles(workload.op, config),
+                                  ideal_cycles=ideal_cycles(workload.op, config),
                                   cycles=cycles[workload.name],
                                   correct=cycles[workload.name] is not None,
                                   error=None if cycles[workload.name] else "simulating: boom"))
@@ -203,7 +208,7 @@ def _baseline(cycles: dict[str, int], config=DEFAULT) -> dict:
 
 
 def test_growth_over_one_percent_fails_naming_the_layer():
-    check = bench.check_baseline(_result({"C2": 102_000, "C5": 50_000}),
+    check = check_baseline(_result({"C2": 102_000, "C5": 50_000}),
                                  _baseline({"C2": 100_000, "C5": 50_000}), "base.json")
     assert not check.ok
     assert [(e.name, e.status) for e in check.entries] == [("C2", "regression"),
@@ -216,7 +221,7 @@ def test_growth_over_one_percent_fails_naming_the_layer():
 @pytest.mark.parametrize("new, status", [(100_500, "slower"), (101_000, "slower"),
                                          (100_000, "unchanged"), (90_000, "improvement")])
 def test_growth_within_one_percent_or_shrink_passes(new, status):
-    check = bench.check_baseline(_result({"C2": new}), _baseline({"C2": 100_000}))
+    check = check_baseline(_result({"C2": new}), _baseline({"C2": 100_000}))
     assert check.ok
     assert check.entries[0].status == status
     text = "\n".join(check.lines())
@@ -226,22 +231,22 @@ def test_growth_within_one_percent_or_shrink_passes(new, status):
 
 
 def test_just_over_one_percent_fails():
-    check = bench.check_baseline(_result({"C2": 101_001}), _baseline({"C2": 100_000}))
+    check = check_baseline(_result({"C2": 101_001}), _baseline({"C2": 100_000}))
     assert not check.ok
 
 
 def test_a_layer_without_cycles_fails_and_new_layers_pass():
-    check = bench.check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C2": 100}))
+    check = check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C2": 100}))
     assert not check.ok
     assert {e.name: e.status for e in check.entries} == {"C2": "missing", "C5": "new"}
     # A baseline sharing no layer with the run compares nothing: that is no pass.
     with pytest.raises(BenchError, match=r"records none of this run's layers \(C5\): "
                                          "nothing to compare"):
-        bench.check_baseline(_result({"C5": 10}), _baseline({"C2": 100}))
+        check_baseline(_result({"C5": 10}), _baseline({"C2": 100}))
 
 
 def test_a_failed_layer_the_baseline_lacks_is_reported_missing():
-    check = bench.check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C5": 10}))
+    check = check_baseline(_result({"C2": None, "C5": 10}), _baseline({"C5": 10}))
     assert not check.ok
     assert check.entries[0].status == "missing"
     assert "MISSING C2: not in the baseline, no cycles this run" in "\n".join(check.lines())
@@ -249,16 +254,16 @@ def test_a_failed_layer_the_baseline_lacks_is_reported_missing():
 
 def test_a_baseline_of_other_hardware_is_refused():
     with pytest.raises(BenchError, match="recorded on other hardware"):
-        bench.check_baseline(_result({"C2": 100}), _baseline({"C2": 100}, TINY))
+        check_baseline(_result({"C2": 100}), _baseline({"C2": 100}, TINY))
 
 
 def test_a_baseline_is_not_recorded_from_wrong_or_untimed_results(tmp_path):
     with pytest.raises(BenchError, match="incorrect layer"):
-        bench.write_baseline(_result({"C2": None, "C5": 10}), tmp_path / "b.json")
+        write_baseline(_result({"C2": None, "C5": 10}), tmp_path / "b.json")
     untimed = _result({"C2": 1})
     untimed.layers[0].cycles = None
     with pytest.raises(BenchError, match="needs cycles"):
-        bench.write_baseline(untimed, tmp_path / "b.json")
+        write_baseline(untimed, tmp_path / "b.json")
     assert not (tmp_path / "b.json").exists()
 
 
@@ -298,12 +303,12 @@ def test_update_then_check_through_the_cli(tmp_path, fake_cycles):
 
 
 def test_default_baseline_path_is_per_config():
-    assert bench.baseline_path(TINY) == REPO / "bench" / "baselines" / "tiny.json"
+    assert baseline_path(TINY) == REPO / "bench" / "baselines" / "tiny.json"
 
 
 @pytest.mark.parametrize("name", ["tiny", "default"])
 def test_committed_baselines_cover_c2_to_c11(name):
-    data = bench.load_baseline(REPO / "bench" / "baselines" / f"{name}.json")
+    data = load_baseline(REPO / "bench" / "baselines" / f"{name}.json")
     assert data["config_hash"] == PRESETS[name].hash
     assert list(data["layers"]) == [f"C{i}" for i in range(2, 12)]
     uses = {w.name: w.uses for w in bench.select_workloads(None)}
@@ -342,7 +347,7 @@ def test_totals_and_ablation_from_chosen_cycles(tmp_path, fake_cycles):
 
 def test_whole_network_total_is_compared_with_vta(fake_cycles):
     for workload in bench.select_workloads(None):
-        fake_cycles[(workload.name, True)] = 2 * bench.ideal_cycles(workload.op, DEFAULT)
+        fake_cycles[(workload.name, True)] = 2 * ideal_cycles(workload.op, DEFAULT)
     result = invoke(["resnet18", "--json", "-"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)  # --json -: the JSON alone on stdout
