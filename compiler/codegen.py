@@ -90,7 +90,7 @@ def relocate(program: Program, insn_offset: int, uop_offset: int, offsets: dict[
     """
     from vdla.runtime.verify import verify_plan
     config = program.config
-    reached = verify_plan(program)
+    reached = verify_plan(program, shared=True)
     missing = [t.name for t in program.tensors if t.name not in offsets]
     if missing:
         raise CompileError(f"relocate: no offset for tensor {missing[0]!r}")

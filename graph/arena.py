@@ -211,11 +211,11 @@ def verify_arena(graph: Graph, arena: Arena) -> None:
                 raise GraphError(f"arena: layer {name!r} has its {region} tensor at byte "
                                  f"{place.dram_offset}, not at the slot of {tensor!r}")
         code.append((program.insn_offset, len(program.instructions) * isa.INSN_BYTES,
-                     f"layer {name!r}'s instructions"))
+                     f"the instructions of layer {name!r}"))
         code.append((program.uop_offset, len(program.uops) * isa.UOP_BYTES,
-                     f"layer {name!r}'s micro-ops"))
+                     f"the micro-ops of layer {name!r}"))
         code += [(program.tensor(region).dram_offset, program.tensor(region).nbytes(
-            program.config), f"layer {name!r}'s {region}") for region in arena.constants[name]]
+            program.config), f"the {region} of layer {name!r}") for region in arena.constants[name]]
     # Code and constants live for the whole run: they may share a byte with nothing.
     whole = [Slot(offset, nbytes, -1, len(graph.nodes)) for offset, nbytes, _ in code]
     labels = [what for *_, what in code]
@@ -224,9 +224,7 @@ def verify_arena(graph: Graph, arena: Arena) -> None:
         distinct.setdefault(slot, tensor)
     everything = list(zip(whole, labels)) + [(s, f"tensor {t!r}") for s, t in distinct.items()]
     everything.sort(key=lambda item: item[0].offset)
-    for i, (slot, what) in enumerate(everything):
-        if slot.offset < 0 or slot.offset + slot.nbytes > arena.size:
-            raise GraphError(f"arena: {what} lies outside the {arena.size}-byte arena")
+    for i, (slot, what) in enumerate(everything):  # each inside the arena: verify_plan
         for other, other_what in everything[i + 1:]:
             if other.offset >= slot.offset + slot.nbytes:
                 break
