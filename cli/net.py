@@ -128,7 +128,7 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
     report = {"sim": "cpu" if target == "cpu" else sim, "layers": result.layers,
               "accel_cycles": result.accel_cycles,
               "accel_time": time_report(network.config, result.accel_cycles, clock_mhz),
-              "repacks": result.repacks,
+              "repacks": result.repacks, "copied_bytes": result.copied_bytes,
               "seconds": round(sum(row["seconds"] for row in result.layers), 6),
               "outputs": {name: [array.dtype.name, list(array.shape)]
                           for name, array in result.outputs.items()}}
@@ -144,6 +144,7 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
         click.echo(f"accelerator cycles: {report['accel_cycles']:,}"
                    + (f" ({time_text(report['accel_time'])})" if report["accel_time"] else ""))
     click.echo(f"host repacks (logical <-> blocked layout): {result.repacks}")
+    click.echo(f"bytes the host copied into DRAM: {result.copied_bytes:,}")
     for name, array in result.outputs.items():
         click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}"
                    + (f" -> {paths[name]}" if name in paths else ""))
