@@ -199,8 +199,9 @@ class Network:
             cycles = kernel_seconds = None
             if place == "accel" and blocking:
                 data = node.inputs[0]
-                copied += self._to_arena(data, values[data] if isinstance(values[data], Blocked)
-                                         else blocked(data))
+                values[data], written = self._to_arena(
+                    data, values[data] if isinstance(values[data], Blocked) else blocked(data))
+                copied += written
                 outputs, cycles = self._run_in_arena(self._devices[key], node)
             elif place == "accel":
                 args = [logical(name) for name in node.inputs]
@@ -265,18 +266,19 @@ class Network:
         slot = self.arena().slots[tensor]
         return self._arena_image()[slot.offset:slot.offset + slot.nbytes]
 
-    def _to_arena(self, tensor: str, value: Blocked) -> int:
+    def _to_arena(self, tensor: str, value: Blocked) -> tuple[Blocked, int]:
         """Make ``tensor``'s slot hold ``value``: nothing to do where it is already there
-        (a layer's output, in place); else the host writes it. The bytes written."""
+        (a layer's output, in place); else the host writes it. The value as it lies in
+        the slot, and the bytes written."""
         view = self._slot_view(tensor)
-        if value.packed.ctypes.data == view.ctypes.data:
-            return 0
-        data = np.ascontiguousarray(value.packed).reshape(-1).view(np.uint8)
-        if data.size != view.size:
-            raise GraphError(f"tensor {tensor!r}: {data.size} bytes do not fit its "
+        if value.packed.size != view.size:
+            raise GraphError(f"tensor {tensor!r}: {value.packed.size} bytes do not fit its "
                              f"{view.size}-byte arena slot")
-        view[:] = data
-        return data.size
+        in_slot = Blocked(view.view(np.int8).reshape(value.packed.shape), value.shape)
+        if value.packed.ctypes.data == view.ctypes.data:
+            return in_slot, 0
+        in_slot.packed[...] = value.packed
+        return in_slot, view.size
 
     def _run_in_arena(self, device, node) -> tuple[list[Blocked], int | None]:
         """An accelerator layer in the arena: its input is in its slot, its output stays in

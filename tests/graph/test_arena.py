@@ -7,7 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from tests.graph.models import images, residual_cnn
+from onnx import TensorProto, helper
+
+from tests.graph.models import images, initializer, model_bytes, residual_cnn
 from vdla.compiler.codegen import relocate
 from vdla.compiler.driver import compile_op
 from vdla.compiler.errors import CompileError
@@ -177,3 +179,35 @@ def test_the_verifier_refuses_overlaps_strays_and_moved_tensors(network):
                                          rf"\[{arena.size}, {arena.size + logits.nbytes}\): "
                                          rf"outside the program's {arena.size}-byte DRAM image$"):
         verify_arena(network.graph, moved("logits", arena.size, ("fc", "out")))
+
+
+def test_a_host_result_two_layers_read_is_written_once():
+    """A pooled tensor read by two convs (then added): the host writes it once."""
+    rng = np.random.default_rng(2)
+
+    def weight(name, out, inp, k):
+        return initializer(name, (rng.standard_normal((out, inp, k, k)) / np.sqrt(inp * k * k))
+                           .astype(np.float32))
+    nodes = [helper.make_node("Conv", ["input", "w1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("MaxPool", ["r1"], ["p1"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Conv", ["p1", "w2"], ["c2"], name="conv2", pads=[1] * 4),
+             helper.make_node("Conv", ["p1", "w3"], ["c3"], name="conv3"),
+             helper.make_node("Add", ["c2", "c3"], ["s"], name="add"),
+             helper.make_node("GlobalAveragePool", ["s"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc_w"], ["logits"], name="fc", transB=1)]
+    inits = [weight("w1", 12, 1, 3), weight("w2", 20, 12, 3), weight("w3", 20, 12, 1),
+             initializer("fc_w", rng.standard_normal((5, 20)).astype(np.float32))]
+    graph = from_bytes(model_bytes(nodes, [("input", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                                   [("logits", TensorProto.FLOAT, ["N", 5])], inits), batch=2)
+    network = compile_network(graph, PRESETS["tiny"], {"input": images(16, seed=3)})
+    x = images(2, seed=4)
+    result = network.run({"input": x}, keep=True)
+    reference = execute(network.graph, {"input": x}, keep=True)
+    for name, array in result.tensors.items():
+        np.testing.assert_array_equal(array, reference[name], err_msg=name)
+    slots = network.arena().slots
+    assert [c.name for c in network.graph.consumers("p1")] == ["conv2", "conv3"]
+    assert result.copied_bytes == sum(slots[t].nbytes for t in ("input/q", "p1", "g"))
