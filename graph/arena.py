@@ -159,8 +159,8 @@ def plan_arena(graph: Graph, placement: dict[str, str], programs: dict[str, Prog
         for region, tensor in (("data", node.inputs[0]), ("out", node.outputs[0])):
             name, nbytes = root.get(tensor, tensor), program.tensor(region).nbytes(config)
             if sizes.setdefault(name, (nbytes, node.name))[0] != nbytes:
-                raise GraphError(f"arena: {node.describe()} has {nbytes} bytes of {tensor!r}, "
-                                 f"{sizes[name][1]} {sizes[name][0]}")
+                raise GraphError(f"arena: layer {node.name!r} holds {tensor!r} in {nbytes} "
+                                 f"bytes, layer {sizes[name][1]!r} in {sizes[name][0]}")
     lives = {}
     for name, (nbytes, _) in sizes.items():
         writer = graph.producer(name)
