@@ -199,8 +199,9 @@ class Network:
             cycles = kernel_seconds = None
             if place == "accel" and blocking:
                 data = node.inputs[0]
-                values[data], written = self._to_arena(
-                    data, values[data] if isinstance(values[data], Blocked) else blocked(data))
+                placed, written = self._to_arena(data, blocked(data))
+                # Later readers of the blocked form take the slot's bytes, written once.
+                (values if isinstance(values[data], Blocked) else converted)[data] = placed
                 copied += written
                 outputs, cycles = self._run_in_arena(self._devices[key], node)
             elif place == "accel":

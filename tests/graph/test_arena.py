@@ -181,8 +181,11 @@ def test_the_verifier_refuses_overlaps_strays_and_moved_tensors(network):
         verify_arena(network.graph, moved("logits", arena.size, ("fc", "out")))
 
 
-def test_a_host_result_two_layers_read_is_written_once():
-    """A pooled tensor read by two convs (then added): the host writes it once."""
+@pytest.mark.parametrize("on_cpu, written", [((), ("input/q", "p1", "g")),
+                                              (("conv1",), ("p1", "g"))])
+def test_a_host_result_two_layers_read_is_written_once(on_cpu, written):
+    """A pooled tensor read by two convs (then added): the host writes it once, blocked
+    from the numpy result or (conv1 on the cpu) packed from the logical one."""
     rng = np.random.default_rng(2)
 
     def weight(name, out, inp, k):
@@ -202,7 +205,8 @@ def test_a_host_result_two_layers_read_is_written_once():
              initializer("fc_w", rng.standard_normal((5, 20)).astype(np.float32))]
     graph = from_bytes(model_bytes(nodes, [("input", TensorProto.FLOAT, ["N", 1, 8, 8])],
                                    [("logits", TensorProto.FLOAT, ["N", 5])], inits), batch=2)
-    network = compile_network(graph, PRESETS["tiny"], {"input": images(16, seed=3)})
+    network = compile_network(graph, PRESETS["tiny"], {"input": images(16, seed=3)},
+                              on_cpu=on_cpu)
     x = images(2, seed=4)
     result = network.run({"input": x}, keep=True)
     reference = execute(network.graph, {"input": x}, keep=True)
@@ -210,4 +214,4 @@ def test_a_host_result_two_layers_read_is_written_once():
         np.testing.assert_array_equal(array, reference[name], err_msg=name)
     slots = network.arena().slots
     assert [c.name for c in network.graph.consumers("p1")] == ["conv2", "conv3"]
-    assert result.copied_bytes == sum(slots[t].nbytes for t in ("input/q", "p1", "g"))
+    assert result.copied_bytes == sum(slots[t].nbytes for t in written)
