@@ -169,8 +169,7 @@ class Network:
             # Kept between runs: a simulator is built once.
             self._devices[key] = Device(self.config, sim, **backend_options)
         config, repacks = self.config, 0
-        # Activations stay blocked between layers only where both layouts are the same bytes.
-        blocking = config.block_in == config.block_out
+        blocking = self.runs_in_arena
 
         converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
 
@@ -235,6 +234,13 @@ class Network:
                          "seconds": seconds, "kernel_seconds": kernel_seconds})
         outputs = {name: logical(name) for name in self.graph.outputs}
         return NetworkResult(outputs, tensors, rows, repacks, copied)
+
+    @property
+    def runs_in_arena(self) -> bool:
+        """Whether the accelerator layers run in one arena: activations stay blocked between
+        layers only where the input and output layouts are the same bytes."""
+        return "accel" in self.placement.values() and \
+            self.config.block_in == self.config.block_out
 
     def arena(self):
         """The `graph.arena.Arena` the accelerator layers run in (planned once)."""
