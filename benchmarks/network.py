@@ -16,7 +16,8 @@ difference and mismatch rate.
 seeded, generated here): compile time (twice: same bytes?), fsim bit-exact
 with the reference on one image, cosine of the int8 logits with the float
 model's (onnxruntime fp32 where installed), the share of MACs on the
-accelerator and the host repacks per inference (`graph.layout`); with ``--rtl`` also each
+accelerator, the host repacks and copied bytes per inference (`graph.layout`) and the
+DRAM arena's size against the layers' own images (`graph.arena`); with ``--rtl`` also each
 accelerator layer's cycles on the ``default`` RTL.
 
 ``--mobilenet 224`` adds MobileNetV2 at 1x3x224x224 (`benchmarks/models/mobilenet.py`,
@@ -276,7 +277,10 @@ def fsim_figures(network, image: np.ndarray, float_logits: np.ndarray) -> dict:
     return {"fsim_bit_exact": exact, "cosine_vs_float": cosine(logits, float_logits),
             "top1_equal": bool(logits.argmax() == float_logits.argmax()),
             "macs": shares, "accel_mac_share": shares["accel"] / sum(shares.values()),
-            "host_repacks_per_inference": result.repacks}
+            "host_repacks_per_inference": result.repacks,
+            "host_copied_bytes_per_inference": result.copied_bytes,
+            "arena_bytes": network.arena().size,
+            "layer_images_bytes": network.arena().images_bytes}
 
 
 def mobilenet_figures(small: bool, rtl: bool) -> dict:

@@ -128,7 +128,7 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
     report = {"sim": "cpu" if target == "cpu" else sim, "layers": result.layers,
               "accel_cycles": result.accel_cycles,
               "accel_time": time_report(network.config, result.accel_cycles, clock_mhz),
-              "repacks": result.repacks,
+              "repacks": result.repacks, "copied_bytes": result.copied_bytes,
               "seconds": round(sum(row["seconds"] for row in result.layers), 6),
               "outputs": {name: [array.dtype.name, list(array.shape)]
                           for name, array in result.outputs.items()}}
@@ -144,6 +144,7 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
         click.echo(f"accelerator cycles: {report['accel_cycles']:,}"
                    + (f" ({time_text(report['accel_time'])})" if report["accel_time"] else ""))
     click.echo(f"host repacks (logical <-> blocked layout): {result.repacks}")
+    click.echo(f"bytes the host copied into DRAM: {result.copied_bytes:,}")
     for name, array in result.outputs.items():
         click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}"
                    + (f" -> {paths[name]}" if name in paths else ""))
@@ -159,6 +160,13 @@ def inspect_network(program_file, as_json, config) -> None:
         row["estimated_ms"] = None if timing is None else round(timing["ms"], 6)
     report = {"config": network.config.name, "inputs": network.input_specs_json(),
               "outputs": network.graph.outputs, "nodes": rows, "verification": "ok"}
+    if network.runs_in_arena:
+        try:
+            arena = network.arena()
+        except GraphError as error:
+            fail(str(error))
+        report["arena"] = {"bytes": arena.size, "code_and_constants_bytes": arena.code_bytes,
+                           "layer_images_bytes": arena.images_bytes}
     if as_json:
         click.echo(json.dumps(report))
         return
@@ -172,3 +180,8 @@ def inspect_network(program_file, as_json, config) -> None:
         ms = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f}"
         click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {shapes[:22]:<22} {out[:18]:<18} "
                    f"{row['place']:<6} {cycles:>12} {ms:>9}")
+    if "arena" in report:
+        arena = report["arena"]
+        click.echo(f"DRAM arena: {arena['bytes']:,} bytes ({arena['code_and_constants_bytes']:,} "
+                   f"code and constants; the layers' own images: "
+                   f"{arena['layer_images_bytes']:,})")

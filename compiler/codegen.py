@@ -10,9 +10,17 @@ LOAD/STORE instructions were built with ``dram_base`` relative to their
 tensor; here the tensor's base in elements of the instruction's memory type
 (``dram_offset // element_bytes``) is added. Every instruction is encoded once
 to prove each field fits before the program is handed out.
+
+`relocate` moves a finished program's regions to other offsets of a larger
+image (a network's arena, `graph.arena`) the same way: each LOAD/STORE gets
+its region's displacement added. A `Program` keeps no ``Insn.tensor``, but its
+verified plan names the one region each access lies in
+(`runtime.verify.verify_plan`), which is the same fact.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from vdla.compiler import ir
 from vdla.compiler.errors import CompileError
@@ -20,7 +28,7 @@ from vdla.hw import isa
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program import Program, TensorRegion
 
-__all__ = ["generate", "plan_dram"]
+__all__ = ["generate", "plan_dram", "relocate"]
 
 
 def _align(value: int, alignment: int) -> int:
@@ -53,6 +61,56 @@ def _check_fields(instruction: isa.Instruction, fields: list[isa.Field]) -> None
             field.check(int(getattr(instruction, field.name)), context)
 
 
+def _rebase(instruction: isa.Instruction, displacement: int, config) -> isa.Instruction:
+    """A LOAD/STORE moved by ``displacement`` bytes (whole elements of its memory type)."""
+    element = config.element_bytes(instruction.memory_type.kind)
+    assert displacement % element == 0, "regions are aligned to every element size"
+    return instruction.replace(dram_base=instruction.dram_base + displacement // element)
+
+
+def relocate(program: Program, insn_offset: int, uop_offset: int, offsets: dict[str, int],
+             dram_bytes: int) -> Program:
+    """``program`` with its regions moved into an image of ``dram_bytes`` bytes.
+
+    Parameters
+    ----------
+    program : Program
+        A verified program (`runtime.verify.verify_plan`).
+    insn_offset, uop_offset : int
+        Where its instructions and micro-ops go.
+    offsets : dict of str to int
+        Where each of its tensors goes, by name (aligned to ``dram_alignment``).
+    dram_bytes : int
+        The size of the whole image.
+
+    Raises
+    ------
+    CompileError
+        If a tensor has no offset or a moved address does not fit the ISA.
+    """
+    from vdla.runtime.verify import verify_plan
+    config = program.config
+    reached = verify_plan(program, shared=True)
+    missing = [t.name for t in program.tensors if t.name not in offsets]
+    if missing:
+        raise CompileError(f"relocate: no offset for tensor {missing[0]!r}")
+    old = {t.name: t.dram_offset for t in program.tensors}
+    old["micro-ops"], offsets = program.uop_offset, {**offsets, "micro-ops": uop_offset}
+    formats = isa.formats(config)
+    instructions = list(program.instructions)
+    for index, region in reached.items():
+        instructions[index] = _rebase(instructions[index], offsets[region] - old[region], config)
+        try:
+            _check_fields(instructions[index], formats[instructions[index].opcode])
+        except isa.IsaError as error:
+            raise CompileError(f"relocate: instruction {index} does not fit the ISA at its "
+                               f"new address: {error}") from None
+    tensors = [dataclasses.replace(t, dram_offset=offsets[t.name]) for t in program.tensors]
+    return dataclasses.replace(program, instructions=instructions, tensors=tensors,
+                               insn_offset=insn_offset, uop_offset=uop_offset,
+                               dram_bytes=dram_bytes)
+
+
 def generate(function: ir.Function, metadata: dict | None = None) -> Program:
     """Resolve DRAM addresses and build the `Program`.
 
@@ -70,11 +128,7 @@ def generate(function: ir.Function, metadata: dict | None = None) -> Program:
     for index, insn in enumerate(function.instructions):
         instruction = insn.instruction
         if insn.tensor is not None:
-            kind = instruction.memory_type.kind
-            element = config.element_bytes(kind)
-            assert bases[insn.tensor] % element == 0, "regions are aligned to every element size"
-            instruction = instruction.replace(
-                dram_base=instruction.dram_base + bases[insn.tensor] // element)
+            instruction = _rebase(instruction, bases[insn.tensor], config)
         try:
             _check_fields(instruction, formats[instruction.opcode])
         except isa.IsaError as error:

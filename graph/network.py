@@ -17,8 +17,12 @@ never from stored code), host nodes with their numpy kernels
 integer graph) is what every run must equal, tensor for tensor.
 
 Activations stay in the accelerator's blocked layout between layers
-(`graph.layout`); each accelerator layer still runs in a DRAM image of its
-own, which receives the blocked bytes by copy, not in one shared arena.
+(`graph.layout`), in one DRAM arena (`graph.arena`) that holds every
+accelerator layer's code, constants and activations: a layer's output is
+its readers' input in place, and the host writes only the tensors it
+computes itself (the packed network input, host nodes' results that a
+layer reads). Configurations whose input and output blocks differ
+(``block_in != block_out``) run each layer in a DRAM image of its own.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from vdla.graph.layout import Blocked, block, run_blocked, runs_blocked, unblock
 from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
 from vdla.graph.placement import LAYER_OPS, layer_op, place
 from vdla.graph.quantize import quantize
+from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program
 
@@ -60,12 +65,18 @@ class NetworkResult:
     repacks : int
         Conversions between the logical and the blocked layout (`graph.layout`):
         2 when the first layer packs the input and the output is unpacked once.
+    copied_bytes : int
+        Bytes the host wrote into DRAM for accelerator layers: in the arena,
+        the tensors it computed itself (code and constants are placed once,
+        before the first run); with an image per layer, each whole image and
+        the layer's input, and the output copied back out.
     """
 
     outputs: dict[str, np.ndarray]
     tensors: dict[str, np.ndarray]
     layers: list[dict[str, Any]]
     repacks: int = 0
+    copied_bytes: int = 0
 
     @property
     def accel_cycles(self) -> int | None:
@@ -90,9 +101,9 @@ class Network:
                                                      repr=False, compare=False)
     _devices: dict[tuple, Any] = dataclasses.field(default_factory=dict, init=False,
                                                    repr=False, compare=False)
-    # Each accelerator layer's DRAM image with its instructions and constants placed.
-    _images: dict[str, np.ndarray] = dataclasses.field(default_factory=dict, init=False,
-                                                       repr=False, compare=False)
+    # The arena's plan and its image with code and constants placed, made by the first run.
+    _arena: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    _arena_dram: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def input_specs(self) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
         return {name: (self.graph.tensors[name].dtype, self.graph.tensors[name].shape)
@@ -158,8 +169,7 @@ class Network:
             # Kept between runs: a simulator is built once.
             self._devices[key] = Device(self.config, sim, **backend_options)
         config, repacks = self.config, 0
-        # Activations stay blocked between layers only where both layouts are the same bytes.
-        blocking = config.block_in == config.block_out
+        blocking = self.runs_in_arena
 
         converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
 
@@ -179,7 +189,7 @@ class Network:
                 converted[name], repacks = block(values[name], config), repacks + 1
             return converted[name]
 
-        rows, computed = [], []
+        rows, tensors, copied = [], {}, 0
         for node in self.graph.nodes:
             place = self.placement[node.name]
             if target == "cpu" and place == "accel":
@@ -187,13 +197,22 @@ class Network:
             began = time.perf_counter()
             cycles = kernel_seconds = None
             if place == "accel" and blocking:
-                outputs, cycles = self._run_blocked_layer(self._devices[key], node,
-                                                          blocked(node.inputs[0]))
+                data = node.inputs[0]
+                placed, written = self._to_arena(data, blocked(data))
+                # Later readers of the blocked form take the slot's bytes, written once.
+                (values if isinstance(values[data], Blocked) else converted)[data] = placed
+                copied += written
+                outputs, cycles = self._run_in_arena(self._devices[key], node)
             elif place == "accel":
                 args = [logical(name) for name in node.inputs]
-                result = self._devices[key].run(self.programs[node.name], {
+                program = self.programs[node.name]
+                result = self._devices[key].run(program, {
                     "data": args[0], "weight": args[1], "bias": args[2]})
                 outputs, cycles = [result.outputs["out"]], result.cycles
+                # The device builds the whole image, places the input, copies the output out.
+                copied += program.dram_bytes + sum(
+                    region.nbytes(self.config) for region in program.tensors
+                    if region.name in ("data", "out"))
             elif place == "cpu":
                 kernel = self._cpu_kernel(node)
                 data = logical(node.inputs[0])
@@ -208,44 +227,79 @@ class Network:
             seconds = time.perf_counter() - began
             for name, array in zip(node.outputs, outputs):
                 values[name] = array
-                computed.append(name)
+                if keep:  # logical, now: an arena slot is reused once its tensor is dead
+                    tensors[name] = unblock(array, config) if isinstance(array, Blocked) \
+                        else array
             rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
                          "seconds": seconds, "kernel_seconds": kernel_seconds})
         outputs = {name: logical(name) for name in self.graph.outputs}
-        tensors = {}
-        if keep:  # the logical form of every tensor, for checks (not counted as repacks)
-            tensors = {name: (unblock(values[name], config) if isinstance(values[name], Blocked)
-                              else values[name]) for name in computed}
-        return NetworkResult(outputs, tensors, rows, repacks)
+        return NetworkResult(outputs, tensors, rows, repacks, copied)
 
-    def _run_blocked_layer(self, device, node, data: Blocked) -> tuple[list[Blocked], int | None]:
-        """An accelerator layer on a blocked input: its DRAM image gets the bytes as they are."""
-        from vdla.runtime.layout import pack, packed_shape
+    @property
+    def runs_in_arena(self) -> bool:
+        """Whether the accelerator layers run in one arena: activations stay blocked between
+        layers only where the input and output layouts are the same bytes."""
+        return "accel" in self.placement.values() and \
+            self.config.block_in == self.config.block_out
+
+    def arena(self):
+        """The `graph.arena.Arena` the accelerator layers run in (planned once)."""
+        from vdla.graph.arena import plan_arena
+        if self._arena is None:
+            self._arena = plan_arena(self.graph, self.placement, self.programs)
+        return self._arena
+
+    def _arena_image(self) -> np.ndarray:
+        """The arena's DRAM, its code and constant weights and biases placed once."""
+        from vdla.runtime.layout import pack
         from vdla.runtime.verify import dram_image
+        if self._arena_dram is None:
+            arena = self.arena()
+            dram = np.zeros(arena.size, np.uint8)
+            for name, program in arena.programs.items():
+                code = dram_image(program)   # this layer's code at its arena offsets
+                for first, nbytes in ((program.insn_offset, len(program.instructions)
+                                       * isa.INSN_BYTES),
+                                      (program.uop_offset, len(program.uops) * isa.UOP_BYTES)):
+                    dram[first:first + nbytes] = code[first:first + nbytes]
+                for region, tensor in arena.constants[name].items():
+                    _place(dram, program.tensor(region),
+                           pack(program.tensor(region).layout, self.graph.value(tensor),
+                                self.config))
+            self._arena_dram = dram
+        return self._arena_dram
+
+    def _slot_view(self, tensor: str) -> np.ndarray:
+        slot = self.arena().slots[tensor]
+        return self._arena_image()[slot.offset:slot.offset + slot.nbytes]
+
+    def _to_arena(self, tensor: str, value: Blocked) -> tuple[Blocked, int]:
+        """Make ``tensor``'s slot hold ``value``: nothing to do where it is already there
+        (a layer's output, in place); else the host writes it. The value as it lies in
+        the slot, and the bytes written."""
+        view = self._slot_view(tensor)
+        if value.packed.size != view.size:
+            raise GraphError(f"tensor {tensor!r}: {value.packed.size} bytes do not fit its "
+                             f"{view.size}-byte arena slot")
+        in_slot = Blocked(view.view(np.int8).reshape(value.packed.shape), value.shape)
+        if value.packed.ctypes.data == view.ctypes.data:
+            return in_slot, 0
+        in_slot.packed[...] = value.packed
+        return in_slot, view.size
+
+    def _run_in_arena(self, device, node) -> tuple[list[Blocked], int | None]:
+        """An accelerator layer in the arena: its input is in its slot, its output stays in
+        its own (a view, which its readers take as it is)."""
+        from vdla.runtime.layout import packed_shape
         from vdla.sim.checker import check_program
-        program = self.programs[node.name]
-        if node.name not in self._images:
-            # Instructions, micro-ops and the constant weights and bias, placed once.
-            image = dram_image(program)
-            for region in program.inputs:
-                if region.name != "data":
-                    constant = self.graph.value(node.inputs[1 if region.name == "weight" else 2])
-                    _place(image, region, pack(region.layout, constant, self.config))
-            self._images[node.name] = image
-        dram = self._images[node.name].copy()
-        (region,) = [r for r in program.inputs if r.name == "data"]
-        if tuple(data.shape) != tuple(region.shape):
-            raise GraphError(f"{node.describe()}: input {data.shape} does not match its "
-                             f"program's {region.shape}")
-        _place(dram, region, data.packed)
+        program, dram = self.arena().programs[node.name], self._arena_image()
         if not getattr(device.backend, "checks_programs", False):
             check_program(self.config, dram, program.insn_offset, len(program.instructions))
         result = device.backend.run(dram, program.insn_offset, len(program.instructions))
         (out,) = program.outputs
-        shape = packed_shape(out.layout, out.shape, self.config)
-        size = int(np.prod(shape))
-        packed = dram[out.dram_offset:out.dram_offset + size].view(np.int8).reshape(shape)
-        return [Blocked(packed.copy(), tuple(out.shape))], result.cycles
+        packed = self._slot_view(node.outputs[0]).view(np.int8).reshape(
+            packed_shape(out.layout, out.shape, self.config))
+        return [Blocked(packed, tuple(out.shape))], result.cycles
 
     def _cpu_kernel(self, node):
         """The layer's generated C, loaded, its constant weights packed once."""

@@ -110,19 +110,26 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
     return spans
 
 
-def _check_dram_accesses(program: Program, spans: list[tuple[str, int, int]]) -> None:
-    """Every LOAD/STORE reaches only into the region its memory kind belongs in."""
+def _check_dram_accesses(program: Program, spans: list[tuple[str, int, int]]) -> dict[int, str]:
+    """Every LOAD/STORE reaches only into the region its memory kind belongs in.
+
+    Returns the region each one reaches, by instruction index: ``"micro-ops"``
+    or a tensor's name (regions do not overlap, so it is unique).
+    """
     config = program.config
     by_name = {what: (first, end) for what, first, end in spans}
     readable: dict[str, list[str]] = {"uop": ["micro-ops"], "inp": [], "wgt": [], "acc": []}
     writable: list[str] = []   # STORE writes out elements into outputs and scratch only
+    names = {"micro-ops": "micro-ops"}
     for tensor in program.tensors:
         kind, label = LAYOUTS[tensor.layout][2], f"tensor {tensor.name!r}"
+        names[label] = tensor.name
         if kind == "out":
             if tensor.role != "input":
                 writable.append(label)
         else:
             readable[kind].append(label)
+    reached = {}
     for index, insn in enumerate(program.instructions):
         if not isinstance(insn, (isa.Load, isa.Store)) or not insn.y_size or not insn.x_size:
             continue
@@ -132,16 +139,33 @@ def _check_dram_accesses(program: Program, spans: list[tuple[str, int, int]]) ->
         first = insn.dram_base * element
         end = (insn.dram_base + (insn.y_size - 1) * insn.x_stride + insn.x_size) * element
         targets = writable if store else readable.get(kind, [])
-        if any(by_name[t][0] <= first and end <= by_name[t][1] for t in targets):
+        inside = [t for t in targets if by_name[t][0] <= first and end <= by_name[t][1]]
+        if inside:
+            reached[index] = names[inside[0]]
             continue
         where = " or ".join(targets) or f"every region (none holds {kind} data)"
         raise ProgramError(f"DRAM plan: instruction {index} ({insn.opcode.name} {kind}) "
                            f"{'writes' if store else 'reads'} {_span_text(first, end)}, "
                            f"outside {where}")
+    return reached
 
 
-def verify_plan(program: Program) -> None:
+def verify_plan(program: Program, *, shared: bool = False) -> dict[int, str]:
     """Check a program's header and DRAM plan (cheap: no instruction is executed).
+
+    Parameters
+    ----------
+    program : Program
+    shared : bool
+        The program is one of several in a larger image (a network's arena,
+        `graph.arena`): ``dram_bytes`` is that image's size, so it may exceed
+        what this program's own regions need.
+
+    Returns
+    -------
+    dict of int to str
+        The region each LOAD/STORE reaches, by instruction index:
+        ``"micro-ops"`` or a tensor's name.
 
     Raises
     ------
@@ -166,10 +190,10 @@ def verify_plan(program: Program) -> None:
     spans = _regions(program)
     alignment = program.config.dram_alignment
     needed = -(-max(end for _, _, end in spans) // alignment) * alignment
-    if dram_bytes > needed:
+    if dram_bytes > needed and not shared:
         raise ProgramError(f"DRAM plan: dram_bytes {dram_bytes} is larger than the "
                            f"{needed} bytes its regions need")
-    _check_dram_accesses(program, spans)
+    return _check_dram_accesses(program, spans)
 
 
 def dram_image(program: Program) -> np.ndarray:

@@ -33,6 +33,10 @@ def test_compile_inspect_run(tmp_path):
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
     assert rows["conv1"][1:5] == ["qconv", "2x1x8x8", "2x8x8x8", "accel"]
     assert rows["fc"][4] == "cpu" and rows["residual"][5] == "host"
+    arena = load_network(net).arena()
+    assert result.stdout.splitlines()[-1] == (
+        f"DRAM arena: {arena.size:,} bytes ({arena.code_bytes:,} code and constants; the "
+        f"layers' own images: {arena.images_bytes:,})")
 
     result = invoke(cli, ["run", net, "--input", f"input={tmp_path / 'x.npy'}", "--output",
                           tmp_path / "y.npy", "--json"])
