@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from vdla.compiler.errors import ShapeError
+from vdla.compiler.requant import check_fixed_point, requantize
 from vdla.hw import isa
 
 __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accelerator_limits"]
@@ -83,11 +84,19 @@ class Epilogue:
         Arithmetic right shift (>= 0) after the bias add.
     relu : bool
         Clamp negative results to zero.
+    multiplier : int, optional
+        A fixed-point multiplier (1 ..  2**15 - 1): requantise ``acc + bias``
+        by ``multiplier * 2**-(pre_shift + shift)`` with rounding to nearest,
+        as `compiler.requant` defines, instead of one plain shift.
+    pre_shift : int
+        The shift before the multiplier (with ``multiplier`` only).
     """
 
     bias: bool = False
     shift: int = 0
     relu: bool = False
+    multiplier: int | None = None
+    pre_shift: int = 0
 
     def __post_init__(self):
         # A truthy string would mean one thing to numpy's reference and another
@@ -98,6 +107,13 @@ class Epilogue:
         if not isinstance(self.shift, (int, np.integer)) or isinstance(self.shift, bool) \
                 or self.shift < 0:
             raise ShapeError(f"shift: expected an integer >= 0, got {self.shift!r}")
+        if self.multiplier is not None:
+            try:
+                check_fixed_point(self.multiplier, self.pre_shift, self.shift)
+            except ValueError as error:
+                raise ShapeError(str(error)) from None
+        elif self.pre_shift:
+            raise ShapeError(f"pre_shift {self.pre_shift!r} needs a multiplier")
 
     def apply(self, acc: np.ndarray, bias: np.ndarray | None, channel_axis: int) -> np.ndarray:
         """Reference epilogue on an int64 accumulator array (wrapping as int32 hardware does)."""
@@ -108,7 +124,10 @@ class Epilogue:
             value = value + np.asarray(bias, dtype=np.int64).reshape(shape)
         # The accelerator accumulates and adds in int32, wrapping.
         value = value.astype(np.int32).astype(np.int64)
-        value = value >> min(self.shift, 63)
+        if self.multiplier is None:
+            value = value >> min(self.shift, 63)
+        else:
+            value = requantize(value, self.multiplier, self.pre_shift, self.shift)
         value = np.clip(value, -128, 127)
         if self.relu:
             value = np.maximum(value, 0)
@@ -167,13 +186,15 @@ class _Op:
 
     @property
     def epilogue(self) -> Epilogue:
-        return Epilogue(self.bias, self.shift, self.relu)
+        return Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"op": self.kind}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             data[field.name] = list(value) if isinstance(value, tuple) else value
+        if self.multiplier is None:  # files written before fixed-point epilogues: unchanged
+            del data["multiplier"], data["pre_shift"]
         return self._compact_dict(data)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -219,12 +240,16 @@ class Conv2d(_ConvOutput, _Op):
     bias : bool
     shift : int
     relu : bool
+        The epilogue (`Epilogue`).
     groups : int
         Channel groups, dividing both channel counts (``groups ==
         in_channels == out_channels`` is a depthwise convolution); the weight
         is ``(out_channels, in_channels / groups, KH, KW)``.
     dilation : int or (int, int)
         Spacing of the kernel's taps along rows and columns.
+    multiplier : int, optional
+    pre_shift : int
+        A fixed-point requantisation (`Epilogue`, `compiler.requant`).
 
     Raises
     ------
@@ -248,6 +273,8 @@ class Conv2d(_ConvOutput, _Op):
     relu: bool = False
     groups: int = 1
     dilation: tuple[int, int] = (1, 1)
+    multiplier: int | None = None
+    pre_shift: int = 0
 
     kind = "conv2d"
 
@@ -282,7 +309,7 @@ class Conv2d(_ConvOutput, _Op):
             if size > MAX_STRIDE:
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
-        Epilogue(self.bias, self.shift, self.relu)
+        self.epilogue  # checks the epilogue's fields
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         # Symmetric padding as the (height, width) pair and the default groups
@@ -387,6 +414,9 @@ class Dense(_Op):
     bias : bool
     shift : int
     relu : bool
+    multiplier : int, optional
+    pre_shift : int
+        The epilogue (`Epilogue`).
     """
 
     batch: int
@@ -395,13 +425,15 @@ class Dense(_Op):
     bias: bool = False
     shift: int = 0
     relu: bool = False
+    multiplier: int | None = None
+    pre_shift: int = 0
 
     kind = "dense"
 
     def __post_init__(self):
         for name in ("batch", "in_features", "out_features"):
             _positive(name, getattr(self, name))
-        Epilogue(self.bias, self.shift, self.relu)
+        self.epilogue  # checks the epilogue's fields
 
     @property
     def output_shape(self) -> tuple[int, int]:
@@ -486,8 +518,10 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:
-    parts = (["+bias"] if epilogue.bias else []) + ([f">>{epilogue.shift}"] if epilogue.shift
-                                                     else []) + (["relu"] if epilogue.relu else [])
+    scale = ([f"*{epilogue.multiplier}>>{epilogue.pre_shift}+{epilogue.shift}"]
+             if epilogue.multiplier is not None else
+             [f">>{epilogue.shift}"] if epilogue.shift else [])
+    parts = (["+bias"] if epilogue.bias else []) + scale + (["relu"] if epilogue.relu else [])
     return (" " + " ".join(parts)) if parts else ""
 
 

@@ -43,6 +43,7 @@ from typing import ClassVar, Iterator
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.knobs import KnobSpace
 from vdla.compiler.ops import ConvGeometry
+from vdla.compiler.requant import extra_alu_passes
 from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.hw.config import HwConfig
 from vdla.hw.records import JsonRecord
@@ -571,6 +572,9 @@ def _estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, floa
     gemm_instructions = chunks * _ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
+    epilogue = geometry.epilogue
+    if epilogue.multiplier is not None:  # its immediate passes, one cycle per micro-op
+        alu += extra_alu_passes(epilogue.pre_shift, epilogue.shift) * (slot["acc"] + 8)
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
     store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
     store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes

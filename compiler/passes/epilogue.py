@@ -20,12 +20,17 @@ Every ALU write also writes the low 8 bits to the out buffer, so after the last
 op the out buffer holds the int8 result the store copies to DRAM. The bias
 region either holds the whole bias (its copies are then elided after the
 first) or only the tile's channel blocks.
+
+A fixed-point epilogue (``Epilogue.multiplier``) is the ALU sequence of
+`compiler.requant`: ADD the bias, SHR the pre-shift, MIN/MAX clamp, MUL,
+SHR and ADD 1 for rounding, REQUANT by 1 (or SHR/MIN/MAX unfused).
 """
 
 from __future__ import annotations
 
 from vdla.compiler import ir
 from vdla.compiler.ir import Access, Affine
+from vdla.compiler.requant import CLAMP
 from vdla.hw.isa import SHIFT_BITS, AluOp, requant_imm
 
 __all__ = ["lower_epilogues"]
@@ -72,6 +77,9 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
         statements.append(ir.Copy("load", "bias", (channel_blocks,),
                                   (epilogue.first_channel_block,), (epilogue.channel_blocks,),
                                   "acc", bias, offset))
+    if spec.multiplier is not None:
+        return statements + _fixed_point(loops, dst, spec, bias, offset if spec.bias else 0,
+                                         fused)
     if fused:
         imm = requant_imm(min(spec.shift, MAX_SHIFT), spec.relu)
         if spec.bias:
@@ -87,3 +95,26 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
     statements.append(ir.nest(loops, ir.Alu(AluOp.MIN, dst, imm=127)))
     statements.append(ir.nest(loops, ir.Alu(AluOp.MAX, dst, imm=0 if spec.relu else -128)))
     return statements
+
+
+def _fixed_point(loops, dst: Access, spec, bias: ir.Buffer | None, offset: int,
+                 fused: bool) -> list:
+    """The ALU nests of a fixed-point requantisation (`compiler.requant`, in its order)."""
+    k = Affine.var("k")
+    steps = [ir.Alu(AluOp.ADD, dst, Access(bias, k + offset))] if spec.bias else []
+    if spec.pre_shift:
+        steps.append(ir.Alu(AluOp.SHR, dst, imm=spec.pre_shift))
+    steps += [ir.Alu(AluOp.MIN, dst, imm=CLAMP), ir.Alu(AluOp.MAX, dst, imm=-CLAMP),
+              ir.Alu(AluOp.MUL, dst, imm=spec.multiplier)]
+    shift = spec.shift
+    if shift:  # round half up: floor((floor(u / 2**(q-1)) + 1) / 2)
+        if shift > 1:
+            steps.append(ir.Alu(AluOp.SHR, dst, imm=shift - 1))
+        steps.append(ir.Alu(AluOp.ADD, dst, imm=1))
+        shift = 1
+    if fused:
+        steps.append(ir.Alu(AluOp.REQUANT, dst, imm=requant_imm(shift, spec.relu)))
+    else:
+        steps += ([ir.Alu(AluOp.SHR, dst, imm=shift)] if shift else []) + [
+            ir.Alu(AluOp.MIN, dst, imm=127), ir.Alu(AluOp.MAX, dst, imm=0 if spec.relu else -128)]
+    return [ir.nest(loops, step) for step in steps]
