@@ -36,13 +36,16 @@ real value ``q * 2**-e``)::
     qadd            a, b       -> int8        shift_a, shift_b, shift, relu
                                               or scale_a, scale_b, relu
     qavgpool        x          -> int8        kernel, stride, pads, count_include_pad
-    qglobal_avgpool x          -> int8
+                                              [scale, out_scale]
+    qglobal_avgpool x          -> int8        [scale, out_scale]
     dequantize_output x (int8) -> float32     exponent or scale
 
 A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
 shift)`` (`compiler.requant`), for scales that are not powers of two; a
 ``qadd`` with ``scale_a``/``scale_b`` rescales each operand by that float32
-factor and rounds half to even, as onnxruntime's QLinearAdd does.
+factor and rounds half to even, as onnxruntime's QLinearAdd does; pools with
+``scale``/``out_scale`` average in float32 as onnxruntime between its
+DequantizeLinear and QuantizeLinear.
 
 (``maxpool``, ``flatten``, ``reshape`` and ``pad`` work on int8 unchanged.)
 """

@@ -173,29 +173,29 @@ def _rounded_mean(sums: np.ndarray, counts) -> np.ndarray:
     return saturate_int8(np.clip(np.rint(sums / counts), -128, 127))
 
 
-def _float_mean(sums: np.ndarray, counts, scale: float) -> np.ndarray:
-    """As onnxruntime: the float32 mean of dequantised values, quantised back at ``scale``."""
-    mean = sums / np.asarray(counts, np.float32)
-    return saturate_int8(np.clip(np.rint(mean.astype(np.float32) / np.float32(scale)),
-                                 -128, 127))
+def _float_mean(node: Node, x, sums) -> np.ndarray:
+    """As onnxruntime between DequantizeLinear and QuantizeLinear: the float32 mean of the
+    dequantised values, quantised at the output's scale (half to even)."""
+    mean = (sums(np.asarray(x, np.float32) * np.float32(node.attrs["scale"]))
+            / np.asarray(_pool_counts(x, node) if node.op == "qavgpool"
+                         else x.shape[2] * x.shape[3], np.float32))
+    return saturate_int8(np.clip(np.rint(mean.astype(np.float32)
+                                         / np.float32(node.attrs["out_scale"])), -128, 127))
 
 
 def _qavgpool(node: Node, x):
     if "scale" in node.attrs:
-        dequantized = np.asarray(x, np.float32) * np.float32(node.attrs["scale"])
-        sums = _reduce_taps(dequantized, node, 0, np.add, np.float32)
-        return [_float_mean(sums, _pool_counts(x, node), node.attrs["scale"])]
+        return [_float_mean(node, x, lambda v: _reduce_taps(v, node, 0, np.add, np.float32))]
     sums = _reduce_taps(x, node, 0, np.add, np.int64)
     return [_rounded_mean(sums, _pool_counts(x, node))]
 
 
 def _qglobal_avgpool(node: Node, x):
-    count = x.shape[2] * x.shape[3]
     if "scale" in node.attrs:
-        dequantized = np.asarray(x, np.float32) * np.float32(node.attrs["scale"])
-        return [_float_mean(dequantized.sum(axis=(2, 3), keepdims=True, dtype=np.float32),
-                            count, node.attrs["scale"])]
-    return [_rounded_mean(np.asarray(x, np.int64).sum(axis=(2, 3), keepdims=True), count)]
+        return [_float_mean(node, x, lambda v: v.sum(axis=(2, 3), keepdims=True,
+                                                     dtype=np.float32))]
+    return [_rounded_mean(np.asarray(x, np.int64).sum(axis=(2, 3), keepdims=True),
+                          x.shape[2] * x.shape[3])]
 
 
 def layer_epilogue(node: Node) -> Epilogue:

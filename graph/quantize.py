@@ -210,10 +210,11 @@ class _Quantizer:
             outputs.append(out)
         return Graph(self.tensors, self.nodes, inputs, outputs).check()
 
-    def emit(self, node: Node, op: str, inputs: list[str], out_scale: Scale,
+    def emit(self, node: Node, op: str, inputs: list[str], result_scale: Scale,
              dtype=np.int8, **attrs) -> None:
         (out,) = node.outputs
-        self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, None, *out_scale)
+        self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, None,
+                                   *result_scale)
         self.renamed[out] = out
         self.nodes.append(Node(node.name, op, [self.renamed.get(i, i) for i in inputs], [out],
                                {**node.attrs, **attrs}))
@@ -338,16 +339,22 @@ class _Quantizer:
         self._same_scale(node)
 
     def _avgpool(self, node: Node) -> None:
-        self._same_scale(node, "qavgpool", **self._float_scale(node))
+        self._pool(node, "qavgpool")
 
     def _global_avgpool(self, node: Node) -> None:
-        self._same_scale(node, "qglobal_avgpool", **self._float_scale(node))
+        self._pool(node, "qglobal_avgpool")
 
-    def _float_scale(self, node: Node) -> dict:
-        """``{"scale": s}`` for an input scale that is not a power of two (host arithmetic
-        in float32 as onnxruntime's), else nothing (exact integers)."""
-        exponent, scale = self.input_scale(node)
-        return {} if exponent is not None else {"scale": scale}
+    def _pool(self, node: Node, op: str) -> None:
+        """An average: exact integers at one power-of-two scale, else onnxruntime's float32
+        arithmetic between the input's scale and the output's (which may differ)."""
+        scale = self.input_scale(node)
+        recorded = self.graph.tensors[node.outputs[0]]
+        out = tensor_scale(recorded) if recorded.quantized else scale
+        if scale == out and scale[0] is not None:
+            self.emit(node, op, node.inputs[:1], scale)
+        else:
+            self.emit(node, op, node.inputs[:1], out, scale=real_scale(scale),
+                      out_scale=real_scale(out))
 
     def _flatten(self, node: Node) -> None:
         self._same_scale(node)
