@@ -220,3 +220,16 @@ def test_network_file_refuses_bad_fixed_point_attributes(digits_int8):
              r"tensor 'input': dtype 'float32', exponent or scale is not supported$")]:
         with pytest.raises(GraphError, match=f"^network file: {message}"):
             network_file.loads(_resign(data, change))
+
+
+def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(digits_int8):
+    from vdla.frontend.onnx import from_bytes, load
+    from vdla.graph.export import to_qdq
+    from vdla.graph.kernels import execute
+    from vdla.graph.network import quantize_graph
+    path, x = digits_int8
+    integer = quantize_graph(load(path, batch=len(x)))
+    back = quantize_graph(from_bytes(to_qdq(integer).SerializeToString(), batch=len(x)))
+    assert [(n.op, n.attrs) for n in back.nodes] == [(n.op, n.attrs) for n in integer.nodes]
+    np.testing.assert_array_equal(execute(back, {"input": x})["logits"],
+                                  execute(integer, {"input": x})["logits"])
