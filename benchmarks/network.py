@@ -57,7 +57,8 @@ CLOCK_MHZ = 100.0
 REPEAT = 3
 
 from vdla.frontend.onnx import load  # noqa: E402
-from vdla.graph.kernels import execute, run_node  # noqa: E402
+from vdla.bench.onnx_quantize import node_differences  # noqa: E402
+from vdla.graph.kernels import execute  # noqa: E402
 from vdla.graph.network import compile_network  # noqa: E402
 from vdla.graph.network_file import dumps  # noqa: E402
 from vdla.graph.placement import LAYER_OPS, layer_op  # noqa: E402
@@ -97,19 +98,7 @@ def onnxruntime_per_node(integer, images) -> dict[str, dict[str, float]] | str:
     session = ort.InferenceSession(model.SerializeToString())
     name = integer.inputs[0]
     theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {name: images})))
-    ours = execute(integer, {name: images}, keep=True)
-    rows = {}
-    for node in integer.nodes:
-        if node.outputs[0] in computed:
-            args = [theirs.get(n, ours[n]) for n in node.inputs]
-            difference = np.abs(run_node(node, args)[0].astype(int)
-                                - theirs[node.outputs[0]].astype(int))
-            end_to_end = np.abs(ours[node.outputs[0]].astype(int)
-                                - theirs[node.outputs[0]].astype(int))
-            rows[node.name] = {"op": node.op, "max_lsb": int(difference.max()),
-                               "mismatch_rate": float((difference > 0).mean()),
-                               "end_to_end_max_lsb": int(end_to_end.max())}
-    return rows
+    return node_differences(integer, {name: images}, theirs)
 
 
 def digits_figures() -> dict:

@@ -140,26 +140,11 @@ def random_int8(tmp_path_factory):
 
 
 def _against_onnxruntime(path, x) -> dict[str, dict]:
-    """Per int8 tensor: the most LSB apart (the node on onnxruntime's inputs, and end to end)."""
-    from vdla.bench.onnx_quantize import quantized_tensors
+    from vdla.bench.onnx_quantize import node_differences, quantized_tensors
     from vdla.frontend.onnx import load
-    from vdla.graph.kernels import execute, run_node
     from vdla.graph.network import quantize_graph
     integer = quantize_graph(load(path, batch=len(x)))
-    ours = execute(integer, {"input": x}, keep=True)
-    theirs = quantized_tensors(path, {"input": x})
-    rows = {}
-    for node in integer.nodes:
-        (out,) = node.outputs
-        if out not in theirs or ours[out].dtype != np.int8:
-            continue
-        args = [theirs[name] if name in theirs and ours[name].dtype == np.int8 else ours[name]
-                for name in node.inputs]
-        alone = np.abs(run_node(node, args)[0].astype(int) - theirs[out])
-        chained = np.abs(ours[out].astype(int) - theirs[out])
-        rows[out] = {"op": node.op, "node": int(alone.max()), "rate": float((alone > 0).mean()),
-                     "end_to_end": int(chained.max())}
-    return rows
+    return node_differences(integer, {"input": x}, quantized_tensors(path, {"input": x}))
 
 
 @pytest.mark.parametrize("model", ["digits_int8", "random_int8"])
@@ -168,12 +153,12 @@ def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, request):
     rows = _against_onnxruntime(path, x)
     assert {row["op"] for row in rows.values()} >= {"qconv", "qadd"}
     for name, row in rows.items():
-        assert row["node"] <= 1, (name, row)
+        assert row["max_lsb"] <= 1, (name, row)
         # Host operators compute as onnxruntime's float32 QDQ does: the same integers.
         if row["op"] not in ("qconv", "qdense"):
-            assert row["rate"] == 0, (name, row)
+            assert row["mismatch_rate"] == 0, (name, row)
         else:  # a 15-bit multiplier against a float32 one: only near-ties differ
-            assert row["rate"] < 0.01, (name, row)
+            assert row["mismatch_rate"] < 0.01, (name, row)
 
 
 @pytest.mark.parametrize("model", ["digits_int8", "random_int8"])
