@@ -1,37 +1,15 @@
 """Fixed-point requantisation: a real scale as an integer multiplier and shifts on the ALU.
 
-A layer whose scale ``s = s_x * s_w / s_y`` is not a power of two (a model
-another tool quantised) requantises its int32 sum ``v = acc + bias`` with
-the ALU ops the accelerator has (`hw.isa.AluOp`), all on int32::
-
-    t = v >> p                     SHR  imm p        (floor; skipped when p = 0)
-    t = min(max(t, -T), T)         MIN, MAX imm      (T = 2**15 - 1: no overflow below)
-    u = t * M                      MUL  imm M        (1 <= M <= T, so |u| < 2**30)
-    y = floor((u + 2**(q-1)) / 2**q)                 SHR imm q-1, ADD imm 1, then
-    y = clip(y, lo, 127)                             REQUANT imm 1 (and relu)
-
-``floor(floor(u / 2**(q-1)) + 1) / 2)`` equals ``floor(u / 2**q + 1/2)``
-exactly (the dropped low bits are below half a step), so the rounding
-constant needs no 32-bit immediate and ``u + 2**(q-1)`` never overflows. With
-``q = 0`` the last step is REQUANT with shift 0. `fixed_point` picks ``M``,
-``p`` and ``q`` for a scale:
-
-- ``p``, the least pre-shift with ``T * s * 2**p >= 129``: a clamped ``t``
-  stands for an output beyond the int8 range, which saturates anyway, so the
-  clamp never changes a result;
-- ``q``, the largest shift (at most 31) with ``M = round(s * 2**(p+q)) <= T``:
-  ``M`` keeps 15 significant bits (``2**14 <= M``) unless the scale is
-  extreme.
-
-Error bound against exact rounding, ``y* = floor(v * s + 1/2)`` (clipped):
-the floor of the pre-shift moves ``v * s`` by less than ``s * 2**p``, which
-is below ``2 * 129 / T < 0.008`` output steps when ``p > 0`` (and nothing when
-``p = 0``); rounding ``M`` moves it by at most ``|t| * 2**-(q+1)``, below
-``129 / 2**15 < 0.004`` steps for every unsaturated output. So ``y`` is
-``y*`` or one step from it, and equals it unless ``v * s`` lies within
-``0.012`` of a rounding boundary (``k + 1/2``). `requantize` is the
-arithmetic in numpy, which the compiler's reference (`compiler.ops.Epilogue`),
-the cpu target's C and the ALU program all compute bit for bit.
+A layer whose scale ``S = s_x * s_w / s_y`` is not a power of two (a model
+another tool quantised) requantises its int32 sum ``v = acc + bias`` by a
+pre-shift p, a clamp to ``CLAMP``, a multiplier M and a rounding shift q,
+with the ALU ops the accelerator has. The exact sequence, how `fixed_point`
+chooses M, p and q, and the error bound against exact rounding (the result
+is exact unless ``v * S`` lies within 0.012 of ``k + 1/2``, and then within
+one step) are documented once, in `hw.isa.REQUANTISATION` (docs/isa.md,
+"Requantisation"). `requantize` is that arithmetic in numpy, which the
+compiler's reference (`compiler.ops.Epilogue`), the ALU program
+(`compiler.passes.epilogue`) and the cpu target's C compute bit for bit.
 """
 
 from __future__ import annotations
