@@ -104,6 +104,16 @@ def test_fsim_and_cpu_target_compute_the_reference_integers(op):
     np.testing.assert_array_equal(kernel.run(inputs["data"]), expected)
 
 
+@pytest.mark.rtl
+def test_rtl_computes_the_reference_integers():
+    config = load_config("tiny")
+    device = Device(config, sim="rtl")
+    for op in OPS[:3]:
+        inputs = op.random_inputs(np.random.default_rng(2), bias_range=1 << 16)
+        got = device.run(compile_op(op, config), inputs).outputs["out"]
+        np.testing.assert_array_equal(got, op.reference(**inputs), err_msg=op.describe())
+
+
 def test_the_gpu_target_refuses_a_multiplier():
     from vdla.compiler.gpu.codegen import generate_op_cuda
     from vdla.compiler.gpu.schedule import GpuSchedule
