@@ -309,7 +309,7 @@ class Conv2d(_ConvOutput, _Op):
             if size > MAX_STRIDE:
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
-        self.epilogue  # checks the epilogue's fields
+        Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         # Symmetric padding as the (height, width) pair and the default groups
@@ -433,7 +433,7 @@ class Dense(_Op):
     def __post_init__(self):
         for name in ("batch", "in_features", "out_features"):
             _positive(name, getattr(self, name))
-        self.epilogue  # checks the epilogue's fields
+        Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift)
 
     @property
     def output_shape(self) -> tuple[int, int]:
