@@ -334,7 +334,9 @@ def _bias_entries(geometry: ConvGeometry, config: HwConfig, k_blocks: int, tile_
     """
     if not geometry.epilogue.bias:
         return 0
-    return k_blocks if k_blocks <= config.depth("acc") // 8 else tile_k
+    # Per-channel multipliers follow the biases: two blocks per channel block.
+    copies = 2 if geometry.epilogue.per_channel else 1
+    return copies * (k_blocks if copies * k_blocks <= config.depth("acc") // 8 else tile_k)
 
 
 def load_schedule(path: str | Path) -> Schedule:
@@ -573,8 +575,9 @@ def _estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, floa
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
     epilogue = geometry.epilogue
-    if epilogue.multiplier is not None:  # its immediate passes, one cycle per micro-op
-        alu += extra_alu_passes(epilogue.pre_shift, epilogue.shift) * (slot["acc"] + 8)
+    if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
+        passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
+        alu += passes * (slot["acc"] + 8)
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
     store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
     store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule, epilogue_entries
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.requant import CLAMP
 
@@ -106,8 +106,9 @@ const char *vdla_isa(void) { return VDLA_ISA; }
 
 
 def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
-               relu: bool, multiplier: int | None = None, pre_shift: int = 0) -> dict[str, int]:
-    if multiplier is not None and mode != "int8":
+               relu: bool, multiplier: int | None = None, pre_shift: int = 0,
+               per_channel: bool = False) -> dict[str, int]:
+    if (multiplier is not None or per_channel) and mode != "int8":
         raise ShapeError("a fixed-point multiplier epilogue is int8 only (mode fp32 has none)")
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
@@ -132,8 +133,10 @@ def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         # REQUANT uses the shift's low hw.isa.SHIFT_BITS bits; an op's larger
         # shift means "shift everything out", which 31 does on int32 as well.
         "SHIFT": min(shift, 31), "RELU": int(relu),
-        # compiler.requant's fixed-point requantisation (MULT 0: none).
-        "MULT": multiplier or 0, "PRE": pre_shift, "CLAMP": CLAMP,
+        # compiler.requant's fixed-point requantisation (MULT 0: none; PCM: per channel,
+        # the multipliers EPI_HALF entries after the biases in the epilogue vector).
+        "MULT": multiplier or int(per_channel), "PRE": pre_shift, "CLAMP": CLAMP,
+        "PCM": int(per_channel), "EPI_HALF": epilogue_entries(problem, schedule),
     }
 
 
@@ -193,7 +196,7 @@ _EPILOGUE = {
         t_ = t_ >> PRE; \
         k_ = t_ > c_; t_ = (t_ & ~k_) | (c_ & k_); \
         k_ = t_ < n_; t_ = (t_ & ~k_) | (n_ & k_); \
-        t_ = t_ * MULT; \
+        t_ = t_ * (PCM ? *(const vsi_u *)(epi + EPI_HALF + (kv)) : (vsi){0} + MULT); \
         if (SHIFT) t_ = ((t_ >> (SHIFT ? SHIFT - 1 : 0)) + 1) >> 1; \
     } else t_ = t_ >> SHIFT; \
     vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
@@ -309,7 +312,8 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
 
 
 def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
-               relu: bool, multiplier: int | None = None, pre_shift: int = 0) -> str:
+               relu: bool, multiplier: int | None = None, pre_shift: int = 0,
+               per_channel: bool = False) -> str:
     """The complete C translation unit of one kernel.
 
     Parameters
@@ -322,13 +326,15 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     relu : bool
     multiplier : int, optional
     pre_shift : int
+    per_channel : bool
         The epilogue (the bias, if any, is folded into the host's epilogue vector).
 
     Returns
     -------
     str
     """
-    constants = _constants(problem, schedule, mode, shift, relu, multiplier, pre_shift)
+    constants = _constants(problem, schedule, mode, shift, relu, multiplier, pre_shift,
+                           per_channel)
     items = constants["N"] * constants["GROUPS"] * max(constants["CB"] * constants["H"],
                                                        constants["KB"] * constants["OH"])
     if items >= MAX_ITEMS:
@@ -354,4 +360,4 @@ def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
     how a program file that stores no code gets its kernel back (`compiler.host`).
     """
     return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu, op.multiplier,
-                      op.pre_shift)
+                      op.pre_shift, op.per_channel)

@@ -219,7 +219,7 @@ def generate_op_cuda(op, mode: str, schedule: GpuSchedule) -> str:
     Deterministic, as `compiler.host` relies on: a gpu program file stores no
     code, its kernel is this text regenerated.
     """
-    if op.multiplier is not None:
+    if op.epilogue.fixed_point:
         raise ShapeError(f"{op.describe()}: the gpu target has no fixed-point multiplier "
                          "epilogue (use the accelerator or the cpu target)")
     return generate_cuda(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu,

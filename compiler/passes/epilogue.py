@@ -23,7 +23,9 @@ first) or only the tile's channel blocks.
 
 A fixed-point epilogue (``Epilogue.multiplier``) is the ALU sequence of
 `compiler.requant`: ADD the bias, SHR the pre-shift, MIN/MAX clamp, MUL,
-SHR and ADD 1 for rounding, REQUANT by 1 (or SHR/MIN/MAX unfused).
+SHR and ADD 1 for rounding, REQUANT by 1 (or SHR/MIN/MAX unfused). With
+per-channel multipliers the bias region holds the multipliers' blocks after
+the biases' (both copied per tile, or once when resident) and MUL reads them.
 """
 
 from __future__ import annotations
@@ -72,12 +74,17 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
     dst = Access(epilogue.acc, (b * epilogue.channel_blocks + k) * epilogue.positions + p)
     statements = []
     if spec.bias:
-        # A region as large as the layer's bias keeps every block at its own place.
-        offset = epilogue.first_channel_block if bias.entries == channel_blocks else 0
-        statements.append(ir.Copy("load", "bias", (channel_blocks,),
-                                  (epilogue.first_channel_block,), (epilogue.channel_blocks,),
-                                  "acc", bias, offset))
-    if spec.multiplier is not None:
+        # A region as large as the layer's bias keeps every block at its own place; per-channel
+        # multipliers follow the biases, in the region's second half.
+        copies = 2 if spec.per_channel else 1
+        half = bias.entries // copies
+        offset = epilogue.first_channel_block if half == channel_blocks else 0
+        for copy in range(copies):
+            statements.append(ir.Copy("load", "bias", (copies * channel_blocks,),
+                                      (copy * channel_blocks + epilogue.first_channel_block,),
+                                      (epilogue.channel_blocks,), "acc", bias,
+                                      copy * half + offset))
+    if spec.fixed_point:
         return statements + _fixed_point(loops, dst, spec, bias, offset if spec.bias else 0,
                                          fused)
     if fused:
@@ -104,8 +111,9 @@ def _fixed_point(loops, dst: Access, spec, bias: ir.Buffer | None, offset: int,
     steps = [ir.Alu(AluOp.ADD, dst, Access(bias, k + offset))] if spec.bias else []
     if spec.pre_shift:
         steps.append(ir.Alu(AluOp.SHR, dst, imm=spec.pre_shift))
-    steps += [ir.Alu(AluOp.MIN, dst, imm=CLAMP), ir.Alu(AluOp.MAX, dst, imm=-CLAMP),
-              ir.Alu(AluOp.MUL, dst, imm=spec.multiplier)]
+    multiply = (ir.Alu(AluOp.MUL, dst, Access(bias, k + offset + bias.entries // 2))
+                if spec.per_channel else ir.Alu(AluOp.MUL, dst, imm=spec.multiplier))
+    steps += [ir.Alu(AluOp.MIN, dst, imm=CLAMP), ir.Alu(AluOp.MAX, dst, imm=-CLAMP), multiply]
     shift = spec.shift
     if shift:  # round half up: floor((floor(u / 2**(q-1)) + 1) / 2)
         if shift > 1:
