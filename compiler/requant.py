@@ -18,8 +18,8 @@ import math
 
 import numpy as np
 
-__all__ = ["CLAMP", "MAX_SHIFT", "fixed_point", "requantize", "check_fixed_point",
-           "extra_alu_passes"]
+__all__ = ["CLAMP", "MAX_SHIFT", "fixed_point", "fixed_point_per_channel", "requantize",
+           "check_fixed_point", "extra_alu_passes"]
 
 # The ALU's immediate is a signed 16-bit field: the clamp bound and the largest multiplier.
 CLAMP = (1 << 15) - 1
@@ -53,6 +53,30 @@ def fixed_point(scale: float) -> tuple[int, int, int]:
         shift -= 1
     multiplier = min(max(1, round(scale * 2.0 ** (pre_shift + shift))), CLAMP)
     return multiplier, pre_shift, shift
+
+
+def fixed_point_per_channel(scales: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """``(multipliers, pre_shift, shift)`` for one scale per channel, sharing both shifts.
+
+    The pre-shift is the largest any channel needs (the clamp must not touch an
+    unsaturated output of the smallest scale), the shift the largest that keeps
+    the largest multiplier within ``CLAMP``: channels with smaller scales get
+    smaller multipliers, so the error bound of `fixed_point` grows with the
+    spread of the scales (``max / min``), for both its terms.
+
+    Raises
+    ------
+    ValueError
+        For a scale that is not finite and > 0.
+    """
+    scales = np.asarray(scales, np.float64).reshape(-1)
+    pre_shift = max(fixed_point(float(s))[1] for s in scales)
+    largest = float(scales.max())
+    shift = MAX_SHIFT
+    while shift > 0 and round(largest * 2.0 ** (pre_shift + shift)) > CLAMP:
+        shift -= 1
+    multipliers = np.clip(np.round(scales * 2.0 ** (pre_shift + shift)), 1, CLAMP)
+    return multipliers.astype(np.int64), pre_shift, shift
 
 
 def check_fixed_point(multiplier: int, pre_shift: int, shift: int) -> None:

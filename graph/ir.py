@@ -31,8 +31,9 @@ real value ``q * 2**-e``)::
     quantize_input  x (float)  -> int8        exponent or scale
     qconv           x, w, b (int8, int8, int32) -> int8   kernel, stride, pads, groups,
                                                           dilation, shift, relu
-                                                          [multiplier, pre_shift]
-    qdense          x, w, b    -> int8        shift, relu [multiplier, pre_shift]
+                                                          [multiplier or per_channel,
+                                                          pre_shift]
+    qdense          x, w, b    -> int8        shift, relu [multiplier or per_channel, pre_shift]
     qadd            a, b       -> int8        shift_a, shift_b, shift, relu
                                               or scale_a, scale_b, relu
     qavgpool        x          -> int8        kernel, stride, pads, count_include_pad
@@ -41,7 +42,9 @@ real value ``q * 2**-e``)::
     dequantize_output x (int8) -> float32     exponent or scale
 
 A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
-shift)`` (`compiler.requant`), for scales that are not powers of two; a
+shift)`` (`compiler.requant`), for scales that are not powers of two; with
+``per_channel`` its bias input ``b`` holds the biases, then one multiplier
+per output channel (a model's per-channel weight scales); a
 ``qadd`` with ``scale_a``/``scale_b`` rescales each operand by that float32
 factor and rounds half to even, as onnxruntime's QLinearAdd does; pools with
 ``scale``/``out_scale`` average in float32 as onnxruntime between its
@@ -76,9 +79,10 @@ class Tensor:
         The data of a constant (of ``shape`` and ``dtype``).
     exponent : int, optional
         For a quantised tensor: its real value is ``q * 2**-exponent``.
-    scale : float, optional
+    scale : float or numpy.ndarray, optional
         For a quantised tensor whose scale is not a power of two (a model
-        another tool quantised): its real value is ``q * scale``.
+        another tool quantised): its real value is ``q * scale``; a weight's
+        or bias's may be one per output channel (first axis).
     """
 
     name: str

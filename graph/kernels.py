@@ -199,10 +199,11 @@ def _qglobal_avgpool(node: Node, x):
 
 
 def layer_epilogue(node: Node) -> Epilogue:
-    """The epilogue of a ``qconv`` or ``qdense`` node (a fixed-point one with ``multiplier``)."""
+    """The epilogue of a ``qconv`` or ``qdense`` node (a fixed-point one with ``multiplier``
+    or ``per_channel``)."""
     attrs = node.attrs
     return Epilogue(True, attrs["shift"], attrs["relu"], attrs.get("multiplier"),
-                    attrs.get("pre_shift", 0))
+                    attrs.get("pre_shift", 0), attrs.get("per_channel", False))
 
 
 def _qconv(node: Node, x, w, b):

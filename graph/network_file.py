@@ -79,12 +79,13 @@ NODE_ATTRS: dict[str, dict[str, str]] = {
 # Attributes that come as a group, one group of the list (or none, where it holds {}), beside
 # an operator's NODE_ATTRS: power-of-two scales or the others (`graph.ir`).
 _FIXED_POINT = {"multiplier": "multiplier", "pre_shift": "shift"}
+_PER_CHANNEL = {"per_channel": "bool", "pre_shift": "shift"}
 _STEP = [{"exponent": "int"}, {"scale": "scale"}]
 NODE_VARIANTS: dict[str, list[dict[str, str]]] = {
     "quantize_input": _STEP,
     "dequantize_output": _STEP,
-    "qconv": [{}, _FIXED_POINT],
-    "qdense": [{}, _FIXED_POINT],
+    "qconv": [{}, _FIXED_POINT, _PER_CHANNEL],
+    "qdense": [{}, _FIXED_POINT, _PER_CHANNEL],
     "qadd": [{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
              {"scale_a": "scale", "scale_b": "scale"}],
     "qavgpool": [{}, {"scale": "scale", "out_scale": "scale"}],
@@ -126,7 +127,8 @@ def dumps(network: Network) -> bytes:
         entry = {"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
                  "exponent": tensor.exponent}
         if tensor.scale is not None:  # only then: files of power-of-two networks are unchanged
-            entry["scale"] = tensor.scale
+            entry["scale"] = (tensor.scale.tolist() if isinstance(tensor.scale, np.ndarray)
+                              else tensor.scale)
         if tensor.constant:
             entry["data"] = add(np.ascontiguousarray(tensor.value, tensor.dtype).tobytes())
         tensors.append(entry)
@@ -259,11 +261,14 @@ def _network(header: dict, blob, config, program_loads) -> Network:
             raise _FileError(f"tensor {name!r}: shape {shape!r:.40} is not a valid shape")
         dtype = _DTYPES.get(entry["dtype"])
         exponent, scale = entry["exponent"], entry.get("scale")
+        scales = scale if isinstance(scale, list) and 0 < len(scale) <= shape[0] else [scale]
         if dtype is None or not (exponent is None or isinstance(exponent, int)) or not (
-                scale is None or isinstance(scale, float) and math.isfinite(scale)
-                and scale > 0):
+                scale is None or all(isinstance(s, float) and math.isfinite(s) and s > 0
+                                     for s in scales)):
             raise _FileError(f"tensor {name!r}: dtype {entry['dtype']!r:.20}, exponent or "
                              "scale is not supported")
+        if isinstance(scale, list):  # per output channel
+            scale = np.array(scale)
         value = None
         if "data" in entry:
             raw = _range(entry["data"], blob, f"tensor {name!r}")
@@ -322,9 +327,11 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
         raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
     x, w, b = (graph.tensors[name] for name in node.inputs)
     rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
+    # With per-channel multipliers the bias input holds the biases, then the multipliers.
+    copies = 2 if node.attrs.get("per_channel") else 1
     if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
             and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1] * groups
-            and w.shape[0] % groups == 0 and b.shape == (w.shape[0],)):
+            and w.shape[0] % groups == 0 and b.shape == (copies * w.shape[0],)):
         raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
                          "do not form a layer")
 

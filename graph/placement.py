@@ -44,7 +44,8 @@ def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
         spec = layer_epilogue(node) if node.op in LAYER_OPS else None
         epilogue = {} if spec is None else {
             "bias": True, "shift": spec.shift, "relu": spec.relu,
-            "multiplier": spec.multiplier, "pre_shift": spec.pre_shift}
+            "multiplier": spec.multiplier, "pre_shift": spec.pre_shift,
+            "per_channel": spec.per_channel}
         if node.op == "qconv":
             n, c, h, w = x_shape
             return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),

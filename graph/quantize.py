@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from vdla.compiler.requant import fixed_point
+from vdla.compiler.requant import fixed_point, fixed_point_per_channel
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
@@ -269,18 +269,36 @@ class _Quantizer:
         and the requantisation factor ``s_x * s_w / s_y``, both in float32;
         `compiler.requant` turns the factor into integers.
         """
-        s_x, s_w, s_y = (np.float32(real_scale(s)) for s in (x_scale, w_scale, y_scale))
-        s_acc = np.float32(s_x * s_w)
-        multiplier, pre_shift, shift = fixed_point(float(np.float32(s_acc / s_y)))
-        q_weight = np.clip(np.rint(weight.astype(np.float64) / float(s_w)), -128, 127)
-        q_bias = np.rint((np.zeros(weight.shape[0]) if bias is None else bias.astype(np.float64))
-                         / float(s_acc))
+        channels = weight.shape[0]
+        s_x, s_y = (np.float32(real_scale(s)) for s in (x_scale, y_scale))
+        s_w = np.broadcast_to(np.asarray(real_scale(w_scale), np.float32), (channels,))
+        q_weight = np.clip(np.rint(weight.astype(np.float64)
+                                   / s_w.reshape((-1,) + (1,) * (weight.ndim - 1))), -128, 127)
+        per_channel = np.unique(s_w).size > 1
+        if per_channel:
+            # A channel of zero weights computes its bias alone, whatever its scale: give it
+            # a typical one, so that it does not stretch the spread the multipliers share.
+            dead = ~q_weight.reshape(channels, -1).any(axis=1)
+            if dead.any() and not dead.all():
+                s_w = np.where(dead, np.float32(np.median(s_w[~dead])), s_w)
+        s_acc = (s_x * s_w).astype(np.float32)
+        factors = (s_acc / s_y).astype(np.float32)
+        q_bias = np.rint((np.zeros(channels) if bias is None else bias.astype(np.float64))
+                         / s_acc.astype(np.float64))
         if np.any(np.abs(q_bias) >= 2 ** 31):
             raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
-                             f"{float(s_acc):.6g}")
+                             f"{float(s_acc.min()):.6g}")
         w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), w_scale)
+        if per_channel:  # the bias input: the biases, then the multipliers
+            multipliers, pre_shift, shift = fixed_point_per_channel(factors)
+            b_name = self.constant(f"{node.name}/bias_q", np.concatenate(
+                [q_bias, multipliers]).astype(np.int32), (None, s_acc.astype(np.float64)))
+            self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
+                      relu=bool(node.attrs.get("relu")), per_channel=True, pre_shift=pre_shift)
+            return
+        multiplier, pre_shift, shift = fixed_point(float(factors[0]))
         b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32),
-                               (None, float(s_acc)))
+                               (None, float(s_acc[0])))
         self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
                   relu=bool(node.attrs.get("relu")), multiplier=multiplier, pre_shift=pre_shift)
 

@@ -10,9 +10,10 @@ exact float values ``q * scale``, which quantise back to ``q``.
 
 A power-of-two scale becomes the tensor's ``exponent`` (requantisation by one
 shift); any other positive scale its ``scale``, which `graph.quantize`
-requantises with a fixed-point multiplier (`compiler.requant`). Scales are
-per tensor and every zero point 0 (symmetric int8); anything else is refused
-with one line.
+requantises with a fixed-point multiplier (`compiler.requant`). Activations
+have one scale per tensor, weights and biases one per tensor or one per
+output channel (``scale`` an array); every zero point is 0 (symmetric
+int8); anything else is refused with one line.
 """
 
 from __future__ import annotations
@@ -27,18 +28,25 @@ from vdla.graph.ir import Graph, Node
 __all__ = ["read_qdq", "scale_exponent", "read_scale"]
 
 
-def read_scale(scale: np.ndarray, where: str) -> tuple[int | None, float | None]:
+def read_scale(scale: np.ndarray, where: str, per_channel: bool = False
+               ) -> tuple[int | None, float | np.ndarray | None]:
     """``(exponent, None)`` for a power-of-two scale ``2**-exponent``, else ``(None, scale)``.
 
-    Raises `GraphError` for per-channel, non-finite or non-positive scales.
+    With ``per_channel`` (a weight's or bias's, along its output channels), a
+    scale that differs between channels is ``(None, array)``. Raises
+    `GraphError` for non-finite or non-positive scales and, without
+    ``per_channel``, for per-channel ones.
     """
-    values = np.unique(np.asarray(scale, np.float64).reshape(-1))
-    if values.size != 1:
-        raise GraphError(f"{where}: per-channel scales are not supported (vdla needs one "
-                         "scale per tensor)")
+    values = np.asarray(scale, np.float64).reshape(-1)
+    for value in values:
+        if not (math.isfinite(value) and value > 0):
+            raise GraphError(f"{where}: scale {value:.6g} is not a finite positive number")
+    if np.unique(values).size != 1:
+        if not per_channel:
+            raise GraphError(f"{where}: per-channel scales are supported for weights and "
+                             "biases only (an activation needs one scale per tensor)")
+        return None, values
     value = float(values[0])
-    if not (math.isfinite(value) and value > 0):
-        raise GraphError(f"{where}: scale {value:.6g} is not a finite positive number")
     mantissa, exponent = math.frexp(value)
     return (1 - exponent, None) if mantissa == 0.5 else (None, value)
 
@@ -72,10 +80,19 @@ def read_qdq(graph: Graph) -> Graph:
         if node.op != "dequantize" or graph.value(node.inputs[0]) is None:
             continue
         _check_zero(graph, node)
-        exponent, scale = read_scale(graph.value(node.inputs[1]), node.describe())
+        exponent, scale = read_scale(graph.value(node.inputs[1]), node.describe(),
+                                     per_channel=True)
+        constant = graph.value(node.inputs[0]).astype(np.float64)
+        if isinstance(scale, np.ndarray):  # per output channel: the constant's first axis
+            if node.attrs["axis"] % max(constant.ndim, 1) != 0 or len(scale) != len(constant):
+                raise GraphError(f"{node.describe()}: per-channel scales must run along the "
+                                 f"first axis ({len(constant)} output channels), got axis "
+                                 f"{node.attrs['axis']} with {len(scale)} scales")
+            step = scale.reshape((-1,) + (1,) * (constant.ndim - 1))
+        else:
+            step = scale if exponent is None else 2.0 ** -exponent
         out = graph.tensors[node.outputs[0]]
-        out.value = (graph.value(node.inputs[0]).astype(np.float64)
-                     * (scale if exponent is None else 2.0 ** -exponent)).astype(np.float32)
+        out.value = (constant * step).astype(np.float32)
         out.exponent, out.scale = exponent, scale
         graph.nodes.remove(node)
     for node in list(graph.nodes):
