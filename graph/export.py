@@ -39,13 +39,18 @@ def to_qdq(graph: Graph, opset: int = 17):
     def scale(name: str) -> str:
         """The initialiser holding tensor ``name``'s scale (one per distinct scale)."""
         tensor = graph.tensors[name]
-        key = (tensor.exponent, tensor.scale)
+        vector = isinstance(tensor.scale, np.ndarray)  # per output channel
+        key = (tensor.exponent, tuple(tensor.scale) if vector else tensor.scale)
         if key not in scales:
             scales[key] = (f"scale/2^{-tensor.exponent}" if tensor.exponent is not None
-                           else f"scale/{tensor.scale!r}")
+                           else f"scale/{name}" if vector else f"scale/{tensor.scale!r}")
             inits.append(numpy_helper.from_array(np.array(tensor.real_scale, np.float32),
                                                  scales[key]))
         return scales[key]
+
+    def axis(name: str) -> dict:
+        """A per-channel scale's axis (the output channels), as DequantizeLinear takes it."""
+        return {"axis": 0} if isinstance(graph.tensors[name].scale, np.ndarray) else {}
 
     zero8, zero32 = "zero/int8", "zero/int32"
     inits += [numpy_helper.from_array(np.array(0, np.int8), zero8),
@@ -61,7 +66,7 @@ def to_qdq(graph: Graph, opset: int = 17):
         dequantized.add(out)
         zero = zero32 if tensor.dtype == np.int32 else zero8
         nodes.append(helper.make_node("DequantizeLinear", [name, scale(name), zero],
-                                      [out], name=f"{name}/dq"))
+                                      [out], name=f"{name}/dq", **axis(name)))
         return out
 
     def quantize(node: Node, value: str) -> None:
@@ -83,13 +88,16 @@ def to_qdq(graph: Graph, opset: int = 17):
         elif op in ("qconv", "qdense"):
             x, w, b = node.inputs
             # A fixed-point layer rounds by itself; a shift's rounding is in its bias.
-            rounding = 0 if attrs.get("multiplier") else 1 << attrs["shift"] >> 1
+            fixed_point = attrs.get("multiplier") or attrs.get("per_channel")
+            rounding = 0 if fixed_point else 1 << attrs["shift"] >> 1
             bias = graph.value(b).astype(np.int64) - rounding
+            if attrs.get("per_channel"):  # the biases, without the multipliers after them
+                bias = bias[:len(bias) // 2]
             b_name = f"{node.name}/bias"
             inits.append(numpy_helper.from_array(bias.astype(np.int32), b_name))
             b_deq = f"{b_name}/f"
             nodes.append(helper.make_node("DequantizeLinear", [b_name, scale(b), zero32],
-                                          [b_deq], name=f"{b_name}/dq"))
+                                          [b_deq], name=f"{b_name}/dq", **axis(b)))
             inputs = [dequantize(x), dequantize(w), b_deq]
             raw = f"{node.outputs[0]}/raw"
             if op == "qconv":

@@ -13,7 +13,7 @@ from vdla.compiler.cpu import CpuKernel
 from vdla.compiler.driver import compile_op
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.ops import Conv2d, Dense, Epilogue
-from vdla.compiler.requant import CLAMP, fixed_point, requantize
+from vdla.compiler.requant import CLAMP, fixed_point, fixed_point_per_channel, requantize
 from vdla.graph.errors import GraphError
 from vdla.hw.config import load_config
 from vdla.runtime.device import Device
@@ -60,6 +60,21 @@ def test_multiplier_arithmetic_is_the_documented_integers():
         assert requantize(values, multiplier, pre_shift, shift).tolist() == expected
 
 
+def test_per_channel_multipliers_share_the_shifts():
+    scales = np.array([0.0013, 0.004, 0.0007, 0.0021])
+    multipliers, pre_shift, shift = fixed_point_per_channel(scales)
+    assert pre_shift == max(fixed_point(s)[1] for s in scales)
+    assert multipliers.max() <= CLAMP < round(0.004 * 2.0 ** (pre_shift + shift + 1))
+    np.testing.assert_allclose(multipliers * 2.0 ** -(pre_shift + shift), scales, rtol=2e-4)
+    values = _sums(np.random.default_rng(3))
+    for k, scale in enumerate(scales):  # each channel within one step of exact rounding
+        n, d = float(scale).as_integer_ratio()
+        exact = np.clip(((2 * values.astype(object) * n + d) // (2 * d)).astype(np.int64),
+                        -128, 127)
+        ours = np.clip(requantize(values, int(multipliers[k]), pre_shift, shift), -128, 127)
+        assert np.abs(ours - exact).max() <= 1
+
+
 def test_fixed_point_picks_fifteen_bits_and_the_least_pre_shift():
     multiplier, pre_shift, shift = fixed_point(0.0013)
     assert 1 << 14 <= multiplier <= CLAMP
@@ -85,6 +100,11 @@ def test_epilogue_checks_its_fixed_point_fields():
 
 OPS = [Conv2d(2, 13, 11, 10, 9, kernel=3, padding=1, bias=True, multiplier=21810, pre_shift=2,
               shift=22),
+       Conv2d(1, 40, 72, 9, 9, kernel=3, padding=1, bias=True, relu=True, per_channel=True,
+              shift=20),
+       Conv2d(1, 32, 32, 9, 9, kernel=3, padding=1, groups=32, bias=True, per_channel=True,
+              pre_shift=1, shift=18),
+       Dense(3, 300, 21, bias=True, per_channel=True, pre_shift=3, shift=20),
        Conv2d(1, 20, 12, 9, 9, kernel=3, stride=2, padding=1, bias=True, relu=True,
               multiplier=CLAMP, pre_shift=0, shift=1),
        Dense(3, 300, 21, bias=True, multiplier=20000, pre_shift=3, shift=20),
@@ -123,30 +143,53 @@ def test_the_gpu_target_refuses_a_multiplier():
 
 # -- models onnxruntime quantised (symmetric int8, its own scales) -------------------------
 
-def _onnxruntime_model(tmp_path, source, calibration):
+def _onnxruntime_model(tmp_path, source, calibration, scheme):
     pytest.importorskip("onnxruntime")
     from vdla.bench.onnx_quantize import quantize_qdq
-    path = tmp_path / "q.onnx"
-    quantize_qdq(source, calibration, path, "int8")
+    path = tmp_path / f"{scheme}.onnx"
+    quantize_qdq(source, calibration, path, scheme)
     return path
 
 
-@pytest.fixture(scope="module")
-def digits_int8(tmp_path_factory):
+def _digits(tmp_path_factory, scheme):
     data = np.load(MODELS / "digits_data.npz")
     path = _onnxruntime_model(tmp_path_factory.mktemp("digits"), MODELS / "digits.onnx",
-                              data["calibration"])
+                              data["calibration"], scheme)
     return path, data["images"][:64]
 
 
-@pytest.fixture(scope="module")
-def random_int8(tmp_path_factory):
+def _random(tmp_path_factory, scheme):
     import onnx
 
     from tests.graph.models import images, residual_cnn
     folder = tmp_path_factory.mktemp("random")
     onnx.save(residual_cnn(seed=5, channels=16), folder / "f.onnx")
-    return _onnxruntime_model(folder, folder / "f.onnx", images(16, seed=2)), images(8, seed=9)
+    return (_onnxruntime_model(folder, folder / "f.onnx", images(16, seed=2), scheme),
+            images(8, seed=9))
+
+
+# onnxruntime's per-tensor scales (one multiplier a layer) and per-channel weight scales.
+@pytest.fixture(scope="module")
+def digits_int8(tmp_path_factory):
+    return _digits(tmp_path_factory, "int8")
+
+
+@pytest.fixture(scope="module")
+def digits_channel(tmp_path_factory):
+    return _digits(tmp_path_factory, "int8-channel")
+
+
+@pytest.fixture(scope="module")
+def random_int8(tmp_path_factory):
+    return _random(tmp_path_factory, "int8")
+
+
+@pytest.fixture(scope="module")
+def random_channel(tmp_path_factory):
+    return _random(tmp_path_factory, "int8-channel")
+
+
+MODELS_QUANTISED = ["digits_int8", "random_int8", "digits_channel", "random_channel"]
 
 
 def _against_onnxruntime(path, x) -> dict[str, dict]:
@@ -157,7 +200,7 @@ def _against_onnxruntime(path, x) -> dict[str, dict]:
     return node_differences(integer, {"input": x}, quantized_tensors(path, {"input": x}))
 
 
-@pytest.mark.parametrize("model", ["digits_int8", "random_int8"])
+@pytest.mark.parametrize("model", MODELS_QUANTISED)
 def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, request):
     path, x = request.getfixturevalue(model)
     rows = _against_onnxruntime(path, x)
@@ -171,7 +214,7 @@ def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, request):
             assert row["mismatch_rate"] < 0.01, (name, row)
 
 
-@pytest.mark.parametrize("model", ["digits_int8", "random_int8"])
+@pytest.mark.parametrize("model", MODELS_QUANTISED)
 def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, request):
     from vdla.frontend.onnx import load
     from vdla.graph import network_file
@@ -181,7 +224,9 @@ def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, request):
     x = x[:4]
     network = compile_network(load(path, batch=len(x)), load_config("default"))
     layers = [n for n in network.graph.nodes if n.op in ("qconv", "qdense")]
-    assert layers and all(n.attrs.get("multiplier") for n in layers)
+    per_channel = model.endswith("channel")
+    assert layers and all(bool(n.attrs.get("per_channel")) == per_channel
+                          and bool(n.attrs.get("multiplier")) != per_channel for n in layers)
     reference = execute(network.graph, {"input": x}, keep=True)
     loaded = network_file.loads(network_file.dumps(network))
     for target in ("accel", "cpu"):
@@ -217,12 +262,13 @@ def test_network_file_refuses_bad_fixed_point_attributes(digits_int8):
             network_file.loads(_resign(data, change))
 
 
-def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(digits_int8):
+@pytest.mark.parametrize("model", ["digits_int8", "digits_channel"])
+def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(model, request):
     from vdla.frontend.onnx import from_bytes, load
     from vdla.graph.export import to_qdq
     from vdla.graph.kernels import execute
     from vdla.graph.network import quantize_graph
-    path, x = digits_int8
+    path, x = request.getfixturevalue(model)
     integer = quantize_graph(load(path, batch=len(x)))
     back = quantize_graph(from_bytes(to_qdq(integer).SerializeToString(), batch=len(x)))
     assert [(n.op, n.attrs) for n in back.nodes] == [(n.op, n.attrs) for n in integer.nodes]
