@@ -147,8 +147,8 @@ def step_attrs(scale: Scale) -> dict:
 class _Quantizer:
     """Builds the integer graph node by node, tracking each tensor's exponent."""
 
-    def __init__(self, graph: Graph, exponents: dict[str, int]):
-        self.graph, self.exponents = graph, exponents
+    def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False):
+        self.graph, self.exponents, self.per_channel = graph, exponents, per_channel
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
 
@@ -303,10 +303,17 @@ class _Quantizer:
                   relu=bool(node.attrs.get("relu")), multiplier=multiplier, pre_shift=pre_shift)
 
     def constant_scale(self, name: str, value: np.ndarray) -> Scale:
+        """A weight's scale: the model's, else from its values (per output channel with
+        ``per_channel``: powers of two that differ make it a per-channel scale)."""
         tensor = self.graph.tensors[name]
         if tensor.quantized:
             return tensor.exponent, tensor.scale
-        return best_exponent(value), None
+        if not self.per_channel:
+            return best_exponent(value), None
+        exponents = np.array([best_exponent(row) for row in value])
+        if np.unique(exponents).size == 1:
+            return int(exponents[0]), None
+        return None, 2.0 ** -exponents.astype(np.float64)
 
     def _conv(self, node: Node) -> None:
         self._layer(node, "qconv")
@@ -394,7 +401,8 @@ class _Quantizer:
         self.emit(node, "softmax", node.inputs, (None, None), dtype=np.float32)
 
 
-def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
+             per_channel: bool = False) -> Graph:
     """The integer graph of a float graph (after `graph.passes.PIPELINE`).
 
     Parameters
@@ -403,6 +411,10 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> 
     calibration : dict of str to numpy.ndarray, optional
         Sample inputs per graph input (stacked on the first axis); needed
         unless every tensor already has an exponent (a QDQ model).
+    per_channel : bool
+        Weights get one power-of-two scale per output channel; a layer whose
+        channels' scales differ requantises with per-channel multipliers
+        (powers of two, `compiler.requant`) instead of one shift.
 
     Raises
     ------
@@ -410,4 +422,4 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> 
         For a node that cannot be quantised or a tensor without a scale.
     """
     exponents = calibrate(graph, calibration) if calibration is not None else {}
-    return _Quantizer(graph, exponents).run()
+    return _Quantizer(graph, exponents, per_channel).run()

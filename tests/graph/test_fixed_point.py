@@ -274,3 +274,37 @@ def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(model, request
     assert [(n.op, n.attrs) for n in back.nodes] == [(n.op, n.attrs) for n in integer.nodes]
     np.testing.assert_array_equal(execute(back, {"input": x})["logits"],
                                   execute(integer, {"input": x})["logits"])
+
+
+def test_per_channel_power_of_two_weights_run_bit_exact_and_export(tmp_path):
+    import onnx
+
+    from tests.cli.click_runner import invoke
+    from tests.graph.models import images, residual_cnn
+    from vdla.cli.main import cli
+    from vdla.frontend.onnx import load
+    from vdla.graph.kernels import execute
+    from vdla.graph.network import compile_network, quantize_graph
+    onnx.save(residual_cnn(seed=5, channels=16), tmp_path / "f.onnx")
+    x = images(2, seed=9)
+    network = compile_network(load(tmp_path / "f.onnx", batch=2), load_config("default"),
+                              {"input": images(16, seed=2)}, per_channel=True)
+    layers = [n for n in network.graph.nodes if n.op in ("qconv", "qdense")]
+    assert any(n.attrs.get("per_channel") for n in layers)
+    for node in layers:  # per-channel powers of two: every multiplier one
+        if node.attrs.get("per_channel"):
+            bias = network.graph.value(node.inputs[2])
+            multipliers = bias[len(bias) // 2:]
+            assert all(m & (m - 1) == 0 for m in multipliers.tolist())
+    reference = execute(network.graph, {"input": x}, keep=True)
+    for target in ("accel", "cpu"):
+        result = network.run({"input": x}, sim="fsim", target=target, keep=True)
+        for name, array in result.tensors.items():
+            np.testing.assert_array_equal(array, reference[name], err_msg=f"{target} {name}")
+    np.save(tmp_path / "cal.npy", images(16, seed=2))
+    result = invoke(cli, ["quantize", tmp_path / "f.onnx", "--calibration", tmp_path / "cal.npy",
+                          "--batch", 2, "--per-channel", "-o", tmp_path / "q.onnx"])
+    assert result.exit_code == 0, result.output
+    back = quantize_graph(load(tmp_path / "q.onnx", batch=2))
+    (output,) = network.graph.outputs
+    np.testing.assert_array_equal(execute(back, {"input": x})[output], reference[output])
