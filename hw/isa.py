@@ -536,7 +536,16 @@ step (0 when p = 0), the multiplier's rounding by less than ``129 / 2**15 <
 of ``k + 1/2``, and then at most one step from it. The fsim, the RTL and the
 cpu target's C compute these integers bit for bit. Cost: the bias ADD takes
 the REQUANT's place as the pass reading acc[src]; 4 to 7 passes with an
-immediate (one micro-op a cycle) come on top.
+immediate (one micro-op a cycle) come on top, and since instructions start in
+program order the next tile's GEMMs wait for all but the last of them.
+
+**Per-channel multipliers** (``per_channel``; per-channel weight scales, or
+power-of-two ones that differ between channels): the same sequence with
+``MUL`` reading ``M[k]`` from acc (src), the multipliers' blocks loaded
+after the biases' into the bias region. p and q are shared: p the largest
+any channel needs, q the largest that keeps every ``M[k] <= T``, so a
+channel with a smaller scale has a smaller multiplier and both error terms
+above grow with the spread ``max(S) / min(S)`` of the layer's scales.
 """
 
 
