@@ -168,25 +168,21 @@ def _random(tmp_path_factory, scheme):
             images(8, seed=9))
 
 
-# onnxruntime's per-tensor scales (one multiplier a layer) and per-channel weight scales.
 @pytest.fixture(scope="module")
-def digits_int8(tmp_path_factory):
-    return _digits(tmp_path_factory, "int8")
+def quantised(tmp_path_factory):
+    """``quantised("digits_int8")``: (path, inputs) of a model onnxruntime quantised, built
+    once: its per-tensor scales (``int8``: one multiplier a layer) or per-channel weight
+    scales (``channel``)."""
+    built = {}
 
-
-@pytest.fixture(scope="module")
-def digits_channel(tmp_path_factory):
-    return _digits(tmp_path_factory, "int8-channel")
-
-
-@pytest.fixture(scope="module")
-def random_int8(tmp_path_factory):
-    return _random(tmp_path_factory, "int8")
-
-
-@pytest.fixture(scope="module")
-def random_channel(tmp_path_factory):
-    return _random(tmp_path_factory, "int8-channel")
+    def get(name: str):
+        if name not in built:
+            source, scheme = name.split("_")
+            build = _digits if source == "digits" else _random
+            built[name] = build(tmp_path_factory, {"int8": "int8",
+                                                   "channel": "int8-channel"}[scheme])
+        return built[name]
+    return get
 
 
 MODELS_QUANTISED = ["digits_int8", "random_int8", "digits_channel", "random_channel"]
@@ -201,8 +197,8 @@ def _against_onnxruntime(path, x) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize("model", MODELS_QUANTISED)
-def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, request):
-    path, x = request.getfixturevalue(model)
+def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, quantised):
+    path, x = quantised(model)
     rows = _against_onnxruntime(path, x)
     assert {row["op"] for row in rows.values()} >= {"qconv", "qadd"}
     for name, row in rows.items():
@@ -215,12 +211,12 @@ def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, request):
 
 
 @pytest.mark.parametrize("model", MODELS_QUANTISED)
-def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, request):
+def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, quantised):
     from vdla.frontend.onnx import load
     from vdla.graph import network_file
     from vdla.graph.kernels import execute
     from vdla.graph.network import compile_network
-    path, x = request.getfixturevalue(model)
+    path, x = quantised(model)
     x = x[:4]
     network = compile_network(load(path, batch=len(x)), load_config("default"))
     layers = [n for n in network.graph.nodes if n.op in ("qconv", "qdense")]
@@ -235,12 +231,12 @@ def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, request):
             np.testing.assert_array_equal(array, reference[name], err_msg=f"{target} {name}")
 
 
-def test_network_file_refuses_bad_fixed_point_attributes(digits_int8):
+def test_network_file_refuses_bad_fixed_point_attributes(quantised):
     from tests.graph.test_network_file import _resign
     from vdla.frontend.onnx import load
     from vdla.graph import network_file
     from vdla.graph.network import compile_network
-    path, _ = digits_int8
+    path, _ = quantised("digits_int8")
     data = network_file.dumps(compile_network(load(path, batch=1), load_config("tiny"),
                                               target="cpu"))
 
@@ -263,12 +259,12 @@ def test_network_file_refuses_bad_fixed_point_attributes(digits_int8):
 
 
 @pytest.mark.parametrize("model", ["digits_int8", "digits_channel"])
-def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(model, request):
+def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(model, quantised):
     from vdla.frontend.onnx import from_bytes, load
     from vdla.graph.export import to_qdq
     from vdla.graph.kernels import execute
     from vdla.graph.network import quantize_graph
-    path, x = request.getfixturevalue(model)
+    path, x = quantised(model)
     integer = quantize_graph(load(path, batch=len(x)))
     back = quantize_graph(from_bytes(to_qdq(integer).SerializeToString(), batch=len(x)))
     assert [(n.op, n.attrs) for n in back.nodes] == [(n.op, n.attrs) for n in integer.nodes]
