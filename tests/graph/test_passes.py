@@ -118,8 +118,12 @@ def test_qdq_scales_are_exponents_or_other_scales():
     with pytest.raises(GraphError, match=r"^n: scale 0.1 is not a power of two \(vdla's "
                                          r"requantisation by one shift needs one\)$"):
         scale_exponent(np.float32(0.1), "n")
-    with pytest.raises(GraphError, match=r"^n: per-channel scales are not supported"):
+    with pytest.raises(GraphError, match=r"^n: per-channel scales are supported for weights "
+                                         r"and biases only \(an activation needs one scale per "
+                                         r"tensor\)$"):
         read_scale(np.array([0.5, 0.25]), "n")
+    exponent, scales = read_scale(np.array([0.5, 0.25]), "n", per_channel=True)
+    assert exponent is None and scales.tolist() == [0.5, 0.25]
     for bad in (0.0, -0.5, np.inf):
         with pytest.raises(GraphError, match=r"^n: scale .* is not a finite positive number$"):
             read_scale(np.float32(bad), "n")
