@@ -30,7 +30,8 @@ Schemes (``scheme``):
     int8 weights (``QLinearConv`` u8s8 kernels after its QDQ fusions).
 
 `qdq_scales` reads a QDQ model's scales and `quantized_tensors` runs it with
-every quantised activation exposed, for tensor-by-tensor comparisons.
+every quantised activation exposed, for tensor-by-tensor comparisons, which
+`node_differences` makes against vdla's integer graph.
 ``onnx`` and ``onnxruntime`` are needed (``pip install 'vdla[compare]'``).
 """
 
@@ -41,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["quantize_qdq", "SCHEMES", "qdq_scales", "quantized_tensors"]
+__all__ = ["quantize_qdq", "SCHEMES", "qdq_scales", "quantized_tensors", "node_differences"]
 
 SCHEMES = ("int8", "int8-pow2", "int8-pow2-nearest", "int8-channel", "uint8")
 # How each power-of-two scheme rounds log2 of the int8 scheme's scales.
@@ -169,3 +170,41 @@ def quantized_tensors(model_path, feed: dict[str, np.ndarray]) -> dict[str, np.n
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
     return dict(zip(names.values(), session.run(list(names), feed)))
+
+
+def node_differences(integer, feed: dict[str, np.ndarray], theirs: dict[str, np.ndarray]
+                     ) -> dict[str, dict]:
+    """vdla's integer graph against another implementation's int8 tensors, node by node.
+
+    Parameters
+    ----------
+    integer : vdla.graph.ir.Graph
+        The quantised graph (`vdla.graph.network.quantize_graph`).
+    feed : dict of str to ndarray
+        Its inputs.
+    theirs : dict of str to ndarray
+        The other implementation's int8 tensors by vdla's tensor names (those
+        it lacks are left out).
+
+    Returns
+    -------
+    dict
+        Per node with an int8 output in ``theirs``: ``op``, ``max_lsb`` and
+        ``mismatch_rate`` of the node run on their inputs (its own
+        differences), and ``end_to_end_max_lsb`` of vdla's whole run.
+    """
+    from vdla.graph.kernels import execute, run_node
+    ours = execute(integer, feed, keep=True)
+    rows = {}
+    for node in integer.nodes:
+        (out,) = node.outputs
+        if out not in theirs or ours[out].dtype != np.int8:
+            continue
+        args = [theirs[name] if name in theirs and ours[name].dtype == np.int8 else ours[name]
+                for name in node.inputs]
+        alone = np.abs(run_node(node, args)[0].astype(int) - theirs[out].astype(int))
+        chained = np.abs(ours[out].astype(int) - theirs[out].astype(int))
+        rows[node.name] = {"op": node.op, "max_lsb": int(alone.max()),
+                           "mismatch_rate": float((alone > 0).mean()),
+                           "end_to_end_max_lsb": int(chained.max())}
+    return rows

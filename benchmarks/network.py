@@ -54,11 +54,11 @@ MODELS = ROOT / "benchmarks" / "models"
 RESULTS = ROOT / "benchmarks" / "results"
 # The clock accelerator cycles are shown at: the ECPIX-5 board's (README).
 CLOCK_MHZ = 100.0
-# Timed runs per configuration of the breakdown; each node's best counts.
-REPEAT = 3
 
 from vdla.frontend.onnx import load  # noqa: E402
-from vdla.graph.kernels import execute, run_node  # noqa: E402
+from vdla.bench.breakdown import breakdown, end_to_end, plot_breakdown  # noqa: E402
+from vdla.bench.onnx_quantize import node_differences  # noqa: E402
+from vdla.graph.kernels import execute  # noqa: E402
 from vdla.graph.network import compile_network  # noqa: E402
 from vdla.graph.network_file import dumps  # noqa: E402
 from vdla.graph.placement import LAYER_OPS, layer_op  # noqa: E402
@@ -98,19 +98,7 @@ def onnxruntime_per_node(integer, images) -> dict[str, dict[str, float]] | str:
     session = ort.InferenceSession(model.SerializeToString())
     name = integer.inputs[0]
     theirs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {name: images})))
-    ours = execute(integer, {name: images}, keep=True)
-    rows = {}
-    for node in integer.nodes:
-        if node.outputs[0] in computed:
-            args = [theirs.get(n, ours[n]) for n in node.inputs]
-            difference = np.abs(run_node(node, args)[0].astype(int)
-                                - theirs[node.outputs[0]].astype(int))
-            end_to_end = np.abs(ours[node.outputs[0]].astype(int)
-                                - theirs[node.outputs[0]].astype(int))
-            rows[node.name] = {"op": node.op, "max_lsb": int(difference.max()),
-                               "mismatch_rate": float((difference > 0).mean()),
-                               "end_to_end_max_lsb": int(end_to_end.max())}
-    return rows
+    return node_differences(integer, {name: images}, theirs)
 
 
 def digits_figures() -> dict:
@@ -147,83 +135,6 @@ def digits_figures() -> dict:
         batch16["default"], MODELS / "digits.onnx", data["images"][:16], data["calibration"],
         sum(figures["breakdown_16_ms"]["cpu + accelerator"].values()))
     return figures
-
-
-# Kinds of work in the breakdown, in stacking order.
-_KINDS = {"qconv": "conv", "qdense": "dense", "qadd": "residual add", "maxpool": "pooling",
-          "qavgpool": "pooling", "qglobal_avgpool": "pooling"}
-
-
-def breakdown(network, images, accel_cycles: dict[str, int], clock_mhz: float
-              ) -> dict[str, dict[str, float]]:
-    """Milliseconds per kind of work: all on the CPU, and with the accelerator.
-
-    CPU only: every layer as the cpu target's generated C (its own call, one
-    thread, warm), the rest as numpy on the host (each node's best of
-    `REPEAT` runs). With the accelerator: the same host work, and the
-    accelerator layers' ``accel_cycles`` (from an RTL run) at ``clock_mhz``.
-    """
-    name = network.graph.inputs[0]
-    network.run({name: images}, target="cpu", threads=1)  # warm: the C built and loaded
-    runs = [network.run({name: images}, target="cpu", threads=1).layers
-            for _ in range(REPEAT)]
-    shares = {"cpu only": {}, "cpu + accelerator": {}}
-    for index, row in enumerate(runs[0]):
-        kind = _KINDS.get(row["op"], "other host work")
-        key = "kernel_seconds" if row["place"] == "cpu" else "seconds"
-        ms = min(run[index][key] for run in runs) * 1e3
-        label = f"{kind} (cpu)" if row["place"] == "cpu" else kind
-        shares["cpu only"][label] = shares["cpu only"].get(label, 0.0) + ms
-        if row["name"] in accel_cycles:
-            label, ms = f"{kind} (accelerator)", accel_cycles[row["name"]] / (clock_mhz * 1e3)
-        shares["cpu + accelerator"][label] = shares["cpu + accelerator"].get(label, 0.0) + ms
-    return {bar: {kind: round(ms, 4) for kind, ms in kinds.items()}
-            for bar, kinds in shares.items()}
-
-
-def plot_breakdown(shares: dict[str, dict[str, float]], title: str, path: Path) -> None:
-    """Stacked bars, one per configuration, in the manner of the TVM paper's figure."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    kinds = sorted({kind for bars in shares.values() for kind in bars})
-    figure, axes = plt.subplots(figsize=(6, 4))
-    bottoms = [0.0] * len(shares)
-    for kind in kinds:
-        heights = [bars.get(kind, 0.0) for bars in shares.values()]
-        axes.bar(list(shares), heights, bottom=bottoms, label=kind)
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
-    axes.set_ylabel("time per inference batch (ms)")
-    axes.set_title(title)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-
-
-def end_to_end(network, model_path: Path, image: np.ndarray, calibration: np.ndarray,
-               host_and_accel_ms: float) -> dict | str:
-    """Whole-network latency, each implementation timed in a block of its own (batch of ``image``).
-
-    vdla on the CPU (`Network.run` with ``target="cpu"``, one thread: generated
-    C layers, numpy host work, every copy included); onnxruntime fp32 and its
-    own int8 QDQ forms (`bench.onnx_network`, one thread, no spinning); and
-    vdla with the accelerator, projected: its layers' RTL cycles at
-    `CLOCK_MHZ` plus the host work measured on the CPU.
-    """
-    try:
-        from vdla.bench.onnx_network import peer_models, time_block, time_model
-    except ImportError:
-        return "not measured (pip install 'vdla[compare]')"
-    name = network.graph.inputs[0]
-    timing, _ = time_block("vdla cpu int8", lambda: network.run({name: image}, target="cpu",
-                                                                threads=1), threads=1)
-    rows = {"vdla cpu int8": timing.as_dict(),
-            "vdla cpu + accelerator (projected)": {"median_ms": round(host_and_accel_ms, 3)}}
-    with tempfile.TemporaryDirectory() as folder:
-        for label, path in peer_models(model_path, calibration, folder).items():
-            rows[label] = time_model(label, path, {name: image})[0].as_dict()
-    return rows
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

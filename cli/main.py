@@ -13,7 +13,7 @@ from vdla import __version__
 
 # Each module defines a click command (or group) called ``command``.
 SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "compare", "tune", "dse", "demo",
-               "config", "inputs", "quantize"]
+               "config", "inputs", "quantize", "bench_net"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

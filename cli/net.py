@@ -20,7 +20,13 @@ from vdla.cli.clock import clock_option
 from vdla.cli.options import config_option, fail
 from vdla.graph.errors import GraphError
 
-__all__ = ["ModelGroup", "compile_model", "run_network", "inspect_network"]
+__all__ = ["ModelGroup", "compile_model", "run_network", "inspect_network",
+           "per_channel_option"]
+
+per_channel_option = click.option(
+    "--per-channel", "per_channel", is_flag=True,
+    help="Calibrate weights with one power-of-two scale per output channel (layers whose "
+         "channels differ requantise with per-channel multipliers; docs/isa.md).")
 
 
 class ModelGroup(click.Group):
@@ -55,9 +61,10 @@ def _names(value: str | None) -> list[str]:
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The network file to write (.vdla).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@per_channel_option
 @config_option
 def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
-                  output, as_json, config):
+                  output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.run import _read_npy, _writable
     from vdla.frontend.onnx import load as load_model
@@ -74,7 +81,8 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                      "calibrates a single-input model")
             calibration = {graph.inputs[0]: samples}
         network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
-                                  target=target, by_cost=by_cost, clock_mhz=clock_mhz)
+                                  target=target, by_cost=by_cost, clock_mhz=clock_mhz,
+                                  per_channel=per_channel)
         save(network, output)
     except GraphError as error:
         fail(str(error))

@@ -12,6 +12,7 @@ import json
 
 import click
 
+from vdla.cli.net import per_channel_option
 from vdla.cli.options import fail
 from vdla.graph.errors import GraphError
 
@@ -25,7 +26,8 @@ from vdla.graph.errors import GraphError
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The QDQ model to write (.onnx).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def command(model_path, calibration_path, batch, output, as_json):
+@per_channel_option
+def command(model_path, calibration_path, batch, output, as_json, per_channel):
     """Quantise a float ONNX model to int8 (power-of-two scales) and write it as QDQ."""
     import onnx
     from vdla.cli.run import _read_npy, _writable
@@ -39,7 +41,7 @@ def command(model_path, calibration_path, batch, output, as_json):
             fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
                  "calibrates a single-input model")
         samples = _read_npy(calibration_path, "--calibration")
-        integer = quantize_graph(graph, {graph.inputs[0]: samples})
+        integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel)
         onnx.save(to_qdq(integer), output)
     except GraphError as error:
         fail(str(error))

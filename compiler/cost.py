@@ -13,6 +13,7 @@ import math
 
 from vdla.compiler.lower import chunk_loads
 from vdla.compiler.passes.uop_folding import kernel_budget
+from vdla.compiler.requant import extra_alu_passes
 from vdla.compiler.schedule import AXES, TilePlan, ceil_div
 from vdla.hw.config import HwConfig
 
@@ -131,6 +132,14 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
     gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
+    epilogue, fixed = geometry.epilogue, 0.0
+    if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
+        passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
+        alu += passes * (slot["acc"] + 8)
+        # Instructions start in program order: the next tile's GEMMs wait until the last
+        # pass starts, so every pass before it (the bias ADD, two cycles a micro-op, and
+        # the immediates) runs serially with the GEMMs.
+        fixed = 2 * slot["acc"] + 8 + (passes - 1) * (slot["acc"] + 8)
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
     store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
     store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
@@ -146,7 +155,7 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
         chain = alu + store
         window = (plan.threads - 1) * gemm / chunks
         serial = (1 - plan.epilogue_overlap()) * alu if epilogue_stalls else 0.0
-        period = max(gemm + serial + max(0.0, chain - window), load, store)
+        period = max(gemm + serial + fixed + max(0.0, chain - window), load, store)
     else:
         period = load + gemm + alu + store
     # Edge tiles are smaller: scale the full tile's period by the real work.

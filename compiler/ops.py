@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from vdla.compiler.errors import ShapeError
+from vdla.compiler.requant import CLAMP, check_fixed_point, requantize
 from vdla.hw import isa
 
 __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accelerator_limits"]
@@ -83,32 +84,69 @@ class Epilogue:
         Arithmetic right shift (>= 0) after the bias add.
     relu : bool
         Clamp negative results to zero.
+    multiplier : int, optional
+        A fixed-point multiplier (1 ..  2**15 - 1): requantise ``acc + bias``
+        by ``multiplier * 2**-(pre_shift + shift)`` with rounding to nearest,
+        as `compiler.requant` defines, instead of one plain shift.
+    pre_shift : int
+        The shift before the multiplier (with a multiplier only).
+    per_channel : bool
+        One multiplier per output channel instead of ``multiplier``: the
+        layer's bias input is then ``(2 * channels,)``, the biases followed
+        by the multipliers (`per_channel_bias`).
     """
 
     bias: bool = False
     shift: int = 0
     relu: bool = False
+    multiplier: int | None = None
+    pre_shift: int = 0
+    per_channel: bool = False
+
+    @property
+    def fixed_point(self) -> bool:
+        """Whether it requantises with a multiplier (`compiler.requant`), not one shift."""
+        return self.multiplier is not None or self.per_channel
 
     def __post_init__(self):
         # A truthy string would mean one thing to numpy's reference and another
         # to generated code (which reads the flag as a number): booleans only.
-        for name in ("bias", "relu"):
+        for name in ("bias", "relu", "per_channel"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ShapeError(f"{name}: expected true or false, got {getattr(self, name)!r}")
         if not isinstance(self.shift, (int, np.integer)) or isinstance(self.shift, bool) \
                 or self.shift < 0:
             raise ShapeError(f"shift: expected an integer >= 0, got {self.shift!r}")
+        if self.per_channel and (self.multiplier is not None or not self.bias):
+            raise ShapeError("per_channel multipliers come with the bias (bias true) instead "
+                             "of one multiplier")
+        if self.fixed_point:
+            try:
+                check_fixed_point(self.multiplier or 1, self.pre_shift, self.shift)
+            except ValueError as error:
+                raise ShapeError(str(error)) from None
+        elif self.pre_shift:
+            raise ShapeError(f"pre_shift {self.pre_shift!r} needs a multiplier")
 
     def apply(self, acc: np.ndarray, bias: np.ndarray | None, channel_axis: int) -> np.ndarray:
         """Reference epilogue on an int64 accumulator array (wrapping as int32 hardware does)."""
         value = acc.astype(np.int64)
+        shape = [1] * value.ndim
+        shape[channel_axis] = -1
         if self.bias:
-            shape = [1] * value.ndim
-            shape[channel_axis] = -1
-            value = value + np.asarray(bias, dtype=np.int64).reshape(shape)
+            biases = np.asarray(bias, dtype=np.int64)
+            if self.per_channel:  # the biases, then the multipliers
+                biases = biases[:len(biases) // 2]
+            value = value + biases.reshape(shape)
         # The accelerator accumulates and adds in int32, wrapping.
         value = value.astype(np.int32).astype(np.int64)
-        value = value >> min(self.shift, 63)
+        if not self.fixed_point:
+            value = value >> min(self.shift, 63)
+        else:
+            multiplier = self.multiplier
+            if self.per_channel:
+                multiplier = np.asarray(bias, np.int64)[len(bias) // 2:].reshape(shape)
+            value = requantize(value, multiplier, self.pre_shift, self.shift)
         value = np.clip(value, -128, 127)
         if self.relu:
             value = np.maximum(value, 0)
@@ -167,13 +205,18 @@ class _Op:
 
     @property
     def epilogue(self) -> Epilogue:
-        return Epilogue(self.bias, self.shift, self.relu)
+        return Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
+                        self.per_channel)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"op": self.kind}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             data[field.name] = list(value) if isinstance(value, tuple) else value
+        if not self.per_channel:  # files written before per-channel multipliers: unchanged
+            del data["per_channel"]
+        if not self.epilogue.fixed_point:  # ... and before fixed-point epilogues
+            del data["multiplier"], data["pre_shift"]
         return self._compact_dict(data)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +235,14 @@ class _Op:
         if self.bias:
             inputs["bias"] = rng.integers(-bias_range, bias_range, size=shapes["bias"],
                                           dtype=np.int32)
+        if self.per_channel:  # the second half: multipliers in their range
+            half = shapes["bias"][0] // 2
+            inputs["bias"][half:] = rng.integers(1, CLAMP + 1, size=half)
         return inputs
+
+    @property
+    def _bias_layout(self) -> str:
+        return "bias_pair" if self.per_channel else "bias"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,12 +269,16 @@ class Conv2d(_ConvOutput, _Op):
     bias : bool
     shift : int
     relu : bool
+        The epilogue (`Epilogue`).
     groups : int
         Channel groups, dividing both channel counts (``groups ==
         in_channels == out_channels`` is a depthwise convolution); the weight
         is ``(out_channels, in_channels / groups, KH, KW)``.
     dilation : int or (int, int)
         Spacing of the kernel's taps along rows and columns.
+    multiplier : int, optional
+    pre_shift : int
+        A fixed-point requantisation (`Epilogue`, `compiler.requant`).
 
     Raises
     ------
@@ -248,6 +302,9 @@ class Conv2d(_ConvOutput, _Op):
     relu: bool = False
     groups: int = 1
     dilation: tuple[int, int] = (1, 1)
+    multiplier: int | None = None
+    pre_shift: int = 0
+    per_channel: bool = False
 
     kind = "conv2d"
 
@@ -282,7 +339,8 @@ class Conv2d(_ConvOutput, _Op):
             if size > MAX_STRIDE:
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
-        Epilogue(self.bias, self.shift, self.relu)
+        Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
+                 self.per_channel)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         # Symmetric padding as the (height, width) pair and the default groups
@@ -334,9 +392,10 @@ class Conv2d(_ConvOutput, _Op):
         """The normalised convolution the compiler lowers."""
         shapes = {"data": (self.batch, self.in_channels, self.height, self.width),
                   "weight": self.weight_shape,
-                  "bias": (self.out_channels,),
+                  "bias": (self.out_channels * (2 if self.per_channel else 1),),
                   "out": self.output_shape}
-        layouts = {"data": "activation", "weight": "weight", "bias": "bias", "out": "output"}
+        layouts = {"data": "activation", "weight": "weight", "bias": self._bias_layout,
+                   "out": "output"}
         return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
                             layouts, shapes, self.dilation, self.groups)
@@ -368,7 +427,7 @@ class Conv2d(_ConvOutput, _Op):
         """Independent numpy result, int8 of shape (N, K, OH, OW)."""
         acc = self.accumulate(data, weight)
         if self.bias:
-            _check_shape("bias", np.shape(bias), (self.out_channels,))
+            _check_shape("bias", np.shape(bias), self.geometry().shapes["bias"])
         return self.epilogue.apply(acc, bias, channel_axis=1)
 
 
@@ -387,6 +446,9 @@ class Dense(_Op):
     bias : bool
     shift : int
     relu : bool
+    multiplier : int, optional
+    pre_shift : int
+        The epilogue (`Epilogue`).
     """
 
     batch: int
@@ -395,13 +457,17 @@ class Dense(_Op):
     bias: bool = False
     shift: int = 0
     relu: bool = False
+    multiplier: int | None = None
+    pre_shift: int = 0
+    per_channel: bool = False
 
     kind = "dense"
 
     def __post_init__(self):
         for name in ("batch", "in_features", "out_features"):
             _positive(name, getattr(self, name))
-        Epilogue(self.bias, self.shift, self.relu)
+        Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
+                 self.per_channel)
 
     @property
     def output_shape(self) -> tuple[int, int]:
@@ -418,9 +484,9 @@ class Dense(_Op):
     def geometry(self) -> ConvGeometry:
         shapes = {"data": (self.batch, self.in_features),
                   "weight": (self.out_features, self.in_features),
-                  "bias": (self.out_features,),
+                  "bias": (self.out_features * (2 if self.per_channel else 1),),
                   "out": self.output_shape}
-        layouts = {"data": "dense_data", "weight": "dense_weight", "bias": "bias",
+        layouts = {"data": "dense_data", "weight": "dense_weight", "bias": self._bias_layout,
                    "out": "dense_output"}
         return ConvGeometry(self.batch, self.in_features, self.out_features, 1, 1, (1, 1),
                             (1, 1), (0, 0, 0, 0), self.epilogue, layouts, shapes)
@@ -433,7 +499,7 @@ class Dense(_Op):
         _check_shape("data", data.shape, (self.batch, self.in_features))
         _check_shape("weight", weight.shape, (self.out_features, self.in_features))
         if self.bias:
-            _check_shape("bias", np.shape(bias), (self.out_features,))
+            _check_shape("bias", np.shape(bias), self.geometry().shapes["bias"])
         return self.epilogue.apply(data @ weight.T, bias, channel_axis=1)
 
 
@@ -486,8 +552,10 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:
-    parts = (["+bias"] if epilogue.bias else []) + ([f">>{epilogue.shift}"] if epilogue.shift
-                                                     else []) + (["relu"] if epilogue.relu else [])
+    scale = ([f"*{epilogue.multiplier or 'M[k]'}>>{epilogue.pre_shift}+{epilogue.shift}"]
+             if epilogue.fixed_point else
+             [f">>{epilogue.shift}"] if epilogue.shift else [])
+    parts = (["+bias"] if epilogue.bias else []) + scale + (["relu"] if epilogue.relu else [])
     return (" " + " ".join(parts)) if parts else ""
 
 

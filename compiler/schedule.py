@@ -332,7 +332,9 @@ def reserved_bias(geometry: ConvGeometry, config: HwConfig, k_blocks: int, tile_
     """
     if not geometry.epilogue.bias:
         return 0
-    return k_blocks if k_blocks <= config.depth("acc") // 8 else tile_k
+    # Per-channel multipliers follow the biases: two blocks per channel block.
+    copies = 2 if geometry.epilogue.per_channel else 1
+    return copies * (k_blocks if copies * k_blocks <= config.depth("acc") // 8 else tile_k)
 
 
 def load_schedule(path: str | Path) -> Schedule:

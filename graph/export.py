@@ -33,15 +33,24 @@ def to_qdq(graph: Graph, opset: int = 17):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     nodes, inits = [], []
-    scales: dict[int, str] = {}
+    scales: dict[tuple, str] = {}
     dequantized: set[str] = set()
 
-    def scale(exponent: int) -> str:
-        if exponent not in scales:
-            scales[exponent] = f"scale/2^{-exponent}"
-            inits.append(numpy_helper.from_array(np.array(2.0 ** -exponent, np.float32),
-                                                 scales[exponent]))
-        return scales[exponent]
+    def scale(name: str) -> str:
+        """The initialiser holding tensor ``name``'s scale (one per distinct scale)."""
+        tensor = graph.tensors[name]
+        vector = isinstance(tensor.scale, np.ndarray)  # per output channel
+        key = (tensor.exponent, tuple(tensor.scale) if vector else tensor.scale)
+        if key not in scales:
+            scales[key] = (f"scale/2^{-tensor.exponent}" if tensor.exponent is not None
+                           else f"scale/{name}" if vector else f"scale/{tensor.scale!r}")
+            inits.append(numpy_helper.from_array(np.array(tensor.real_scale, np.float32),
+                                                 scales[key]))
+        return scales[key]
+
+    def axis(name: str) -> dict:
+        """A per-channel scale's axis (the output channels), as DequantizeLinear takes it."""
+        return {"axis": 0} if isinstance(graph.tensors[name].scale, np.ndarray) else {}
 
     zero8, zero32 = "zero/int8", "zero/int32"
     inits += [numpy_helper.from_array(np.array(0, np.int8), zero8),
@@ -56,20 +65,20 @@ def to_qdq(graph: Graph, opset: int = 17):
             return out
         dequantized.add(out)
         zero = zero32 if tensor.dtype == np.int32 else zero8
-        nodes.append(helper.make_node("DequantizeLinear", [name, scale(tensor.exponent), zero],
-                                      [out], name=f"{name}/dq"))
+        nodes.append(helper.make_node("DequantizeLinear", [name, scale(name), zero],
+                                      [out], name=f"{name}/dq", **axis(name)))
         return out
 
     def quantize(node: Node, value: str) -> None:
         (out,) = node.outputs
         nodes.append(helper.make_node("QuantizeLinear",
-                                      [value, scale(graph.tensors[out].exponent), zero8], [out],
+                                      [value, scale(out), zero8], [out],
                                       name=f"{out}/q"))
 
     for name, tensor in graph.tensors.items():
         if tensor.constant:
             value = tensor.value
-            if tensor.exponent is not None and tensor.dtype == np.int32:
+            if tensor.quantized and tensor.dtype == np.int32:
                 continue  # biases are written per layer, without the rounding term
             inits.append(numpy_helper.from_array(np.asarray(value), name))
     for node in graph.nodes:
@@ -78,12 +87,17 @@ def to_qdq(graph: Graph, opset: int = 17):
             quantize(node, node.inputs[0])
         elif op in ("qconv", "qdense"):
             x, w, b = node.inputs
-            bias = graph.value(b).astype(np.int64) - (1 << attrs["shift"] >> 1)
+            # A fixed-point layer rounds by itself; a shift's rounding is in its bias.
+            fixed_point = attrs.get("multiplier") or attrs.get("per_channel")
+            rounding = 0 if fixed_point else 1 << attrs["shift"] >> 1
+            bias = graph.value(b).astype(np.int64) - rounding
+            if attrs.get("per_channel"):  # the biases, without the multipliers after them
+                bias = bias[:len(bias) // 2]
             b_name = f"{node.name}/bias"
             inits.append(numpy_helper.from_array(bias.astype(np.int32), b_name))
             b_deq = f"{b_name}/f"
-            nodes.append(helper.make_node("DequantizeLinear", [b_name, scale(
-                graph.tensors[b].exponent), zero32], [b_deq], name=f"{b_name}/dq"))
+            nodes.append(helper.make_node("DequantizeLinear", [b_name, scale(b), zero32],
+                                          [b_deq], name=f"{b_name}/dq", **axis(b)))
             inputs = [dequantize(x), dequantize(w), b_deq]
             raw = f"{node.outputs[0]}/raw"
             if op == "qconv":
@@ -111,9 +125,8 @@ def to_qdq(graph: Graph, opset: int = 17):
             quantize(node, raw)
         elif op == "dequantize_output":
             (out,) = node.outputs
-            source = graph.tensors[node.inputs[0]]
             nodes.append(helper.make_node("DequantizeLinear",
-                                          [node.inputs[0], scale(source.exponent), zero8],
+                                          [node.inputs[0], scale(node.inputs[0]), zero8],
                                           [out], name=node.name))
         elif op == "softmax":
             nodes.append(helper.make_node("Softmax", node.inputs, node.outputs, name=node.name,
@@ -155,11 +168,10 @@ def _float_attrs(node: Node, helper, inits, numpy_helper, graph: Graph) -> dict:
         inits.append(numpy_helper.from_array(np.array(attrs["shape"], np.int64), name))
         return {"_inputs": [name]}
     if node.op == "clip":
-        exponent = graph.tensors[node.inputs[0]].exponent
+        step = graph.tensors[node.inputs[0]].real_scale
         names = [f"{node.name}/min", f"{node.name}/max"]
         for name, bound in zip(names, (attrs["min"], attrs["max"])):
-            inits.append(numpy_helper.from_array(np.array(bound * 2.0 ** -exponent, np.float32),
-                                                 name))
+            inits.append(numpy_helper.from_array(np.array(bound * step, np.float32), name))
         return {"_inputs": names}
     if node.op == "pad":
         top, left, bottom, right = attrs["pads"]

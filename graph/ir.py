@@ -28,14 +28,27 @@ to these; `graph.kernels` gives each its numpy semantics)::
 and the integer operators `graph.quantize` writes (``exponent`` e means a
 real value ``q * 2**-e``)::
 
-    quantize_input  x (float)  -> int8        exponent
+    quantize_input  x (float)  -> int8        exponent or scale
     qconv           x, w, b (int8, int8, int32) -> int8   kernel, stride, pads, groups,
                                                           dilation, shift, relu
-    qdense          x, w, b    -> int8        shift, relu
+                                                          [multiplier or per_channel,
+                                                          pre_shift]
+    qdense          x, w, b    -> int8        shift, relu [multiplier or per_channel, pre_shift]
     qadd            a, b       -> int8        shift_a, shift_b, shift, relu
+                                              or scale_a, scale_b, relu
     qavgpool        x          -> int8        kernel, stride, pads, count_include_pad
-    qglobal_avgpool x          -> int8
-    dequantize_output x (int8) -> float32     exponent
+                                              [scale, out_scale]
+    qglobal_avgpool x          -> int8        [scale, out_scale]
+    dequantize_output x (int8) -> float32     exponent or scale
+
+A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
+shift)`` (`compiler.requant`), for scales that are not powers of two; with
+``per_channel`` its bias input ``b`` holds the biases, then one multiplier
+per output channel (a model's per-channel weight scales); a
+``qadd`` with ``scale_a``/``scale_b`` rescales each operand by that float32
+factor and rounds half to even, as onnxruntime's QLinearAdd does; pools with
+``scale``/``out_scale`` average in float32 as onnxruntime between its
+DequantizeLinear and QuantizeLinear.
 
 (``maxpool``, ``flatten``, ``reshape`` and ``pad`` work on int8 unchanged.)
 """
@@ -66,6 +79,10 @@ class Tensor:
         The data of a constant (of ``shape`` and ``dtype``).
     exponent : int, optional
         For a quantised tensor: its real value is ``q * 2**-exponent``.
+    scale : float or numpy.ndarray, optional
+        For a quantised tensor whose scale is not a power of two (a model
+        another tool quantised): its real value is ``q * scale``; a weight's
+        or bias's may be one per output channel (first axis).
     """
 
     name: str
@@ -73,6 +90,7 @@ class Tensor:
     dtype: np.dtype
     value: np.ndarray | None = None
     exponent: int | None = None
+    scale: float | None = None
 
     def __post_init__(self):
         self.shape = tuple(int(n) for n in self.shape)
@@ -81,6 +99,20 @@ class Tensor:
     @property
     def constant(self) -> bool:
         return self.value is not None
+
+    @property
+    def quantized(self) -> bool:
+        """Whether the tensor has a scale (``exponent`` or ``scale``)."""
+        return self.exponent is not None or self.scale is not None
+
+    @property
+    def real_scale(self) -> float:
+        """The value of one integer step: ``scale``, or ``2**-exponent``."""
+        if self.scale is not None:
+            return self.scale
+        if self.exponent is None:
+            raise GraphError(f"tensor {self.name!r} has no scale")
+        return 2.0 ** -self.exponent
 
     def describe(self) -> str:
         """``"int8 (1, 16, 8, 8)"``."""

@@ -11,9 +11,15 @@ compiler that lowers them, so a run checks the accelerator against them.
 Spatial operators work on axes 2 and 3 and carry any axes after them along,
 so they run unchanged on the blocked layout of `graph.layout`.
 
-Integer rounding is round half up everywhere (``floor(x + 1/2)``): the
+Rounding. The accelerator's layers round half up (``floor(x + 1/2)``): the
 requantisation shift folds ``2**(shift-1)`` into the bias (`graph.quantize`),
-so the hardware's plain arithmetic shift rounds the same way.
+so the hardware's plain arithmetic shift rounds that way, and a fixed-point
+multiplier rounds so by itself (`compiler.requant`). The host's operators
+(input quantisation, residual add, average pools) round half to even, as
+ONNX's QuantizeLinear after a float operator does: onnxruntime running the
+same scales then computes the same integers. With a ``scale`` attribute (a
+scale that is not a power of two) they compute as onnxruntime does, in
+float32 between DequantizeLinear and QuantizeLinear.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from vdla.compiler.ops import Epilogue
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node
 
-__all__ = ["KERNELS", "run_node", "execute", "conv_sum", "round_shift", "saturate_int8"]
+__all__ = ["KERNELS", "run_node", "execute", "conv_sum", "round_shift", "round_shift_even",
+           "saturate_int8",
+           "layer_epilogue", "step"]
 
 
 def saturate_int8(value: np.ndarray) -> np.ndarray:
@@ -39,6 +47,16 @@ def round_shift(value: np.ndarray, shift: int, dtype=np.int64) -> np.ndarray:
     if shift <= 0:
         return value << -shift
     return (value + (1 << (shift - 1))) >> shift
+
+
+def round_shift_even(value: np.ndarray, shift: int) -> np.ndarray:
+    """``value / 2**shift`` rounded half to even (``shift >= 0``), in ``value``'s dtype."""
+    if shift == 0:
+        return value
+    floor = value >> shift
+    rest = value - (floor << shift)
+    half = 1 << (shift - 1)
+    return floor + ((rest > half) | ((rest == half) & ((floor & 1) == 1)))
 
 
 def _pad(x: np.ndarray, pads, fill) -> np.ndarray:
@@ -151,37 +169,74 @@ def _avgpool(node: Node, x):
 
 
 def _rounded_mean(sums: np.ndarray, counts) -> np.ndarray:
-    """``floor(sums / counts + 1/2)`` in integers."""
-    return saturate_int8((2 * sums + counts) // (2 * counts))
+    """``sums / counts`` rounded half to even (a tie is exact in float64: counts < 2**26)."""
+    return saturate_int8(np.clip(np.rint(sums / counts), -128, 127))
+
+
+def _float_mean(node: Node, x, sums) -> np.ndarray:
+    """As onnxruntime between DequantizeLinear and QuantizeLinear: the float32 mean of the
+    dequantised values, quantised at the output's scale (half to even)."""
+    mean = (sums(np.asarray(x, np.float32) * np.float32(node.attrs["scale"]))
+            / np.asarray(_pool_counts(x, node) if node.op == "qavgpool"
+                         else x.shape[2] * x.shape[3], np.float32))
+    return saturate_int8(np.clip(np.rint(mean.astype(np.float32)
+                                         / np.float32(node.attrs["out_scale"])), -128, 127))
 
 
 def _qavgpool(node: Node, x):
+    if "scale" in node.attrs:
+        return [_float_mean(node, x, lambda v: _reduce_taps(v, node, 0, np.add, np.float32))]
     sums = _reduce_taps(x, node, 0, np.add, np.int64)
     return [_rounded_mean(sums, _pool_counts(x, node))]
 
 
+def _qglobal_avgpool(node: Node, x):
+    if "scale" in node.attrs:
+        return [_float_mean(node, x, lambda v: v.sum(axis=(2, 3), keepdims=True,
+                                                     dtype=np.float32))]
+    return [_rounded_mean(np.asarray(x, np.int64).sum(axis=(2, 3), keepdims=True),
+                          x.shape[2] * x.shape[3])]
+
+
+def layer_epilogue(node: Node) -> Epilogue:
+    """The epilogue of a ``qconv`` or ``qdense`` node (a fixed-point one with ``multiplier``
+    or ``per_channel``)."""
+    attrs = node.attrs
+    return Epilogue(True, attrs["shift"], attrs["relu"], attrs.get("multiplier"),
+                    attrs.get("pre_shift", 0), attrs.get("per_channel", False))
+
+
 def _qconv(node: Node, x, w, b):
-    acc = _conv_sum(node, x, w, np.int64)
-    return [Epilogue(True, node.attrs["shift"], node.attrs["relu"]).apply(acc, b, 1)]
+    return [layer_epilogue(node).apply(_conv_sum(node, x, w, np.int64), b, 1)]
 
 
 def _qdense(node: Node, x, w, b):
     acc = np.asarray(x, np.int64) @ np.asarray(w, np.int64).T
-    return [Epilogue(True, node.attrs["shift"], node.attrs["relu"]).apply(acc, b, 1)]
+    return [layer_epilogue(node).apply(acc, b, 1)]
 
 
 def _qadd(node: Node, a, b):
+    if "scale_a" in node.attrs:
+        # onnxruntime's QLinearAdd: each operand times its float32 scale ratio, summed in
+        # float32 and rounded half to even.
+        total = (np.asarray(a, np.float32) * np.float32(node.attrs["scale_a"])
+                 + np.asarray(b, np.float32) * np.float32(node.attrs["scale_b"]))
+        out = saturate_int8(np.clip(np.rint(total), -128, 127))
+        return [np.maximum(out, 0) if node.attrs["relu"] else out]
     shift_a, shift_b = node.attrs["shift_a"], node.attrs["shift_b"]
     # int8 operands aligned by up to 2**22, summed (< 2**30) and rounded by up to 2**29 stay
     # inside int32, which numpy adds and shifts faster than int64.
     dtype = np.int32 if max(shift_a, shift_b) <= 22 and node.attrs["shift"] <= 30 else np.int64
     total = round_shift(a, -shift_a, dtype) + round_shift(b, -shift_b, dtype)
-    out = saturate_int8(round_shift(total, node.attrs["shift"], dtype))
+    out = saturate_int8(round_shift_even(total, node.attrs["shift"]))
     return [np.maximum(out, 0) if node.attrs["relu"] else out]
 
 
 def _quantize_input(node: Node, x):
-    scaled = np.floor(np.asarray(x, np.float64) * 2.0 ** node.attrs["exponent"] + 0.5)
+    if "scale" in node.attrs:  # as ONNX's QuantizeLinear: float32 division, half to even
+        scaled = np.rint(np.asarray(x, np.float32) / np.float32(node.attrs["scale"]))
+        return [saturate_int8(np.clip(scaled, -128, 127))]
+    scaled = np.rint(np.asarray(x, np.float64) * 2.0 ** node.attrs["exponent"])
     return [saturate_int8(np.clip(scaled, -128, 127))]
 
 
@@ -236,11 +291,14 @@ KERNELS: dict[str, Callable] = {
     "qdense": _qdense,
     "qadd": _qadd,
     "qavgpool": _qavgpool,
-    "qglobal_avgpool": lambda node, x: [_rounded_mean(
-        np.asarray(x, np.int64).sum(axis=(2, 3), keepdims=True), x.shape[2] * x.shape[3])],
-    "dequantize_output": lambda node, x: [(np.asarray(x, np.float32)
-                                           * np.float32(2.0 ** -node.attrs["exponent"]))],
+    "qglobal_avgpool": _qglobal_avgpool,
+    "dequantize_output": lambda node, x: [np.asarray(x, np.float32) * step(node.attrs)],
 }
+
+
+def step(attrs: dict) -> np.float32:
+    """A quantize_input or dequantize_output node's scale: ``scale``, or ``2**-exponent``."""
+    return np.float32(attrs["scale"] if "scale" in attrs else 2.0 ** -attrs["exponent"])
 
 
 def run_node(node: Node, args: list[np.ndarray]) -> list[np.ndarray]:

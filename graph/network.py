@@ -339,10 +339,12 @@ def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
     return int(round(estimate_cost(plan)))
 
 
-def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
+                   per_channel: bool = False) -> Graph:
     """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
 
-    ``calibration`` is as for `compile_network`, checked against the graph's inputs.
+    ``calibration`` and ``per_channel`` are as for `compile_network`, checked
+    against the graph's inputs.
     """
     floating = run_passes(graph, PIPELINE)
     if calibration is not None:
@@ -358,12 +360,13 @@ def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = Non
                                  f"{sample.dtype.name} {sample.shape}")
             if not np.all(np.isfinite(sample)):
                 raise GraphError(f"calibration {name!r}: holds NaN or infinite values")
-    return run_passes(quantize(floating, calibration), INTEGER_PIPELINE)
+    return run_passes(quantize(floating, calibration, per_channel), INTEGER_PIPELINE)
 
 
 def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
                     = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
-                    clock_mhz: float | None = None, threads: int = 2) -> Network:
+                    clock_mhz: float | None = None, threads: int = 2,
+                    per_channel: bool = False) -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -384,6 +387,9 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
         ``threads`` threads, is faster than the accelerator's estimated cycles
         at ``clock_mhz`` (or the config's known Fmax); the costs are kept in
         ``metadata["placement_costs"]``. Depends on this machine and its load.
+    per_channel : bool
+        Quantise weights with one power-of-two scale per output channel
+        (`graph.quantize.quantize`); a QDQ model's own scales are kept.
 
     Raises
     ------
@@ -394,7 +400,7 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     from vdla.compiler.driver import compile_op
     from vdla.compiler.errors import CompileError
     began = time.perf_counter()
-    integer = quantize_graph(graph, calibration)
+    integer = quantize_graph(graph, calibration, per_channel)
     placement = place(integer, target, on_cpu)
     programs, estimates = {}, {}
     for node in integer.nodes:

@@ -6,7 +6,7 @@ Layout (integers little-endian)::
     format version   uint32    FORMAT_VERSION
     header length    uint32
     header           JSON      config, inputs, outputs, tensors (name, shape, dtype,
-                               exponent, and for constants their byte range in the
+                               exponent or scale, and for constants their byte range in the
                                data), nodes (name, op, inputs, outputs, attrs),
                                placement, programs (each layer's byte range), metadata
     data             bytes     constant arrays (C order) and the accelerator layers'
@@ -17,7 +17,7 @@ No pickle, no code: host nodes are operator names with attributes that
 `graph.kernels` implements; cpu layers are rebuilt from their description.
 `load` bounds what it reads, checks the digest, then every field: dtypes and
 shapes, byte ranges inside the data, each node's operator and attribute types
-(`NODE_ATTRS`), the graph's order (`Graph.check`), the placement, each
+(`NODE_ATTRS`, `NODE_VARIANTS`), the graph's order (`Graph.check`), the placement, each
 embedded program (`runtime.program_file.loads`, which verifies its DRAM plan)
 and that each layer's program computes exactly that layer (its operator equals
 `graph.placement.layer_op`), and finally every host node's output shape, by
@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from vdla.files import read_bounded
+from vdla.compiler.requant import CLAMP
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import run_node
@@ -44,7 +45,7 @@ from vdla.graph.placement import LAYER_OPS, layer_op
 from vdla.hw.config import ConfigError, HwConfig
 
 __all__ = ["save", "load", "dumps", "loads", "is_network_file", "MAGIC", "FORMAT_VERSION",
-           "NODE_ATTRS", "MAX_FILE_BYTES"]
+           "NODE_ATTRS", "NODE_VARIANTS", "MAX_FILE_BYTES"]
 
 MAGIC = b"VDLANETW"
 FORMAT_VERSION = 1
@@ -53,15 +54,16 @@ _DIGEST = 32
 MAX_FILE_BYTES = 1 << 30
 _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
-# Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0).
+# Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0),
+# "shift" (0..31), "multiplier" (1..2**15-1), "scale" (a finite float > 0).
 _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
 NODE_ATTRS: dict[str, dict[str, str]] = {
-    "quantize_input": {"exponent": "int"},
-    "dequantize_output": {"exponent": "int"},
+    "quantize_input": {},
+    "dequantize_output": {},
     "qconv": {**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",
               "relu": "bool"},
     "qdense": {"shift": "shift", "relu": "bool"},
-    "qadd": {"shift_a": "shift", "shift_b": "shift", "shift": "shift", "relu": "bool"},
+    "qadd": {"relu": "bool"},
     "qavgpool": {**_SPATIAL, "count_include_pad": "bool"},
     "qglobal_avgpool": {},
     "maxpool": _SPATIAL,
@@ -71,6 +73,23 @@ NODE_ATTRS: dict[str, dict[str, str]] = {
     "reshape": {"shape": "shape"},
     "pad": {"pads": "pads"},
     "softmax": {"axis": "int"},
+}
+
+
+# Attributes that come as a group, one group of the list (or none, where it holds {}), beside
+# an operator's NODE_ATTRS: power-of-two scales or the others (`graph.ir`).
+_FIXED_POINT = {"multiplier": "multiplier", "pre_shift": "shift"}
+_PER_CHANNEL = {"per_channel": "bool", "pre_shift": "shift"}
+_STEP = [{"exponent": "int"}, {"scale": "scale"}]
+NODE_VARIANTS: dict[str, list[dict[str, str]]] = {
+    "quantize_input": _STEP,
+    "dequantize_output": _STEP,
+    "qconv": [{}, _FIXED_POINT, _PER_CHANNEL],
+    "qdense": [{}, _FIXED_POINT, _PER_CHANNEL],
+    "qadd": [{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
+             {"scale_a": "scale", "scale_b": "scale"}],
+    "qavgpool": [{}, {"scale": "scale", "out_scale": "scale"}],
+    "qglobal_avgpool": [{}, {"scale": "scale", "out_scale": "scale"}],
 }
 
 
@@ -107,6 +126,9 @@ def dumps(network: Network) -> bytes:
     for name, tensor in graph.tensors.items():
         entry = {"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
                  "exponent": tensor.exponent}
+        if tensor.scale is not None:  # only then: files of power-of-two networks are unchanged
+            entry["scale"] = (tensor.scale.tolist() if isinstance(tensor.scale, np.ndarray)
+                              else tensor.scale)
         if tensor.constant:
             entry["data"] = add(np.ascontiguousarray(tensor.value, tensor.dtype).tobytes())
         tensors.append(entry)
@@ -146,19 +168,28 @@ def save(network: Network, path: str | Path) -> Path:
 
 
 def _check_attrs(node: Node, where: str) -> dict[str, Any]:
-    kinds = NODE_ATTRS[node.op]
-    if set(node.attrs) != set(kinds):
-        raise _FileError(f"{where}: attributes {sorted(node.attrs)}, expected {sorted(kinds)}")
+    choices = [NODE_ATTRS[node.op] | extra for extra in NODE_VARIANTS.get(node.op, [{}])]
+    kinds = next((k for k in choices if set(node.attrs) == set(k)), None)
+    if kinds is None:
+        raise _FileError(f"{where}: attributes {sorted(node.attrs)}, expected "
+                         f"{' or '.join(str(sorted(k)) for k in choices)}")
     attrs = {}
     for key, kind in kinds.items():
         value = node.attrs[key]
         ints = value if isinstance(value, list) else [value]
+        if kind == "scale":
+            if not (isinstance(value, float) and math.isfinite(value) and value > 0):
+                raise _FileError(f"{where}: attribute {key}={value!r:.40} must be a finite "
+                                 "number > 0")
+            attrs[key] = value
+            continue
         if kind != "bool" and not all(isinstance(v, int) and not isinstance(v, bool)
                                       for v in ints):
             raise _FileError(f"{where}: attribute {key}={value!r:.40} must be integers")
         ok = {"bool": isinstance(value, bool),
               "int": isinstance(value, int) and abs(value) < 1 << 16,
               "shift": isinstance(value, int) and 0 <= value <= 31,
+              "multiplier": isinstance(value, int) and 0 < value <= CLAMP,
               "count": isinstance(value, int) and 0 < value < 1 << 16,
               "pair": isinstance(value, list) and len(value) == 2 and min(value) > 0
               and max(value) < 1 << 16,
@@ -229,17 +260,22 @@ def _network(header: dict, blob, config, program_loads) -> Network:
                 or math.prod(shape) > 1 << 28:
             raise _FileError(f"tensor {name!r}: shape {shape!r:.40} is not a valid shape")
         dtype = _DTYPES.get(entry["dtype"])
-        exponent = entry["exponent"]
-        if dtype is None or not (exponent is None or isinstance(exponent, int)):
-            raise _FileError(f"tensor {name!r}: dtype {entry['dtype']!r:.20} or exponent "
-                             "is not supported")
+        exponent, scale = entry["exponent"], entry.get("scale")
+        scales = scale if isinstance(scale, list) and 0 < len(scale) <= shape[0] else [scale]
+        if dtype is None or not (exponent is None or isinstance(exponent, int)) or not (
+                scale is None or all(isinstance(s, float) and math.isfinite(s) and s > 0
+                                     for s in scales)):
+            raise _FileError(f"tensor {name!r}: dtype {entry['dtype']!r:.20}, exponent or "
+                             "scale is not supported")
+        if isinstance(scale, list):  # per output channel
+            scale = np.array(scale)
         value = None
         if "data" in entry:
             raw = _range(entry["data"], blob, f"tensor {name!r}")
             if len(raw) != math.prod(shape) * np.dtype(dtype).itemsize:
                 raise _FileError(f"tensor {name!r}: {len(raw)} bytes of data for shape {shape}")
             value = np.frombuffer(raw, dtype).reshape(shape).copy()
-        tensors[name] = Tensor(name, tuple(shape), dtype, value, exponent)
+        tensors[name] = Tensor(name, tuple(shape), dtype, value, exponent, scale)
     nodes = []
     for entry in header["nodes"]:
         node = Node(str(entry["name"]), entry["op"], _strings(entry["inputs"], "node inputs"),
@@ -291,9 +327,11 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
         raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
     x, w, b = (graph.tensors[name] for name in node.inputs)
     rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
+    # With per-channel multipliers the bias input holds the biases, then the multipliers.
+    copies = 2 if node.attrs.get("per_channel") else 1
     if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
             and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1] * groups
-            and w.shape[0] % groups == 0 and b.shape == (w.shape[0],)):
+            and w.shape[0] % groups == 0 and b.shape == (copies * w.shape[0],)):
         raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
                          "do not form a layer")
 

@@ -22,6 +22,7 @@ from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import Conv2d, Dense
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node
+from vdla.graph.kernels import layer_epilogue
 
 __all__ = ["LAYER_OPS", "PLACES", "place", "layer_op"]
 
@@ -40,15 +41,19 @@ def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
     x_shape = graph.tensors[node.inputs[0]].shape
     w_shape = graph.tensors[node.inputs[1]].shape
     try:
+        spec = layer_epilogue(node) if node.op in LAYER_OPS else None
+        epilogue = {} if spec is None else {
+            "bias": True, "shift": spec.shift, "relu": spec.relu,
+            "multiplier": spec.multiplier, "pre_shift": spec.pre_shift,
+            "per_channel": spec.per_channel}
         if node.op == "qconv":
             n, c, h, w = x_shape
             return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),
                           stride=tuple(node.attrs["stride"]), padding=tuple(node.attrs["pads"]),
-                          bias=True, shift=node.attrs["shift"], relu=node.attrs["relu"],
-                          groups=node.attrs["groups"], dilation=tuple(node.attrs["dilation"]))
+                          groups=node.attrs["groups"], dilation=tuple(node.attrs["dilation"]),
+                          **epilogue)
         if node.op == "qdense":
-            return Dense(x_shape[0], x_shape[1], w_shape[0], bias=True,
-                         shift=node.attrs["shift"], relu=node.attrs["relu"])
+            return Dense(x_shape[0], x_shape[1], w_shape[0], **epilogue)
     except CompileError as error:
         raise GraphError(f"{node.describe()}: {error}") from None
     raise GraphError(f"{node.describe()}: not a layer (layers are {', '.join(LAYER_OPS)})")

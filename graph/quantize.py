@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from vdla.compiler.requant import fixed_point, fixed_point_per_channel
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
@@ -125,26 +126,44 @@ def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
     return {name: first[name] + int(np.argmin(errors[name])) for name in first}
 
 
+# A quantised tensor's scale: ``(exponent, None)`` for ``2**-exponent``, ``(None, scale)``
+# for any other (a QDQ model's), as `graph.ir.Tensor` holds it.
+Scale = tuple[int | None, float | None]
+
+
+def tensor_scale(tensor: Tensor) -> Scale:
+    return tensor.exponent, tensor.scale
+
+
+def real_scale(scale: Scale) -> float:
+    return 2.0 ** -scale[0] if scale[0] is not None else scale[1]
+
+
+def step_attrs(scale: Scale) -> dict:
+    """A quantize_input or dequantize_output node's attributes for ``scale``."""
+    return {"exponent": scale[0]} if scale[0] is not None else {"scale": scale[1]}
+
+
 class _Quantizer:
     """Builds the integer graph node by node, tracking each tensor's exponent."""
 
-    def __init__(self, graph: Graph, exponents: dict[str, int]):
-        self.graph, self.exponents = graph, exponents
+    def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False):
+        self.graph, self.exponents, self.per_channel = graph, exponents, per_channel
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
 
-    def exponent(self, name: str) -> int:
+    def scale(self, name: str) -> Scale:
+        """The float graph's tensor's scale: read from the model, else calibrated."""
         tensor = self.graph.tensors[name]
-        if tensor.exponent is not None:
-            return tensor.exponent
+        if tensor.quantized:
+            return tensor.exponent, tensor.scale
         if name not in self.exponents:
             raise GraphError(f"tensor {name!r} has no scale: calibrate with sample inputs "
                              "(--calibration) or give a QDQ model")
-        return self.exponents[name]
+        return self.exponents[name], None
 
-    def constant(self, name: str, value: np.ndarray, exponent: int | None = None) -> str:
-        self.tensors[name] = Tensor(name, value.shape, value.dtype, value=value,
-                                    exponent=exponent)
+    def constant(self, name: str, value: np.ndarray, scale: Scale = (None, None)) -> str:
+        self.tensors[name] = Tensor(name, value.shape, value.dtype, value, *scale)
         return name
 
     def run(self) -> Graph:
@@ -158,10 +177,10 @@ class _Quantizer:
             self.tensors[name] = Tensor(name, source.shape, np.float32)
             inputs.append(name)
             quantized = f"{name}/q"
-            exponent = self.exponent(name)
-            self.tensors[quantized] = Tensor(quantized, source.shape, np.int8, exponent=exponent)
+            scale = self.scale(name)
+            self.tensors[quantized] = Tensor(quantized, source.shape, np.int8, None, *scale)
             self.nodes.append(Node(f"{name}/quantize", "quantize_input", [name], [quantized],
-                                   {"exponent": exponent}))
+                                   step_attrs(scale)))
         self.renamed = {name: f"{name}/q" for name in graph.inputs}
         for node in graph.nodes:
             handler = getattr(self, f"_{node.op}", None)
@@ -187,24 +206,25 @@ class _Quantizer:
             out = name
             self.tensors[out] = Tensor(out, self.tensors[current].shape, np.float32)
             self.nodes.append(Node(f"{name}/dequantize", "dequantize_output", [current], [out],
-                                   {"exponent": self.tensors[current].exponent}))
+                                   step_attrs(tensor_scale(self.tensors[current]))))
             outputs.append(out)
         return Graph(self.tensors, self.nodes, inputs, outputs).check()
 
-    def emit(self, node: Node, op: str, inputs: list[str], exponent: int | None,
+    def emit(self, node: Node, op: str, inputs: list[str], result_scale: Scale,
              dtype=np.int8, **attrs) -> None:
         (out,) = node.outputs
-        self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, exponent=exponent)
+        self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, None,
+                                   *result_scale)
         self.renamed[out] = out
         self.nodes.append(Node(node.name, op, [self.renamed.get(i, i) for i in inputs], [out],
                                {**node.attrs, **attrs}))
 
-    def input_exponent(self, node: Node, index: int = 0) -> int:
+    def input_scale(self, node: Node, index: int = 0) -> Scale:
         tensor = self.tensors[self.renamed[node.inputs[index]]]
         if tensor.dtype != np.int8:
             raise GraphError(f"{node.describe()}: its input {node.inputs[index]!r} is float "
                              "(after a softmax); only the network's last node may follow one")
-        return tensor.exponent
+        return tensor_scale(tensor)
 
     # -- layers ---------------------------------------------------------------------------
 
@@ -217,11 +237,14 @@ class _Quantizer:
         bias = graph.value(node.inputs[2]) if len(node.inputs) == 3 else None
         if len(node.inputs) == 3 and bias is None:
             raise GraphError(f"{node.describe()}: its bias {node.inputs[2]!r} must be a constant")
-        e_x = self.input_exponent(node)
-        e_w = self.exponent_of_constant(node.inputs[1], weight)
+        x_scale, w_scale = self.input_scale(node), self.constant_scale(node.inputs[1], weight)
+        y_scale = self.scale(node.outputs[0])
+        if None in (x_scale[0], w_scale[0], y_scale[0]):
+            return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale, y_scale)
+        e_x, e_w = x_scale[0], w_scale[0]
         q_weight = np.clip(np.floor(weight.astype(np.float64) * 2.0 ** e_w + 0.5), -128, 127)
         e_acc = e_x + e_w
-        e_y = self.exponent(node.outputs[0])
+        e_y = y_scale[0]
         shift = int(np.clip(e_acc - e_y, 0, MAX_SHIFT))
         e_y = e_acc - shift
         acc_bias = np.zeros(weight.shape[0]) if bias is None else bias.astype(np.float64)
@@ -233,16 +256,64 @@ class _Quantizer:
         if np.any(np.abs(q_bias) >= 2 ** 31):
             raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
                              f"2**-{e_acc}")
-        w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), e_w)
-        b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), e_acc)
-        self.emit(node, op, [node.inputs[0], w_name, b_name], e_y, shift=shift,
+        w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), (e_w, None))
+        b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), (e_acc, None))
+        self.emit(node, op, [node.inputs[0], w_name, b_name], (e_y, None), shift=shift,
                   relu=bool(node.attrs.get("relu")))
 
-    def exponent_of_constant(self, name: str, value: np.ndarray) -> int:
+    def _fixed_point_layer(self, node: Node, op: str, weight, bias, x_scale: Scale,
+                           w_scale: Scale, y_scale: Scale) -> None:
+        """A layer whose scales are not all powers of two: a fixed-point multiplier.
+
+        As onnxruntime's QLinearConv: the accumulator's scale is ``s_x * s_w``
+        and the requantisation factor ``s_x * s_w / s_y``, both in float32;
+        `compiler.requant` turns the factor into integers.
+        """
+        channels = weight.shape[0]
+        s_x, s_y = (np.float32(real_scale(s)) for s in (x_scale, y_scale))
+        s_w = np.broadcast_to(np.asarray(real_scale(w_scale), np.float32), (channels,))
+        q_weight = np.clip(np.rint(weight.astype(np.float64)
+                                   / s_w.reshape((-1,) + (1,) * (weight.ndim - 1))), -128, 127)
+        per_channel = np.unique(s_w).size > 1
+        if per_channel:
+            # A channel of zero weights computes its bias alone, whatever its scale: give it
+            # a typical one, so that it does not stretch the spread the multipliers share.
+            dead = ~q_weight.reshape(channels, -1).any(axis=1)
+            if dead.any() and not dead.all():
+                s_w = np.where(dead, np.float32(np.median(s_w[~dead])), s_w)
+        s_acc = (s_x * s_w).astype(np.float32)
+        factors = (s_acc / s_y).astype(np.float32)
+        q_bias = np.rint((np.zeros(channels) if bias is None else bias.astype(np.float64))
+                         / s_acc.astype(np.float64))
+        if np.any(np.abs(q_bias) >= 2 ** 31):
+            raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
+                             f"{float(s_acc.min()):.6g}")
+        w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), w_scale)
+        if per_channel:  # the bias input: the biases, then the multipliers
+            multipliers, pre_shift, shift = fixed_point_per_channel(factors)
+            b_name = self.constant(f"{node.name}/bias_q", np.concatenate(
+                [q_bias, multipliers]).astype(np.int32), (None, s_acc.astype(np.float64)))
+            self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
+                      relu=bool(node.attrs.get("relu")), per_channel=True, pre_shift=pre_shift)
+            return
+        multiplier, pre_shift, shift = fixed_point(float(factors[0]))
+        b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32),
+                               (None, float(s_acc[0])))
+        self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
+                  relu=bool(node.attrs.get("relu")), multiplier=multiplier, pre_shift=pre_shift)
+
+    def constant_scale(self, name: str, value: np.ndarray) -> Scale:
+        """A weight's scale: the model's, else from its values (per output channel with
+        ``per_channel``: powers of two that differ make it a per-channel scale)."""
         tensor = self.graph.tensors[name]
-        if tensor.exponent is not None:
-            return tensor.exponent
-        return best_exponent(value)
+        if tensor.quantized:
+            return tensor.exponent, tensor.scale
+        if not self.per_channel:
+            return best_exponent(value), None
+        exponents = np.array([best_exponent(row) for row in value])
+        if np.unique(exponents).size == 1:
+            return int(exponents[0]), None
+        return None, 2.0 ** -exponents.astype(np.float64)
 
     def _conv(self, node: Node) -> None:
         self._layer(node, "qconv")
@@ -254,23 +325,38 @@ class _Quantizer:
         if any(self.graph.tensors[name].constant for name in node.inputs):
             raise GraphError(f"{node.describe()}: an add of a constant that no conv or dense "
                              "can take as its bias is not supported")
-        e_a, e_b = self.input_exponent(node, 0), self.input_exponent(node, 1)
+        a, b, y = self.input_scale(node, 0), self.input_scale(node, 1), self.scale(node.outputs[0])
+        relu = bool(node.attrs.get("relu"))
+        if None in (a[0], b[0], y[0]):  # onnxruntime's QLinearAdd: float32 scale ratios
+            s_y = np.float32(real_scale(y))
+            self.emit(node, "qadd", node.inputs, y, relu=relu,
+                      scale_a=float(np.float32(real_scale(a)) / s_y),
+                      scale_b=float(np.float32(real_scale(b)) / s_y))
+            return
+        e_a, e_b = a[0], b[0]
         common = max(e_a, e_b)
-        shift = max(common - self.exponent(node.outputs[0]), 0)
-        self.emit(node, "qadd", node.inputs, common - shift, shift_a=common - e_a,
-                  shift_b=common - e_b, shift=shift, relu=bool(node.attrs.get("relu")))
+        shift = max(common - y[0], 0)
+        self.emit(node, "qadd", node.inputs, (common - shift, None), shift_a=common - e_a,
+                  shift_b=common - e_b, shift=shift, relu=relu)
 
     def _same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
-        self.emit(node, op or node.op, node.inputs[:1], self.input_exponent(node), **attrs)
+        scale = self.input_scale(node)
+        recorded = self.graph.tensors[node.outputs[0]]
+        if recorded.quantized and tensor_scale(recorded) != scale:
+            raise GraphError(f"{node.describe()}: its output's scale differs from its input's "
+                             f"({real_scale(tensor_scale(recorded)):.6g} against "
+                             f"{real_scale(scale):.6g}); vdla keeps the scale through "
+                             f"{node.op}")
+        self.emit(node, op or node.op, node.inputs[:1], scale, **attrs)
 
     def _relu(self, node: Node) -> None:
         self._same_scale(node)
 
     def _clip(self, node: Node) -> None:
-        e = self.input_exponent(node)
-        low = max(-128, math.ceil(node.attrs["min"] * 2.0 ** e)) if np.isfinite(
+        step = real_scale(self.input_scale(node))
+        low = max(-128, math.ceil(node.attrs["min"] / step)) if np.isfinite(
             node.attrs["min"]) else -128
-        high = min(127, math.floor(node.attrs["max"] * 2.0 ** e)) if np.isfinite(
+        high = min(127, math.floor(node.attrs["max"] / step)) if np.isfinite(
             node.attrs["max"]) else 127
         self._same_scale(node, min=int(low), max=int(high))
 
@@ -278,10 +364,22 @@ class _Quantizer:
         self._same_scale(node)
 
     def _avgpool(self, node: Node) -> None:
-        self._same_scale(node, "qavgpool")
+        self._pool(node, "qavgpool")
 
     def _global_avgpool(self, node: Node) -> None:
-        self._same_scale(node, "qglobal_avgpool")
+        self._pool(node, "qglobal_avgpool")
+
+    def _pool(self, node: Node, op: str) -> None:
+        """An average: exact integers at one power-of-two scale, else onnxruntime's float32
+        arithmetic between the input's scale and the output's (which may differ)."""
+        scale = self.input_scale(node)
+        recorded = self.graph.tensors[node.outputs[0]]
+        out = tensor_scale(recorded) if recorded.quantized else scale
+        if scale == out and scale[0] is not None:
+            self.emit(node, op, node.inputs[:1], scale)
+        else:
+            self.emit(node, op, node.inputs[:1], out, scale=real_scale(scale),
+                      out_scale=real_scale(out))
 
     def _flatten(self, node: Node) -> None:
         self._same_scale(node)
@@ -298,12 +396,13 @@ class _Quantizer:
         floating = f"{node.inputs[0]}/float"
         self.tensors[floating] = Tensor(floating, tensor.shape, np.float32)
         self.nodes.append(Node(f"{node.name}/dequantize", "dequantize_output", [source],
-                               [floating], {"exponent": tensor.exponent}))
+                               [floating], step_attrs(tensor_scale(tensor))))
         self.renamed[node.inputs[0]] = floating
-        self.emit(node, "softmax", node.inputs, None, dtype=np.float32)
+        self.emit(node, "softmax", node.inputs, (None, None), dtype=np.float32)
 
 
-def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> Graph:
+def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
+             per_channel: bool = False) -> Graph:
     """The integer graph of a float graph (after `graph.passes.PIPELINE`).
 
     Parameters
@@ -312,6 +411,10 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> 
     calibration : dict of str to numpy.ndarray, optional
         Sample inputs per graph input (stacked on the first axis); needed
         unless every tensor already has an exponent (a QDQ model).
+    per_channel : bool
+        Weights get one power-of-two scale per output channel; a layer whose
+        channels' scales differ requantises with per-channel multipliers
+        (powers of two, `compiler.requant`) instead of one shift.
 
     Raises
     ------
@@ -319,4 +422,4 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None) -> 
         For a node that cannot be quantised or a tensor without a scale.
     """
     exponents = calibrate(graph, calibration) if calibration is not None else {}
-    return _Quantizer(graph, exponents).run()
+    return _Quantizer(graph, exponents, per_channel).run()

@@ -499,6 +499,56 @@ def decode_uops(words: np.ndarray, config: HwConfig) -> tuple[np.ndarray, np.nda
     return tuple(result)
 
 
+# How the compiler requantises with the ALU above (`compiler.passes.epilogue`,
+# `compiler.requant`); part of the generated reference.
+REQUANTISATION = """\
+A layer's int32 sum ``v = acc + bias`` becomes int8 in one of two ways.
+
+**Power-of-two scale** (``shift`` s; vdla's own quantisation): one ALU
+REQUANT, ``clip((acc + bias) >> s, lo, 127)``. Rounding to nearest costs no
+hardware: the quantiser folds ``2**(s-1)`` into the bias, so the arithmetic
+shift computes ``floor(v / 2**s + 1/2)``, ties rounded half up (ONNX's
+QuantizeLinear rounds them half to even: after a conv a tie needs the low s
+bits of the sum exactly ``10...0``, about ``2**-s`` of the outputs).
+
+**Fixed-point multiplier** (any real scale ``S``, as other tools quantise:
+``multiplier`` M, ``pre_shift`` p, ``shift`` q, ``S ~ M * 2**-(p+q)``), on
+int32 with ``T = 2**15 - 1`` (the largest immediate):
+
+| step | ALU | value |
+|---|---|---|
+| 1 | ADD (src = bias) | ``v = acc + bias`` (wrapping) |
+| 2 | SHR imm p (if p > 0) | ``t = v >> p`` (floor) |
+| 3 | MIN imm T, MAX imm -T | ``t = clip(t, -T, T)`` |
+| 4 | MUL imm M | ``u = t * M``, ``abs(u) < 2**30`` |
+| 5 | SHR imm q-1 (if q > 1), ADD imm 1 (if q > 0) | ``floor(u / 2**(q-1)) + 1`` |
+| 6 | REQUANT imm 1 (or 0 if q = 0) | ``y = clip(... >> 1, lo, 127)`` |
+
+Steps 5-6 are ``floor(u / 2**q + 1/2)`` exactly (the bits step 5 drops are
+below half a step), without a 32-bit rounding constant and without overflow.
+The compiler picks p as the least pre-shift with ``T * S * 2**p >= 129``, so
+the clamp only touches sums whose output saturates anyway, and q as the
+largest shift (at most 31) with ``M = round(S * 2**(p+q)) <= T``, which keeps
+15 significant bits. Error against exact rounding ``floor(v * S + 1/2)``: the
+pre-shift moves ``v * S`` by less than ``2 * 129 / T < 0.008`` of an output
+step (0 when p = 0), the multiplier's rounding by less than ``129 / 2**15 <
+0.004``; so y is the exactly rounded value unless ``v * S`` lies within 0.012
+of ``k + 1/2``, and then at most one step from it. The fsim, the RTL and the
+cpu target's C compute these integers bit for bit. Cost: the bias ADD takes
+the REQUANT's place as the pass reading acc[src]; 4 to 7 passes with an
+immediate (one micro-op a cycle) come on top, and since instructions start in
+program order the next tile's GEMMs wait for all but the last of them.
+
+**Per-channel multipliers** (``per_channel``; per-channel weight scales, or
+power-of-two ones that differ between channels): the same sequence with
+``MUL`` reading ``M[k]`` from acc (src), the multipliers' blocks loaded
+after the biases' into the bias region. p and q are shared: p the largest
+any channel needs, q the largest that keeps every ``M[k] <= T``, so a
+channel with a smaller scale has a smaller multiplier and both error terms
+above grow with the spread ``max(S) / min(S)`` of the layer's scales.
+"""
+
+
 # ------------------------------------------------------------------ reference
 def reference_markdown(config: HwConfig) -> str:
     """The ISA reference as Markdown, generated from the formats above."""
@@ -529,4 +579,5 @@ def reference_markdown(config: HwConfig) -> str:
     lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]
     for field, (lsb, bits) in zip(uop_fields(config), field_offsets(uop_fields(config)).values()):
         lines.append(f"| {lsb + bits - 1}:{lsb} | `{field.name}` | {field.doc} |")
+    lines += ["", "## Requantisation", "", REQUANTISATION.rstrip()]
     return "\n".join(lines) + "\n"

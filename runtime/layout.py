@@ -45,6 +45,9 @@ LAYOUTS = {
     "weight": (4, np.int8, "wgt"),
     "block_diagonal": (4, np.int8, "wgt"),
     "bias": (1, np.int32, "acc"),
+    # The biases, then per-channel multipliers (`compiler.ops.Epilogue.per_channel`): each
+    # half packed as "bias", the multipliers' blocks after the biases'.
+    "bias_pair": (1, np.int32, "acc"),
     "output": (4, np.int8, "out"),
     "dense_data": (2, np.int8, "inp"),
     "dense_weight": (2, np.int8, "wgt"),
@@ -61,6 +64,15 @@ def _outer_block(layout: str, config: HwConfig) -> tuple[int, int]:
             "output": (config.batch, config.block_out)}[layout]
 
 
+def _half(shape: tuple[int, ...], name: str) -> int:
+    """Channels of a ``bias_pair`` tensor of ``shape`` (an even length)."""
+    (length,) = shape
+    if length % 2:
+        raise LayoutError(f"{name}: a bias with per-channel multipliers has an even length "
+                          f"(biases, then multipliers), got {length}")
+    return length // 2
+
+
 def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple[int, ...]:
     """Shape of the packed array for a logical tensor shape."""
     _check_layout(layout)
@@ -69,6 +81,9 @@ def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple
     if layout == "bias":
         (k,) = shape
         return (_ceil_div(k, config.block_out), config.batch, config.block_out)
+    if layout == "bias_pair":
+        blocks, batch, block = packed_shape("bias", (_half(shape, "bias_pair"),), config)
+        return (2 * blocks, batch, block)
     a, b, h, w = shape
     block_a, block_b = _outer_block(layout, config)
     return (_ceil_div(a, block_a), _ceil_div(b, block_b), h, w, block_a, block_b)
@@ -112,6 +127,10 @@ def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor")
                           f"got shape {array.shape}")
     if layout in _DENSE:
         return pack(_DENSE[layout], array[:, :, None, None], config, name)
+    if layout == "bias_pair":
+        half = _half(array.shape, name)
+        return np.concatenate([pack("bias", array[:half], config, name),
+                               pack("bias", array[half:], config, name)])
     if layout == "bias":
         blocks = packed_shape(layout, array.shape, config)[0]
         padded = np.zeros(blocks * config.block_out, dtype=np.int32)
@@ -158,6 +177,11 @@ def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwCo
     if layout in _DENSE:
         return unpack(_DENSE[layout], packed, (*shape, 1, 1), config)[:, :, 0, 0]
     blocked = np.asarray(packed).view(dtype).reshape(packed_shape(layout, shape, config))
+    if layout == "bias_pair":
+        half = _half(shape, "packed bias")
+        blocks = len(blocked) // 2
+        return np.concatenate([unpack("bias", blocked[:blocks], (half,), config),
+                               unpack("bias", blocked[blocks:], (half,), config)])
     if layout == "bias":
         return blocked[:, 0, :].reshape(-1)[:shape[0]].copy()
     a, b, h, w = shape

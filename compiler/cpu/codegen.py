@@ -26,7 +26,8 @@ AVX512-VNNI or AVX-VNNI, and by the same sum in portable GCC vector code
 elsewhere. ``epilogue[k] = bias[k] - 128 * sum(w[k])`` (wrapping int32, made by
 the host) turns it back into ``acc + bias`` exactly, because every sum wraps
 modulo 2**32 as the accelerator's does; then the REQUANT semantics of
-`hw.isa`: arithmetic shift, clip to [-128, 127] (or [0, 127] with relu).
+`hw.isa`: arithmetic shift, clip to [-128, 127] (or [0, 127] with relu); a
+fixed-point epilogue computes `compiler.requant`'s integers before the clip.
 
 fp32 arithmetic. ``out = (acc + bias) * 2**-shift``, then ``max(out, 0)`` with
 relu: the float counterpart of the same epilogue (no rounding or clipping).
@@ -36,8 +37,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule, epilogue_entries
 from vdla.compiler.errors import ShapeError
+from vdla.compiler.requant import CLAMP
 
 __all__ = ["generate_c", "generate_op_c", "PREAMBLE", "POOL"]
 
@@ -104,7 +106,10 @@ const char *vdla_isa(void) { return VDLA_ISA; }
 
 
 def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
-               relu: bool) -> dict[str, int]:
+               relu: bool, multiplier: int | None = None, pre_shift: int = 0,
+               per_channel: bool = False) -> dict[str, int]:
+    if (multiplier is not None or per_channel) and mode != "int8":
+        raise ShapeError("a fixed-point multiplier epilogue is int8 only (mode fp32 has none)")
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
     channel_blocks = -(-problem.group_in // ic_block)
@@ -128,6 +133,10 @@ def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         # REQUANT uses the shift's low hw.isa.SHIFT_BITS bits; an op's larger
         # shift means "shift everything out", which 31 does on int32 as well.
         "SHIFT": min(shift, 31), "RELU": int(relu),
+        # compiler.requant's fixed-point requantisation (MULT 0: none; PCM: per channel,
+        # the multipliers EPI_HALF entries after the biases in the epilogue vector).
+        "MULT": multiplier or int(per_channel), "PRE": pre_shift, "CLAMP": CLAMP,
+        "PCM": int(per_channel), "EPI_HALF": epilogue_entries(problem, schedule),
     }
 
 
@@ -179,10 +188,18 @@ def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
 
 _EPILOGUE = {
     "int8": r"""
-/* REQUANT (hw/isa.py): wrapping add, arithmetic shift, clip to [lo, 127]. */
+/* REQUANT (hw/isa.py): wrapping add, arithmetic shift, clip to [lo, 127]; with a
+   fixed-point MULT, compiler/requant.py's pre-shift, clamp, multiply and rounding shift. */
 #define EPILOGUE(acc, e, dst, kv) do { \
     vsi t_ = (vsi)((vui)(acc) + (vui)(e)); \
-    t_ = t_ >> SHIFT; \
+    if (MULT) { \
+        vsi c_ = (vsi){0} + CLAMP, n_ = (vsi){0} - CLAMP, k_; \
+        t_ = t_ >> PRE; \
+        k_ = t_ > c_; t_ = (t_ & ~k_) | (c_ & k_); \
+        k_ = t_ < n_; t_ = (t_ & ~k_) | (n_ & k_); \
+        t_ = t_ * (PCM ? *(const vsi_u *)(epi + EPI_HALF + (kv)) : (vsi){0} + MULT); \
+        if (SHIFT) t_ = ((t_ >> (SHIFT ? SHIFT - 1 : 0)) + 1) >> 1; \
+    } else t_ = t_ >> SHIFT; \
     vsi lo_ = (vsi){0} + (RELU ? 0 : -128), hi_ = (vsi){0} + 127, m_; \
     m_ = t_ < lo_; t_ = (t_ & ~m_) | (lo_ & m_); \
     m_ = t_ > hi_; t_ = (t_ & ~m_) | (hi_ & m_); \
@@ -314,7 +331,8 @@ void vdla_run(const void *data, const void *weight, const void *epilogue, void *
 
 
 def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
-               relu: bool) -> str:
+               relu: bool, multiplier: int | None = None, pre_shift: int = 0,
+               per_channel: bool = False) -> str:
     """The complete C translation unit of one kernel.
 
     Parameters
@@ -325,13 +343,17 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         ``"int8"`` or ``"fp32"``.
     shift : int
     relu : bool
+    multiplier : int, optional
+    pre_shift : int
+    per_channel : bool
         The epilogue (the bias, if any, is folded into the host's epilogue vector).
 
     Returns
     -------
     str
     """
-    constants = _constants(problem, schedule, mode, shift, relu)
+    constants = _constants(problem, schedule, mode, shift, relu, multiplier, pre_shift,
+                           per_channel)
     items = constants["N"] * constants["GROUPS"] * max(constants["CB"] * constants["H"],
                                                        constants["KB"] * constants["OH"])
     if items >= MAX_ITEMS:
@@ -356,4 +378,5 @@ def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
     Deterministic: the same op, mode and schedule give the same text, which is
     how a program file that stores no code gets its kernel back (`compiler.host`).
     """
-    return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu)
+    return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu, op.multiplier,
+                      op.pre_shift, op.per_channel)

@@ -16,7 +16,8 @@ import numpy as np
 
 from vdla.compiler.cpu.build import build_library, cpu_features
 from vdla.compiler.cpu.codegen import generate_op_c
-from vdla.compiler.cpu.schedule import MODES, CpuProblem, CpuSchedule, default_cpu_schedule
+from vdla.compiler.cpu.schedule import (MODES, CpuProblem, CpuSchedule, default_cpu_schedule,
+                                        epilogue_entries)
 from vdla.compiler.errors import ScheduleError, ShapeError
 
 __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
@@ -99,14 +100,41 @@ class CpuKernel:
         self._weight = self._epilogue = None
 
     def set_weights(self, weight: np.ndarray, bias: np.ndarray | None = None) -> None:
-        """Pack ``weight`` (KCHW or dense ``(N, K)``) and fold ``bias`` into the epilogue."""
-        schedule = self.schedule
+        """Pack ``weight`` (KCHW or dense ``(N, K)``) and fold ``bias`` into the epilogue
+        (with per-channel multipliers, ``bias`` holds them after the biases)."""
         weight = np.asarray(weight, dtype=self.dtypes["weight"])
         if weight.ndim == 2:
             weight = weight[:, :, None, None]
         k, c, kh, kw = weight.shape
+        multipliers = None
+        if self.op.per_channel:
+            bias, multipliers = np.asarray(bias)[:k], np.asarray(bias)[k:]
         if self.problem.depthwise:
-            return self._set_depthwise_weights(weight, bias)
+            self._set_depthwise_weights(weight, bias)
+        else:
+            self._set_weights(weight, bias)
+        if multipliers is not None:  # after the biases, laid out as they are
+            self._epilogue = np.concatenate([self._epilogue, self._lay_out(
+                np.asarray(multipliers, np.int32))])
+
+    def _lay_out(self, vector: np.ndarray) -> np.ndarray:
+        """A per-channel vector as the C reads the epilogue vector (`epilogue_entries`)."""
+        k = self.problem.out_channels
+        if self.problem.depthwise:
+            laid = np.zeros(epilogue_entries(self.problem, self.schedule), vector.dtype)
+            laid[:k] = vector
+            return laid
+        # Per group padded to its whole tiles, then by a vector: the epilogue
+        # loads LANES values at a time.
+        groups = self.problem.groups
+        per_group = np.zeros((groups, _ceil_to(k // groups, self.schedule.oc_block)),
+                             dtype=vector.dtype)
+        per_group[:, :k // groups] = vector.reshape(groups, -1)
+        return np.concatenate([per_group.ravel(), np.zeros(self.schedule.lanes, vector.dtype)])
+
+    def _set_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
+        schedule = self.schedule
+        k, c, kh, kw = weight.shape
         groups = self.problem.groups
         ocb, icb = schedule.oc_block, schedule.ic_block
         # Each group's output channels pad to whole register tiles, its input
@@ -127,12 +155,7 @@ class CpuKernel:
             self._weight = np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 6, 4, 2))
             epilogue = (np.asarray(bias, np.float32) if bias is not None
                         else np.zeros(k, np.float32))
-        # Per group padded to its whole tiles, then by a vector: the epilogue
-        # loads LANES values at a time.
-        per_group = np.zeros((groups, kp), dtype=epilogue.dtype)
-        per_group[:, :k // groups] = epilogue.reshape(groups, -1)
-        self._epilogue = np.concatenate([per_group.ravel(),
-                                         np.zeros(schedule.lanes, epilogue.dtype)])
+        self._epilogue = self._lay_out(epilogue)
 
     def _set_depthwise_weights(self, weight: np.ndarray, bias: np.ndarray | None) -> None:
         """`compiler.cpu.depthwise`'s layout: ``C/LANES KH KW LANES`` lanes, the bias as is."""
@@ -142,9 +165,8 @@ class CpuKernel:
         padded[:k] = weight[:, 0]
         self._weight = np.ascontiguousarray(
             padded.reshape(-1, lanes, kh, kw).transpose(0, 2, 3, 1))
-        self._epilogue = np.zeros(_ceil_to(k, lanes) + lanes, dtype=lane_type)
-        if bias is not None:
-            self._epilogue[:k] = bias
+        self._epilogue = self._lay_out(np.zeros(k, lane_type) if bias is None
+                                       else np.asarray(bias, lane_type))
 
     def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.

@@ -33,7 +33,8 @@ from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
 
 __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
-           "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
+           "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES",
+           "epilogue_entries"]
 
 MODES = ("int8", "fp32")
 LOOP_ORDERS = ("block_kernel", "kernel_block")
@@ -53,6 +54,19 @@ _SPARE_REGISTERS = 3
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def epilogue_entries(problem: "CpuProblem", schedule: "CpuSchedule") -> int:
+    """Entries of a kernel's epilogue vector (the biases, padded as its C reads them).
+
+    Per-channel multipliers come after them, laid out the same way
+    (`compiler.cpu.kernel.CpuKernel.set_weights`).
+    """
+    if problem.depthwise:  # the channels in whole vectors, then one spare vector
+        return _ceil_div(problem.out_channels, schedule.lanes) * schedule.lanes + schedule.lanes
+    # Each group's channels in whole register tiles, then one spare vector.
+    return (problem.groups * _ceil_div(problem.group_out, schedule.oc_block) * schedule.oc_block
+            + schedule.lanes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule
 from vdla.compiler.gpu.tiling import Sym, Tiling, _text
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, ShapeError
 
 __all__ = ["generate_cuda", "generate_op_cuda", "KERNEL_NAME", "ELEMENT_TYPES"]
 
@@ -219,5 +219,8 @@ def generate_op_cuda(op, mode: str, schedule: GpuSchedule) -> str:
     Deterministic, as `compiler.host` relies on: a gpu program file stores no
     code, its kernel is this text regenerated.
     """
+    if op.epilogue.fixed_point:
+        raise ShapeError(f"{op.describe()}: the gpu target has no fixed-point multiplier "
+                         "epilogue (use the accelerator or the cpu target)")
     return generate_cuda(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu,
                          op.describe())

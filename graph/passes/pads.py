@@ -34,7 +34,7 @@ def split_pads(graph: Graph) -> Graph:
         name = f"{node.name}/padded"
         graph.tensors[name] = Tensor(name, (n, c, h + extra[0] + extra[2],
                                             w + extra[1] + extra[3]), source.dtype,
-                                     exponent=source.exponent)
+                                     exponent=source.exponent, scale=source.scale)
         graph.nodes.insert(graph.nodes.index(node),
                            Node(f"{node.name}/pad", "pad", [source.name], [name],
                                 {"pads": extra}))

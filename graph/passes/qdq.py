@@ -8,8 +8,12 @@ graph's float operators and records each quantised tensor's scale as its
 instead of calibrating: scales are read, never recomputed. Weights become the
 exact float values ``q * scale``, which quantise back to ``q``.
 
-vdla's requantisation is one shift, so a scale must be a power of two and
-every zero point 0 (symmetric int8); anything else is refused with one line.
+A power-of-two scale becomes the tensor's ``exponent`` (requantisation by one
+shift); any other positive scale its ``scale``, which `graph.quantize`
+requantises with a fixed-point multiplier (`compiler.requant`). Activations
+have one scale per tensor, weights and biases one per tensor or one per
+output channel (``scale`` an array); every zero point is 0 (symmetric
+int8); anything else is refused with one line.
 """
 
 from __future__ import annotations
@@ -21,21 +25,39 @@ import numpy as np
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node
 
-__all__ = ["read_qdq", "scale_exponent"]
+__all__ = ["read_qdq", "scale_exponent", "read_scale"]
+
+
+def read_scale(scale: np.ndarray, where: str, per_channel: bool = False
+               ) -> tuple[int | None, float | np.ndarray | None]:
+    """``(exponent, None)`` for a power-of-two scale ``2**-exponent``, else ``(None, scale)``.
+
+    With ``per_channel`` (a weight's or bias's, along its output channels), a
+    scale that differs between channels is ``(None, array)``. Raises
+    `GraphError` for non-finite or non-positive scales and, without
+    ``per_channel``, for per-channel ones.
+    """
+    values = np.asarray(scale, np.float64).reshape(-1)
+    for value in values:
+        if not (math.isfinite(value) and value > 0):
+            raise GraphError(f"{where}: scale {value:.6g} is not a finite positive number")
+    if np.unique(values).size != 1:
+        if not per_channel:
+            raise GraphError(f"{where}: per-channel scales are supported for weights and "
+                             "biases only (an activation needs one scale per tensor)")
+        return None, values
+    value = float(values[0])
+    mantissa, exponent = math.frexp(value)
+    return (1 - exponent, None) if mantissa == 0.5 else (None, value)
 
 
 def scale_exponent(scale: np.ndarray, where: str) -> int:
     """``e`` with ``scale == 2**-e`` for a per-tensor power-of-two scale; else `GraphError`."""
-    values = np.unique(np.asarray(scale, np.float64).reshape(-1))
-    if values.size != 1:
-        raise GraphError(f"{where}: per-channel scales are not supported (vdla needs one "
-                         "power-of-two scale per tensor)")
-    mantissa, exponent = math.frexp(float(values[0]))
-    if mantissa != 0.5:
-        raise GraphError(f"{where}: scale {values[0]:.6g} is not a power of two (vdla's "
-                         "requantisation is one shift; fixed-point multipliers are not "
-                         "supported yet)")
-    return 1 - exponent
+    exponent, other = read_scale(scale, where)
+    if exponent is None:
+        raise GraphError(f"{where}: scale {other:.6g} is not a power of two (vdla's "
+                         "requantisation by one shift needs one)")
+    return exponent
 
 
 def _check_zero(graph: Graph, node: Node) -> None:
@@ -58,17 +80,26 @@ def read_qdq(graph: Graph) -> Graph:
         if node.op != "dequantize" or graph.value(node.inputs[0]) is None:
             continue
         _check_zero(graph, node)
-        exponent = scale_exponent(graph.value(node.inputs[1]), node.describe())
+        exponent, scale = read_scale(graph.value(node.inputs[1]), node.describe(),
+                                     per_channel=True)
+        constant = graph.value(node.inputs[0]).astype(np.float64)
+        if isinstance(scale, np.ndarray):  # per output channel: the constant's first axis
+            if node.attrs["axis"] % max(constant.ndim, 1) != 0 or len(scale) != len(constant):
+                raise GraphError(f"{node.describe()}: per-channel scales must run along the "
+                                 f"first axis ({len(constant)} output channels), got axis "
+                                 f"{node.attrs['axis']} with {len(scale)} scales")
+            step = scale.reshape((-1,) + (1,) * (constant.ndim - 1))
+        else:
+            step = scale if exponent is None else 2.0 ** -exponent
         out = graph.tensors[node.outputs[0]]
-        out.value = (graph.value(node.inputs[0]).astype(np.float64)
-                     * 2.0 ** -exponent).astype(np.float32)
-        out.exponent = exponent
+        out.value = (constant * step).astype(np.float32)
+        out.exponent, out.scale = exponent, scale
         graph.nodes.remove(node)
     for node in list(graph.nodes):
         if node.op != "quantize":
             continue
         _check_zero(graph, node)
-        exponent = scale_exponent(graph.value(node.inputs[1]), node.describe())
+        scale = read_scale(graph.value(node.inputs[1]), node.describe())
         source = graph.tensors[node.inputs[0]]
         readers = graph.consumers(node.outputs[0])
         if node.outputs[0] in graph.outputs or not readers or any(
@@ -77,7 +108,7 @@ def read_qdq(graph: Graph) -> Graph:
                              "nodes only (the QDQ form)")
         for reader in readers:
             _check_zero(graph, reader)
-            if scale_exponent(graph.value(reader.inputs[1]), reader.describe()) != exponent:
+            if read_scale(graph.value(reader.inputs[1]), reader.describe()) != scale:
                 raise GraphError(f"{reader.describe()}: its scale differs from its "
                                  f"QuantizeLinear's ({node.name!r})")
             graph.nodes.remove(reader)
@@ -88,10 +119,10 @@ def read_qdq(graph: Graph) -> Graph:
                 source = graph.tensors[reader.outputs[0]]
             else:
                 graph.rename_uses(reader.outputs[0], source.name)
-        if source.exponent is not None and source.exponent != exponent:
+        if source.quantized and (source.exponent, source.scale) != scale:
             raise GraphError(f"{node.describe()}: tensor {source.name!r} is quantised with two "
                              "scales")
-        source.exponent = exponent
+        source.exponent, source.scale = scale
         graph.nodes.remove(node)
     for node in graph.nodes:
         if node.op in ("quantize", "dequantize"):

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 from tests.graph.models import initializer, model_bytes
 from vdla.frontend.onnx import from_bytes
-from vdla.graph.kernels import execute, round_shift
+from vdla.graph.kernels import execute, round_shift, round_shift_even
 
 WEIGHT = np.random.default_rng(3).standard_normal((4, 3, 2, 3)).astype(np.float32)
 
@@ -44,7 +44,7 @@ def test_round_shift_rounds_half_up():
 
 @pytest.mark.parametrize("shift_a, shift_b, shift", [(0, 0, 0), (1, 0, 1), (22, 0, 30),
                                                      (22, 22, 31), (23, 2, 30)])
-def test_residual_add_aligns_sums_and_rounds_exactly(shift_a, shift_b, shift):
+def test_residual_add_aligns_sums_and_rounds_half_to_even(shift_a, shift_b, shift):
     from vdla.graph.ir import Node
     from vdla.graph.kernels import run_node
     rng = np.random.default_rng(shift_a + shift)
@@ -53,4 +53,10 @@ def test_residual_add_aligns_sums_and_rounds_exactly(shift_a, shift_b, shift):
                                                    "shift": shift, "relu": False})
     exact = (a.astype(np.int64) * 2 ** shift_a + b.astype(np.int64) * 2 ** shift_b) / 2 ** shift
     np.testing.assert_array_equal(run_node(node, [a, b])[0],
-                                  np.clip(np.floor(exact + 0.5), -128, 127))
+                                  np.clip(np.rint(exact), -128, 127))
+
+
+def test_round_shift_even_rounds_ties_to_even():
+    values = np.array([-7, -6, -5, -3, -2, 2, 3, 5, 6, 7, 10, 14], np.int64)
+    np.testing.assert_array_equal(round_shift_even(values, 2), np.rint(values / 4))
+    np.testing.assert_array_equal(round_shift_even(values, 0), values)

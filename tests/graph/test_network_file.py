@@ -84,7 +84,7 @@ def _node(header, name):
     (lambda h: _node(h, "residual")["inputs"].reverse() or h["nodes"].reverse(),
      r"node 'softmax' \(softmax\): input 'logits/float' is not defined before it is read"),
     (lambda h: h["tensors"][0].update(dtype="object"),
-     r"tensor 'input': dtype 'object' or exponent is not supported"),
+     r"tensor 'input': dtype 'object', exponent or scale is not supported"),
 ])
 def test_tampered_headers_are_refused_in_one_line(data, change, message):
     with pytest.raises(GraphError, match=f"^network file: {message}"):

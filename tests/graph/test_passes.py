@@ -16,7 +16,7 @@ from vdla.graph.passes.batchnorm import fold_batchnorm
 from vdla.graph.passes.constants import fold_constants
 from vdla.graph.passes.fusion import fuse_activations, fuse_bias
 from vdla.graph.passes.pads import split_pads
-from vdla.graph.passes.qdq import read_qdq, scale_exponent
+from vdla.graph.passes.qdq import read_qdq, read_scale, scale_exponent
 
 
 @pytest.fixture
@@ -110,14 +110,23 @@ def test_split_pads_moves_only_what_the_loads_cannot_pad(pads, kept, host):
     np.testing.assert_array_equal(execute(split, x)["y"], expected)
 
 
-def test_qdq_scales_must_be_powers_of_two():
+def test_qdq_scales_are_exponents_or_other_scales():
     assert scale_exponent(np.float32(0.125), "n") == 3
     assert scale_exponent(np.array([4.0, 4.0]), "n") == -2
+    assert read_scale(np.float32(0.125), "n") == (3, None)
+    assert read_scale(np.float32(0.1), "n") == (None, float(np.float32(0.1)))
     with pytest.raises(GraphError, match=r"^n: scale 0.1 is not a power of two \(vdla's "
-                                         r"requantisation is one shift"):
+                                         r"requantisation by one shift needs one\)$"):
         scale_exponent(np.float32(0.1), "n")
-    with pytest.raises(GraphError, match=r"^n: per-channel scales are not supported"):
-        scale_exponent(np.array([0.5, 0.25]), "n")
+    with pytest.raises(GraphError, match=r"^n: per-channel scales are supported for weights "
+                                         r"and biases only \(an activation needs one scale per "
+                                         r"tensor\)$"):
+        read_scale(np.array([0.5, 0.25]), "n")
+    exponent, scales = read_scale(np.array([0.5, 0.25]), "n", per_channel=True)
+    assert exponent is None and scales.tolist() == [0.5, 0.25]
+    for bad in (0.0, -0.5, np.inf):
+        with pytest.raises(GraphError, match=r"^n: scale .* is not a finite positive number$"):
+            read_scale(np.float32(bad), "n")
 
 
 def test_qdq_pairs_become_exponents():
