@@ -34,6 +34,7 @@ import numpy as np
 
 from vdla.bench.executor import make_executor
 from vdla.compiler.workloads import RESNET18, Workload
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
 
@@ -58,7 +59,7 @@ BASELINE_TOLERANCE = 0.01
 BASELINE_DIR = Path(__file__).resolve().parent / "baselines"
 
 
-class BenchError(ValueError):
+class BenchError(VdlaError, ValueError):
     """Bad benchmark input: unknown layers, a missing or mismatched baseline, ..."""
 
 

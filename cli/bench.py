@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, config_option, fail, write_output
+from vdla.cli.options import Command, check_sim, config_option, fail, write_output
 from vdla.hw.config import HwConfig
 from vdla.bench import suite as bench
 from vdla.bench.suite import BenchError, BenchResult, LayerResult
@@ -193,7 +193,7 @@ def _progress_bar(total: int, description: str):
                 dynamic_ncols=True)
 
 
-@click.command("bench")
+@click.command("bench", cls=Command)
 @click.argument("benchmark", metavar="NETWORK")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
               help="Simulator: rtl (cycle-accurate) or fsim (functional: correctness only).")
@@ -224,10 +224,7 @@ def _progress_bar(total: int, description: str):
 def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablation,
             roofline_path, check_path, update_path, jobs, scheduler, seed, clock_mhz):
     """Run NETWORK's layers (resnet18: C2–C11), check them and report cycles."""
-    try:
-        workloads = bench.select_workloads(layers, benchmark)
-    except BenchError as error:
-        fail(str(error))
+    workloads = bench.select_workloads(layers, benchmark)
     check_sim(sim)
     timed_only = [flag for flag, value in (("--roofline", roofline_path),
                                            ("--check-baseline", check_path),
@@ -245,11 +242,8 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
     baseline, baseline_file = None, None
     if check_path is not None:
         baseline_file = Path(check_path) if check_path else bench.baseline_path(config)
-        try:
-            baseline = bench.load_baseline(baseline_file)
-            bench.check_baseline_target(baseline, config, benchmark, baseline_file)
-        except BenchError as error:
-            fail(str(error))
+        baseline = bench.load_baseline(baseline_file)
+        bench.check_baseline_target(baseline, config, benchmark, baseline_file)
     if update_path is not None:
         baseline_file = Path(update_path) if update_path else bench.baseline_path(config)
 
@@ -284,10 +278,6 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
             bar.close()
     except KeyboardInterrupt:
         raise click.Abort() from None
-    except (ValueError, OSError) as error:  # BenchError, an unreachable scheduler, ...
-        fail(str(error))
-    except RuntimeError as error:  # a failed Verilator build: its message ends with the log
-        fail(str(error).strip() or repr(error))
     finally:
         if executor is not None:
             executor.shutdown(wait=False)
@@ -302,10 +292,7 @@ def command(benchmark, sim, config, layers, json_path, no_latency_hiding, ablati
 
     failed = not all(result.all_correct for result in results)
     if baseline is not None:
-        try:
-            check = bench.check_baseline(main, baseline, baseline_file)
-        except BenchError as error:
-            fail(str(error))
+        check = bench.check_baseline(main, baseline, baseline_file)
         report["baseline"] = check.to_dict()
         lines += [""] + check.lines()
         failed = failed or not check.ok

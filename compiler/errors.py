@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from vdla.errors import VdlaError
+
 __all__ = ["CompileError", "ShapeError", "ScheduleError"]
 
 
-class CompileError(ValueError):
+class CompileError(VdlaError, ValueError):
     """A layer that cannot be compiled for the given accelerator."""
 
 

@@ -15,12 +15,13 @@ import re
 from pathlib import Path
 from typing import ClassVar
 
+from vdla.errors import VdlaError
 from vdla.hw.records import JsonRecord, read_record_text
 
 __all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
 
 
-class ConfigError(ValueError):
+class ConfigError(VdlaError, ValueError):
     """An impossible or malformed accelerator configuration."""
 
 
@@ -535,4 +536,8 @@ def load_config(spec: str | Path | None) -> HwConfig:
     path = Path(spec)
     if not path.exists():
         raise ConfigError(f"config {spec!s}: no such preset ({', '.join(PRESETS)}) or file")
-    return HwConfig.from_json(read_record_text(path, ConfigError, "config"))
+    text = read_record_text(path, ConfigError, "config")
+    try:
+        return HwConfig.from_json(text)
+    except ConfigError as error:
+        raise ConfigError(f"config {spec!s}: {error}") from None

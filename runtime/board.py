@@ -27,7 +27,7 @@ from vdla.hw import board_protocol as protocol
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 from vdla.sim.backend import RunResult, register_backend
-from vdla.sim.errors import SimulationError
+from vdla.sim.errors import OptionError, SimulationError
 
 __all__ = ["Transport", "SerialTransport", "BoardLink", "BoardError", "BoardBackend",
            "DEFAULT_BAUD", "CHUNK_BYTES"]
@@ -164,7 +164,10 @@ class BoardBackend:
     name = "board"
 
     def __init__(self, config: HwConfig, transport: Transport, poll_seconds: float = 0.01,
-                 timeout_seconds: float = 600.0):
+                 timeout_seconds: float = 600.0, **options):
+        if options:
+            raise OptionError(f"unknown option(s) for the board: {', '.join(sorted(options))} "
+                              "(the board runs a program; it neither traces nor stops early)")
         self.config = config
         self.link = BoardLink(transport)
         self.poll_seconds = poll_seconds

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 
 __all__ = ["LAYOUTS", "pack", "unpack", "packed_shape", "packed_nbytes", "LayoutError"]
 
 
-class LayoutError(ValueError):
+class LayoutError(VdlaError, ValueError):
     """A tensor whose dtype or shape does not fit the layout asked for."""
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vdla.errors import VdlaError
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
 from vdla.files import write_atomic
@@ -51,7 +52,7 @@ _DIGEST_BYTES = 32
 MAX_HEADER_BYTES = 1 << 24
 
 
-class ProgramFileError(ValueError):
+class ProgramFileError(VdlaError, ValueError):
     """A program file that is damaged, of another version, or for other hardware."""
 
 

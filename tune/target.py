@@ -19,13 +19,14 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from vdla.compiler.schedule import Schedule, ScheduleSpace, default_schedule, schedule_space
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 
 __all__ = ["Measurement", "Target", "AccelTarget", "TARGETS", "register_target", "get_target",
            "TuneError"]
 
 
-class TuneError(ValueError):
+class TuneError(VdlaError, ValueError):
     """A bad tuning request (unknown target or tuner, unreadable log, ...)."""
 
 

@@ -32,6 +32,7 @@ from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME, generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.compiler.gpu.tiling import Tiling
 
@@ -81,7 +82,7 @@ extern "C" void vdla_emulate(const void* data, const void* weight, const void* b
 """
 
 
-class EmulationError(RuntimeError):
+class EmulationError(VdlaError):
     """No C++20 host compiler, or it rejected the kernel."""
 
 

@@ -31,6 +31,7 @@ from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.gpu.codegen import KERNEL_NAME, generate_op_cuda
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.gpu.tiling import Tiling
+from vdla.errors import VdlaError
 
 __all__ = ["GpuKernel", "GpuUnavailable", "gpu_unavailable_reason", "dtypes_of",
            "capture_graph", "NVRTC_OPTIONS"]
@@ -38,7 +39,7 @@ __all__ = ["GpuKernel", "GpuUnavailable", "gpu_unavailable_reason", "dtypes_of",
 NVRTC_OPTIONS = ("-std=c++17",)
 
 
-class GpuUnavailable(RuntimeError):
+class GpuUnavailable(VdlaError):
     """No CUDA device, or no CuPy to reach one."""
 
 
