@@ -37,6 +37,7 @@ from vdla.compiler.workloads import RESNET18, Workload
 from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
+from vdla.ints import ceil_div
 
 __all__ = [
     "LayerResult", "BenchResult", "BaselineEntry", "BaselineCheck", "BenchError",
@@ -282,7 +283,7 @@ def select_workloads(names: str | Sequence[str] | None,
 
 def ideal_cycles(op, config: HwConfig) -> int:
     """Cycles of a GEMM core that does ``macs_per_cycle`` useful MACs every cycle (ceil)."""
-    return -(-op.macs // config.macs_per_cycle)
+    return ceil_div(op.macs, config.macs_per_cycle)
 
 
 def layer_seed(seed: int, name: str) -> list[int]:

@@ -18,9 +18,7 @@ import click
 
 from vdla.cli.bench import describe_config
 from vdla.cli.options import Group
-from vdla.hw.config import PRESETS, HwConfig, load_config
-
-KINDS = ("uop", "inp", "wgt", "acc", "out")
+from vdla.hw.config import ELEMENT_KINDS, PRESETS, HwConfig, load_config
 
 
 def derived(config: HwConfig) -> dict:
@@ -31,8 +29,8 @@ def derived(config: HwConfig) -> dict:
         "dram_bus_bytes": config.dram_bus_bytes,
         "dram_alignment": config.dram_alignment,
         "out_buffer_bytes": config.out_buffer_bytes,
-        "sram_depth": {kind: config.depth(kind) for kind in KINDS},
-        "element_bytes": {kind: config.element_bytes(kind) for kind in KINDS},
+        "sram_depth": {kind: config.depth(kind) for kind in ELEMENT_KINDS},
+        "element_bytes": {kind: config.element_bytes(kind) for kind in ELEMENT_KINDS},
         "uop_index_bits": config.uop_index_bits,
     }
 

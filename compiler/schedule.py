@@ -46,16 +46,13 @@ from vdla.compiler.ops import ConvGeometry
 from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.hw.config import HwConfig
 from vdla.hw.records import JsonRecord
+from vdla.ints import ceil_div
 
 __all__ = ["Schedule", "TilePlan", "ScheduleSpace", "default_schedule", "schedule_space",
            "plan_tiles", "load_schedule", "compact_axes", "estimate_cost", "max_virtual_threads",
            "operand_loads", "uop_kernel", "group_blocks"]
 
 AXES = "bkhw"
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,7 +157,7 @@ class TilePlan:
     @property
     def counts(self) -> dict[str, int]:
         """Number of tiles (chunks for ``c``) along each axis."""
-        return {axis: _ceil_div(self.blocks[axis], self.tile[axis]) for axis in "bkhwc"}
+        return {axis: ceil_div(self.blocks[axis], self.tile[axis]) for axis in "bkhwc"}
 
     @property
     def compact(self) -> tuple[bool, bool]:
@@ -279,15 +276,15 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
     counts a group's blocks), and its output-channel tiles divide a group's
     blocks, so that every tile lies in one group (`group_blocks`).
     """
-    blocks = {"b": _ceil_div(geometry.batch, config.batch),
-              "k": _ceil_div(geometry.out_channels, config.block_out),
-              "c": _ceil_div(geometry.in_channels // geometry.groups, config.block_in),
+    blocks = {"b": ceil_div(geometry.batch, config.batch),
+              "k": ceil_div(geometry.out_channels, config.block_out),
+              "c": ceil_div(geometry.in_channels // geometry.groups, config.block_in),
               "h": geometry.out_height, "w": geometry.out_width}
     tile = {axis: min(getattr(schedule, f"tile_{axis}"), blocks[axis]) for axis in "bkchw"}
     group_k = group_blocks(geometry, config)[0]
     while geometry.groups > 1 and group_k % tile["k"]:
         tile["k"] -= 1
-    tiles = math.prod(_ceil_div(blocks[a], tile[a]) for a in "bkhw")
+    tiles = math.prod(ceil_div(blocks[a], tile[a]) for a in "bkhw")
     # Threads take whole output tiles: more threads than tiles would only leave
     # slots empty.
     threads = max(1, min(schedule.virtual_threads, tiles)) if schedule.latency_hiding else 1
@@ -304,8 +301,8 @@ def group_blocks(geometry: ConvGeometry, config: HwConfig) -> tuple[int, int]:
     weight layout puts each group's taps on the GEMM block's diagonal).
     """
     groups = geometry.groups
-    return (_ceil_div(geometry.out_channels // groups, config.block_out),
-            _ceil_div(geometry.in_channels // groups, config.block_in))
+    return (ceil_div(geometry.out_channels // groups, config.block_out),
+            ceil_div(geometry.in_channels // groups, config.block_in))
 
 
 def acc_bank_stride(config: HwConfig, threads: int, slot: int, shared: int) -> int | None:
@@ -366,7 +363,7 @@ LOOP_ORDERS = ("bhwk", "bhkw", "bkhw", "kbhw")
 
 def _balanced(extent: int) -> list[int]:
     """Tile sizes that cut ``extent`` into equal-ish tiles: ceil(extent / n) for each n."""
-    return sorted({_ceil_div(extent, n) for n in range(1, extent + 1)}, reverse=True)
+    return sorted({ceil_div(extent, n) for n in range(1, extent + 1)}, reverse=True)
 
 
 def _geometry(op) -> ConvGeometry:
@@ -505,7 +502,7 @@ def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: i
     ``config.dram_reads_in_flight`` at once, at one beat per cycle.
     """
     latency = config.dram_read_latency
-    beats = -(-row_elements * config.element_bytes(kind) // config.dram_bus_bytes)
+    beats = ceil_div(row_elements * config.element_bytes(kind), config.dram_bus_bytes)
     per_row = max(beats, (latency + beats) / config.dram_reads_in_flight)
     return instructions * (latency + 4 + rows * per_row)
 
@@ -568,7 +565,7 @@ def _estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, floa
     load = (inp_loads * inp + wgt_loads * wgt) / tiles
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
-    gemm_instructions = chunks * _ceil_div(uop_kernel(plan), kernel_budget(config))
+    gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + 8 * gemm_instructions
     alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
@@ -707,7 +704,7 @@ def _widest_rows(space: ScheduleSpace, threads: int, tile_k: int,
         b_max = min(b_inp, b_acc, blocks["b"])
         if b_max <= 0:
             continue
-        b_max = _ceil_div(blocks["b"], _ceil_div(blocks["b"], b_max))
+        b_max = ceil_div(blocks["b"], ceil_div(blocks["b"], b_max))
         rows = []
         for tile_b in sorted({1, b_max}):
             rows_fit = inp_depth // (threads * tile_b * tile_c * cols)
@@ -717,12 +714,12 @@ def _widest_rows(space: ScheduleSpace, threads: int, tile_k: int,
                 h_inp = (rows_fit - kh) // sh + 1 if rows_fit >= kh else 0
             h_acc = acc_depth // (threads * tile_b * tile_k * tile_w)
             # Every thread needs a tile of its own.
-            others = (_ceil_div(blocks["b"], tile_b) * _ceil_div(blocks["k"], tile_k)
-                      * _ceil_div(blocks["w"], tile_w))
-            row_tiles = _ceil_div(threads, others)
+            others = (ceil_div(blocks["b"], tile_b) * ceil_div(blocks["k"], tile_k)
+                      * ceil_div(blocks["w"], tile_w))
+            row_tiles = ceil_div(threads, others)
             if row_tiles > blocks["h"]:
                 continue
-            largest_h = min(h_inp, h_acc, blocks["h"], _ceil_div(blocks["h"], row_tiles))
+            largest_h = min(h_inp, h_acc, blocks["h"], ceil_div(blocks["h"], row_tiles))
             if largest_h > 0:
                 rows.append((tile_b, tile_w, largest_h))
         return rows

@@ -37,6 +37,7 @@ from vdla.compiler.cpu.schedule import (LOOP_ORDERS, PARALLEL_AXES, CpuProblem, 
                                         CpuSpace, cpu_space, default_cpu_schedule,
                                         estimate_cpu_cost)
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 from vdla.tune.target import Measurement, register_target
 
 __all__ = ["CpuTarget", "schedule_features", "FEATURE_NAMES", "THREADS", "TIMED_RUNS",
@@ -53,10 +54,6 @@ def _log2(value: float) -> float:
     return math.log2(max(value, 1e-9))
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def schedule_features(space: CpuSpace, schedule: CpuSchedule,
                       threads: int = THREADS) -> np.ndarray | None:
     """The feature vector of ``schedule`` (see `FEATURE_NAMES`); None when it is illegal."""
@@ -67,9 +64,9 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
     icb, ocb = schedule.ic_block, schedule.oc_block
     kh, kw = problem.kernel
     oh, ow = problem.out_height, problem.out_width
-    oc_blocks = _ceil_div(problem.out_channels, ocb)
-    ic_blocks = _ceil_div(problem.in_channels, icb)
-    row_tiles = _ceil_div(ow, tile)
+    oc_blocks = ceil_div(problem.out_channels, ocb)
+    ic_blocks = ceil_div(problem.in_channels, icb)
+    row_tiles = ceil_div(ow, tile)
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
              "both": problem.batch * oh * oc_blocks}[schedule.parallel]
     weight_block = icb * kh * kw * ocb
@@ -83,7 +80,7 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
                ic_blocks * icb / problem.in_channels, (ow % tile) / ow,
                (vectors + tile) / (vectors * tile)]
     values += [_log2(weight_block), _log2(input_rows), (weight_block + input_rows) / L1_BYTES]
-    values += [_log2(items), _ceil_div(items, threads) * threads / items]
+    values += [_log2(items), ceil_div(items, threads) * threads / items]
     values += [_log2(problem.batch * oc_blocks * oh * row_tiles), _log2(ic_blocks),
                _log2(icb / 4 / schedule.unroll)]
     values += [_log2(estimate), estimate / problem.macs]

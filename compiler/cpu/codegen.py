@@ -38,6 +38,7 @@ from pathlib import Path
 
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
 from vdla.compiler.errors import ShapeError
+from vdla.ints import ceil_div
 
 __all__ = ["generate_c", "generate_op_c", "PREAMBLE", "POOL"]
 
@@ -107,8 +108,8 @@ def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
                relu: bool) -> dict[str, int]:
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
-    channel_blocks = -(-problem.group_in // ic_block)
-    oc_blocks = -(-problem.group_out // schedule.oc_block)
+    channel_blocks = ceil_div(problem.group_in, ic_block)
+    oc_blocks = ceil_div(problem.group_out, schedule.oc_block)
     top, left, bottom, right = problem.padding
     return {
         "LANES": schedule.lanes, "V": schedule.oc_vectors, "P": schedule.ow_tile,

@@ -18,6 +18,7 @@ from vdla.compiler.cpu.build import build_library, cpu_features
 from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.schedule import MODES, CpuProblem, CpuSchedule, default_cpu_schedule
 from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.ints import round_up
 
 __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
 
@@ -41,10 +42,6 @@ def reference_fp32(op, data: np.ndarray, weight: np.ndarray,
         acc = acc + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
     acc = acc * 2.0 ** -min(op.shift, 31)
     return np.maximum(acc, 0) if op.relu else acc
-
-
-def _ceil_to(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 class CpuKernel:
@@ -111,7 +108,7 @@ class CpuKernel:
         ocb, icb = schedule.oc_block, schedule.ic_block
         # Each group's output channels pad to whole register tiles, its input
         # channels to whole channel blocks (the C's KB and CB are per group).
-        kp, cp = _ceil_to(k // groups, ocb), _ceil_to(c, icb)
+        kp, cp = round_up(k // groups, ocb), round_up(c, icb)
         padded = np.zeros((groups, kp, cp, kh, kw), dtype=weight.dtype)
         padded[:, :k // groups, :c] = weight.reshape(groups, k // groups, c, kh, kw)
         if self.mode == "int8":
@@ -138,11 +135,11 @@ class CpuKernel:
         """`compiler.cpu.depthwise`'s layout: ``C/LANES KH KW LANES`` lanes, the bias as is."""
         lanes, (k, _, kh, kw) = self.schedule.lanes, weight.shape
         lane_type = np.int32 if self.mode == "int8" else np.float32
-        padded = np.zeros((_ceil_to(k, lanes), kh, kw), dtype=lane_type)
+        padded = np.zeros((round_up(k, lanes), kh, kw), dtype=lane_type)
         padded[:k] = weight[:, 0]
         self._weight = np.ascontiguousarray(
             padded.reshape(-1, lanes, kh, kw).transpose(0, 2, 3, 1))
-        self._epilogue = np.zeros(_ceil_to(k, lanes) + lanes, dtype=lane_type)
+        self._epilogue = np.zeros(round_up(k, lanes) + lanes, dtype=lane_type)
         if bias is not None:
             self._epilogue[:k] = bias
 

@@ -31,6 +31,7 @@ from vdla.compiler.errors import ScheduleError
 from vdla.compiler.knobs import KnobSpace
 from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
+from vdla.ints import ceil_div
 
 __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
            "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
@@ -49,10 +50,6 @@ _UPPER_BOUNDS = {"oc_vectors": max(OC_VECTORS), "ow_tile": MAX_OW_TILE,
                  "ic_block": max(IC_BLOCKS), "unroll": max(UNROLLS)}
 # Vector registers left for weights and a broadcast operand besides the accumulators.
 _SPARE_REGISTERS = 3
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +215,7 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
         this machine's by default.
     """
     problem, features = _problem_and_features(problem, features)
-    channels = _ceil_div(problem.group_in, 4) * 4
+    channels = ceil_div(problem.group_in, 4) * 4
     largest = max(IC_BLOCKS)
     ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
     # The depthwise kernel (`compiler.cpu.depthwise`) has no channel reduction
@@ -269,7 +266,7 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     if problem.depthwise:
         return _depthwise_cost(problem, schedule, mode, threads)
     group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
-    channel_steps = _ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
+    channel_steps = ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
     full, tail = divmod(ow, tile)
 
     def tile_cycles(width: int) -> float:
@@ -280,12 +277,12 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
         return channel_steps * kh * kw * per_step / width_factor + 4 * fmas  # + epilogue
 
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    oc_blocks = problem.groups * _ceil_div(problem.group_out, schedule.oc_block)
+    oc_blocks = problem.groups * ceil_div(problem.group_out, schedule.oc_block)
     # Wider registers than channels waste lanes; 256-bit vectors are half speed.
     total = problem.batch * oc_blocks * oh * row
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
              "both": problem.batch * oh * oc_blocks}[schedule.parallel]
-    balance = _ceil_div(items, threads) / (items / threads)
+    balance = ceil_div(items, threads) / (items / threads)
     element = 1 if mode == "int8" else 4
     weight_block = schedule.ic_block * kh * kw * schedule.oc_block * element
     input_rows = kh * (ow * problem.stride[1] + kw) * schedule.ic_block * element
@@ -307,11 +304,11 @@ def _depthwise_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
 
     full, tail = divmod(problem.out_width, tile)
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    blocks = _ceil_div(problem.out_channels, schedule.lanes)
+    blocks = ceil_div(problem.out_channels, schedule.lanes)
     width_factor = 512 / (schedule.lanes * 32)
     items = {"rows": problem.batch * problem.out_height, "channels": problem.batch * blocks,
              "both": problem.batch * problem.out_height * blocks}[schedule.parallel]
-    balance = _ceil_div(items, threads) / (items / threads)
+    balance = ceil_div(items, threads) / (items / threads)
     return problem.batch * blocks * problem.out_height * row * width_factor / threads * balance
 
 
