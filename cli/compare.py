@@ -24,8 +24,8 @@ import click
 
 from vdla.cli.options import POSITIVE, Command, config_option, fail, write_output
 from vdla.compiler.workloads import RESNET18
+from vdla.runtime.program import PROGRAM_TARGETS
 
-_TARGETS = ("accel", "cpu", "gpu")
 NETWORKS = {"resnet18": RESNET18}
 
 
@@ -69,7 +69,7 @@ def command(network, targets, config, clock_mhz, threads, repeats, calls, warmup
             only, as_json, json_path, plot_path):
     """Compare the accelerator with the cpu target and CPU libraries on NETWORK."""
     from vdla.bench.compare import format_table, plot_comparison, run_comparison, timed_names
-    names = tuple(_choices("--targets", targets, _TARGETS))
+    names = tuple(_choices("--targets", targets, PROGRAM_TARGETS))
     workloads = NETWORKS[network]
     if layers is not None:
         chosen = _choices("--layers", layers, [w.name for w in workloads])

@@ -25,6 +25,7 @@ import numpy as np
 from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import Command, check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
+from vdla.hw.board_protocol import BAUD
 from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
 
@@ -215,7 +216,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
 @click.option("--port", default=None, metavar="DEVICE",
               help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
 @click.option("--baud", type=click.IntRange(min=1), default=None,
-              help="--sim board: the bitstream's UART baud rate (default 1000000).")
+              help=f"--sim board: the bitstream's UART baud rate (default {BAUD}).")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option

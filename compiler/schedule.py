@@ -527,6 +527,9 @@ def estimate_cost(plan: TilePlan, epilogue_stalls: bool = True) -> float:
 # the slower of the two: between plans of equal estimate, the one that loads
 # less then wins.
 _CONGESTED = 0.75
+# Cycles a GEMM, ALU or STORE instruction costs beyond its micro-ops or beats:
+# its dispatch and the drain of the unit's pipeline before the next one.
+INSTRUCTION_OVERHEAD = 8
 
 
 def _estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float]:
@@ -566,12 +569,12 @@ def _estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, floa
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
     gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
-    gemm = gemm_uops + 8 * gemm_instructions
-    alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
+    gemm = gemm_uops + INSTRUCTION_OVERHEAD * gemm_instructions
+    alu = 2 * (slot["acc"] + INSTRUCTION_OVERHEAD)    # reset + REQUANT
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
     store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
     store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
-             + 8 * store_instructions)
+             + INSTRUCTION_OVERHEAD * store_instructions)
     first_load = inp + wgt
     if plan.threads > 1:
         # A slot's REQUANT, its store (which reads the out rows) and the reset

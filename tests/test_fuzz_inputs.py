@@ -233,9 +233,11 @@ def test_random_baselines_are_bench_errors_or_valid(tmp_path):
 
 @pytest.mark.parametrize("data, message", [
     ({"layers": {}}, "naming at least one layer"),
-    ({"layers": {"C2": {"cycles": 0}}}, "layer 'C2' has cycles 0"),
-    ({"layers": {"C2": {"cycles": 5}}, "tolerance": "lots"}, "tolerance 'lots' is not a "
-                                                             "fraction"),
+    ({"layers": {"C2": {"cycles": 0}}}, r"layer 'C2': cycles 0: expected an integer, 1 or more"),
+    ({"layers": {"C2": {}}}, r"layer 'C2': no 'cycles' field"),
+    ({"layers": {"C2": {"cycles": 5}}, "tolerance": "lots"},
+     r"tolerance 'lots': expected a number in \[0, 1\]"),
+    ([], "expected a JSON object, got list"),
 ])
 def test_bad_baselines_name_the_problem(tmp_path, data, message):
     path = tmp_path / "b.json"

@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from vdla.compiler.cpu.schedule import (LOOP_ORDERS, PARALLEL_AXES, CpuProblem, CpuSchedule,
+from vdla.compiler.cpu.schedule import (CPU_LOOP_ORDERS, PARALLEL_AXES, CpuProblem, CpuSchedule,
                                         CpuSpace, cpu_space, default_cpu_schedule,
                                         estimate_cpu_cost)
 from vdla.hw.config import HwConfig
@@ -73,7 +73,7 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
     input_rows = kh * (ow * problem.stride[1] + kw) * icb
     estimate = estimate_cpu_cost(problem, schedule, MODE, threads)
     values = [_log2(lanes), vectors, tile, _log2(icb), _log2(schedule.unroll)]
-    values += [float(schedule.loop_order == order) for order in LOOP_ORDERS]
+    values += [float(schedule.loop_order == order) for order in CPU_LOOP_ORDERS]
     values += [float(schedule.parallel == axis) for axis in PARALLEL_AXES]
     values += [schedule.accumulators, (schedule.accumulators + vectors) / space.registers,
                _log2(ocb), oc_blocks * ocb / problem.out_channels,
@@ -89,7 +89,7 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
 
 FEATURE_NAMES: tuple[str, ...] = (
     ("log2_lanes", "oc_vectors", "ow_tile", "log2_ic_block", "log2_unroll")
-    + tuple(f"order_{order}" for order in LOOP_ORDERS)
+    + tuple(f"order_{order}" for order in CPU_LOOP_ORDERS)
     + tuple(f"parallel_{axis}" for axis in PARALLEL_AXES)
     + ("accumulators", "register_use", "log2_oc_block", "oc_padding", "ic_padding",
        "row_tail_fraction", "loads_per_fma")

@@ -16,8 +16,8 @@ import numpy as np
 
 from vdla.compiler.cpu.build import build_library, cpu_features
 from vdla.compiler.cpu.codegen import generate_op_c
-from vdla.compiler.cpu.schedule import MODES, CpuProblem, CpuSchedule, default_cpu_schedule
-from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.cpu.schedule import CPU_MODES, CpuProblem, CpuSchedule, default_cpu_schedule
+from vdla.compiler.errors import ShapeError, check_mode
 from vdla.ints import round_up
 
 __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
@@ -69,8 +69,7 @@ class CpuKernel:
 
     def __init__(self, op, mode: str = "int8", schedule: CpuSchedule | None = None,
                  flags: tuple[str, ...] | None = None):
-        if mode not in MODES:
-            raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, CPU_MODES)
         self.op, self.mode = op, mode
         self.problem = CpuProblem.from_op(op)
         features = cpu_features()

@@ -27,17 +27,17 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Iterator
 
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.compiler.knobs import KnobSpace
 from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
 from vdla.ints import ceil_div
 
 __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
-           "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES"]
+           "estimate_cpu_cost", "default_cpu_schedule", "CPU_MODES", "CPU_LOOP_ORDERS", "PARALLEL_AXES"]
 
-MODES = ("int8", "fp32")
-LOOP_ORDERS = ("block_kernel", "kernel_block")
+CPU_MODES = ("int8", "fp32")
+CPU_LOOP_ORDERS = ("block_kernel", "kernel_block")
 PARALLEL_AXES = ("rows", "channels", "both")
 # The options `cpu_space` declares; their largest also bound every schedule,
 # since beyond them a kernel's unrolled C (oc_vectors x ow_tile accumulators,
@@ -138,8 +138,8 @@ class CpuSchedule(JsonRecord):
         if self.ic_block % 4:
             raise ScheduleError(f"ic_block: expected a multiple of 4 (the int8 dot product's "
                                 f"group), got {self.ic_block}")
-        if self.loop_order not in LOOP_ORDERS:
-            raise ScheduleError(f"loop_order: expected one of {', '.join(LOOP_ORDERS)}, "
+        if self.loop_order not in CPU_LOOP_ORDERS:
+            raise ScheduleError(f"loop_order: expected one of {', '.join(CPU_LOOP_ORDERS)}, "
                                 f"got {self.loop_order!r}")
         if self.parallel not in PARALLEL_AXES:
             raise ScheduleError(f"parallel: expected one of {', '.join(PARALLEL_AXES)}, "
@@ -224,7 +224,7 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
     knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1,) if depthwise else OC_VECTORS),
              ("ow_tile", tuple(range(1, min(problem.out_width, MAX_OW_TILE) + 1))),
              ("ic_block", tuple(ic_blocks)),
-             ("loop_order", LOOP_ORDERS[:1] if depthwise else LOOP_ORDERS),
+             ("loop_order", CPU_LOOP_ORDERS[:1] if depthwise else CPU_LOOP_ORDERS),
              ("unroll", (1,) if depthwise else UNROLLS), ("parallel", PARALLEL_AXES))
     return CpuSpace(problem, _registers(features), knobs)
 
@@ -318,8 +318,7 @@ def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = No
 
     ``problem`` and ``features`` as for `cpu_knob_space`.
     """
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, CPU_MODES)
     problem, features = _problem_and_features(problem, features)
     return min(cpu_knob_space(problem, mode, features),
                key=lambda schedule: estimate_cpu_cost(problem, schedule, mode, threads))

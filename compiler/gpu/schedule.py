@@ -25,14 +25,14 @@ import itertools
 from typing import ClassVar, Iterator
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.hw.records import JsonRecord
 from vdla.ints import ceil_div
 
 __all__ = ["GpuSchedule", "gpu_knob_space", "estimate_gpu_cost", "default_gpu_schedule",
-           "MODES", "GROUP", "WARP", "H100"]
+           "GPU_MODES", "GROUP", "WARP", "H100"]
 
-MODES = ("int8", "fp16", "fp32")
+GPU_MODES = ("int8", "fp16", "fp32")
 # Reduction channels per shared-memory word: __dp4a reduces 4 int8 pairs at once.
 GROUP = {"int8": 4, "fp16": 1, "fp32": 1}
 WARP = 32
@@ -76,7 +76,7 @@ class GpuSchedule(JsonRecord):
         if self.threads > H100["max_threads_per_block"]:
             raise ScheduleError(f"{self.threads} threads per block exceed the GPU's "
                                 f"{H100['max_threads_per_block']}")
-        shared = max(self.shared_bytes(mode) for mode in MODES)
+        shared = max(self.shared_bytes(mode) for mode in GPU_MODES)
         if shared > H100["static_shared_bytes"]:
             raise ScheduleError(f"staged tiles of {shared} bytes ((block_m + block_n) x block_k "
                                 f"words) exceed the GPU's {H100['static_shared_bytes']} bytes "
@@ -196,7 +196,6 @@ def estimate_gpu_cost(problem: CpuProblem, schedule: GpuSchedule, mode: str) -> 
 
 def default_gpu_schedule(problem: CpuProblem, mode: str) -> GpuSchedule:
     """The candidate of `gpu_knob_space` with the lowest `estimate_gpu_cost`."""
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, GPU_MODES)
     return min(gpu_knob_space(problem, mode),
                key=lambda schedule: estimate_gpu_cost(problem, schedule, mode))
