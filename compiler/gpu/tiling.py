@@ -144,7 +144,6 @@ class Tiling:
         self.b_tile_words = schedule.block_n * schedule.block_k
         self.a_slots = ceil_div(self.a_tile_words, self.threads)
         self.b_slots = ceil_div(self.b_tile_words, self.threads)
-        self.k_steps = ceil_div(self.words, schedule.block_k)
 
     # -- which outputs a thread owns ------------------------------------------------
     def thread_row(self, tid, i):

@@ -170,16 +170,6 @@ class RtlModel:
         pointer = image.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         self._lib.vdla_dram_read(self._handle, 0, pointer, image.size)
 
-    def read_dram(self, offset: int = 0, size: int | None = None) -> np.ndarray:
-        """A copy of ``size`` DRAM bytes from ``offset``."""
-        size = self.dram_size - offset if size is None else size
-        out = np.empty(size, dtype=np.uint8)
-        if self._lib.vdla_dram_read(self._handle, offset, out.ctypes.data_as(
-                ctypes.POINTER(ctypes.c_uint8)), size):
-            raise ValueError(f"DRAM bytes [{offset}, {offset + size}) are outside the "
-                             f"{self.dram_size}-byte DRAM")
-        return out
-
     # ------------------------------------------------------------ control
     def set_backpressure(self, percent: int, seed: int = 1) -> None:
         """Make the memory stall randomly ``percent`` % of cycles (0 turns it off)."""
