@@ -96,3 +96,19 @@ def test_every_exception_vdla_defines_is_a_vdla_error():
                and value.__module__.startswith("vdla.")}
     assert len(defined) > 30
     assert [cls.__qualname__ for cls in defined if not issubclass(cls, VdlaError)] == []
+
+
+def test_every_command_reports_domain_errors_itself():
+    """Each command is a `Command` (a plain ``@click.command`` would let a `VdlaError`
+    through to `main` when invoked alone, as the tests' CliRunner does)."""
+    import click
+    from vdla.cli.main import cli
+    from vdla.cli.options import Command
+
+    def plain(command, path):
+        found = [] if isinstance(command, Command) else [path]
+        for name, sub in getattr(command, "commands", {}).items():
+            found += plain(sub, f"{path} {name}")
+        return found
+    assert isinstance(cli, click.Group) and len(cli.commands) > 10
+    assert plain(cli, "vdla") == []
