@@ -34,7 +34,8 @@ from vdla.compiler.ops import _ConvOutput
 from vdla.ints import ceil_div
 
 __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
-           "estimate_cpu_cost", "default_cpu_schedule", "CPU_MODES", "CPU_LOOP_ORDERS", "PARALLEL_AXES"]
+           "estimate_cpu_cost", "default_cpu_schedule", "CPU_MODES", "CPU_LOOP_ORDERS",
+           "PARALLEL_AXES"]
 
 CPU_MODES = ("int8", "fp32")
 CPU_LOOP_ORDERS = ("block_kernel", "kernel_block")
