@@ -16,7 +16,7 @@ from typing import Any
 from vdla.bench.records import BenchResult
 from vdla.bench.suite import BENCHMARKS, BenchError
 from vdla.hw.config import HwConfig
-from vdla.hw.records import parse_json, read_record_text
+from vdla.hw.records import FRACTION, POSITIVE, Field, check_fields, parse_json, read_record_text
 
 __all__ = ["BASELINE_TOLERANCE", "BaselineEntry", "BaselineCheck", "baseline_path",
            "make_baseline", "load_baseline", "check_baseline_target", "write_baseline",
@@ -88,23 +88,15 @@ def load_baseline(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise BenchError(f"no baseline {path} (record one with --update-baseline)")
-    data = parse_json(read_record_text(path, BenchError, "baseline"), BenchError,
-                      f"baseline {path}")
-    layers = data.get("layers") if isinstance(data, dict) else None
-    shape = ('expected an object with "layers": {NAME: {"cycles": POSITIVE INT, ...}, ...} '
-             "naming at least one layer")
-    if not isinstance(layers, dict) or not layers:
-        raise BenchError(f"baseline {path}: {shape}")
-    for name, entry in layers.items():
-        cycles = entry.get("cycles") if isinstance(entry, dict) else None
-        if not isinstance(cycles, int) or isinstance(cycles, bool) or cycles <= 0:
-            raise BenchError(f"baseline {path}: layer {name!r} has cycles {cycles!r:.40}; "
-                             f"{shape}")
-    tolerance = data.get("tolerance", BASELINE_TOLERANCE)
-    if (not isinstance(tolerance, (int, float)) or isinstance(tolerance, bool)
-            or not 0 <= tolerance <= 1):
-        raise BenchError(f"baseline {path}: tolerance {tolerance!r:.40} is not a fraction "
-                         "in [0, 1]")
+    where = f"baseline {path}"
+    data = parse_json(read_record_text(path, BenchError, "baseline"), BenchError, where)
+    layers = Field('an object naming at least one layer ({NAME: {"cycles": N, ...}, ...})',
+                   lambda value: isinstance(value, dict) and bool(value))
+    check_fields(data, {"layers": layers}, where, BenchError)
+    for name, entry in data["layers"].items():
+        check_fields(entry, {"cycles": POSITIVE}, f"{where}: layer {name!r:.40}", BenchError)
+    check_fields({"tolerance": BASELINE_TOLERANCE, **data}, {"tolerance": FRACTION}, where,
+                 BenchError)
     return data
 
 

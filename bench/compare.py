@@ -49,6 +49,7 @@ from vdla.bench import onnx_peers
 from vdla.bench.onnx_peers import PEERS as ORT_PEERS
 from vdla.bench.timing import Summary, run_blocks, summarise
 from vdla.compiler.workloads import RESNET18, Workload
+from vdla.errors import VdlaError
 
 __all__ = ["Column", "CheckError", "run_comparison", "timed_names", "ratios_of", "format_table",
            "markdown_table", "plot_comparison", "COLUMNS", "TIMED", "INT8_ORT", "NOSPIN",
@@ -107,7 +108,7 @@ class Column:
                 for r in range(min(map(len, blocks)))]
 
 
-class CheckError(AssertionError):
+class CheckError(VdlaError):
     """An implementation's output disagrees with the numpy reference."""
 
 

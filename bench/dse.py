@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 from vdla.bench.executor import Pool
 from vdla.compiler.workloads import Workload
+from vdla.errors import VdlaError
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
 from vdla.hw.generate import verilog_digest
 from vdla.hw.records import (AMOUNT, COUNT, OBJECT, TEXT, check_fields, optional, parse_json,
@@ -53,7 +54,7 @@ RECORD_FIELDS = {"config": OBJECT, "config_hash": TEXT, "design": TEXT, "schedul
 RESULT_FIELDS = {"cycles": COUNT, "area": OBJECT, "clock_mhz": AMOUNT, "time_s": AMOUNT}
 
 
-class DseError(ValueError):
+class DseError(VdlaError, ValueError):
     """A malformed design space or sweep request."""
 
 

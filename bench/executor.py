@@ -19,6 +19,8 @@ import signal
 import sys
 from typing import Any, Callable, Iterable, Iterator
 
+from vdla.errors import VdlaError
+
 __all__ = ["ExecutorError", "make_executor", "Pool", "LOCAL_CLUSTER"]
 
 # ``--scheduler local``: spin up a Dask cluster of local processes.
@@ -27,7 +29,7 @@ LOCAL_CLUSTER = "local"
 _PR_SET_PDEATHSIG = 1
 
 
-class ExecutorError(ValueError):
+class ExecutorError(VdlaError, ValueError):
     """A bad executor request (no workers, a missing optional package, a lost task)."""
 
 

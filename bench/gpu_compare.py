@@ -31,14 +31,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from vdla.compiler.gpu.schedule import GPU_MODES
 from vdla.compiler.workloads import Workload
 
 __all__ = ["GPU_COLUMNS", "gpu_columns", "gpu_machine", "float_inputs"]
 
-_MODES = ("int8", "fp16", "fp32")
 _PEERS = ("fp16", "tf32", "fp32")
 GPU_COLUMNS = tuple(f"{name}{suffix}" for suffix in ("", " b8")
-                    for name in [f"gpu {m}" for m in _MODES] + [f"cudnn {p}" for p in _PEERS])
+                    for name in [f"gpu {m}" for m in GPU_MODES] + [f"cudnn {p}" for p in _PEERS])
 # Largest |error| / max|reference| accepted for each float arithmetic.
 _TOLERANCE = {"fp16": 1e-2, "tf32": 1e-2, "fp32": 1e-4}
 
@@ -195,7 +195,7 @@ def gpu_columns(workloads: Sequence[Workload], column_type, make_inputs, check,
             inputs = make_inputs(layer)
             references = {"int8": op.reference(**inputs),
                           "float": reference_fp32(op, **float_inputs(inputs))}
-            for mode in _MODES:
+            for mode in GPU_MODES:
                 name = f"gpu {mode}{suffix}"
                 progress(f"{workload.name} b{batch}: {name}")
                 seconds, ok, what, kernel = _ours(mode, op, inputs, references, repeats, inner)

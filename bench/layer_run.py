@@ -19,13 +19,14 @@ from vdla.bench.records import LayerResult
 from vdla.compiler.workloads import Workload
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
+from vdla.ints import ceil_div
 
 __all__ = ["run_layer", "ideal_cycles", "layer_seed"]
 
 
 def ideal_cycles(op, config: HwConfig) -> int:
     """Cycles of a GEMM core that does ``macs_per_cycle`` useful MACs every cycle (ceil)."""
-    return -(-op.macs // config.macs_per_cycle)
+    return ceil_div(op.macs, config.macs_per_cycle)
 
 
 def layer_seed(seed: int, name: str) -> list[int]:

@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from vdla.errors import VdlaError
 from vdla.files import write_atomic
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import RTL_ACTIVITY
@@ -49,7 +50,7 @@ LABEL_ROW_HEIGHT = 1.3
 LABEL_GAP = 0.045
 
 
-class PlotError(ValueError):
+class PlotError(VdlaError, ValueError):
     """Data that cannot be plotted: no timed layers, malformed activity."""
 
 

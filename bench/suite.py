@@ -26,6 +26,7 @@ from vdla.bench.executor import make_executor
 from vdla.bench.layer_run import run_layer
 from vdla.bench.records import BenchResult, LayerResult
 from vdla.compiler.workloads import RESNET18, Workload
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 
 __all__ = ["BenchError", "BENCHMARKS", "select_workloads", "prepare_backend", "run_bench",
@@ -35,7 +36,7 @@ __all__ = ["BenchError", "BENCHMARKS", "select_workloads", "prepare_backend", "r
 BENCHMARKS: dict[str, tuple[Workload, ...]] = {"resnet18": RESNET18}
 
 
-class BenchError(ValueError):
+class BenchError(VdlaError, ValueError):
     """Bad benchmark input: unknown layers, a missing or mismatched baseline, ..."""
 
 

@@ -30,7 +30,7 @@ from vdla.bench.records import VTA_RESNET18_CYCLES, BenchResult, LayerResult
 from vdla.bench.report import bench_report
 from vdla.bench.suite import BenchError
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, config_option, fail, write_output
+from vdla.cli.options import Command, check_sim, config_option, fail, write_output
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES
 
@@ -200,7 +200,7 @@ def _progress_bar(total: int, description: str):
                 dynamic_ncols=True)
 
 
-@click.command("bench")
+@click.command("bench", cls=Command)
 @click.argument("benchmark", metavar="NETWORK")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
               help="Simulator: rtl (cycle-accurate) or fsim (functional: correctness only).")
@@ -271,10 +271,7 @@ def _validate(benchmark, sim, config, layers, json_path, no_latency_hiding, abla
               clock_mhz) -> _Request:
     """Check the options together (one-line errors) and load the baseline to check, before
     anything runs."""
-    try:
-        workloads = suite.select_workloads(layers, benchmark)
-    except BenchError as error:
-        fail(str(error))
+    workloads = suite.select_workloads(layers, benchmark)
     check_sim(sim)
     _check_combination(sim, no_latency_hiding, ablation, roofline_path, check_path, update_path,
                        jobs, scheduler)
@@ -313,11 +310,8 @@ def _baseline(config: HwConfig, benchmark: str, check_path: str | None,
     hardware now, so a mismatch costs nothing) or updated ('': the committed one)."""
     if check_path is not None:
         baseline_file = Path(check_path) if check_path else baseline_path(config)
-        try:
-            baseline = load_baseline(baseline_file)
-            check_baseline_target(baseline, config, benchmark, baseline_file)
-        except BenchError as error:
-            fail(str(error))
+        baseline = load_baseline(baseline_file)
+        check_baseline_target(baseline, config, benchmark, baseline_file)
         return baseline, baseline_file
     if update_path is not None:
         return None, Path(update_path) if update_path else baseline_path(config)
@@ -353,10 +347,6 @@ def _run(request: _Request) -> list[BenchResult]:
             bar.close()
     except KeyboardInterrupt:
         raise click.Abort() from None
-    except (ValueError, OSError) as error:  # BenchError, an unreachable scheduler, ...
-        fail(str(error))
-    except RuntimeError as error:  # a failed Verilator build: its message ends with the log
-        fail(str(error).strip() or repr(error))
     finally:
         if executor is not None:
             executor.shutdown(wait=False)
@@ -376,10 +366,7 @@ def _report(request: _Request, results: list[BenchResult]) -> bool:
 
     passed = all(result.all_correct for result in results)
     if request.baseline is not None:
-        try:
-            check = check_baseline(main, request.baseline, request.baseline_file)
-        except BenchError as error:
-            fail(str(error))
+        check = check_baseline(main, request.baseline, request.baseline_file)
         report["baseline"] = check.to_dict()
         lines += [""] + check.lines()
         passed = passed and check.ok

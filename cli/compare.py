@@ -22,10 +22,10 @@ import sys
 
 import click
 
-from vdla.cli.options import POSITIVE, config_option, fail, write_output
+from vdla.cli.options import POSITIVE, Command, config_option, fail, write_output
 from vdla.compiler.workloads import RESNET18
+from vdla.runtime.program import PROGRAM_TARGETS
 
-_TARGETS = ("accel", "cpu", "gpu")
 NETWORKS = {"resnet18": RESNET18}
 
 
@@ -37,7 +37,7 @@ def _choices(option: str, value: str, known) -> list[str]:
     return names
 
 
-@click.command("compare")
+@click.command("compare", cls=Command)
 @click.argument("network", type=click.Choice(list(NETWORKS)))
 @click.option("--targets", default="accel,cpu", show_default=True,
               help="Which of accel,cpu,gpu to measure (the CPU libraries always run; "
@@ -68,10 +68,8 @@ def _choices(option: str, value: str, known) -> list[str]:
 def command(network, targets, config, clock_mhz, threads, repeats, calls, warmup, seed, layers,
             only, as_json, json_path, plot_path):
     """Compare the accelerator with the cpu target and CPU libraries on NETWORK."""
-    from vdla.bench.compare import (CheckError, format_table, plot_comparison,
-                                    run_comparison, timed_names)
-    from vdla.compiler.cpu.build import CpuBuildError
-    names = tuple(_choices("--targets", targets, _TARGETS))
+    from vdla.bench.compare import format_table, plot_comparison, run_comparison, timed_names
+    names = tuple(_choices("--targets", targets, PROGRAM_TARGETS))
     workloads = NETWORKS[network]
     if layers is not None:
         chosen = _choices("--layers", layers, [w.name for w in workloads])
@@ -86,11 +84,8 @@ def command(network, targets, config, clock_mhz, threads, repeats, calls, warmup
     def progress(message: str) -> None:
         if sys.stderr.isatty():
             click.echo(f"\r{message:<40}", nl=False, err=True)
-    try:
-        report = run_comparison(config, names, clock_mhz, threads, repeats, workloads,
-                                seed, progress, calls, warmup, only)
-    except (CheckError, CpuBuildError) as error:
-        fail(str(error))
+    report = run_comparison(config, names, clock_mhz, threads, repeats, workloads,
+                            seed, progress, calls, warmup, only)
     if sys.stderr.isatty():
         click.echo("\r" + " " * 41 + "\r", nl=False, err=True)
     report["command"] = "vdla compare " + " ".join(sys.argv[2:])

@@ -14,7 +14,7 @@ import re
 
 import click
 
-from vdla.compiler import CompileError, Conv2d, Dense, compile_op, load_schedule
+from vdla.compiler import Conv2d, Dense, compile_op, load_schedule
 from vdla.compiler.dump import dump_function, dump_program, summarize
 from vdla.compiler.pipeline import PASS_NAMES
 from vdla.cli.net import ModelGroup, compile_model
@@ -165,12 +165,9 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
     accel: records of ``config``; cpu: records of this machine's CPU, compiler
     and flags (`tune.cpu_target.CpuTarget.design`), whatever their config.
     """
-    from vdla.tune import TuneError, best_record, get_target, read_log, workload_key
+    from vdla.tune import best_record, get_target, read_log, workload_key
     chosen = get_target(target)
-    try:
-        records = read_log(path)
-    except TuneError as error:
-        fail(str(error))
+    records = read_log(path)
     # Only records of this design: a trial on other Verilog (or another CPU and
     # compiler) measured other hardware.
     design = chosen.design(config)
@@ -192,7 +189,7 @@ def _tuned_schedule(path: str, op, config, target: str = "accel"):
 
 def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_latency_hiding,
              output, dump_path, dump_after, as_json, target, precision, **_):
-    from vdla.runtime.program_file import ProgramFileError, save
+    from vdla.runtime.program_file import save
     if dump_after and not dump_path:
         fail(f"--dump-after {dump_after}: pass --dump FILE too (where the IR is written)")
     if dump_after and target != "accel":
@@ -209,26 +206,21 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
                              precision)
     if precision != "int8":
         fail(f"--precision {precision}: the accelerator computes int8 only (use --target cpu)")
-    try:
-        op = make_op()
-        schedule = load_schedule(schedule_path) if schedule_path else None
-        if tuned_path:
-            schedule = _tuned_schedule(tuned_path, op, config, "accel")
-        dumped = {}
+    op = make_op()
+    schedule = load_schedule(schedule_path) if schedule_path else None
+    if tuned_path:
+        schedule = _tuned_schedule(tuned_path, op, config, "accel")
+    dumped = {}
 
-        def keep(name, function):
-            if name == dump_after:
-                dumped[name] = dump_function(function, name)
-        program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
-                             latency_hiding=not no_latency_hiding, dump=keep)
-        save(program, output)
-        if dump_path:
-            text = dumped[dump_after] if dump_after else dump_program(program)
-            write_output(dump_path, text, "--dump")
-    except (CompileError, ProgramFileError) as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write {error.filename}: {error.strerror}")
+    def keep(name, function):
+        if name == dump_after:
+            dumped[name] = dump_function(function, name)
+    program = compile_op(op, config, schedule, virtual_threads=virtual_threads,
+                         latency_hiding=not no_latency_hiding, dump=keep)
+    save(program, output)
+    if dump_path:
+        text = dumped[dump_after] if dump_after else dump_program(program)
+        write_output(dump_path, text, "--dump")
     summary = summarize(program)
     summary.update(op=op.describe(), config=config.name, output=str(output),
                    schedule=program.metadata["schedule"],
@@ -248,18 +240,16 @@ def _compile(make_op, *, config, schedule_path, tuned_path, virtual_threads, no_
 
 def _host_target(target: str):
     """What differs between the host targets: the schedule type, the compile function,
-    its build error, the summary's own fields and the lines that describe them."""
+    the summary's own fields and the lines that describe them."""
     if target == "cpu":
         from vdla.compiler.cpu import CpuSchedule
-        from vdla.compiler.cpu.build import CpuBuildError
         from vdla.compiler.cpu.program import compile_cpu
 
         def cpu_lines(info):
             return [f"  flags: {' '.join(info['flags'])}"]
-        return (CpuSchedule, compile_cpu, CpuBuildError, ("isa", "flags"),
+        return (CpuSchedule, compile_cpu, ("isa", "flags"),
                 "the cpu ({precision}, {isa})", cpu_lines)
     from vdla.compiler.gpu import GpuSchedule
-    from vdla.compiler.gpu.nvcc import NvccError
     from vdla.compiler.gpu.program import compile_gpu
 
     def gpu_lines(info):
@@ -268,8 +258,7 @@ def _host_target(target: str):
                               f"{ptxas['shared_bytes']} bytes shared, "
                               f"{ptxas['spill_stores']} bytes spilled" if ptxas
                               else "not found (CUDA C not compile-checked here)")]
-    return (GpuSchedule, compile_gpu, NvccError, ("ptxas",), "a CUDA GPU ({precision})",
-            gpu_lines)
+    return GpuSchedule, compile_gpu, ("ptxas",), "a CUDA GPU ({precision})", gpu_lines
 
 
 def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_threads,
@@ -277,30 +266,23 @@ def _compile_host(target, make_op, config, schedule_path, tuned_path, virtual_th
     """``--target cpu|gpu``: generated C or CUDA C (the cpu's built and cached now, the
     gpu's compile-checked with nvcc where there is one), recorded in the program file
     (``--tuned``, cpu only: the best schedule of a ``vdla tune --target cpu`` log)."""
-    from vdla.runtime.program_file import ProgramFileError, save
-    schedule_type, compile_host, build_error, fields, device, describe = _host_target(target)
+    from vdla.runtime.program_file import save
+    schedule_type, compile_host, fields, device, describe = _host_target(target)
     if virtual_threads is not None or no_latency_hiding:
         fail("--virtual-threads and --no-latency-hiding are accelerator knobs; "
              f"--target {target} takes a {target.upper()} schedule (--schedule FILE.json)")
     if tuned_path and precision != "int8":
         fail(f"--tuned with --precision {precision}: {target} tuning logs time int8 kernels "
              "(pass --precision int8 or --schedule FILE.json)")
-    try:
-        op = make_op()
-        schedule = schedule_type.load(schedule_path) if schedule_path else None
-        if tuned_path:
-            schedule = _tuned_schedule(tuned_path, op, config, target)
-        program = compile_host(op, precision, schedule, config)
-        save(program, output)
-        if dump_path:
-            from vdla.compiler.host import host_spec   # the file holds no code: regenerate it
-            write_output(dump_path, host_spec(program).source, "--dump")
-    except (CompileError, ProgramFileError) as error:
-        fail(str(error))
-    except build_error as error:         # a compiler's report: its first line says what
-        fail(str(error).splitlines()[0])
-    except OSError as error:
-        fail(f"cannot write {error.filename}: {error.strerror}")
+    op = make_op()
+    schedule = schedule_type.load(schedule_path) if schedule_path else None
+    if tuned_path:
+        schedule = _tuned_schedule(tuned_path, op, config, target)
+    program = compile_host(op, precision, schedule, config)
+    save(program, output)
+    if dump_path:
+        from vdla.compiler.host import host_spec   # the file holds no code: regenerate it
+        write_output(dump_path, host_spec(program).source, "--dump")
     info = program.metadata[target]
     summary = {"op": program.metadata["layer"], "target": target, "precision": precision,
                "output": str(output), "schedule": info["schedule"],

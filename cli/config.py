@@ -17,10 +17,8 @@ import json
 import click
 
 from vdla.cli.bench import describe_config
-from vdla.cli.options import fail
-from vdla.hw.config import PRESETS, ConfigError, HwConfig, load_config
-
-KINDS = ("uop", "inp", "wgt", "acc", "out")
+from vdla.cli.options import Group
+from vdla.hw.config import ELEMENT_KINDS, PRESETS, HwConfig, load_config
 
 
 def derived(config: HwConfig) -> dict:
@@ -31,13 +29,13 @@ def derived(config: HwConfig) -> dict:
         "dram_bus_bytes": config.dram_bus_bytes,
         "dram_alignment": config.dram_alignment,
         "out_buffer_bytes": config.out_buffer_bytes,
-        "sram_depth": {kind: config.depth(kind) for kind in KINDS},
-        "element_bytes": {kind: config.element_bytes(kind) for kind in KINDS},
+        "sram_depth": {kind: config.depth(kind) for kind in ELEMENT_KINDS},
+        "element_bytes": {kind: config.element_bytes(kind) for kind in ELEMENT_KINDS},
         "uop_index_bits": config.uop_index_bits,
     }
 
 
-@click.group("config")
+@click.group("config", cls=Group)
 def command():
     """Show the accelerator configs that --config accepts."""
 
@@ -58,13 +56,7 @@ def list_presets():
               help="Add the figures derived from it (MACs per cycle, SRAM depths, hash).")
 def show(spec, with_derived):
     """Print a config (a preset, or a JSON file checked and completed) as JSON."""
-    try:
-        config = load_config(spec)
-    except ConfigError as error:
-        message = str(error)
-        fail(message if spec in message else f"config {spec}: {message}")
-    except OSError as error:
-        fail(f"config {spec}: cannot read ({error.strerror or error})")
+    config = load_config(spec)
     data = config.to_dict()
     if with_derived:
         data["derived"] = derived(config)

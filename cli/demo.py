@@ -16,10 +16,10 @@ import click
 
 from vdla.cli.bench import describe_config
 from vdla.compiler.workloads import RESNET18
-from vdla.cli.options import check_sim, config_option, fail
+from vdla.cli.options import Command, check_sim, config_option
 from vdla.bench.layer_run import run_layer
 from vdla.bench.records import LayerResult
-from vdla.bench.suite import BenchError, prepare_backend, select_workloads
+from vdla.bench.suite import prepare_backend, select_workloads
 
 
 def _say(text: str) -> None:
@@ -78,7 +78,7 @@ def report_lines(layer: LayerResult, sim: str) -> list[str]:
     return lines
 
 
-@click.command("demo")
+@click.command("demo", cls=Command)
 @click.option("--layer", default="C2", show_default=True, metavar="NAME",
               help=f"ResNet-18 layer ({', '.join(w.name for w in RESNET18)}).")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
@@ -87,19 +87,13 @@ def report_lines(layer: LayerResult, sim: str) -> list[str]:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the inputs.")
 def command(layer, sim, config, seed):
     """Compile a ResNet-18 layer, run it, check it against numpy, report cycles."""
-    try:
-        (workload,) = select_workloads([layer])
-    except BenchError as error:
-        fail(str(error))
+    (workload,) = select_workloads([layer])
     check_sim(sim)
     click.echo(f"vdla demo: ResNet-18 {workload.name}: {workload.op.describe()}")
     click.echo(f"config:       {describe_config(config)}")
-    try:
-        options = prepare_backend(
-            config, sim, lambda text: _say(f"{text}: the first run for this hardware takes "
-                                           "about a minute, later runs reuse it..."))
-    except RuntimeError as error:  # a failed Verilator build: its message ends with the log
-        fail(str(error).strip() or repr(error))
+    options = prepare_backend(
+        config, sim, lambda text: _say(f"{text}: the first run for this hardware takes "
+                                       "about a minute, later runs reuse it..."))
     _say(f"compiling {workload.name} and running it on {sim}...")
     result = run_layer(workload, config, sim, seed=seed, backend_options=options)
     click.echo("\n".join(report_lines(result, sim)))

@@ -3,7 +3,9 @@
 ``vdla dse --space space.json --workload resnet18 [--layers C4,C7]
 [--scheduler ...]`` evaluates every configuration of the space (see
 `bench.dse`) on the RTL with its synthesis estimate, appends each result to
-``--log`` as it finishes (``--resume`` continues), and writes the table and
+``--log`` as it finishes (``--resume`` continues; by default a log in the
+cache folder named for the sweep, so a crashed run leaves no file where the
+command ran), and writes the table and
 the Pareto front of time against area as JSON (``--out``) and a plot
 (``--plot``, when a configuration succeeded). It exits non-zero when any
 configuration failed; ``--resume`` evaluates the failed ones again.
@@ -11,21 +13,34 @@ configuration failed; ``--resume`` evaluates the failed ones again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
-from vdla.cli.options import fail, write_output
+from vdla.cli.options import Command, fail, write_output
 
 
-@click.command("dse")
+def default_log(space, workloads) -> Path:
+    """The log of a sweep when ``--log`` is not given: in the cache folder (never in the
+    folder the command runs in, which may be a repository), named for the sweep (its
+    space and layers), so the same command with ``--resume`` continues it."""
+    from vdla.hw.cache import cache_root
+    sweep = repr((space, [(w.name, w.op.describe()) for w in workloads])).encode()
+    return cache_root() / "dse" / f"{hashlib.sha256(sweep).hexdigest()[:16]}.jsonl"
+
+
+@click.command("dse", cls=Command)
 @click.option("--space", "space_path", required=True, metavar="SPACE.json",
               help="Configurations to sweep (see `vdla.bench.dse`).")
 @click.option("--workload", default="resnet18", show_default=True, help="Network to run.")
 @click.option("--layers", default=None, help="Comma-separated layers (default: all).")
-@click.option("--log", "log_path", default="dse.jsonl", show_default=True, metavar="FILE.jsonl")
+@click.option("--log", "log_path", default=None, metavar="FILE.jsonl",
+              help="Append each configuration's result here (default: a log of this sweep in "
+                   "the cache folder, which --resume finds again).")
 @click.option("--resume", is_flag=True, help="Continue the log's sweep.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--scheduler", default=None, metavar="tcp://HOST:PORT|local",
@@ -43,12 +58,11 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
     from vdla.bench import dse
     from vdla.bench.plots import pareto
     from vdla.bench.suite import select_workloads
-    try:
-        space = dse.load_space(space_path)
-        workloads = select_workloads(layers, workload)
-        configs, skipped = space.configs()
-    except ValueError as error:
-        fail(str(error))
+    space = dse.load_space(space_path)
+    workloads = select_workloads(layers, workload)
+    configs, skipped = space.configs()
+    if log_path is None:
+        log_path = str(default_log(space, workloads))
     for reason in skipped:
         click.echo(f"skipping invalid config {reason}", err=True)
     bar = tqdm(total=len(configs), desc=f"dse {workload}", unit="config")
@@ -63,8 +77,6 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
         front = dse.pareto_front(records, metric)
     except KeyboardInterrupt:
         raise click.Abort() from None
-    except (ValueError, OSError) as error:
-        fail(str(error))
     finally:
         bar.close()
     report = {"command": "vdla " + shlex.join(sys.argv[1:]), "workload": workload,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import check_identifier, config_option, write_output
+from vdla.cli.options import Group, check_identifier, config_option, write_output
 
 
-@click.group()
+@click.group(cls=Group)
 def hw():
     """Generate and inspect the accelerator RTL."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import config_option
+from vdla.cli.options import Command, config_option
 
 __all__ = ["model"]
 
@@ -27,7 +27,7 @@ C_ABI = ("vdla_create", "vdla_destroy", "vdla_dram_resize", "vdla_dram_write", "
          "vdla_activity_bin_cycles")
 
 
-@click.command("model")
+@click.command("model", cls=Command)
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write the model into (created if missing).")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import POSITIVE, config_option, fail, write_output
+from vdla.cli.options import POSITIVE, Command, config_option, fail, write_output
 
 __all__ = ["synth", "bitstream", "board_header"]
 
@@ -71,7 +71,7 @@ def check_netlist(config, target: str, device: str | None, skip: bool) -> dict:
             "mismatches": result.mismatches}
 
 
-@click.command("synth")
+@click.command("synth", cls=Command)
 @config_option
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
               help="FPGA family.")
@@ -97,14 +97,10 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
     click.echo(f"synthesising config {config.name} for {target} "
                f"({'synthesis only' if estimate else 'with place and route'}; the first run "
                "compiles the tools, ~2 min)...", err=True)
-    try:
-        if estimate:
-            report = flow.estimate(config, target, device)
-        else:
-            report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz,
-                                          seed=seed)
-    except flow.SynthError as error:
-        fail(str(error).splitlines()[0])
+    if estimate:
+        report = flow.estimate(config, target, device)
+    else:
+        report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz, seed=seed)
     data = {"config": config.name, "config_hash": config.hash, **report.to_dict(),
             "netlist_check": netlist_check}
     if json_path is not None and str(json_path) == "-":
@@ -118,7 +114,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
         click.echo(report.critical_path_text())
 
 
-@click.command("bitstream")
+@click.command("bitstream", cls=Command)
 @click.option("--board", required=True, metavar="NAME",
               help="Board: ecpix5-85f or ulx3s-85f (ECP5), icebreaker (iCE40 UP5K).")
 @config_option
@@ -133,7 +129,6 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
     from vdla.hw.boards import BOARDS, build_bitstream
-    from vdla.hw.synth import SynthError
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]
@@ -144,10 +139,7 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     netlist_check = check_netlist(config, chosen.target, chosen.device, skip_check)
     click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
                err=True)
-    try:
-        report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz, seed=seed)
-    except SynthError as error:
-        fail(str(error).splitlines()[0])
+    report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz, seed=seed)
     if as_json:
         click.echo(json.dumps({**report.to_dict(), "netlist_check": netlist_check}))
         return
@@ -158,7 +150,7 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
                f"--baud {chosen.baud}")
 
 
-@click.command("board-header")
+@click.command("board-header", cls=Command)
 @config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the header here (default: standard output).")

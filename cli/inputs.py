@@ -19,7 +19,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from vdla.cli.options import fail, program_config_option
+from vdla.cli.options import Command, fail, program_config_option
 from vdla.cli.run_report import program_op
 from vdla.runtime.program_file import load
 
@@ -85,7 +85,7 @@ def _describe(array_or_region) -> str:
     return f"{np.dtype(array_or_region.dtype).name:<5} {tuple(array_or_region.shape)}"
 
 
-@click.command("inputs")
+@click.command("inputs", cls=Command)
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("-o", "--output-dir", "output_dir", default=None,
               type=click.Path(file_okay=False, path_type=Path),
@@ -94,10 +94,7 @@ def _describe(array_or_region) -> str:
 @program_config_option
 def command(program_file, output_dir, seed, config):
     """List the inputs PROGRAM.vdla needs; with -o, write example ones as .npy files."""
-    try:
-        program = load(program_file, config)
-    except ValueError as error:
-        fail(str(error))
+    program = load(program_file, config)
     if output_dir is None:
         click.echo(f"{program_file} needs (vdla run ... --input NAME=FILE.npy, one per input):")
         for region in program.inputs:

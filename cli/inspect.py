@@ -21,9 +21,10 @@ import json
 
 import click
 
-from vdla.cli.options import fail, program_config_option
+from vdla.cli.options import Command, fail, program_config_option
 from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
+from vdla.runtime.errors import ProgramError
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program_file import load, verify_program_header
 from vdla.hw.isa import DEPENDENCY_FLAGS, MODULES, TOKEN_QUEUES, flag_queue, module_of
@@ -126,7 +127,7 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
     try:
         spec = host_spec(program)
         report["verification"] = "ok"
-    except ValueError as error:
+    except ProgramError as error:
         spec, report["verification"] = None, str(error)
     if show_source:
         if spec is None:
@@ -155,7 +156,7 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
         echo(f"  {key}: {json.dumps(value)}")
 
 
-@click.command("inspect")
+@click.command("inspect", cls=Command)
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--all-uops", is_flag=True, help="List every micro-op, not only the first ones.")
@@ -169,10 +170,7 @@ def command(program_file, as_json, all_uops, show_source, config):
     if is_network_file(program_file):
         from vdla.cli.net import inspect_network
         return inspect_network(program_file, as_json, config)
-    try:
-        program = load(program_file, config, verify=False)  # show a broken plan, and say so
-    except ValueError as error:
-        fail(str(error))
+    program = load(program_file, config, verify=False)  # show a broken plan, and say so
     if program.target != "accel":
         return _inspect_host(program, program_file, as_json, show_source)
     if show_source:
@@ -182,7 +180,7 @@ def command(program_file, as_json, all_uops, show_source, config):
     try:
         verify_program_header(program)
         report["verification"] = "ok"
-    except ValueError as error:
+    except ProgramError as error:
         report["verification"] = str(error)
     if as_json:
         click.echo(json.dumps(report))

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
-from vdla.cli.options import config_option, write_output
+from vdla.cli.options import Command, config_option, write_output
 from vdla.hw.isa import reference_markdown
 
 
-@click.command("isa")
+@click.command("isa", cls=Command)
 @config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the reference to FILE instead of printing it.")

@@ -10,13 +10,14 @@ from pathlib import Path
 import click
 
 from vdla import __version__
+from vdla.cli.options import USER_ERRORS, Group, one_line
 
 # Each module defines a click command (or group) called ``command``.
 SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "compare", "tune", "dse", "demo",
                "config", "inputs", "quantize", "bench_net"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="vdla")
 def cli():
     """vdla: a hardware/software co-design framework for a VDLA-style accelerator."""
@@ -24,32 +25,6 @@ def cli():
 
 for _module in SUBCOMMANDS:
     cli.add_command(importlib.import_module(f"vdla.cli.{_module}").command)
-
-
-def _one_line(error: BaseException) -> str:
-    # "/x/y.v: No such file or directory" rather than "[Errno 2] No such file ...: '/x/y.v'"
-    if isinstance(error, OSError) and error.filename is not None and error.strerror:
-        return f"{error.filename}: {error.strerror}"
-    text = str(error).strip()
-    if "\n" in text:
-        # Build failures carry the tool's output; the first line names the
-        # problem, the rest is kept in the log the message points to.
-        text = text.splitlines()[0]
-    return text or type(error).__name__
-
-
-def _expected(error: BaseException) -> bool:
-    """Failures a user can cause and fix: bad input, files, a missing or failing toolchain."""
-    if isinstance(error, (ValueError, OSError, MemoryError)):
-        return True
-    from vdla.sim.rtl.build import RtlBuildError
-    from vdla.sim.rtl.toolchain import ToolchainError
-    if isinstance(error, (ToolchainError, RtlBuildError)):
-        return True
-    # Amaranth's Yosys failing (e.g. on a top-level name it cannot use); only
-    # looked up when Amaranth is already loaded, as it must be to raise it.
-    yosys = sys.modules.get("amaranth._toolchain.yosys")
-    return yosys is not None and isinstance(error, yosys.YosysError)
 
 
 def _write_traceback(error: BaseException) -> str:
@@ -91,17 +66,17 @@ def main():
         error.show()
         sys.exit(error.exit_code)
     except RecursionError:
-        click.echo("vdla: error: input nested too deeply to process", err=True)
+        click.ClickException("input nested too deeply to process").show()
         sys.exit(1)
     except Exception as error:  # noqa: BLE001 - the one place every failure is reported
         if os.environ.get("VDLA_DEBUG"):
             raise
-        if _expected(error):
-            click.echo(f"vdla: error: {_one_line(error)}", err=True)
+        if isinstance(error, USER_ERRORS):  # raised outside a command (which reports its own)
+            click.ClickException(one_line(error)).show()
             sys.exit(1)
         where = _write_traceback(error)
         click.echo(f"vdla: internal error (a bug in vdla, please report it): "
-                   f"{type(error).__name__}: {_one_line(error)}; traceback written to {where}",
+                   f"{type(error).__name__}: {one_line(error)}; traceback written to {where}",
                    err=True)
         sys.exit(70)
 

@@ -17,8 +17,7 @@ import click
 import numpy as np
 
 from vdla.cli.clock import clock_option
-from vdla.cli.options import config_option, fail
-from vdla.graph.errors import GraphError
+from vdla.cli.options import Command, Group, config_option, fail
 
 __all__ = ["ModelGroup", "compile_model", "run_network", "inspect_network",
            "per_channel_option"]
@@ -29,7 +28,7 @@ per_channel_option = click.option(
          "channels differ requantise with per-channel multipliers; docs/isa.md).")
 
 
-class ModelGroup(click.Group):
+class ModelGroup(Group):
     """A click group where ``GROUP FILE.onnx ...`` means ``GROUP model FILE.onnx ...``."""
 
     def resolve_command(self, ctx, args):
@@ -42,7 +41,7 @@ def _names(value: str | None) -> list[str]:
     return [name for name in (value or "").split(",") if name]
 
 
-@click.command("model")
+@click.command("model", cls=Command)
 @click.argument("model_path", metavar="MODEL.onnx")
 @click.option("--calibration", "calibration_path", default=None, metavar="FILE.npy",
               help="Sample inputs (count, ...) for post-training quantisation (not needed for "
@@ -72,20 +71,17 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
     from vdla.graph.network_file import save
     _writable(output, "-o")
     calibration = None
-    try:
-        graph = load_model(model_path, batch=batch)
-        if calibration_path is not None:
-            samples = _read_npy(calibration_path, "--calibration")
-            if len(graph.inputs) != 1:
-                fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
-                     "calibrates a single-input model")
-            calibration = {graph.inputs[0]: samples}
-        network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
-                                  target=target, by_cost=by_cost, clock_mhz=clock_mhz,
-                                  per_channel=per_channel)
-        save(network, output)
-    except GraphError as error:
-        fail(str(error))
+    graph = load_model(model_path, batch=batch)
+    if calibration_path is not None:
+        samples = _read_npy(calibration_path, "--calibration")
+        if len(graph.inputs) != 1:
+            fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
+                 "calibrates a single-input model")
+        calibration = {graph.inputs[0]: samples}
+    network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
+                              target=target, by_cost=by_cost, clock_mhz=clock_mhz,
+                              per_channel=per_channel)
+    save(network, output)
     rows = network.rows()
     summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),
                "placement": {place: sum(r["place"] == place for r in rows)
@@ -105,14 +101,6 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                    f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")
 
 
-def _load_network(path: str, config):
-    from vdla.graph.network_file import load
-    try:
-        return load(path, config)
-    except GraphError as error:
-        fail(str(error))
-
-
 def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
                 as_json, config, backend_options, clock_mhz=None) -> None:
     """``vdla run`` of a network file."""
@@ -120,16 +108,14 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
     if target not in ("accel", "cpu"):
         fail(f"--target {target}: a network runs on the accelerator (--sim ...) or with "
              "--target cpu")
-    network = _load_network(program_file, config)
+    from vdla.graph.network_file import load
+    network = load(program_file, config)
     # run's --output parsing, over the network's outputs.
     outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
                                             for name in network.graph.outputs])
     paths = _output_paths(outputs, outputs_view)
     arrays = {name: _read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
-    try:
-        result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
-    except GraphError as error:
-        fail(str(error))
+    result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
     for name, path in paths.items():
         np.save(path, result.outputs[name])
     from vdla.cli.clock import time_report, time_text
@@ -161,7 +147,8 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
 def inspect_network(program_file, as_json, config) -> None:
     """``vdla inspect`` of a network file: one row per node."""
     from vdla.cli.clock import time_report
-    network = _load_network(program_file, config)
+    from vdla.graph.network_file import load
+    network = load(program_file, config)
     rows = network.rows()
     for row in rows:  # at the config's known Fmax (vdla hw synth), when there is one
         timing = time_report(network.config, row["estimated_cycles"], None)
@@ -169,10 +156,7 @@ def inspect_network(program_file, as_json, config) -> None:
     report = {"config": network.config.name, "inputs": network.input_specs_json(),
               "outputs": network.graph.outputs, "nodes": rows, "verification": "ok"}
     if network.runs_in_arena:
-        try:
-            arena = network.arena()
-        except GraphError as error:
-            fail(str(error))
+        arena = network.arena()
         report["arena"] = {"bytes": arena.size, "code_and_constants_bytes": arena.code_bytes,
                            "layer_images_bytes": arena.images_bytes}
     if as_json:

@@ -6,7 +6,49 @@ import math
 
 import click
 
+from vdla.errors import VdlaError
 from vdla.hw.config import PRESETS, ConfigError, load_config
+
+
+def one_line(error: BaseException) -> str:
+    """The one line that reports ``error``: its message's first line, or an OSError's
+    ``"/x/y.v: No such file or directory"`` (not ``"[Errno 2] No such file ...: '/x/y.v'"``)."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    # Build failures carry the tool's output; the first line names the
+    # problem, the rest is kept in the log the message points to.
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+USER_ERRORS = (VdlaError, OSError, MemoryError)
+"""Failures a user can cause and fix, reported in one line: vdla's domain errors
+(`vdla.errors.VdlaError`), and the operating system refusing a file the user named
+(missing, unreadable, a full disk) or the memory a large input needs. Any other
+exception is a bug in vdla."""
+
+
+class Command(click.Command):
+    """A click command that reports a user error (`USER_ERRORS`) as its one-line error
+    (exit status 1).
+
+    The one place a domain error becomes a message: commands raise, they do
+    not catch and re-word. Any other exception passes through (`vdla.cli.main`
+    reports it as a bug).
+    """
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as error:
+            raise click.ClickException(one_line(error)) from error
+
+
+class Group(Command, click.Group):
+    """A click group of `Command`s (and `Group`s) that reports a `VdlaError` as one line."""
+
+    command_class = Command
+    group_class = type
 
 
 def fail(message: str):

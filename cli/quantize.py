@@ -13,11 +13,10 @@ import json
 import click
 
 from vdla.cli.net import per_channel_option
-from vdla.cli.options import fail
-from vdla.graph.errors import GraphError
+from vdla.cli.options import Command, fail
 
 
-@click.command("quantize")
+@click.command("quantize", cls=Command)
 @click.argument("model_path", metavar="MODEL.onnx")
 @click.option("--calibration", "calibration_path", required=True, metavar="FILE.npy",
               help="Sample inputs (count, ...) to calibrate the scales on.")
@@ -35,16 +34,13 @@ def command(model_path, calibration_path, batch, output, as_json, per_channel):
     from vdla.graph.export import to_qdq
     from vdla.graph.network import quantize_graph
     _writable(output, "-o")
-    try:
-        graph = load(model_path, batch=batch)
-        if len(graph.inputs) != 1:
-            fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
-                 "calibrates a single-input model")
-        samples = _read_npy(calibration_path, "--calibration")
-        integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel)
-        onnx.save(to_qdq(integer), output)
-    except GraphError as error:
-        fail(str(error))
+    graph = load(model_path, batch=batch)
+    if len(graph.inputs) != 1:
+        fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
+             "calibrates a single-input model")
+    samples = _read_npy(calibration_path, "--calibration")
+    integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel)
+    onnx.save(to_qdq(integer), output)
     layers = {node.name: node.attrs["shift"] for node in integer.nodes if "shift" in node.attrs}
     if as_json:
         click.echo(json.dumps({"output": output, "shifts": layers}))

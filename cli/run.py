@@ -23,8 +23,9 @@ import click
 import numpy as np
 
 from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import check_sim, fail, program_config_option, write_output
+from vdla.cli.options import Command, check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
+from vdla.hw.board_protocol import BAUD
 from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
 
@@ -187,7 +188,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
     return "exact" if bins == 1 else f"binned, {bins:,} cycles per bin"
 
 
-@click.command("run")
+@click.command("run", cls=Command)
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--sim", default="fsim", show_default=True, metavar="NAME",
               help="Simulation backend (any registered one, e.g. fsim, rtl).")
@@ -215,7 +216,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
 @click.option("--port", default=None, metavar="DEVICE",
               help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
 @click.option("--baud", type=click.IntRange(min=1), default=None,
-              help="--sim board: the bitstream's UART baud rate (default 1000000).")
+              help=f"--sim board: the bitstream's UART baud rate (default {BAUD}).")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
@@ -236,10 +237,7 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         return run_network(program_file, sim, input_paths, outputs, target, threads, as_json,
                            config, {} if cycle_limit is None else {"cycle_limit": cycle_limit},
                            clock_mhz)
-    try:
-        program = load(program_file, config)
-    except ValueError as error:
-        fail(str(error))
+    program = load(program_file, config)
     output_paths = _output_paths(outputs, program)
     if trace is not None:
         _check_trace_path(trace)
@@ -281,11 +279,8 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target gpu runs no simulator")
         sim = "gpu"
-    try:
-        device = Device(program.config, sim=sim, target=target, **options)
-        result = device.run(program, arrays)
-    except (ValueError, TypeError) as error:
-        fail(str(error))
+    device = Device(program.config, sim=sim, target=target, **options)
+    result = device.run(program, arrays)
     written = {}
     for name, path in output_paths.items():
         # Through a handle: np.save(path) would append ".npy" to other names.

@@ -19,7 +19,7 @@ import warnings
 import click
 
 from vdla.cli.compile import conv2d_from_options, conv2d_options, dense_from_options, dense_options
-from vdla.cli.options import config_option, fail
+from vdla.cli.options import Group, config_option, fail
 
 
 def _tune_options(function):
@@ -52,7 +52,7 @@ def _tune_options(function):
     return function
 
 
-@click.group("tune")
+@click.group("tune", cls=Group)
 def command():
     """Tune a layer's schedule with measurements (grid, random or XGBoost-guided)."""
 
@@ -74,13 +74,10 @@ def dense(**options):
 
 
 def _read_logs(paths):
-    from vdla.tune import TuneError, read_log
+    from vdla.tune import read_log
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            records = [record for path in paths for record in read_log(path)]
-        except TuneError as error:
-            fail(str(error))
+        records = [record for path in paths for record in read_log(path)]
     for warning in caught:
         click.echo(f"warning: {warning.message}", err=True)
     return records
@@ -89,13 +86,9 @@ def _read_logs(paths):
 def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_paths, jobs,
           scheduler, batch_size, seed, as_json, **_):
     from tqdm import tqdm
-    from vdla.compiler import CompileError
-    from vdla.tune import TuneError, get_target, tune
-    try:
-        op = make_op()
-        unit = get_target(target).unit
-    except (CompileError, TuneError) as error:
-        fail(str(error))
+    from vdla.tune import get_target, tune
+    op = make_op()
+    unit = get_target(target).unit
     transfer = _read_logs(transfer_paths)
     _read_logs([log_path])                  # warn about a torn last line up front
     bar = tqdm(total=trials, desc=f"tune {op.describe()} ({tuner})", unit="trial",
@@ -122,10 +115,6 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
             bar.n = len(result.records)
     except KeyboardInterrupt:
         raise click.Abort() from None
-    except (ValueError, OSError) as error:      # TuneError, ExecutorError, ...
-        fail(str(error))
-    except RuntimeError as error:               # a failed Verilator or C build
-        fail(str(error).strip() or repr(error))
     finally:
         bar.close()
     best_record = result.best

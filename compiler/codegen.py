@@ -25,14 +25,11 @@ import dataclasses
 from vdla.compiler import ir
 from vdla.compiler.errors import CompileError
 from vdla.hw import isa
+from vdla.ints import round_up
 from vdla.runtime.layout import packed_nbytes
 from vdla.runtime.program import Program, TensorRegion
 
 __all__ = ["generate", "plan_dram", "relocate"]
-
-
-def _align(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
 
 
 def plan_dram(function: ir.Function) -> tuple[int, int, list[TensorRegion], int]:
@@ -41,15 +38,15 @@ def plan_dram(function: ir.Function) -> tuple[int, int, list[TensorRegion], int]
     geometry = function.plan.geometry
     alignment = config.dram_alignment
     insn_offset = 0
-    uop_offset = _align(insn_offset + len(function.instructions) * isa.INSN_BYTES, alignment)
-    offset = _align(uop_offset + max(1, len(function.uop_words)) * isa.UOP_BYTES, alignment)
+    uop_offset = round_up(insn_offset + len(function.instructions) * isa.INSN_BYTES, alignment)
+    offset = round_up(uop_offset + max(1, len(function.uop_words)) * isa.UOP_BYTES, alignment)
     tensors = []
     names = ["data", "weight"] + (["bias"] if geometry.epilogue.bias else []) + ["out"]
     for name in names:
         role = "output" if name == "out" else "input"
         layout, shape = geometry.layouts[name], geometry.shapes[name]
         tensors.append(TensorRegion(name, role, layout, tuple(shape), offset))
-        offset = _align(offset + packed_nbytes(layout, shape, config), alignment)
+        offset = round_up(offset + packed_nbytes(layout, shape, config), alignment)
     return insn_offset, uop_offset, tensors, offset
 
 

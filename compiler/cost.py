@@ -14,10 +14,15 @@ import math
 from vdla.compiler.lower import chunk_loads
 from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.compiler.requant import extra_alu_passes
-from vdla.compiler.schedule import AXES, TilePlan, ceil_div
+from vdla.compiler.schedule import AXES, TilePlan
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 
 __all__ = ["estimate_cost", "estimate", "operand_loads", "uop_kernel"]
+
+# Cycles a GEMM, ALU or STORE instruction costs beyond its micro-ops or beats:
+# its dispatch and the drain of the unit's pipeline before the next one.
+INSTRUCTION_OVERHEAD = 8
 
 
 def _reuse_loads(order: str, depends: str, counts: dict[str, int], threads: int,
@@ -130,20 +135,20 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
     gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
-    gemm = gemm_uops + 8 * gemm_instructions
-    alu = 2 * (slot["acc"] + 8)                       # reset + REQUANT
+    gemm = gemm_uops + INSTRUCTION_OVERHEAD * gemm_instructions
+    alu = 2 * (slot["acc"] + INSTRUCTION_OVERHEAD)                       # reset + REQUANT
     epilogue, fixed = geometry.epilogue, 0.0
     if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
         passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
-        alu += passes * (slot["acc"] + 8)
+        alu += passes * (slot["acc"] + INSTRUCTION_OVERHEAD)
         # Instructions start in program order: the next tile's GEMMs wait until the last
         # pass starts, so every pass before it (the bias ADD, two cycles a micro-op, and
         # the immediates) runs serially with the GEMMs.
-        fixed = 2 * slot["acc"] + 8 + (passes - 1) * (slot["acc"] + 8)
+        fixed = 2 * slot["acc"] + INSTRUCTION_OVERHEAD + (passes - 1) * (slot["acc"] + INSTRUCTION_OVERHEAD)
     whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
     store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
     store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
-             + 8 * store_instructions)
+             + INSTRUCTION_OVERHEAD * store_instructions)
     first_load = inp + wgt
     if plan.threads > 1:
         # A slot's REQUANT, its store (which reads the out rows) and the reset

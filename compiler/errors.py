@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["CompileError", "ShapeError", "ScheduleError"]
+from vdla.errors import VdlaError
+
+__all__ = ["CompileError", "ShapeError", "ScheduleError", "check_mode"]
 
 
-class CompileError(ValueError):
+class CompileError(VdlaError, ValueError):
     """A layer that cannot be compiled for the given accelerator."""
 
 
@@ -15,3 +17,15 @@ class ShapeError(CompileError):
 
 class ScheduleError(CompileError):
     """A schedule that is malformed or does not fit the accelerator's buffers."""
+
+
+def check_mode(mode: str, modes: tuple[str, ...]) -> None:
+    """Refuse a precision ``mode`` that is not one of a target's ``modes``.
+
+    Raises
+    ------
+    ScheduleError
+        ``"mode: expected one of int8, fp32, got 'fp64'"``.
+    """
+    if mode not in modes:
+        raise ScheduleError(f"mode: expected one of {', '.join(modes)}, got {mode!r}")

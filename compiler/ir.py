@@ -55,10 +55,6 @@ class Affine:
     def var(name: str) -> "Affine":
         return Affine._make({name: 1}, 0)
 
-    @staticmethod
-    def of(value: Union["Affine", int]) -> "Affine":
-        return value if isinstance(value, Affine) else Affine._make({}, int(value))
-
     def __add__(self, other: Union["Affine", int]) -> "Affine":
         if not isinstance(other, Affine):
             return Affine._make(dict(self.terms), self.const + int(other))
@@ -87,14 +83,6 @@ class Affine:
 
     def coef(self, var: str) -> int:
         return self.terms.get(var, 0)
-
-    def substitute(self, var: str, value: Union["Affine", int]) -> "Affine":
-        """Replace ``var`` by an expression."""
-        if var not in self.terms:
-            return self
-        coef = self.terms[var]
-        rest = Affine({v: c for v, c in self.terms.items() if v != var}, self.const)
-        return rest + Affine.of(value) * coef
 
     def evaluate(self, env: dict[str, int]) -> int:
         return self.const + sum(coef * env[var] for var, coef in self.terms.items())

@@ -26,6 +26,7 @@ from vdla.compiler.ir import Access, Affine, Buffer, Copy, Mac, Stage, Tile, nes
 from vdla.compiler.passes.dma import lower_copy
 from vdla.compiler.schedule import TilePlan, group_blocks
 from vdla.hw import isa
+from vdla.ints import ceil_div
 
 __all__ = ["lower", "tile_ranges", "chunk_loads"]
 
@@ -121,7 +122,7 @@ def _load_copies(plan: TilePlan, inp: Buffer, wgt: Buffer, first: dict, counts: 
     # A grouped layer's chunk reads its output channels' group of input blocks
     # (groups that tile a block's diagonal: the block of its outputs' inputs).
     group_k, group_c = group_blocks(geometry, plan.config)
-    data = (blocks["b"], -(-geometry.in_channels // plan.config.block_in), geometry.height,
+    data = (blocks["b"], ceil_div(geometry.in_channels, plan.config.block_in), geometry.height,
             geometry.width)
     c0 = first["k"] // group_k * group_c + first["c"]
     return [_input_copy(plan, data, inp, (first["b"], c0, first["h"], first["w"]),

@@ -45,16 +45,12 @@ from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import ConvGeometry
 from vdla.hw.config import HwConfig
 from vdla.hw.records import JsonRecord
+from vdla.ints import ceil_div
 
 __all__ = ["Schedule", "TilePlan", "AXES", "plan_tiles", "load_schedule", "compact_axes",
            "max_virtual_threads", "group_blocks", "acc_bank_stride", "reserved_bias", "ceil_div"]
 
 AXES = "bkhw"
-
-
-def ceil_div(a: int, b: int) -> int:
-    """``ceil(a / b)`` for positive integers, exactly."""
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,10 +15,11 @@ from typing import Iterator
 
 from vdla.compiler.cost import estimate
 from vdla.compiler.errors import ScheduleError
-from vdla.compiler.schedule import (Schedule, TilePlan, ceil_div, compact_axes,
+from vdla.compiler.schedule import (Schedule, TilePlan, compact_axes,
                                     max_virtual_threads, plan_tiles, reserved_bias)
 from vdla.compiler.space import ScheduleSpace, layer_geometry, schedule_space
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 
 __all__ = ["default_schedule"]
 

@@ -14,9 +14,10 @@ from typing import ClassVar
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.knobs import KnobSpace
 from vdla.compiler.ops import ConvGeometry
-from vdla.compiler.schedule import (Schedule, TilePlan, ceil_div, group_blocks,
+from vdla.compiler.schedule import (Schedule, TilePlan, group_blocks,
                                     max_virtual_threads, plan_tiles)
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 
 __all__ = ["ScheduleSpace", "schedule_space", "LOOP_ORDERS", "SPACE_MAX_THREADS",
            "layer_geometry"]

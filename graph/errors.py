@@ -6,8 +6,10 @@ Messages name the node, its operator and what is wrong.
 
 from __future__ import annotations
 
+from vdla.errors import VdlaError
+
 __all__ = ["GraphError"]
 
 
-class GraphError(ValueError):
+class GraphError(VdlaError, ValueError):
     """A model that is malformed, unsupported, or cannot be quantised or placed."""

@@ -41,11 +41,14 @@ from vdla.hw.counters import rtl_counters
 if TYPE_CHECKING:
     from vdla.hw.config import HwConfig
 
-__all__ = ["PROTOCOL_VERSION", "Command", "Status", "Register", "ARGUMENT_BYTES",
+__all__ = ["PROTOCOL_VERSION", "BAUD", "Command", "Status", "Register", "ARGUMENT_BYTES",
            "STATUS_DONE", "STATUS_RUNNING", "INFO_BYTES", "reply_bytes", "encode_command",
            "c_header"]
 
 PROTOCOL_VERSION = 1
+BAUD = 1_000_000
+"""The UART's baud rate: every board's bitstream (`hw.boards.Board.baud`) and the host's
+default (``vdla run --sim board --baud``)."""
 
 
 class Command(enum.IntEnum):

@@ -33,6 +33,7 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, S
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
+from vdla.hw.board_protocol import BAUD
 from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.synth import TARGETS, SynthError, script_after_read, synth_options, tool_path, \
@@ -116,11 +117,11 @@ class Board:
 
 BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
-          1_000_000, "ecp5", "LFE5U-85F", clock_mhz=50.0),
+          BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0),
     # The same core and board top on the ECPIX-5's speed-8 part, at its
     # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
-          1_000_000, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
+          BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's.
     # 27 MHz (the PLL makes it exactly from 12; 27 clocks per UART bit): the board
@@ -128,7 +129,7 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
     # product), routes at 29.4-29.8 MHz, short of the 30 it ran at before
     # (benchmarks/README.md, "iCEBreaker").
     Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 128 * 1024,
-          1_000_000, "ice40", "iCE40UP5K", clock_mhz=27.0, led="led_g", memory_kind="spram"),
+          BAUD, "ice40", "iCE40UP5K", clock_mhz=27.0, led="led_g", memory_kind="spram"),
 )}
 
 

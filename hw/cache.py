@@ -55,6 +55,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable
 
+from vdla.errors import VdlaError
+
 __all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "CacheError", "Entry",
            "key_of", "get_or_build", "lookup", "entry_problem", "run_tool", "tool_failure",
            "MANIFEST_NAME", "BUILD_LOG"]
@@ -70,7 +72,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BUILD_PREFIX, _DISCARD_PREFIX = ".build-", ".discard-"
 
 
-class CacheError(OSError):
+class CacheError(VdlaError, OSError):
     """A cache entry cannot be written or removed, or a build left out a file it promised."""
 
 

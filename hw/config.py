@@ -15,12 +15,20 @@ import re
 from pathlib import Path
 from typing import ClassVar
 
+from vdla.errors import VdlaError
 from vdla.hw.records import JsonRecord, read_record_text
+from vdla.ints import ceil_div
 
-__all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config"]
+__all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config", "SRAM_KINDS", "ELEMENT_KINDS"]
+
+SRAM_KINDS = ("uop", "inp", "wgt", "acc")
+"""The on-chip buffers a config sizes, each by its ``<kind>_buffer_bytes`` field."""
+ELEMENT_KINDS = SRAM_KINDS + ("out",)
+"""Every memory kind (`HwConfig.depth`, `HwConfig.element_bytes`; `hw.isa.MemType`'s
+names): the SRAMs, and ``out``, the acc buffer read at the output width."""
 
 
-class ConfigError(ValueError):
+class ConfigError(VdlaError, ValueError):
     """An impossible or malformed accelerator configuration."""
 
 
@@ -276,13 +284,13 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"acc_width: only int32 (32) is supported, got {self.acc_width}")
         if self.dram_bus_bits < 8 or self.dram_bus_bits > 1024:
             raise ConfigError(f"dram_bus_bits: must be 8..1024, got {self.dram_bus_bits}")
-        for kind in ("uop", "inp", "wgt", "acc"):
+        for kind in SRAM_KINDS:
             size = getattr(self, f"{kind}_buffer_bytes")
             element = self.element_bytes(kind)
             if size < element:
                 raise ConfigError(f"{kind}_buffer_bytes: {size} bytes cannot hold one "
                                   f"{element}-byte {kind} element")
-        for kind in ("uop", "inp", "wgt", "acc"):
+        for kind in SRAM_KINDS:
             if self.depth(kind) > 1 << 16:
                 raise ConfigError(f"{kind}_buffer_bytes: {self.depth(kind)} entries exceed the "
                                   "ISA's 16-bit SRAM addresses")
@@ -406,7 +414,7 @@ class HwConfig(JsonRecord):
         from vdla.hw import isa
         if not self.narrow_walkers:
             return isa.SIZE_BITS + 2
-        return max(self.depth(kind) for kind in ("uop", "inp", "wgt", "acc")).bit_length()
+        return max(self.depth(kind) for kind in SRAM_KINDS).bit_length()
 
     def index_bits(self, kind: str) -> int:
         """Bits needed to address every entry of an SRAM."""
@@ -435,13 +443,12 @@ class HwConfig(JsonRecord):
 
     def beats(self, kind: str) -> int:
         """DRAM bus beats per element of a memory kind (rounded up)."""
-        return -(-self.element_bytes(kind) // self.dram_bus_bytes)
+        return ceil_div(self.element_bytes(kind), self.dram_bus_bytes)
 
     @property
     def dram_alignment(self) -> int:
         """Byte alignment that suits every element kind and the bus."""
-        return max([self.dram_bus_bytes, 16] + [self.element_bytes(k)
-                                                for k in ("inp", "wgt", "acc", "out", "uop")])
+        return max([self.dram_bus_bytes, 16] + [self.element_bytes(k) for k in ELEMENT_KINDS])
 
     # ---------------------------------------------------------------- identity
     @property
@@ -535,4 +542,8 @@ def load_config(spec: str | Path | None) -> HwConfig:
     path = Path(spec)
     if not path.exists():
         raise ConfigError(f"config {spec!s}: no such preset ({', '.join(PRESETS)}) or file")
-    return HwConfig.from_json(read_record_text(path, ConfigError, "config"))
+    text = read_record_text(path, ConfigError, "config")
+    try:
+        return HwConfig.from_json(text)
+    except ConfigError as error:
+        raise ConfigError(f"config {spec!s}: {error}") from None

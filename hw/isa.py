@@ -72,6 +72,7 @@ from typing import ClassVar, Iterable
 
 import numpy as np
 
+from vdla.errors import VdlaError
 from vdla.hw.config import ConfigError, HwConfig
 
 __all__ = [
@@ -88,7 +89,7 @@ INSN_BYTES = HwConfig.INSN_BITS // 8
 UOP_BYTES = HwConfig.UOP_BITS // 8
 
 
-class IsaError(ValueError):
+class IsaError(VdlaError, ValueError):
     """A word that is not a valid instruction, or a field value that does not fit."""
 
 

@@ -17,7 +17,8 @@ from typing import Any, Callable, ClassVar, NamedTuple
 from vdla.files import read_bounded
 
 __all__ = ["JsonRecord", "parse_json", "read_record_text", "MAX_RECORD_BYTES", "Field",
-           "TEXT", "OBJECT", "FLAG", "COUNT", "AMOUNT", "optional", "check_fields"]
+           "TEXT", "OBJECT", "FLAG", "COUNT", "POSITIVE", "AMOUNT", "FRACTION", "optional",
+           "check_fields"]
 
 
 class JsonRecord:
@@ -110,9 +111,11 @@ OBJECT = Field("an object", lambda value: isinstance(value, dict))
 FLAG = Field("true or false", lambda value: isinstance(value, bool))
 COUNT = Field("an integer, 0 or more",
               lambda value: _is_number(value) and isinstance(value, int) and value >= 0)
+POSITIVE = Field("an integer, 1 or more", lambda value: COUNT.accepts(value) and value > 0)
 # JSON readers accept NaN and Infinity: a cost or a time must be a real amount.
 AMOUNT = Field("a finite number, 0 or more",
                lambda value: _is_number(value) and math.isfinite(value) and value >= 0)
+FRACTION = Field("a number in [0, 1]", lambda value: AMOUNT.accepts(value) and value <= 1)
 
 
 def optional(field: Field) -> Field:

@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.hw.config import HwConfig
 
@@ -63,7 +64,7 @@ RECIPE_VERSION = 5
 LOG_TAIL_LINES = 400
 
 
-class SynthError(RuntimeError):
+class SynthError(VdlaError):
     """A synthesis tool failed (not: the design does not fit, which is a report)."""
 
 

@@ -27,13 +27,12 @@ from vdla.hw import board_protocol as protocol
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 from vdla.sim.backend import RunResult, register_backend
-from vdla.sim.errors import SimulationError
+from vdla.sim.errors import OptionError, SimulationError
 
 __all__ = ["Transport", "SerialTransport", "BoardLink", "BoardError", "BoardBackend",
-           "DEFAULT_BAUD", "CHUNK_BYTES"]
+           "CHUNK_BYTES"]
 
 Command, Status = protocol.Command, protocol.Status
-DEFAULT_BAUD = 1_000_000
 # Bytes per WRITE/READ command: long enough to amortise the command, short
 # enough that a lost byte is noticed quickly.
 CHUNK_BYTES = 4096
@@ -66,7 +65,7 @@ class SerialTransport:
         Seconds a ``read`` waits.
     """
 
-    def __init__(self, port: str, baud: int = DEFAULT_BAUD, timeout: float = 5.0):
+    def __init__(self, port: str, baud: int = protocol.BAUD, timeout: float = 5.0):
         try:
             import serial
         except ImportError:
@@ -164,7 +163,10 @@ class BoardBackend:
     name = "board"
 
     def __init__(self, config: HwConfig, transport: Transport, poll_seconds: float = 0.01,
-                 timeout_seconds: float = 600.0):
+                 timeout_seconds: float = 600.0, **options):
+        if options:
+            raise OptionError(f"unknown option(s) for the board: {', '.join(sorted(options))} "
+                              "(the board runs a program; it neither traces nor stops early)")
         self.config = config
         self.link = BoardLink(transport)
         self.poll_seconds = poll_seconds
@@ -198,7 +200,7 @@ class BoardBackend:
                                   "host_seconds": round(time.monotonic() - began, 3)})
 
 
-def _serial_board(config: HwConfig, port: str | None = None, baud: int = DEFAULT_BAUD,
+def _serial_board(config: HwConfig, port: str | None = None, baud: int = protocol.BAUD,
                   **options) -> BoardBackend:
     if not port:
         raise BoardError("--sim board needs the board's serial port (--port /dev/ttyUSB1); "

@@ -26,7 +26,7 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.runtime.layout import LayoutError, pack, packed_nbytes, unpack
 from vdla.runtime.errors import InputError, ProgramError
-from vdla.runtime.program import TARGETS, Program
+from vdla.runtime.program import PROGRAM_TARGETS, Program
 from vdla.runtime.verify import dram_image, verify_plan
 from vdla.sim.backend import get_backend
 from vdla.sim.checker import check_program
@@ -94,8 +94,8 @@ class Device:
 
     def __init__(self, config: HwConfig | None = None, sim: str = "fsim", *,
                  target: str = "accel", **backend_options):
-        if target not in TARGETS:
-            raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+        if target not in PROGRAM_TARGETS:
+            raise ValueError(f"unknown target {target!r} (known: {', '.join(PROGRAM_TARGETS)})")
         self.config, self.target = config, target
         if target in _HOST_RUNNERS:
             self.sim, self.backend = target, _HOST_RUNNERS[target](**backend_options)

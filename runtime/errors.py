@@ -5,10 +5,12 @@ Both are `ValueError` (bad input), so the CLI turns them into one line.
 
 from __future__ import annotations
 
+from vdla.errors import VdlaError
+
 __all__ = ["InputError", "ProgramError"]
 
 
-class InputError(ValueError):
+class InputError(VdlaError, ValueError):
     """Inputs that do not match the program: missing, unknown, wrong dtype or shape."""
 
 

@@ -26,17 +26,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 
 __all__ = ["LAYOUTS", "pack", "unpack", "packed_shape", "packed_nbytes", "LayoutError"]
 
 
-class LayoutError(ValueError):
+class LayoutError(VdlaError, ValueError):
     """A tensor whose dtype or shape does not fit the layout asked for."""
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 # layout name -> (logical rank, dtype, memory kind of one element)
@@ -80,13 +78,13 @@ def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple
         return packed_shape(_DENSE[layout], (*shape, 1, 1), config)
     if layout == "bias":
         (k,) = shape
-        return (_ceil_div(k, config.block_out), config.batch, config.block_out)
+        return (ceil_div(k, config.block_out), config.batch, config.block_out)
     if layout == "bias_pair":
         blocks, batch, block = packed_shape("bias", (_half(shape, "bias_pair"),), config)
         return (2 * blocks, batch, block)
     a, b, h, w = shape
     block_a, block_b = _outer_block(layout, config)
-    return (_ceil_div(a, block_a), _ceil_div(b, block_b), h, w, block_a, block_b)
+    return (ceil_div(a, block_a), ceil_div(b, block_b), h, w, block_a, block_b)
 
 
 def packed_nbytes(layout: str, shape: tuple[int, ...], config: HwConfig) -> int:

@@ -21,13 +21,14 @@ import numpy as np
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Instruction, Uop
 
-__all__ = ["TensorRegion", "Program", "TARGETS", "HOST_LAYOUTS", "host_program", "host_tensors"]
+__all__ = ["TensorRegion", "Program", "PROGRAM_TARGETS", "HOST_LAYOUTS", "host_program",
+           "host_tensors"]
 
 FORMAT_VERSION = 1
 # What a program runs on: the accelerator (any simulation tier), the host CPU
 # (generated C, `compiler.cpu`) or a CUDA GPU (generated CUDA C, `compiler.gpu`).
 # A file without a target is an accelerator's.
-TARGETS = ("accel", "cpu", "gpu")
+PROGRAM_TARGETS = ("accel", "cpu", "gpu")
 # A cpu or gpu program's tensors are plain C-order arrays of their logical shape.
 HOST_LAYOUTS = {"host_int8": np.int8, "host_int32": np.int32, "host_float16": np.float16,
                 "host_float32": np.float32}
@@ -92,7 +93,7 @@ class Program:
         notes. Not interpreted by the accelerator's runtime (a ``cpu`` or
         ``gpu`` program keeps its op, mode and schedule here: `compiler.host`).
     target : str
-        One of `TARGETS`: ``"accel"`` (instructions for the simulators) or
+        One of `PROGRAM_TARGETS`: ``"accel"`` (instructions for the simulators) or
         ``"cpu"`` (no instructions; C generated for `runtime.Device(target="cpu")`) or
         ``"gpu"`` (no instructions; CUDA C generated for `runtime.Device(target="gpu")`).
     """

@@ -32,12 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from vdla.errors import VdlaError
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
 from vdla.files import write_atomic
 from vdla.hw.records import parse_json
 from vdla.runtime.errors import ProgramError
-from vdla.runtime.program import FORMAT_VERSION, TARGETS, Program, TensorRegion
+from vdla.runtime.program import FORMAT_VERSION, PROGRAM_TARGETS, Program, TensorRegion
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan
 
 __all__ = ["save", "load", "dumps", "loads", "verify_program_header", "ProgramFileError", "MAGIC",
@@ -51,7 +52,7 @@ _DIGEST_BYTES = 32
 MAX_HEADER_BYTES = 1 << 24
 
 
-class ProgramFileError(ValueError):
+class ProgramFileError(VdlaError, ValueError):
     """A program file that is damaged, of another version, or for other hardware."""
 
 
@@ -191,9 +192,9 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
             f"{source}: compiled for hardware {file_config.name!r} (config hash "
             f"{file_config.hash}), not for {config.name!r} (config hash {config.hash}); "
             "recompile it for this config")
-    if target not in TARGETS:
+    if target not in PROGRAM_TARGETS:
         raise ProgramFileError(f"{source}: unknown target {target!r} (known: "
-                               f"{', '.join(TARGETS)})")
+                               f"{', '.join(PROGRAM_TARGETS)})")
     start = _PREAMBLE.size + header_length
     code_end = start + insn_count * isa.INSN_BYTES
     uop_end = code_end + uop_count * isa.UOP_BYTES

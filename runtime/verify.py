@@ -30,6 +30,7 @@ import numpy as np
 
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
+from vdla.ints import round_up
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.layout import LAYOUTS, packed_nbytes
 from vdla.runtime.program import Program
@@ -189,7 +190,7 @@ def verify_plan(program: Program, *, shared: bool = False) -> dict[int, str]:
                            f"{type(program.metadata).__name__}")
     spans = _regions(program)
     alignment = program.config.dram_alignment
-    needed = -(-max(end for _, _, end in spans) // alignment) * alignment
+    needed = round_up(max(end for _, _, end in spans), alignment)
     if dram_bytes > needed and not shared:
         raise ProgramError(f"DRAM plan: dram_bytes {dram_bytes} is larger than the "
                            f"{needed} bytes its regions need")

@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from vdla.hw.config import HwConfig
+from vdla.sim.errors import OptionError
 
 __all__ = ["RunResult", "Backend", "register_backend", "get_backend", "backend_names"]
 
@@ -71,12 +72,12 @@ def get_backend(name: str, config: HwConfig, **options) -> Backend:
 
     Raises
     ------
-    ValueError
-        For an unknown backend name.
+    OptionError
+        For an unknown backend name (or, from the backend, an option it does not take).
     """
     _load_builtin()
     if name not in _REGISTRY:
-        raise ValueError(f"unknown simulator {name!r} (available: {', '.join(sorted(_REGISTRY))})")
+        raise OptionError(f"unknown simulator {name!r} (available: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name](config, **options)
 
 

@@ -24,6 +24,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.hw.config import HwConfig
 from vdla.sim.rtl.build import RtlBuildError
@@ -38,7 +39,7 @@ VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "-Wno-fatal", "--prefix", 
 OPT_FAST = "-O2"
 
 
-class TransportTimeout(TimeoutError):
+class TransportTimeout(VdlaError, TimeoutError):
     """The board did not send the bytes the host waited for."""
 
 

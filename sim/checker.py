@@ -67,7 +67,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from vdla.hw import isa
-from vdla.hw.config import HwConfig
+from vdla.hw.config import ELEMENT_KINDS, HwConfig
 from vdla.hw.isa import (COMPUTE_MODULE, DEPENDENCY_FLAGS, LOAD_MODULE, MODULES, STORE_MODULE,
                          TOKEN_QUEUES, Alu, Finish, Gemm, Load, MemType, Opcode, Store,
                          flag_queue, module_of)
@@ -286,7 +286,7 @@ class ProgramChecker:
         self.progress, self.progress_every = progress, progress_every
         self._work = self._work_done = 0
         self._reported = time.monotonic()
-        self.depth = {kind: config.depth(kind) for kind in ("uop", "inp", "wgt", "acc", "out")}
+        self.depth = {kind: config.depth(kind) for kind in ELEMENT_KINDS}
         # Every modelled SRAM is a (depth, element_bytes) byte array; the
         # checker models only the uop SRAM, whose contents decide addresses.
         self.sram = {"uop": np.zeros((self.depth["uop"], config.element_bytes("uop")), np.uint8)}

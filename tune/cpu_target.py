@@ -33,10 +33,11 @@ from typing import Callable
 
 import numpy as np
 
-from vdla.compiler.cpu.schedule import (LOOP_ORDERS, PARALLEL_AXES, CpuProblem, CpuSchedule,
+from vdla.compiler.cpu.schedule import (CPU_LOOP_ORDERS, PARALLEL_AXES, CpuProblem, CpuSchedule,
                                         CpuSpace, cpu_space, default_cpu_schedule,
                                         estimate_cpu_cost)
 from vdla.hw.config import HwConfig
+from vdla.ints import ceil_div
 from vdla.tune.target import Measurement, register_target
 
 __all__ = ["CpuTarget", "schedule_features", "FEATURE_NAMES", "THREADS", "TIMED_RUNS",
@@ -53,10 +54,6 @@ def _log2(value: float) -> float:
     return math.log2(max(value, 1e-9))
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def schedule_features(space: CpuSpace, schedule: CpuSchedule,
                       threads: int = THREADS) -> np.ndarray | None:
     """The feature vector of ``schedule`` (see `FEATURE_NAMES`); None when it is illegal."""
@@ -67,23 +64,23 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
     icb, ocb = schedule.ic_block, schedule.oc_block
     kh, kw = problem.kernel
     oh, ow = problem.out_height, problem.out_width
-    oc_blocks = _ceil_div(problem.out_channels, ocb)
-    ic_blocks = _ceil_div(problem.in_channels, icb)
-    row_tiles = _ceil_div(ow, tile)
+    oc_blocks = ceil_div(problem.out_channels, ocb)
+    ic_blocks = ceil_div(problem.in_channels, icb)
+    row_tiles = ceil_div(ow, tile)
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
              "both": problem.batch * oh * oc_blocks}[schedule.parallel]
     weight_block = icb * kh * kw * ocb
     input_rows = kh * (ow * problem.stride[1] + kw) * icb
     estimate = estimate_cpu_cost(problem, schedule, MODE, threads)
     values = [_log2(lanes), vectors, tile, _log2(icb), _log2(schedule.unroll)]
-    values += [float(schedule.loop_order == order) for order in LOOP_ORDERS]
+    values += [float(schedule.loop_order == order) for order in CPU_LOOP_ORDERS]
     values += [float(schedule.parallel == axis) for axis in PARALLEL_AXES]
     values += [schedule.accumulators, (schedule.accumulators + vectors) / space.registers,
                _log2(ocb), oc_blocks * ocb / problem.out_channels,
                ic_blocks * icb / problem.in_channels, (ow % tile) / ow,
                (vectors + tile) / (vectors * tile)]
     values += [_log2(weight_block), _log2(input_rows), (weight_block + input_rows) / L1_BYTES]
-    values += [_log2(items), _ceil_div(items, threads) * threads / items]
+    values += [_log2(items), ceil_div(items, threads) * threads / items]
     values += [_log2(problem.batch * oc_blocks * oh * row_tiles), _log2(ic_blocks),
                _log2(icb / 4 / schedule.unroll)]
     values += [_log2(estimate), estimate / problem.macs]
@@ -92,7 +89,7 @@ def schedule_features(space: CpuSpace, schedule: CpuSchedule,
 
 FEATURE_NAMES: tuple[str, ...] = (
     ("log2_lanes", "oc_vectors", "ow_tile", "log2_ic_block", "log2_unroll")
-    + tuple(f"order_{order}" for order in LOOP_ORDERS)
+    + tuple(f"order_{order}" for order in CPU_LOOP_ORDERS)
     + tuple(f"parallel_{axis}" for axis in PARALLEL_AXES)
     + ("accumulators", "register_use", "log2_oc_block", "oc_padding", "ic_padding",
        "row_tail_fraction", "loads_per_fma")

@@ -25,6 +25,7 @@ from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.compiler.cost import estimate_cost, operand_loads, uop_kernel
 from vdla.compiler.schedule import TilePlan
 from vdla.compiler.space import LOOP_ORDERS
+from vdla.ints import ceil_div
 
 __all__ = ["features", "FEATURE_NAMES"]
 
@@ -51,7 +52,7 @@ def features(plan: TilePlan) -> np.ndarray:
                   "wgt": blocks["k"] * blocks["c"] * kh * kw * config.element_bytes("wgt")}
     uops = blocks["b"] * blocks["k"] * blocks["h"] * blocks["w"] * blocks["c"] * kh * kw
     kernel = uop_kernel(plan)
-    gemm_instructions = tiles * counts["c"] * -(-kernel // kernel_budget(config))
+    gemm_instructions = tiles * counts["c"] * ceil_div(kernel, kernel_budget(config))
     load_instructions = inp_loads * tile["b"] * tile["c"] + wgt_loads
     cost = estimate_cost(plan)
     values = [_log2(tile[a]) for a in _AXES]

@@ -21,13 +21,14 @@ import numpy as np
 from vdla.compiler.schedule import Schedule
 from vdla.compiler.search import default_schedule
 from vdla.compiler.space import ScheduleSpace, schedule_space
+from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 
-__all__ = ["Measurement", "Target", "AccelTarget", "TARGETS", "register_target", "get_target",
-           "TuneError"]
+__all__ = ["Measurement", "Target", "AccelTarget", "TUNING_TARGETS", "register_target",
+           "get_target", "TuneError"]
 
 
-class TuneError(ValueError):
+class TuneError(VdlaError, ValueError):
     """A bad tuning request (unknown target or tuner, unreadable log, ...)."""
 
 
@@ -133,12 +134,12 @@ class AccelTarget:
         return Measurement(float(layer.cycles), True, None, details)
 
 
-TARGETS: dict[str, Target] = {}
+TUNING_TARGETS: dict[str, Target] = {}
 
 
 def register_target(target: Target) -> None:
     """Make a target available to `vdla tune` by its ``name``."""
-    TARGETS[target.name] = target
+    TUNING_TARGETS[target.name] = target
 
 
 def get_target(name: str) -> Target:
@@ -149,9 +150,9 @@ def get_target(name: str) -> Target:
     TuneError
         Naming the targets there are.
     """
-    if name not in TARGETS:
-        raise TuneError(f"unknown target {name!r} (available: {', '.join(sorted(TARGETS))})")
-    return TARGETS[name]
+    if name not in TUNING_TARGETS:
+        raise TuneError(f"unknown target {name!r} (available: {', '.join(sorted(TUNING_TARGETS))})")
+    return TUNING_TARGETS[name]
 
 
 register_target(AccelTarget())

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.hw.cache import cpu_fingerprint
 
@@ -36,7 +37,7 @@ COMMON_FLAGS = ("-shared", "-fPIC", "-std=gnu11", "-pthread")
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
 
 
-class CpuBuildError(RuntimeError):
+class CpuBuildError(VdlaError):
     """The C compiler is missing or failed to build a kernel."""
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule, epilogue_entries
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.requant import CLAMP
+from vdla.ints import ceil_div
 
 __all__ = ["generate_c", "generate_op_c", "PREAMBLE", "POOL"]
 
@@ -112,8 +113,8 @@ def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         raise ShapeError("a fixed-point multiplier epilogue is int8 only (mode fp32 has none)")
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
-    channel_blocks = -(-problem.group_in // ic_block)
-    oc_blocks = -(-problem.group_out // schedule.oc_block)
+    channel_blocks = ceil_div(problem.group_in, ic_block)
+    oc_blocks = ceil_div(problem.group_out, schedule.oc_block)
     top, left, bottom, right = problem.padding
     return {
         "LANES": schedule.lanes, "V": schedule.oc_vectors, "P": schedule.ow_tile,

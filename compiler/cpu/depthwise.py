@@ -23,6 +23,7 @@ offers one option for each of the others.
 from __future__ import annotations
 
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
+from vdla.ints import ceil_div
 
 __all__ = ["generate_depthwise_c"]
 
@@ -114,7 +115,7 @@ def generate_depthwise_c(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     """
     channels = problem.out_channels
     constants = constants | {"C": channels, "K": channels, "GROUPS": 1, "OCB": schedule.lanes,
-                             "CB": -(-channels // schedule.lanes), "KB": 1}
+                             "CB": ceil_div(channels, schedule.lanes), "KB": 1}
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     from vdla.compiler.cpu.codegen import _EPILOGUE, PREAMBLE
     tail = problem.out_width % schedule.ow_tile

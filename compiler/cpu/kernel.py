@@ -16,9 +16,10 @@ import numpy as np
 
 from vdla.compiler.cpu.build import build_library, cpu_features
 from vdla.compiler.cpu.codegen import generate_op_c
-from vdla.compiler.cpu.schedule import (MODES, CpuProblem, CpuSchedule, default_cpu_schedule,
+from vdla.compiler.cpu.schedule import (CPU_MODES, CpuProblem, CpuSchedule, default_cpu_schedule,
                                         epilogue_entries)
-from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.errors import ShapeError, check_mode
+from vdla.ints import round_up
 
 __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
 
@@ -42,10 +43,6 @@ def reference_fp32(op, data: np.ndarray, weight: np.ndarray,
         acc = acc + np.asarray(bias, np.float64).reshape((1, -1) + (1,) * (acc.ndim - 2))
     acc = acc * 2.0 ** -min(op.shift, 31)
     return np.maximum(acc, 0) if op.relu else acc
-
-
-def _ceil_to(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
 
 
 class CpuKernel:
@@ -73,8 +70,7 @@ class CpuKernel:
 
     def __init__(self, op, mode: str = "int8", schedule: CpuSchedule | None = None,
                  flags: tuple[str, ...] | None = None):
-        if mode not in MODES:
-            raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, CPU_MODES)
         self.op, self.mode = op, mode
         self.problem = CpuProblem.from_op(op)
         features = cpu_features()
@@ -127,7 +123,7 @@ class CpuKernel:
         # Per group padded to its whole tiles, then by a vector: the epilogue
         # loads LANES values at a time.
         groups = self.problem.groups
-        per_group = np.zeros((groups, _ceil_to(k // groups, self.schedule.oc_block)),
+        per_group = np.zeros((groups, round_up(k // groups, self.schedule.oc_block)),
                              dtype=vector.dtype)
         per_group[:, :k // groups] = vector.reshape(groups, -1)
         return np.concatenate([per_group.ravel(), np.zeros(self.schedule.lanes, vector.dtype)])
@@ -139,7 +135,7 @@ class CpuKernel:
         ocb, icb = schedule.oc_block, schedule.ic_block
         # Each group's output channels pad to whole register tiles, its input
         # channels to whole channel blocks (the C's KB and CB are per group).
-        kp, cp = _ceil_to(k // groups, ocb), _ceil_to(c, icb)
+        kp, cp = round_up(k // groups, ocb), round_up(c, icb)
         padded = np.zeros((groups, kp, cp, kh, kw), dtype=weight.dtype)
         padded[:, :k // groups, :c] = weight.reshape(groups, k // groups, c, kh, kw)
         if self.mode == "int8":
@@ -161,7 +157,7 @@ class CpuKernel:
         """`compiler.cpu.depthwise`'s layout: ``C/LANES KH KW LANES`` lanes, the bias as is."""
         lanes, (k, _, kh, kw) = self.schedule.lanes, weight.shape
         lane_type = np.int32 if self.mode == "int8" else np.float32
-        padded = np.zeros((_ceil_to(k, lanes), kh, kw), dtype=lane_type)
+        padded = np.zeros((round_up(k, lanes), kh, kw), dtype=lane_type)
         padded[:k] = weight[:, 0]
         self._weight = np.ascontiguousarray(
             padded.reshape(-1, lanes, kh, kw).transpose(0, 2, 3, 1))

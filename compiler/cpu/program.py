@@ -13,7 +13,7 @@ from __future__ import annotations
 from vdla.compiler.cpu.build import compiler_flags
 from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
-from vdla.compiler.cpu.schedule import MODES, CpuSchedule
+from vdla.compiler.cpu.schedule import CPU_MODES, CpuSchedule
 from vdla.compiler.host import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
@@ -26,7 +26,7 @@ def _strings(value) -> bool:
 
 
 # The cpu target's programs (`compiler.host.host_spec` checks them).
-CPU = HostTarget(name="cpu", code="C", modes=MODES, dtypes_of=dtypes_of,
+CPU = HostTarget(name="cpu", code="C", modes=CPU_MODES, dtypes_of=dtypes_of,
                  schedule_type=CpuSchedule, generate=generate_op_c,
                  records={"isa": (lambda value: isinstance(value, str), "a string"),
                           "flags": (_strings, "a list of strings")})

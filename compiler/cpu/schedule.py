@@ -27,17 +27,18 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Iterator
 
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.compiler.knobs import KnobSpace
 from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
+from vdla.ints import ceil_div
 
 __all__ = ["CpuSchedule", "CpuProblem", "CpuSpace", "cpu_space", "cpu_knob_space",
-           "estimate_cpu_cost", "default_cpu_schedule", "MODES", "LOOP_ORDERS", "PARALLEL_AXES",
-           "epilogue_entries"]
+           "estimate_cpu_cost", "default_cpu_schedule", "CPU_MODES", "CPU_LOOP_ORDERS",
+           "PARALLEL_AXES", "epilogue_entries"]
 
-MODES = ("int8", "fp32")
-LOOP_ORDERS = ("block_kernel", "kernel_block")
+CPU_MODES = ("int8", "fp32")
+CPU_LOOP_ORDERS = ("block_kernel", "kernel_block")
 PARALLEL_AXES = ("rows", "channels", "both")
 # The options `cpu_space` declares; their largest also bound every schedule,
 # since beyond them a kernel's unrolled C (oc_vectors x ow_tile accumulators,
@@ -52,10 +53,6 @@ _UPPER_BOUNDS = {"oc_vectors": max(OC_VECTORS), "ow_tile": MAX_OW_TILE,
 _SPARE_REGISTERS = 3
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def epilogue_entries(problem: "CpuProblem", schedule: "CpuSchedule") -> int:
     """Entries of a kernel's epilogue vector (the biases, padded as its C reads them).
 
@@ -63,9 +60,9 @@ def epilogue_entries(problem: "CpuProblem", schedule: "CpuSchedule") -> int:
     (`compiler.cpu.kernel.CpuKernel.set_weights`).
     """
     if problem.depthwise:  # the channels in whole vectors, then one spare vector
-        return _ceil_div(problem.out_channels, schedule.lanes) * schedule.lanes + schedule.lanes
+        return ceil_div(problem.out_channels, schedule.lanes) * schedule.lanes + schedule.lanes
     # Each group's channels in whole register tiles, then one spare vector.
-    return (problem.groups * _ceil_div(problem.group_out, schedule.oc_block) * schedule.oc_block
+    return (problem.groups * ceil_div(problem.group_out, schedule.oc_block) * schedule.oc_block
             + schedule.lanes)
 
 
@@ -155,8 +152,8 @@ class CpuSchedule(JsonRecord):
         if self.ic_block % 4:
             raise ScheduleError(f"ic_block: expected a multiple of 4 (the int8 dot product's "
                                 f"group), got {self.ic_block}")
-        if self.loop_order not in LOOP_ORDERS:
-            raise ScheduleError(f"loop_order: expected one of {', '.join(LOOP_ORDERS)}, "
+        if self.loop_order not in CPU_LOOP_ORDERS:
+            raise ScheduleError(f"loop_order: expected one of {', '.join(CPU_LOOP_ORDERS)}, "
                                 f"got {self.loop_order!r}")
         if self.parallel not in PARALLEL_AXES:
             raise ScheduleError(f"parallel: expected one of {', '.join(PARALLEL_AXES)}, "
@@ -232,7 +229,7 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
         this machine's by default.
     """
     problem, features = _problem_and_features(problem, features)
-    channels = _ceil_div(problem.group_in, 4) * 4
+    channels = ceil_div(problem.group_in, 4) * 4
     largest = max(IC_BLOCKS)
     ic_blocks = sorted({b for b in IC_BLOCKS if b < channels} | {min(channels, largest)})
     # The depthwise kernel (`compiler.cpu.depthwise`) has no channel reduction
@@ -241,7 +238,7 @@ def cpu_space(problem, features: dict | None = None) -> CpuSpace:
     knobs = (("lanes", _lane_choices(features)), ("oc_vectors", (1,) if depthwise else OC_VECTORS),
              ("ow_tile", tuple(range(1, min(problem.out_width, MAX_OW_TILE) + 1))),
              ("ic_block", tuple(ic_blocks)),
-             ("loop_order", LOOP_ORDERS[:1] if depthwise else LOOP_ORDERS),
+             ("loop_order", CPU_LOOP_ORDERS[:1] if depthwise else CPU_LOOP_ORDERS),
              ("unroll", (1,) if depthwise else UNROLLS), ("parallel", PARALLEL_AXES))
     return CpuSpace(problem, _registers(features), knobs)
 
@@ -283,7 +280,7 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     if problem.depthwise:
         return _depthwise_cost(problem, schedule, mode, threads)
     group = 4 if mode == "int8" else 1  # channels one vector instruction reduces
-    channel_steps = _ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
+    channel_steps = ceil_div(problem.group_in, schedule.ic_block) * schedule.ic_block // group
     full, tail = divmod(ow, tile)
 
     def tile_cycles(width: int) -> float:
@@ -294,12 +291,12 @@ def estimate_cpu_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
         return channel_steps * kh * kw * per_step / width_factor + 4 * fmas  # + epilogue
 
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    oc_blocks = problem.groups * _ceil_div(problem.group_out, schedule.oc_block)
+    oc_blocks = problem.groups * ceil_div(problem.group_out, schedule.oc_block)
     # Wider registers than channels waste lanes; 256-bit vectors are half speed.
     total = problem.batch * oc_blocks * oh * row
     items = {"rows": problem.batch * oh, "channels": problem.batch * oc_blocks,
              "both": problem.batch * oh * oc_blocks}[schedule.parallel]
-    balance = _ceil_div(items, threads) / (items / threads)
+    balance = ceil_div(items, threads) / (items / threads)
     element = 1 if mode == "int8" else 4
     weight_block = schedule.ic_block * kh * kw * schedule.oc_block * element
     input_rows = kh * (ow * problem.stride[1] + kw) * schedule.ic_block * element
@@ -321,11 +318,11 @@ def _depthwise_cost(problem: CpuProblem, schedule: CpuSchedule, mode: str,
 
     full, tail = divmod(problem.out_width, tile)
     row = full * tile_cycles(tile) + (tile_cycles(tail) if tail else 0)
-    blocks = _ceil_div(problem.out_channels, schedule.lanes)
+    blocks = ceil_div(problem.out_channels, schedule.lanes)
     width_factor = 512 / (schedule.lanes * 32)
     items = {"rows": problem.batch * problem.out_height, "channels": problem.batch * blocks,
              "both": problem.batch * problem.out_height * blocks}[schedule.parallel]
-    balance = _ceil_div(items, threads) / (items / threads)
+    balance = ceil_div(items, threads) / (items / threads)
     return problem.batch * blocks * problem.out_height * row * width_factor / threads * balance
 
 
@@ -335,8 +332,7 @@ def default_cpu_schedule(problem, mode: str = "int8", features: dict | None = No
 
     ``problem`` and ``features`` as for `cpu_knob_space`.
     """
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, CPU_MODES)
     problem, features = _problem_and_features(problem, features)
     return min(cpu_knob_space(problem, mode, features),
                key=lambda schedule: estimate_cpu_cost(problem, schedule, mode, threads))

@@ -27,9 +27,9 @@ staging addresses in registers (no spills on any test kernel).
 from __future__ import annotations
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.gpu.schedule import MODES, GpuSchedule
+from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule
 from vdla.compiler.gpu.tiling import Sym, Tiling, _text
-from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.errors import ShapeError, check_mode
 
 __all__ = ["generate_cuda", "generate_op_cuda", "KERNEL_NAME", "ELEMENT_TYPES"]
 
@@ -144,8 +144,7 @@ def generate_cuda(problem: CpuProblem, schedule: GpuSchedule, mode: str, shift: 
         One translation unit, compilable by NVRTC or nvcc, with an
         ``extern "C"`` kernel named `KERNEL_NAME`.
     """
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, GPU_MODES)
     tiling = Tiling(problem, schedule, mode)
     types = ELEMENT_TYPES[mode]
     s = schedule

@@ -28,10 +28,11 @@ import shutil
 import numpy as np
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.errors import ShapeError, check_mode
 from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME, generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
-from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.compiler.gpu.tiling import Tiling
 
@@ -81,7 +82,7 @@ extern "C" void vdla_emulate(const void* data, const void* weight, const void* b
 """
 
 
-class EmulationError(RuntimeError):
+class EmulationError(VdlaError):
     """No C++20 host compiler, or it rejected the kernel."""
 
 
@@ -125,8 +126,7 @@ class EmulatedKernel:
     """
 
     def __init__(self, op, mode: str = "int8", schedule: GpuSchedule | None = None):
-        if mode not in MODES:
-            raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, GPU_MODES)
         if mode == "fp16":
             raise EmulationError("fp16 kernels need cuda_fp16.h, which has no host build here")
         self.op, self.mode = op, mode

@@ -27,10 +27,11 @@ import numpy as np
 
 from vdla.compiler.cpu.kernel import dtypes_of as cpu_dtypes_of
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.errors import ShapeError, check_mode
 from vdla.compiler.gpu.codegen import KERNEL_NAME, generate_op_cuda
-from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.gpu.tiling import Tiling
+from vdla.errors import VdlaError
 
 __all__ = ["GpuKernel", "GpuUnavailable", "gpu_unavailable_reason", "dtypes_of",
            "capture_graph", "NVRTC_OPTIONS"]
@@ -38,7 +39,7 @@ __all__ = ["GpuKernel", "GpuUnavailable", "gpu_unavailable_reason", "dtypes_of",
 NVRTC_OPTIONS = ("-std=c++17",)
 
 
-class GpuUnavailable(RuntimeError):
+class GpuUnavailable(VdlaError):
     """No CUDA device, or no CuPy to reach one."""
 
 
@@ -101,8 +102,7 @@ class GpuKernel:
     """
 
     def __init__(self, op, mode: str = "int8", schedule: GpuSchedule | None = None):
-        if mode not in MODES:
-            raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+        check_mode(mode, GPU_MODES)
         cupy = _cupy()
         self.op, self.mode = op, mode
         self.problem = CpuProblem.from_op(op)

@@ -25,11 +25,12 @@ import numpy as np
 
 from vdla.compiler.ops import Epilogue
 from vdla.compiler.gpu.tiling import Tiling
+from vdla.errors import VdlaError
 
 __all__ = ["run_model", "TilingError", "dp4a"]
 
 
-class TilingError(AssertionError):
+class TilingError(VdlaError):
     """The tiling stages a shared word twice, reads one it did not stage, or misses an output."""
 
 

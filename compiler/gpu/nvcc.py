@@ -21,6 +21,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 
 __all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin"]
@@ -29,7 +30,7 @@ DEFAULT_ARCH = "sm_90a"
 _REPORT = "report.json"
 
 
-class NvccError(RuntimeError):
+class NvccError(VdlaError):
     """nvcc is missing or rejected a kernel."""
 
 

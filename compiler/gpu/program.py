@@ -15,11 +15,11 @@ from __future__ import annotations
 import dataclasses
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import check_mode
 from vdla.compiler.gpu.codegen import generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
-from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
+from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
 from vdla.compiler.host import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
@@ -39,7 +39,7 @@ def _ptxas_report(value) -> bool:
 
 
 # The gpu target's programs (`compiler.host.host_spec` checks them).
-GPU = HostTarget(name="gpu", code="CUDA C", modes=MODES, dtypes_of=dtypes_of,
+GPU = HostTarget(name="gpu", code="CUDA C", modes=GPU_MODES, dtypes_of=dtypes_of,
                  schedule_type=GpuSchedule, generate=generate_op_cuda,
                  records={"ptxas": (_ptxas_report, "null or ptxas's report")})
 
@@ -68,8 +68,7 @@ def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,
     compiler.gpu.nvcc.NvccError
         When nvcc rejects the generated C.
     """
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, GPU_MODES)
     schedule = schedule or default_gpu_schedule(CpuProblem.from_op(op), mode)
     source = generate_op_cuda(op, mode, schedule)
     report = compile_cubin(source) if check_with_nvcc and find_nvcc() else None

@@ -25,13 +25,14 @@ import itertools
 from typing import ClassVar, Iterator
 
 from vdla.compiler.cpu.schedule import CpuProblem
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.hw.records import JsonRecord
+from vdla.ints import ceil_div
 
 __all__ = ["GpuSchedule", "gpu_knob_space", "estimate_gpu_cost", "default_gpu_schedule",
-           "MODES", "GROUP", "WARP", "H100"]
+           "GPU_MODES", "GROUP", "WARP", "H100"]
 
-MODES = ("int8", "fp16", "fp32")
+GPU_MODES = ("int8", "fp16", "fp32")
 # Reduction channels per shared-memory word: __dp4a reduces 4 int8 pairs at once.
 GROUP = {"int8": 4, "fp16": 1, "fp32": 1}
 WARP = 32
@@ -39,10 +40,6 @@ WARP = 32
 # CUDA C Programming Guide, "Technical Specifications per Compute Capability").
 H100 = {"sms": 132, "static_shared_bytes": 48 * 1024, "registers_per_thread": 255,
         "registers_per_sm": 65536, "threads_per_sm": 2048, "max_threads_per_block": 1024}
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +76,7 @@ class GpuSchedule(JsonRecord):
         if self.threads > H100["max_threads_per_block"]:
             raise ScheduleError(f"{self.threads} threads per block exceed the GPU's "
                                 f"{H100['max_threads_per_block']}")
-        shared = max(self.shared_bytes(mode) for mode in MODES)
+        shared = max(self.shared_bytes(mode) for mode in GPU_MODES)
         if shared > H100["static_shared_bytes"]:
             raise ScheduleError(f"staged tiles of {shared} bytes ((block_m + block_n) x block_k "
                                 f"words) exceed the GPU's {H100['static_shared_bytes']} bytes "
@@ -117,7 +114,7 @@ class GpuSchedule(JsonRecord):
 def reduction_words(problem: CpuProblem, mode: str) -> int:
     """``R``: the implicit GEMM's reduction length in shared-memory words."""
     kh, kw = problem.kernel
-    return kh * kw * _ceil_div(problem.group_in, GROUP[mode])
+    return kh * kw * ceil_div(problem.group_in, GROUP[mode])
 
 
 def gemm_rows(problem: CpuProblem) -> int:
@@ -177,21 +174,21 @@ def estimate_gpu_cost(problem: CpuProblem, schedule: GpuSchedule, mode: str) -> 
     and words counts in full: that is what the GPU spends.
     """
     rows, words = gemm_rows(problem), reduction_words(problem, mode)
-    blocks = _ceil_div(rows, schedule.block_m) * problem.groups * _ceil_div(problem.group_out,
+    blocks = ceil_div(rows, schedule.block_m) * problem.groups * ceil_div(problem.group_out,
                                                                              schedule.block_n)
     per_sm = max(1, min(H100["threads_per_sm"] // schedule.threads,
                         H100["registers_per_sm"] // (schedule.threads
                                                      * estimated_registers(schedule)),
                         (228 * 1024) // schedule.shared_bytes(mode), 32))
-    waves = _ceil_div(blocks, H100["sms"] * per_sm)
-    steps = _ceil_div(words, schedule.block_k)
+    waves = ceil_div(blocks, H100["sms"] * per_sm)
+    steps = ceil_div(words, schedule.block_k)
     warps = schedule.warps_m * schedule.warps_n
     # Per step and warp: a dp4a/FMA per output and word (4 schedulers an SM), fragment reads.
     math = schedule.block_k * schedule.thread_m * schedule.thread_n
     shared = schedule.block_k * (schedule.thread_m + schedule.thread_n)
     staging = (schedule.block_m + schedule.block_n) * schedule.block_k * GROUP[mode] / (
         schedule.threads) * 2
-    step = max(math, shared) * max(1, warps * min(per_sm, _ceil_div(blocks, H100["sms"])) / 4) \
+    step = max(math, shared) * max(1, warps * min(per_sm, ceil_div(blocks, H100["sms"])) / 4) \
         + staging + 40  # two __syncthreads and the loop
     launch = 2000  # a launch's fixed cost in cycles (~1-2 us), the same for all candidates
     return launch + waves * (steps * step + schedule.thread_m * schedule.thread_n * 4)
@@ -199,7 +196,6 @@ def estimate_gpu_cost(problem: CpuProblem, schedule: GpuSchedule, mode: str) -> 
 
 def default_gpu_schedule(problem: CpuProblem, mode: str) -> GpuSchedule:
     """The candidate of `gpu_knob_space` with the lowest `estimate_gpu_cost`."""
-    if mode not in MODES:
-        raise ScheduleError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    check_mode(mode, GPU_MODES)
     return min(gpu_knob_space(problem, mode),
                key=lambda schedule: estimate_gpu_cost(problem, schedule, mode))

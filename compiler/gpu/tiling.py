@@ -28,6 +28,7 @@ import numpy as np
 
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.gpu.schedule import GROUP, WARP, GpuSchedule, gemm_rows, reduction_words
+from vdla.ints import ceil_div, round_up
 
 __all__ = ["Sym", "Tiling", "select"]
 
@@ -131,18 +132,18 @@ class Tiling:
         # group, hence one A tile: the group's input channels.
         self.group_out = problem.group_out
         self.group_columns = (problem.out_channels if problem.groups == 1
-                              else -(-problem.group_out // schedule.block_n) * schedule.block_n)
+                              else round_up(problem.group_out, schedule.block_n))
         self.channels_out = problem.groups * self.group_columns
         self.words = reduction_words(problem, mode)
-        self.channel_words = -(-problem.group_in // self.group)
+        self.channel_words = ceil_div(problem.group_in, self.group)
         self.pixels = problem.out_height * problem.out_width
-        self.grid = (-(-self.rows // schedule.block_m), -(-self.channels_out // schedule.block_n))
+        self.grid = (ceil_div(self.rows, schedule.block_m),
+                     ceil_div(self.channels_out, schedule.block_n))
         self.threads = schedule.threads
         self.a_tile_words = schedule.block_m * schedule.block_k
         self.b_tile_words = schedule.block_n * schedule.block_k
-        self.a_slots = -(-self.a_tile_words // self.threads)
-        self.b_slots = -(-self.b_tile_words // self.threads)
-        self.k_steps = -(-self.words // schedule.block_k)
+        self.a_slots = ceil_div(self.a_tile_words, self.threads)
+        self.b_slots = ceil_div(self.b_tile_words, self.threads)
 
     # -- which outputs a thread owns ------------------------------------------------
     def thread_row(self, tid, i):

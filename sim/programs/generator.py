@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from vdla.hw import isa
-from vdla.hw.config import HwConfig
+from vdla.hw.config import SRAM_KINDS, HwConfig
 from vdla.hw.isa import (COMPUTE_MODULE as COMPUTE, QUEUE_FLAGS, STORE_MODULE as STORE, Alu,
                          AluOp, Finish, Gemm, Load, MemType, Store, Uop)
 from vdla.sim.programs.compute import ComputeActions
@@ -76,7 +76,7 @@ class _Generator(TokenStream, DramImage, MicroOps, LoadActions, ComputeActions, 
                        "concurrent_overlaps": 0, "overlaps_refused": 0, "bursts": 0}
         self.stores_done = 0
 
-        depth = {kind: config.depth(kind) for kind in ("uop", "inp", "wgt", "acc")}
+        depth = {kind: config.depth(kind) for kind in SRAM_KINDS}
         self.depth = depth
         # Reserved entries: fillers use them, random instructions never touch them.
         self.inp_usable = depth["inp"] - 1        # inp[last]: load filler target

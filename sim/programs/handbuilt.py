@@ -16,6 +16,7 @@ import numpy as np
 from vdla.hw.config import HwConfig
 from vdla.hw import isa
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.ints import round_up
 from vdla.sim import oracles
 
 __all__ = ["BuiltProgram", "ImageBuilder", "gemm_program", "alu_program",
@@ -48,8 +49,7 @@ class ImageBuilder:
         self.max_instructions = max_instructions
 
     def _align(self, offset: int) -> int:
-        alignment = self.config.dram_alignment
-        return -(-offset // alignment) * alignment
+        return round_up(offset, self.config.dram_alignment)
 
     def place(self, kind: str, data: np.ndarray | bytes, elements: int | None = None) -> tuple[int, int]:
         """Put ``data`` (or reserve ``elements``) in DRAM; returns (byte offset, element base)."""

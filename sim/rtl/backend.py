@@ -25,7 +25,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, STATUS_BITS
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.checker import MAX_UOP_EXECUTIONS, check_program
-from vdla.sim.errors import AddressError, DeadlockError
+from vdla.sim.errors import AddressError, DeadlockError, OptionError
 from vdla.sim.rtl.build import ModelBuild, RtlBuildError, RunStatus, build_model
 
 __all__ = ["RtlSimulator", "RtlModel", "default_cycle_limit"]
@@ -169,16 +169,6 @@ class RtlModel:
                              f"({self.dram_size} bytes)")
         pointer = image.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
         self._lib.vdla_dram_read(self._handle, 0, pointer, image.size)
-
-    def read_dram(self, offset: int = 0, size: int | None = None) -> np.ndarray:
-        """A copy of ``size`` DRAM bytes from ``offset``."""
-        size = self.dram_size - offset if size is None else size
-        out = np.empty(size, dtype=np.uint8)
-        if self._lib.vdla_dram_read(self._handle, offset, out.ctypes.data_as(
-                ctypes.POINTER(ctypes.c_uint8)), size):
-            raise ValueError(f"DRAM bytes [{offset}, {offset + size}) are outside the "
-                             f"{self.dram_size}-byte DRAM")
-        return out
 
     # ------------------------------------------------------------ control
     def set_backpressure(self, percent: int, seed: int = 1) -> None:
@@ -459,14 +449,14 @@ class RtlSimulator:
                  progress_every: float | None = None,
                  max_uop_executions: int = MAX_UOP_EXECUTIONS, **options):
         if options:
-            raise TypeError(f"unknown option(s) for the rtl simulator: {', '.join(sorted(options))}"
+            raise OptionError(f"unknown option(s) for the rtl simulator: {', '.join(sorted(options))}"
                             " (known: trace, cycle_limit, backpressure, seed, verilog, build, "
                             "activity, activity_window, activity_segments, check, "
                             "progress_every, max_uop_executions)")
         if cycle_limit is not None and cycle_limit <= 0:
-            raise ValueError(f"cycle_limit must be positive, got {cycle_limit}")
+            raise OptionError(f"cycle_limit must be positive, got {cycle_limit}")
         if not 0 <= backpressure < 100:
-            raise ValueError(f"backpressure is a percentage in [0, 100), got {backpressure}")
+            raise OptionError(f"backpressure is a percentage in [0, 100), got {backpressure}")
         self.config = config
         self.check = bool(check)
         self.max_uop_executions = int(max_uop_executions)

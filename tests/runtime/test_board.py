@@ -149,3 +149,10 @@ def test_protocol_encoding_and_header():
     assert f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}  /* cycles load_busy " in header
     assert "#define VDLA_BOARD_COUNTERS 1  /* cycles */" in protocol.c_header(PRESETS["icebreaker"])
     assert protocol.reply_bytes(protocol.Command.COUNTERS, 1) == protocol.COUNTER_BYTES
+
+
+def test_a_simulator_option_the_board_does_not_take_is_refused_in_one_line():
+    from vdla.sim.errors import OptionError
+    with pytest.raises(OptionError, match=r"^unknown option\(s\) for the board: cycle_limit, "
+                                          r"trace \(the board runs a program"):
+        BoardBackend(PRESETS["tiny"], None, trace="wave.fst", cycle_limit=10)

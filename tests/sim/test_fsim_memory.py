@@ -8,13 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vdla.hw.config import PRESETS
+from vdla.hw.config import PRESETS, SRAM_KINDS
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from tests.sim.image import CONFIGS, TINY, WIDE, Image, random_elements
 
 PADS = [(0, 0, 0, 0), (1, 0, 0, 0), (0, 2, 0, 0), (0, 0, 3, 0), (0, 0, 0, 1), (2, 1, 1, 3),
         (3, 1, 2, 1)]
-KINDS = ["inp", "wgt", "acc", "uop"]
 
 
 def _load(kind, image, source, base, pads, y_size, x_size, x_stride, sram_base):
@@ -27,7 +26,7 @@ def _load(kind, image, source, base, pads, y_size, x_size, x_stride, sram_base):
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", SRAM_KINDS)
 @pytest.mark.parametrize("pads", PADS, ids=[f"pad{p}" for p in PADS])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 4, 4), (3, 2, 5), (2, 3, 0)],
                          ids=["1x1", "contiguous", "strided", "overlapping-rows-stride0"])
