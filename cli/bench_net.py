@@ -19,13 +19,12 @@ import click
 import numpy as np
 
 from vdla.cli.clock import clock_option
-from vdla.cli.options import check_sim, config_option, fail
-from vdla.graph.errors import GraphError
+from vdla.cli.options import Command, check_sim, config_option, fail, write_output
 
 __all__ = ["command"]
 
 
-@click.command("bench-net")
+@click.command("bench-net", cls=Command)
 @click.argument("model_path", metavar="MODEL")
 @click.option("--input", "input_path", default=None, metavar="FILE.npy",
               help="The inputs, one batch of float samples (default: the first of "
@@ -68,16 +67,13 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
     else:
         fail(f"give the inputs: --input FILE.npy with a batch of {shape[0]} (or --calibration "
              "with at least that many samples)")
-    try:
-        result = network.run({name: images}, sim)
-        reference = execute(network.graph, network.check_inputs({name: images}))
-        cycles = {row["name"]: row["cycles"] for row in result.layers if row["place"] == "accel"}
-        measured = all(c is not None for c in cycles.values())
-        if not measured:  # an untimed tier: the compiler's estimates
-            cycles = {layer: network.metadata["estimated_cycles"][layer] for layer in cycles}
-        rows = node_times(network, images, cycles, clock[0])
-    except GraphError as error:
-        fail(str(error))
+    result = network.run({name: images}, sim)
+    reference = execute(network.graph, network.check_inputs({name: images}))
+    cycles = {row["name"]: row["cycles"] for row in result.layers if row["place"] == "accel"}
+    measured = all(c is not None for c in cycles.values())
+    if not measured:  # an untimed tier: the compiler's estimates
+        cycles = {layer: network.metadata["estimated_cycles"][layer] for layer in cycles}
+    rows = node_times(network, images, cycles, clock[0])
     shares = by_kind(rows)
     report = {"model": str(model_path), "config": network.config.name, "sim": sim,
               "cycles": "measured" if measured else "estimated", "clock_mhz": clock[0],
@@ -86,7 +82,7 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
                                for o in network.graph.outputs),
               "nodes": rows, "breakdown_ms": shares,
               "total_ms": {bar: round(sum(kinds.values()), 4) for bar, kinds in shares.items()}}
-    Path(output).write_text(json.dumps(report, indent=1) + "\n")
+    write_output(output, json.dumps(report, indent=1) + "\n", "--output")
     if plot_path is not None:
         plot_breakdown(shares, f"{Path(model_path).stem}, batch {shape[0]}, accelerator at "
                        f"{clock[0]:g} MHz", Path(plot_path))
@@ -104,15 +100,12 @@ def _network(model_path: str, calibration_path: str | None, batch: int | None, c
     from vdla.graph.network_file import is_network_file, load
     calibration = None if calibration_path is None else _read_npy(calibration_path,
                                                                    "--calibration")
-    try:
-        if is_network_file(model_path):
-            return load(model_path, config), calibration
-        from vdla.frontend.onnx import load as load_model
-        graph = load_model(model_path, batch=batch)
-        samples = None if calibration is None else {graph.inputs[0]: calibration}
-        return compile_network(graph, config, samples), calibration
-    except GraphError as error:
-        fail(str(error))
+    if is_network_file(model_path):
+        return load(model_path, config), calibration
+    from vdla.frontend.onnx import load as load_model
+    graph = load_model(model_path, batch=batch)
+    samples = None if calibration is None else {graph.inputs[0]: calibration}
+    return compile_network(graph, config, samples), calibration
 
 
 def _lines(report: dict) -> list[str]:
