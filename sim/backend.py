@@ -84,7 +84,7 @@ def _load_builtin() -> None:
     # Backends register themselves on import; importing lazily keeps the
     # Verilator tier's start-up cost away from users who only want fsim.
     import importlib
-    for module in ("vdla.sim.fsim", "vdla.sim.rtl", "vdla.runtime.board"):
+    for module in ("vdla.sim.fsim", "vdla.sim.rtl", "vdla.sim.board"):
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as error:

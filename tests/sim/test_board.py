@@ -1,6 +1,6 @@
 """The host driver against the whole board top simulated in Verilator, UART pins and all.
 
-The driver (`runtime.board`) talks to `sim.board_sim.SimulatedBoard` through
+The driver (`sim.board`) talks to `sim.board_sim.SimulatedBoard` through
 the byte protocol exactly as it would to a serial port. References: numpy
 (the layer's `reference`), the bytes the test wrote, the RTL tier's micro-op
 counters, and the protocol's stated refusals.
@@ -17,7 +17,7 @@ from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
-from vdla.runtime.board import BoardBackend, BoardError, BoardLink
+from vdla.sim.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
 
