@@ -25,7 +25,7 @@ from vdla.runtime.device import Device
 from vdla.bench.plots import timeline
 from vdla.runtime.program_file import save
 from vdla.sim.rtl import RtlSimulator
-from vdla.sim.programs.handbuilt import PROGRAMS
+from vdla.testing.programs.handbuilt import PROGRAMS
 
 pytestmark = pytest.mark.rtl
 

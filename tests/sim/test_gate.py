@@ -100,7 +100,7 @@ def test_the_icebreaker_core_netlist_runs_random_programs_like_fsim():
     harness; benchmarks/netlist.py runs 100 programs on every preset."""
     from vdla.sim.backend import get_backend
     from vdla.sim.gate import gate_model
-    from vdla.sim.programs import generate
+    from vdla.testing.programs import generate
     config = PRESETS["icebreaker"]
     build = gate_model(config, "ice40")
     fsim = get_backend("fsim", config)

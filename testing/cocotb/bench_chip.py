@@ -1,7 +1,7 @@
 """Whole-chip cocotb bench: programs on the accelerator top against fsim.
 
 Each test pulses ``start`` with a program in the Python DRAM model
-(`sim.cocotb.dram.DramModel`), waits for ``done`` and compares the final
+(`testing.cocotb.dram.DramModel`), waits for ``done`` and compares the final
 DRAM image byte for byte with the functional simulator's. Programs come from
 the random program generator (which ends by dumping the whole out buffer and
 every accumulator byte, so the comparison covers final SRAM state) and from
@@ -25,9 +25,9 @@ from vdla.hw.counters import RTL_STATUS, rtl_counters
 from vdla.hw.isa import MODULES
 from vdla.runtime.device import Device
 from vdla.sim.backend import get_backend
-from vdla.sim.programs import GeneratorOptions, generate
-from vdla.sim.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
-from vdla.sim.cocotb.harness import bench_config
+from vdla.testing.programs import GeneratorOptions, generate
+from vdla.testing.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
+from vdla.testing.cocotb.harness import bench_config
 
 CONFIG = bench_config()
 SEEDS = [int(s) for s in os.environ.get("VDLA_BENCH_SEEDS", "0,1,2").split(",") if s]
