@@ -2,7 +2,7 @@
 
 `run_bench` takes a list of `compiler.workloads.Workload` (ResNet-18's C2–C11
 by default), compiles each layer with the default schedule, runs it on a
-`runtime.device.Device` with seeded random inputs, checks the result against
+`runtime.runner.AccelRunner` with seeded random inputs, checks the result against
 the layer's numpy reference and collects, per layer, cycles, the ideal cycles
 of a GEMM core that never stalls, GEMM utilization, DRAM traffic and how each
 module spent its cycles. The network total weighs each layer by how often
@@ -305,7 +305,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
     seed : int
         Inputs come from ``numpy.random.default_rng(layer_seed(seed, name))``.
     backend_options : dict, optional
-        Passed to the `Device` (e.g. ``build=`` a prebuilt rtl model).
+        Passed to the `AccelRunner` (e.g. ``build=`` a prebuilt rtl model).
     schedule : Schedule, optional
         Compile with these knobs instead of the default schedule (tuning).
 
@@ -317,7 +317,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
     """
     from vdla.compiler import compile_op
     from vdla.compiler.dump import summarize
-    from vdla.runtime.device import Device
+    from vdla.runtime.runner import AccelRunner
 
     op = workload.op
     result = LayerResult(name=workload.name, op=op.describe(), uses=workload.uses, macs=op.macs,
@@ -336,7 +336,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
 
         stage = "preparing"
         inputs = op.random_inputs(np.random.default_rng(layer_seed(seed, workload.name)))
-        device = Device(config, sim=sim, **(backend_options or {}))
+        device = AccelRunner(config, sim=sim, **(backend_options or {}))
         stage = "simulating"
         began = time.perf_counter()
         run = device.run(program, inputs)

@@ -25,7 +25,8 @@ import numpy as np
 from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
-from vdla.runtime.device import Device, describe_array
+from vdla.compiler.runners import make_runner
+from vdla.runtime.runner import describe_array
 from vdla.runtime.program_file import load
 
 # Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
@@ -275,15 +276,14 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target cpu runs no simulator")
-        options, sim = {"threads": threads}, "cpu"
+        options = {"threads": threads}
     elif target == "gpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target gpu runs no simulator")
-        sim = "gpu"
     try:
-        device = Device(program.config, sim=sim, target=target, **options)
-        result = device.run(program, arrays)
+        runner = make_runner(target, program.config, sim, **options)
+        result = runner.run(program, arrays)
     except (ValueError, TypeError) as error:
         fail(str(error))
     written = {}

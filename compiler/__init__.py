@@ -4,13 +4,14 @@ Flow: op definition (`ops`) -> schedule (`schedule`) -> loop IR (`lower`, `ir`)
 -> passes (`passes`: tensorize, epilogue, virtual threads, DMA injection, uop
 folding, latency hiding) -> program (`codegen`).
 
->>> from compiler import Conv2d, compile_op
->>> from hw.config import PRESETS
+>>> from vdla.compiler import Conv2d, compile_op
+>>> from vdla.hw.config import PRESETS
 >>> program = compile_op(Conv2d(1, 64, 64, 56, 56, kernel=3, padding=1), PRESETS["default"])
 """
 
 from vdla.compiler.driver import compile_function, compile_op
 from vdla.compiler.errors import CompileError, ScheduleError, ShapeError
+from vdla.compiler import host  # noqa: F401  (registers the host programs' header check)
 from vdla.compiler.ops import Conv2d, Dense, op_from_dict
 from vdla.compiler.schedule import Schedule, default_schedule, load_schedule
 

@@ -5,7 +5,7 @@ A host program is data, never code. Its file holds the layer
 the schedule and what the compiling machine recorded (cpu: ``isa`` and
 ``flags``; gpu: ptxas's report). The runtime regenerates the C or CUDA C from
 (op, mode, schedule) with the target's deterministic code generator and
-builds that (`runtime.Device`). A ``source`` field, as files kept before vdla
+builds that (`compiler.host_runner.HostRunner`). A ``source`` field, as files kept before vdla
 stopped storing code, is only compared with the regenerated code (a
 difference is refused) and never compiled.
 
@@ -30,7 +30,8 @@ from typing import Any, Callable
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import op_from_dict
 from vdla.runtime.errors import ProgramError
-from vdla.runtime.program import Program, host_tensors
+from vdla.runtime.program import TARGETS, Program, host_tensors
+from vdla.runtime.program_file import register_header_check
 from vdla.runtime.verify import MAX_DRAM_BYTES
 
 __all__ = ["HostTarget", "HostSpec", "host_spec", "host_targets"]
@@ -194,3 +195,10 @@ def host_spec(program: Program) -> HostSpec:
                            "generates for its op, mode and schedule (edited, or written by "
                            "another vdla version); it is never compiled: recompile the program")
     return HostSpec(target, op, mode, schedule, source)
+
+
+# Program files of the host targets are verified on load with this check
+# (`runtime.program_file.verify_program_header`: the runtime cannot regenerate code).
+for _target in TARGETS:
+    if _target != "accel":
+        register_header_check(_target, host_spec)

@@ -6,7 +6,7 @@ sub-packages of this one namespace:
 - `vdla.hw`: the configuration, the instruction set and the Amaranth RTL;
 - `vdla.sim`: the functional simulator, the Verilator tier and the cocotb tier;
 - `vdla.compiler`: layer definitions, schedules, loop IR, passes and code generation;
-- `vdla.runtime`: tensor layouts, program files and `Device`;
+- `vdla.runtime`: tensor layouts, program files and `AccelRunner`;
 - `vdla.bench`: layer benches, cycle baselines and their plots;
 - `vdla.cli`: the ``vdla`` command.
 

@@ -7,7 +7,7 @@ the schedule. Compiling needs no GPU: the CUDA C is generated here and, where
 nvcc exists, compiled for ``sm_90a`` to record ptxas's report (registers,
 shared memory, spills). The machine that runs the file regenerates the same C
 and compiles it with NVRTC for its own device (`compiler.host`,
-`runtime.Device(target="gpu")`).
+`compiler.gpu.runner.GpuRunner`).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from cocotb.triggers import RisingEdge
 from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_STATUS, rtl_counters
 from vdla.hw.isa import MODULES
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from vdla.sim.backend import get_backend
 from vdla.testing.programs import GeneratorOptions, generate
 from vdla.testing.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
@@ -136,7 +136,7 @@ async def compiled_layer(dut):
                 padding=(1, 1), bias=True, shift=3, relu=True)
     program = compile_op(op, CONFIG)
     inputs = op.random_inputs(rng)
-    device = Device(CONFIG)
+    device = AccelRunner(CONFIG)
     image = device.build_image(program, inputs)
     expected, _ = _fsim_image(image, program.insn_offset, len(program.instructions))
     counters, _ = await run_program(dut, image, program.insn_offset, len(program.instructions),

@@ -11,7 +11,7 @@ import pytest
 from vdla.compiler import Dense, compile_op
 from vdla.hw.config import PRESETS
 from vdla.hw.isa import Load, MemType, Store
-from vdla.runtime import Device, ProgramError
+from vdla.runtime import AccelRunner, ProgramError
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan, verify_program
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.errors import DeadlockError
@@ -97,7 +97,7 @@ def test_compiled_programs_pass_and_report_the_functional_counters(config_name):
     counters = verify_program(program)
     inputs = {"data": np.zeros((5, 37), np.int8), "weight": np.zeros((11, 37), np.int8),
               "bias": np.zeros(11, np.int32)}
-    assert counters == Device(config).run(program, inputs).counters
+    assert counters == AccelRunner(config).run(program, inputs).counters
 
 
 class _Recorder:
@@ -119,11 +119,11 @@ def test_a_backend_that_checks_nothing_never_sees_a_rejected_program(program, mo
     monkeypatch.setattr(backend, "_REGISTRY", dict(backend._REGISTRY))   # undone after
     register_backend("recorder", _Recorder)
     inputs = dense_inputs(np.random.default_rng(0), 3, 8, 4)
-    Device(TINY, sim="recorder").run(program, inputs)
+    AccelRunner(TINY, sim="recorder").run(program, inputs)
     assert _Recorder.runs == 1
     store = _first(program, Store)   # FINISH then waits for a token never pushed
     program.instructions[store] = program.instructions[store].replace(push_prev=False)
     with pytest.raises(DeadlockError, match="compute blocked at instruction 9 \\(FINISH\\) "
                                             "waiting to pop from store->compute"):
-        Device(TINY, sim="recorder").run(program, inputs)
+        AccelRunner(TINY, sim="recorder").run(program, inputs)
     assert _Recorder.runs == 1
