@@ -43,7 +43,7 @@ import numpy as np
 
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Alu, AluOp, Gemm
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.testing.programs import GeneratorOptions, generate
 
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,

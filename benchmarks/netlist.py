@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from vdla.hw.config import PRESETS
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.testing.programs import generate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "netlist.json"

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any
 
+from vdla.compiler.cpu.program import CPU
 from vdla.compiler.errors import CompileError
+from vdla.compiler.gpu.program import GPU
+from vdla.compiler.host_target import HostTarget
 from vdla.compiler.ops import op_from_dict
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import TARGETS, Program, host_tensors
@@ -38,41 +41,6 @@ __all__ = ["HostTarget", "HostSpec", "host_spec", "host_targets"]
 
 # Fields of a host program's metadata besides its target's own entry.
 _LAYER_FIELDS = ("layer", "op", "op_description")
-
-
-@dataclasses.dataclass(frozen=True)
-class HostTarget:
-    """What one host target's programs hold, and how its code is generated.
-
-    Parameters
-    ----------
-    name : str
-        ``"cpu"`` or ``"gpu"`` (the program's ``target``).
-    code : str
-        What its generator writes (``"C"``, ``"CUDA C"``), for messages.
-    modes : tuple of str
-    dtypes_of : callable
-        ``mode -> {tensor name: numpy dtype}``.
-    schedule_type : type
-        A `hw.records.JsonRecord` whose ``from_dict`` raises `ScheduleError`.
-    generate : callable
-        ``(op, mode, schedule) -> source``, deterministic.
-    records : dict of str to (callable, str)
-        The fields the compiling machine recorded: a test each value must
-        pass, and what it must be (for the message).
-    """
-
-    name: str
-    code: str
-    modes: tuple[str, ...]
-    dtypes_of: Callable[[str], dict]
-    schedule_type: type
-    generate: Callable[[Any, str, Any], str]
-    records: dict[str, tuple[Callable[[Any], bool], str]]
-
-    def info(self, mode: str, schedule, **records) -> dict:
-        """The ``metadata[target]`` entry a compiler writes: no code, by construction."""
-        return {"mode": mode, "schedule": schedule.to_dict(), **records}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +64,6 @@ class HostSpec:
 
 def host_targets() -> dict[str, HostTarget]:
     """The host targets by name (each declared beside its compiler, `compiler.<target>.program`)."""
-    from vdla.compiler.cpu.program import CPU
-    from vdla.compiler.gpu.program import GPU
     return {CPU.name: CPU, GPU.name: GPU}
 
 

@@ -3,7 +3,7 @@
 `AccelRunner` checks the user's tensors against the program's DRAM plan,
 verifies the program (`runtime.verify`), builds the DRAM image
 (instructions, micro-ops, packed inputs), hands it to a backend from the
-`sim.backend` registry and unpacks the outputs back to logical arrays. A
+`sim.backends` registry and unpacks the outputs back to logical arrays. A
 backend that does not declare ``checks_programs = True`` (applying
 `sim.checker` itself, as fsim and rtl do) gets the image only after
 `sim.checker.check_program` accepted it, so no tier runs a program the
@@ -29,7 +29,7 @@ from vdla.runtime.layout import LayoutError, pack, packed_nbytes, unpack
 from vdla.runtime.errors import InputError, ProgramError
 from vdla.runtime.program import Program
 from vdla.runtime.verify import dram_image, verify_plan
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.checker import check_program
 
 __all__ = ["AccelRunner", "ProgramResult", "InputError", "ProgramError", "describe_array",
@@ -118,7 +118,7 @@ class AccelRunner:
     config : HwConfig
         The accelerator; programs must have been compiled for the same hardware.
     sim : str, optional
-        A registered backend name (`sim.backend.backend_names`), ``"fsim"`` by default.
+        A registered backend name (`sim.backends.backend_names`), ``"fsim"`` by default.
     **backend_options
         Passed to the backend's factory (e.g. ``trace=`` or ``cycle_limit=`` for
         timed backends; ``activity=True`` makes ``rtl`` record each module's

@@ -5,7 +5,8 @@ Every import of every module is read with `ast`, whichever way it is written:
 relative ones, and modules named by a string (``importlib.import_module``
 and ``__import__`` arguments, an f-string's constant ``vdla.``… head, a
 string that is exactly a module's name, as tables of modules to load hold).
-Imports under ``if TYPE_CHECKING:`` never run and are left out. The checker
+Imports under ``if TYPE_CHECKING:`` never run and are left out, as are a
+module's imports of its own packages (Python imports those before it). The checker
 itself is tested on a small tree with one planted upward import of each
 kind, and a planted cycle.
 """
@@ -13,6 +14,7 @@ kind, and a planted cycle.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import tomllib
 from dataclasses import dataclass
@@ -25,13 +27,20 @@ from vdla.layers import LAYERS, layer_of
 REPO = Path(__file__).resolve().parents[1]
 # A string naming a module outright (not a sentence that mentions one).
 MODULE_NAME = re.compile(r"vdla(\.[A-Za-z_]\w*)+")
-# Cycles another change removes (issue 24: `splits` separates the schedule
-# records, the space, the cost model and the search); each entry must still be
-# a cycle, so it leaves this set when the cycle goes.
+# Cycles other changes of issue 24 remove; each must still be a cycle, so an
+# entry leaves this set when its cycle goes.
 KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"vdla.compiler.schedule", "vdla.compiler.lower",
-               "vdla.compiler.passes.uop_folding"}),
+    # `splits`: the schedule records, space, cost model and search leave schedule.py.
+    frozenset({"vdla.compiler.schedule", "vdla.compiler.lower"}),
+    # `fit`: synth.py's clock policy (which reads the boards) leaves it.
+    frozenset({"vdla.hw.boards", "vdla.hw.synth"}),
+    # net.py reads arrays with run.py's helpers while run.py hands network files
+    # to net.py: the .npy helpers move to a module of their own once `errors`
+    # (which rewrites their failure paths) has landed.
+    frozenset({"vdla.cli.net", "vdla.cli.run"}),
 }
+# The layer table names every layer's modules in strings, which import nothing.
+TABLE = "vdla.layers"
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,8 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[Edge]:
 
     def add(name: str, node: ast.AST) -> None:
         target = _resolve(name, known)
-        if target is not None and target != module:
+        # A module's own packages are imported before it, whatever it names.
+        if target is not None and not (module + ".").startswith(target + "."):
             edges.append(Edge(module, target, f"{path}:{node.lineno}"))
 
     def visit(node: ast.AST) -> None:
@@ -114,7 +124,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[Edge]:
                 # `from package import module` imports the module, else the name's module.
                 add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, node)
         elif isinstance(node, (ast.Constant, ast.JoinedStr)):
-            for name in _named(node):
+            for name in _named(node) if module != TABLE else ():
                 add(name, node)
             return
         for child in ast.iter_child_nodes(node):
@@ -124,6 +134,7 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[Edge]:
     return edges
 
 
+@functools.cache   # each test of the repository reads it once per session
 def import_graph(repo: Path) -> tuple[dict[str, Path], list[Edge]]:
     known = modules(repo, package_dirs(repo))
     return known, [edge for module, path in known.items() for edge in imports(module, path, known)]

@@ -8,7 +8,7 @@ import cycle between modules. `docs/architecture.md` draws the same table.
 
 Where a lower layer must reach something above it, the upper layer registers
 itself into the lower one instead (`sim.backend.register_backend`,
-`runtime.program_file.register_header_check`, `tune.target.register_target`).
+`runtime.program_file.register_header_check`).
 
 Each layer lists the modules it holds by name: a package (``vdla.hw``) holds
 its sub-modules too, except the root ``vdla``, which holds only its own

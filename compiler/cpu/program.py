@@ -14,7 +14,7 @@ from vdla.compiler.cpu.build import compiler_flags
 from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
 from vdla.compiler.cpu.schedule import MODES, CpuSchedule
-from vdla.compiler.host import HostTarget
+from vdla.compiler.host_target import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 

@@ -20,7 +20,7 @@ from vdla.compiler.gpu.codegen import generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
 from vdla.compiler.gpu.schedule import MODES, GpuSchedule, default_gpu_schedule
-from vdla.compiler.host import HostTarget
+from vdla.compiler.host_target import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 

@@ -24,7 +24,7 @@ from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_STATUS, rtl_counters
 from vdla.hw.isa import MODULES
 from vdla.runtime.runner import AccelRunner
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.testing.programs import GeneratorOptions, generate
 from vdla.testing.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
 from vdla.testing.cocotb.harness import bench_config

@@ -17,7 +17,7 @@ import pytest
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS
 from vdla.hw.isa import MODULES
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.errors import DeadlockError
 from vdla.sim.rtl import RtlSimulator, build_model
 from vdla.testing.programs.handbuilt import PROGRAMS, deadlock_program

@@ -20,7 +20,7 @@ import pytest
 
 from vdla.hw.config import PRESETS
 from vdla.hw.generate import cached_verilog
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.testing.illegal import mutate
 from vdla.testing.programs import GeneratorOptions, generate
 from vdla.sim.rtl.backend import RtlSimulator

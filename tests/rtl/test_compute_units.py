@@ -18,7 +18,7 @@ import pytest
 from vdla.compiler import Dense, compile_op
 from vdla.hw.config import PRESETS
 from vdla.runtime.runner import AccelRunner
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.rtl import RtlSimulator, build_model
 from vdla.sim.errors import RaceError
 from tests.hw.compute_programs import chained_overlap_program, overlap_program

@@ -26,7 +26,7 @@ import pytest
 
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.counters import rtl_counters
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.testing.programs import GeneratorOptions, generate
 
 pytestmark = pytest.mark.rtl

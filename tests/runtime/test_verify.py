@@ -13,7 +13,7 @@ from vdla.hw.config import PRESETS
 from vdla.hw.isa import Load, MemType, Store
 from vdla.runtime import AccelRunner, ProgramError
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan, verify_program
-from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.backend import RunResult
 from vdla.sim.errors import DeadlockError
 from tests.runtime.programs import dense_inputs, dense_program
 
@@ -115,9 +115,8 @@ class _Recorder:
 
 
 def test_a_backend_that_checks_nothing_never_sees_a_rejected_program(program, monkeypatch):
-    from vdla.sim import backend
-    monkeypatch.setattr(backend, "_REGISTRY", dict(backend._REGISTRY))   # undone after
-    register_backend("recorder", _Recorder)
+    from vdla.sim.backend import REGISTRY
+    monkeypatch.setitem(REGISTRY, "recorder", _Recorder)   # registered for this test only
     inputs = dense_inputs(np.random.default_rng(0), 3, 8, 4)
     AccelRunner(TINY, sim="recorder").run(program, inputs)
     assert _Recorder.runs == 1

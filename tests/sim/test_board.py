@@ -19,7 +19,7 @@ from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
 from vdla.sim.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.runner import AccelRunner
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 
 pytestmark = pytest.mark.rtl
 

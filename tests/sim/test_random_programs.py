@@ -23,7 +23,7 @@ import pytest
 from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import QUEUE_FLAGS, Alu, AluOp, Finish, Gemm, Load, MemType, Store
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.errors import DeadlockError, RaceError, TokenError
 from vdla.testing.programs import GeneratorOptions, check_token_discipline, generate
 from vdla.testing import oracles
