@@ -1,4 +1,4 @@
-"""`HostTarget`: what one host target's programs (``cpu``, ``gpu``) hold, and how its code is generated.
+"""`HostTarget`: what a host target's programs (``cpu``, ``gpu``) hold, how its code is generated.
 
 Each target declares one beside its compiler (`compiler.cpu.program.CPU`,
 `compiler.gpu.program.GPU`); `compiler.host` checks programs against them.

@@ -73,7 +73,7 @@ def describe_array(array_dtype, shape) -> str:
 
 
 def check_inputs(program: Program, inputs: dict[str, np.ndarray]) -> None:
-    """Raise `InputError` unless ``inputs`` are exactly the program's inputs (names, dtypes, shapes)."""
+    """Raise `InputError` unless ``inputs`` are exactly the program's (names, dtypes, shapes)."""
     expected = {region.name: region for region in program.inputs}
     if not isinstance(inputs, dict):
         raise InputError(f"inputs must be a dict of name to array, got "

@@ -1,4 +1,4 @@
-"""`GpuRunner`: runs ``gpu`` programs on a CUDA device (NVRTC through CuPy) or emulated on this CPU."""
+"""`GpuRunner`: runs ``gpu`` programs on a CUDA device (NVRTC, CuPy) or emulated on this CPU."""
 
 from __future__ import annotations
 
