@@ -3,10 +3,10 @@
 A host program is data, never code. Its file holds the layer
 (``metadata["op"]``) and, under ``metadata[target]``, the arithmetic mode,
 the schedule and what the compiling machine recorded (cpu: ``isa`` and
-``flags``; gpu: ptxas's report). The runtime regenerates the C or CUDA C from
-(op, mode, schedule) with the target's deterministic code generator and
-builds that (`compiler.host_runner.HostRunner`). A ``source`` field, as files kept before vdla
-stopped storing code, is only compared with the regenerated code (a
+``flags``; gpu: ptxas's report). Its runner (`compiler.host_runner.HostRunner`)
+regenerates the C or CUDA C from (op, mode, schedule) with the target's
+deterministic code generator and builds that. A ``source`` field, as files
+kept before vdla stopped storing code, is only compared with the regenerated code (a
 difference is refused) and never compiled.
 
 `host_spec` checks every header field against the op before anything is

@@ -11,8 +11,8 @@ verifier rejects.
 
 The host targets' programs (``cpu``: generated C; ``gpu``: generated CUDA C)
 run under the same inputs/outputs contract (`check_inputs`, `ProgramResult`)
-on the runners of the layer above, `compiler.cpu.CpuRunner` and
-`compiler.gpu.GpuRunner`, which regenerate their code from the program's op;
+on the runners of the layer above, `compiler.cpu.runner.CpuRunner` and
+`compiler.gpu.runner.GpuRunner`, which regenerate their code from the program's op;
 `compiler.runners.make_runner` picks a target's runner. Each runner refuses
 the others' programs (`refuse_target`).
 """
