@@ -126,7 +126,7 @@ def _layer_inputs(workload: Workload, seed: int) -> dict[str, np.ndarray]:
 def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
     from vdla.bench.baseline import baseline_path, load_baseline
     from vdla.compiler import compile_op
-    from vdla.runtime.device import Device
+    from vdla.runtime.runner import AccelRunner
     column = Column("accel")
     path = baseline_path(config)
     if not path.exists():
@@ -142,7 +142,7 @@ def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
     if absent:
         column.missing = f"{path.name} has no cycles for {', '.join(absent)}"
         return column
-    device = Device(config, sim="fsim")
+    device = AccelRunner(config, sim="fsim")
     for workload in workloads:
         cycles = baseline["layers"][workload.name]["cycles"]
         column.seconds[workload.name] = cycles / (clock_mhz * 1e6)

@@ -1,7 +1,7 @@
 """Compile, run and check one layer: the measurement every bench, tuner and sweep shares.
 
 `run_layer` compiles a `compiler.workloads.Workload` (the default schedule or
-a given one), runs it on a `runtime.device.Device` with seeded random inputs,
+a given one), runs it on a `runtime.runner.AccelRunner` with seeded random inputs,
 checks it against the layer's numpy reference and returns a
 `bench.records.LayerResult` with its cycles, GEMM utilization, DRAM traffic
 and how each module spent its cycles. It never raises for a layer that
@@ -50,7 +50,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
     seed : int
         Inputs come from ``numpy.random.default_rng(layer_seed(seed, name))``.
     backend_options : dict, optional
-        Passed to the `Device` (e.g. ``build=`` a prebuilt rtl model).
+        Passed to the `AccelRunner` (e.g. ``build=`` a prebuilt rtl model).
     schedule : Schedule, optional
         Compile with these knobs instead of the default schedule (tuning).
 
@@ -62,7 +62,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
     """
     from vdla.compiler import compile_op
     from vdla.compiler.dump import summarize
-    from vdla.runtime.device import Device
+    from vdla.runtime.runner import AccelRunner
 
     op = workload.op
     result = LayerResult(name=workload.name, op=op.describe(), uses=workload.uses, macs=op.macs,
@@ -81,7 +81,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
 
         stage = "preparing"
         inputs = op.random_inputs(np.random.default_rng(layer_seed(seed, workload.name)))
-        device = Device(config, sim=sim, **(backend_options or {}))
+        device = AccelRunner(config, sim=sim, **(backend_options or {}))
         stage = "simulating"
         began = time.perf_counter()
         run = device.run(program, inputs)

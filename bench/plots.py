@@ -321,7 +321,7 @@ def _covered(intervals: list[tuple[int, int, str]]) -> int:
 def pareto(records: list[dict], front: list[dict], metric: str, path: str | Path) -> dict:
     """Time against area of every configuration of a DSE sweep, the Pareto front joined.
 
-    ``records`` and ``front`` are `bench.dse` records; returns the points drawn.
+    ``records`` and ``front`` are `tune.dse` records; returns the points drawn.
     """
     good = [r for r in records if r.get("error") is None]
     if not good:

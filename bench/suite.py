@@ -82,7 +82,7 @@ def prepare_backend(config: HwConfig, sim: str, progress: Callable[[str], None] 
     BenchError
         For an unknown simulator name.
     """
-    from vdla.sim.backend import backend_names
+    from vdla.sim.backends import backend_names
     names = backend_names()
     if sim not in names:
         raise BenchError(f"unknown simulator {sim!r} (available: {', '.join(names)})")

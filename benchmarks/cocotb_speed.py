@@ -26,7 +26,7 @@ from pathlib import Path
 
 
 from vdla.hw.config import load_config
-from vdla.sim.cocotb import harness
+from vdla.testing.cocotb import harness
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cocotb_speed.json"
 TARGET = 20_000

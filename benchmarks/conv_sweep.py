@@ -35,7 +35,7 @@ from vdla.compiler.gpu.host_emulation import emulate
 from vdla.compiler.gpu.model import run_model
 from vdla.compiler.gpu.tiling import Tiling
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from vdla.compiler.workloads import random_conv2d
 
 
@@ -61,7 +61,7 @@ def _gpu_emulation(op, inputs):
 
 
 def _fsim(config):
-    device = Device(config)
+    device = AccelRunner(config)
     return lambda op, inputs: device.run(compile_op(op, config), inputs).outputs["out"]
 
 

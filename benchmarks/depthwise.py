@@ -34,7 +34,7 @@ from vdla.compiler import compile_op
 from vdla.compiler.cpu import CpuKernel
 from vdla.compiler.workloads import MOBILENET_V2_DEPTHWISE
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 
 RESULTS = Path(__file__).with_name("results") / "depthwise.json"
 CLOCK_MHZ = 100
@@ -55,7 +55,7 @@ def _cpu_seconds(op, inputs, repeats: int = 20) -> float:
 
 def measure(config_name: str, layers: int) -> list[dict]:
     config = PRESETS[config_name]
-    device = Device(config, sim="rtl")
+    device = AccelRunner(config, sim="rtl")
     macs_per_cycle = config.batch * config.block_in * config.block_out
     rows = []
     for workload in MOBILENET_V2_DEPTHWISE[:layers]:

@@ -10,7 +10,7 @@ Usage::
 ``--configs`` names `hw.config.PRESETS` (each with its own timing switches: the
 board presets run the variants they ship with), each ``name`` or ``name=count``;
 ``--programs`` is the count of a name without one. Every program
-(`vdla.sim.programs.generate`) runs on fsim and on the "rtl" backend
+(`vdla.testing.programs.generate`) runs on fsim and on the "rtl" backend
 (a third of them with 30 % random DRAM backpressure; a quarter with the
 stress options: long bursts, deep loops, many tokens in flight; a quarter
 "concurrent": mostly GEMM/ALU bursts with ``overlap`` wherever legal); final
@@ -44,8 +44,8 @@ import numpy as np
 
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import Alu, AluOp, Gemm
-from vdla.sim.backend import get_backend
-from vdla.sim.programs import GeneratorOptions, generate
+from vdla.sim.backends import get_backend
+from vdla.testing.programs import GeneratorOptions, generate
 
 STRESS = dict(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
               eager_token_probability=0.4, max_pending_tokens=12)

@@ -5,7 +5,7 @@ Usage::
     python benchmarks/dse.py [--space benchmarks/dse_space.json] [--layers C4,C7,C10]
         [--jobs 2] [--metric luts] [--output benchmarks/results/dse.json]
 
-Runs `vdla.bench.dse` (the engine of ``vdla dse``) on every configuration of
+Runs `vdla.tune.dse` (the engine of ``vdla dse``) on every configuration of
 the space: the layers on the RTL with the default schedule (bit-exactness
 checked), the synthesis estimate of `vdla.hw.synth` (ECP5; synthesis only, so
 time is cycles at the nominal clock unless the flow gives an Fmax). The sweep
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from vdla.bench import dse
+from vdla.tune import dse
 from vdla.bench.plots import pareto
 from vdla.bench.suite import select_workloads
 from vdla.tune.log import read_jsonl

@@ -18,7 +18,7 @@ import numpy as np
 from vdla.hw import isa
 from vdla.hw.config import PRESETS
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from vdla.runtime import Device, Program, TensorRegion, packed_nbytes
+from vdla.runtime import AccelRunner, Program, TensorRegion, packed_nbytes
 
 SIZE, CHANNELS, TILE_ROWS, SHIFT = 56, 64, 4, 10
 
@@ -133,7 +133,7 @@ def main():
               "weight": rng.integers(-128, 128, (CHANNELS, CHANNELS, 3, 3), dtype=np.int8),
               "bias": rng.integers(-20000, 20000, (CHANNELS,), dtype=np.int32)}
     program = c2_program()
-    device = Device(program.config, check_races=not args.no_races)
+    device = AccelRunner(program.config, check_races=not args.no_races)
     expected = reference(inputs["data"], inputs["weight"], inputs["bias"])
     for _ in range(args.repeat):
         start = time.perf_counter()

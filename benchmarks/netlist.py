@@ -14,7 +14,7 @@ Yosys's cell models (`sim.gate`) in two ways:
 - the GEMM core alone against its RTL in one Verilator miter, ``--cycles``
   cycles of random operands (`sim.gate.gemm_core_check`);
 - the whole accelerator core, under the RTL tier's harness: ``--programs``
-  random programs (`sim.programs.generate`, every third with 30 % DRAM
+  random programs (`testing.programs.generate`, every third with 30 % DRAM
   backpressure) whose final DRAM images must equal fsim's, and one compiled
   conv layer whose output must equal numpy's and fsim's (`bench.layer_run.run_layer`).
 
@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from vdla.hw.config import PRESETS
-from vdla.sim.backend import get_backend
-from vdla.sim.programs import generate
+from vdla.sim.backends import get_backend
+from vdla.testing.programs import generate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "netlist.json"
 # Every shipped preset on the family it ships for (`default` and `tiny` on ECP5),

@@ -5,7 +5,7 @@ Usage::
     python benchmarks/rtl_speed.py                    # default config, ~4 M-cycle program
     python benchmarks/rtl_speed.py --config tiny --tiles 2000 --repeat 3
 
-Runs a long double-buffered GEMM program (sim/programs/handbuilt.py: input tiles
+Runs a long double-buffered GEMM program (testing/programs/handbuilt.py: input tiles
 streamed by load, GEMM on compute, results drained by store, all four token
 queues busy) on the ``rtl`` backend, checks its output against numpy, and
 reports build time (cold or cached), simulated cycles, wall time of the
@@ -31,7 +31,7 @@ import numpy as np
 from vdla.hw.config import load_config
 from vdla.sim.rtl import RtlSimulator, build_model
 from vdla.sim.rtl.backend import DONE
-from vdla.sim.programs.handbuilt import double_buffer_program
+from vdla.testing.programs.handbuilt import double_buffer_program
 
 RESULTS = Path(__file__).resolve().parent / "results" / "rtl_speed.json"
 TARGET = 1_000_000

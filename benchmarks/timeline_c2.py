@@ -24,7 +24,7 @@ import numpy as np
 from vdla.compiler.driver import compile_op
 from vdla.compiler.workloads import resnet18_layer
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from vdla.bench.plots import timeline
 
 
@@ -45,7 +45,7 @@ def main(argv=None) -> int:
         # The whole run with the default bounded record (binned if long), and the
         # window recorded on its own, exactly.
         for window_or_none in (None, window):
-            device = Device(config, sim="rtl", activity=True, activity_window=window_or_none,
+            device = AccelRunner(config, sim="rtl", activity=True, activity_window=window_or_none,
                             progress=print)
             result = device.run(program, inputs)
             if not np.array_equal(result.outputs["out"], reference):

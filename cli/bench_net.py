@@ -47,12 +47,12 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
             as_json, config):
     """Per-node time and cycles of a network, CPU only against CPU + accelerator."""
     from vdla.bench.breakdown import by_kind, node_times, plot_breakdown
-    from vdla.cli.run import _read_npy, _writable
+    from vdla.cli.arrays import read_npy, writable
     from vdla.graph.kernels import execute
     from vdla.hw.synth import clock_for
     check_sim(sim)
     output = output or f"{Path(model_path).name}.bench.json"
-    _writable(output, "-o")
+    writable(output, "-o")
     network, calibration = _network(model_path, calibration_path, batch, config)
     clock = clock_for(network.config, clock_mhz)
     if clock is None:
@@ -61,7 +61,7 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
     (name,) = network.graph.inputs
     shape = network.input_specs()[name][1]
     if input_path is not None:
-        images = _read_npy(input_path, "--input")
+        images = read_npy(input_path, "--input")
     elif calibration is not None and len(calibration) >= shape[0]:
         images = calibration[:shape[0]]
     else:
@@ -95,10 +95,10 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
 
 def _network(model_path: str, calibration_path: str | None, batch: int | None, config):
     """The network of a network file or an ONNX model, and the calibration samples."""
-    from vdla.cli.run import _read_npy
+    from vdla.cli.arrays import read_npy
     from vdla.graph.network import compile_network
     from vdla.graph.network_file import is_network_file, load
-    calibration = None if calibration_path is None else _read_npy(calibration_path,
+    calibration = None if calibration_path is None else read_npy(calibration_path,
                                                                    "--calibration")
     if is_network_file(model_path):
         return load(model_path, config), calibration

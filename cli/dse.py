@@ -2,7 +2,7 @@
 
 ``vdla dse --space space.json --workload resnet18 [--layers C4,C7]
 [--scheduler ...]`` evaluates every configuration of the space (see
-`bench.dse`) on the RTL with its synthesis estimate, appends each result to
+`tune.dse`) on the RTL with its synthesis estimate, appends each result to
 ``--log`` as it finishes (``--resume`` continues; by default a log in the
 cache folder named for the sweep, so a crashed run leaves no file where the
 command ran), and writes the table and
@@ -35,7 +35,7 @@ def default_log(space, workloads) -> Path:
 
 @click.command("dse", cls=Command)
 @click.option("--space", "space_path", required=True, metavar="SPACE.json",
-              help="Configurations to sweep (see `vdla.bench.dse`).")
+              help="Configurations to sweep (see `vdla.tune.dse`).")
 @click.option("--workload", default="resnet18", show_default=True, help="Network to run.")
 @click.option("--layers", default=None, help="Comma-separated layers (default: all).")
 @click.option("--log", "log_path", default=None, metavar="FILE.jsonl",
@@ -55,7 +55,7 @@ def command(space_path, workload, layers, log_path, resume, jobs, scheduler, met
             plot_path):
     """Find the best accelerator configuration per unit of area for a workload."""
     from tqdm import tqdm
-    from vdla.bench import dse
+    from vdla.tune import dse
     from vdla.bench.plots import pareto
     from vdla.bench.suite import select_workloads
     space = dse.load_space(space_path)

@@ -65,15 +65,15 @@ def _names(value: str | None) -> list[str]:
 def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
                   output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
-    from vdla.cli.run import _read_npy, _writable
+    from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load as load_model
     from vdla.graph.network import compile_network
     from vdla.graph.network_file import save
-    _writable(output, "-o")
+    writable(output, "-o")
     calibration = None
     graph = load_model(model_path, batch=batch)
     if calibration_path is not None:
-        samples = _read_npy(calibration_path, "--calibration")
+        samples = read_npy(calibration_path, "--calibration")
         if len(graph.inputs) != 1:
             fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
                  "calibrates a single-input model")
@@ -104,7 +104,7 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
 def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
                 as_json, config, backend_options, clock_mhz=None) -> None:
     """``vdla run`` of a network file."""
-    from vdla.cli.run import _output_paths, _read_npy
+    from vdla.cli.arrays import output_paths, read_npy
     if target not in ("accel", "cpu"):
         fail(f"--target {target}: a network runs on the accelerator (--sim ...) or with "
              "--target cpu")
@@ -113,8 +113,8 @@ def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target,
     # run's --output parsing, over the network's outputs.
     outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
                                             for name in network.graph.outputs])
-    paths = _output_paths(outputs, outputs_view)
-    arrays = {name: _read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
+    paths = output_paths(outputs, outputs_view)
+    arrays = {name: read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
     result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
     for name, path in paths.items():
         np.save(path, result.outputs[name])

@@ -119,7 +119,7 @@ def check_identifier(value: str | None, option: str) -> str | None:
 
 def check_sim(sim: str) -> None:
     """Fail with one line unless ``sim`` is a registered simulation backend."""
-    from vdla.sim.backend import backend_names
+    from vdla.sim.backends import backend_names
     names = backend_names()
     if sim not in names:
         fail(f"--sim {sim!r}: unknown simulator (available: {', '.join(names)})")

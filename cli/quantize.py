@@ -29,16 +29,16 @@ from vdla.cli.options import Command, fail
 def command(model_path, calibration_path, batch, output, as_json, per_channel):
     """Quantise a float ONNX model to int8 (power-of-two scales) and write it as QDQ."""
     import onnx
-    from vdla.cli.run import _read_npy, _writable
+    from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load
     from vdla.graph.export import to_qdq
     from vdla.graph.network import quantize_graph
-    _writable(output, "-o")
+    writable(output, "-o")
     graph = load(model_path, batch=batch)
     if len(graph.inputs) != 1:
         fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
              "calibrates a single-input model")
-    samples = _read_npy(calibration_path, "--calibration")
+    samples = read_npy(calibration_path, "--calibration")
     integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel)
     onnx.save(to_qdq(integer), output)
     layers = {node.name: node.attrs["shift"] for node in integer.nodes if "shift" in node.attrs}

@@ -16,17 +16,17 @@ line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import json
-import tokenize
 from pathlib import Path
 
 import click
 import numpy as np
 
+from vdla.cli.arrays import output_paths, read_npy, writable
 from vdla.cli.clock import clock_option, time_report, time_text
 from vdla.cli.options import Command, check_sim, fail, program_config_option, write_output
 from vdla.cli.run_report import run_report, text_lines
+from vdla.compiler.runners import make_runner
 from vdla.hw.board_protocol import BAUD
-from vdla.runtime.device import Device, describe_array
 from vdla.runtime.program_file import load
 
 # Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
@@ -45,108 +45,21 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
     return pairs
 
 
-# What numpy's .npy header parser raises on damaged headers (it tokenizes and
-# evaluates a Python literal).
-_NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
-                      tokenize.TokenError)
-
-
-# The most a ``.npy`` of no expected shape may hold (calibration sets, a
-# network's input): the 1 GiB that bounds a program's tensors too.
-MAX_NPY_BYTES = 1 << 30
-
-
-def _read_npy(path: str, what: str, expected=None) -> np.ndarray:
-    """One ``.npy`` array, its header checked before any data is read.
-
-    ``expected`` (a `TensorRegion`) bounds what is read: an array of another
-    dtype or shape is refused from its header, so a file announcing a huge
-    shape (or a special file such as ``/dev/zero``) is never read in. Without
-    it, a numeric array of at most `MAX_NPY_BYTES` is read.
-    """
-    from numpy.lib import format as npy
-    try:
-        with open(path, "rb") as handle:
-            try:
-                version = npy.read_magic(handle)
-                read_header = {(1, 0): npy.read_array_header_1_0,
-                               (2, 0): npy.read_array_header_2_0}.get(version)
-                if read_header is None:
-                    raise ValueError(f".npy format version {version} is not supported")
-                shape, _, dtype = read_header(handle)
-            except _NPY_HEADER_ERRORS as error:
-                fail(f"{what}: cannot read {path} as a .npy array "
-                     f"({str(error) or 'empty file'})")
-            if dtype.hasobject:
-                fail(f"{what}: {path} holds Python objects; give a numeric .npy array")
-            if expected is None:
-                if dtype.itemsize * int(np.prod(shape, dtype=object)) > MAX_NPY_BYTES:
-                    fail(f"{what}: {path} announces {describe_array(dtype, shape)}, more than "
-                         f"the {MAX_NPY_BYTES}-byte limit")
-            elif ((dtype, tuple(shape))
-                  != (want := (np.dtype(expected.dtype), tuple(expected.shape)))):
-                fail(f"{what}: expected {describe_array(*want)}, got "
-                     f"{describe_array(dtype, shape)} ({path})")
-            handle.seek(0)
-            array = np.load(handle, allow_pickle=False)
-    except FileNotFoundError:
-        fail(f"{what}: no such file {path}")
-    except IsADirectoryError:
-        fail(f"{what}: {path} is a directory")
-    except (OSError, ValueError, EOFError) as error:
-        fail(f"{what}: cannot read {path} as a .npy array ({error})")
-    return array
-
-
 def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
     expected = {region.name: region for region in program.inputs}
     for name in pairs:          # before any file is read: only a known shape bounds a read
         if name not in expected:
             fail(f"unknown input {name!r}: the program's inputs are "
                  f"{', '.join(sorted(expected)) or 'none'}")
-    return {name: _read_npy(path, f"input {name!r}", expected[name])
+    return {name: read_npy(path, f"input {name!r}", expected[name])
             for name, path in pairs.items()}
-
-
-def _output_paths(values, program) -> dict[str, Path]:
-    """``--output FILE`` for a single output, or ``--output NAME=FILE`` per output."""
-    names = [region.name for region in program.outputs]
-    paths = {}
-    for value in values:
-        name, sep, path = value.partition("=")
-        if not sep:
-            if len(names) != 1:
-                fail(f"--output {value!r}: the program has outputs {', '.join(names)}; "
-                      "use --output NAME=FILE")
-            name, path = names[0], value
-        if name in paths:
-            fail(f"--output {name!r} given twice")
-        if not path:
-            fail(f"--output {value!r}: expected [NAME=]FILE")
-        if name not in names:
-            fail(f"--output {name!r}: the program has no such output "
-                  f"(outputs: {', '.join(names)})")
-        paths[name] = _writable(path, f"--output {name}")
-    return paths
-
-
-def _writable(path: str, option: str, exists_ok_special: bool = True) -> Path:
-    """``path`` if its folder exists (nothing is created); else fail with one line."""
-    path = Path(path)
-    if path.is_dir():
-        fail(f"{option} {path}: is a directory")
-    if not path.parent.is_dir():
-        fail(f"{option} {path}: the folder {path.parent} does not exist")
-    if not exists_ok_special and path.exists() and not path.is_file():
-        fail(f"{option} {path}: not a regular file")
-    return path
 
 
 def _check_trace_path(trace: str) -> None:
     """Fail unless ``trace`` is a regular file we can create: the FST writer aborts
     the process on a write error, so a special file is refused up front."""
     import os
-    path = _writable(trace, "--trace", exists_ok_special=False)
+    path = writable(trace, "--trace", exists_ok_special=False)
     if not os.access(path if path.exists() else path.parent, os.W_OK):
         fail(f"--trace {path}: cannot write there (permission denied)")
 
@@ -238,11 +151,11 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
                            config, {} if cycle_limit is None else {"cycle_limit": cycle_limit},
                            clock_mhz)
     program = load(program_file, config)
-    output_paths = _output_paths(outputs, program)
+    output_files = output_paths(outputs, program)
     if trace is not None:
         _check_trace_path(trace)
     if timeline_path is not None:
-        _writable(timeline_path, "--timeline")
+        writable(timeline_path, "--timeline")
     arrays = _read_inputs(input_paths, program)
     options = {}
     if (port is not None or baud is not None) and sim != "board":
@@ -273,16 +186,15 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target cpu runs no simulator")
-        options, sim = {"threads": threads}, "cpu"
+        options = {"threads": threads}
     elif target == "gpu":
         if options:
             fail("--trace, --cycle-limit and --timeline are simulator options; "
                  "--target gpu runs no simulator")
-        sim = "gpu"
-    device = Device(program.config, sim=sim, target=target, **options)
-    result = device.run(program, arrays)
+    runner = make_runner(target, program.config, sim, **options)
+    result = runner.run(program, arrays)
     written = {}
-    for name, path in output_paths.items():
+    for name, path in output_files.items():
         # Through a handle: np.save(path) would append ".npy" to other names.
         write_output(path, lambda handle, array=result.outputs[name]: np.save(
             handle, array, allow_pickle=False), f"output {name!r}")

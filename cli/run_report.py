@@ -65,14 +65,14 @@ def _jsonable(value):
 
 
 def run_report(program_file: str, program, result, written: dict[str, str]) -> dict:
-    """The JSON report of a `runtime.device.DeviceResult` of ``program``.
+    """The JSON report of a `runtime.runner.ProgramResult` of ``program``.
 
     Parameters
     ----------
     program_file : str
         The file the program came from.
     program : runtime.program.Program
-    result : runtime.device.DeviceResult
+    result : runtime.runner.ProgramResult
     written : dict of str to str
         Output name to the ``.npy`` file it was saved to.
     """

@@ -11,6 +11,7 @@ passes (the declared `pipeline` of `passes`) -> program (`codegen`).
 
 from vdla.compiler.driver import compile_function, compile_op
 from vdla.compiler.errors import CompileError, ScheduleError, ShapeError
+from vdla.compiler import host  # noqa: F401  (registers the host programs' header check)
 from vdla.compiler.ops import Conv2d, Dense, op_from_dict
 from vdla.compiler.schedule import Schedule, load_schedule
 from vdla.compiler.search import default_schedule

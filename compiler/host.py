@@ -3,10 +3,10 @@
 A host program is data, never code. Its file holds the layer
 (``metadata["op"]``) and, under ``metadata[target]``, the arithmetic mode,
 the schedule and what the compiling machine recorded (cpu: ``isa`` and
-``flags``; gpu: ptxas's report). The runtime regenerates the C or CUDA C from
-(op, mode, schedule) with the target's deterministic code generator and
-builds that (`runtime.Device`). A ``source`` field, as files kept before vdla
-stopped storing code, is only compared with the regenerated code (a
+``flags``; gpu: ptxas's report). Its runner (`compiler.host_runner.HostRunner`)
+regenerates the C or CUDA C from (op, mode, schedule) with the target's
+deterministic code generator and builds that. A ``source`` field, as files
+kept before vdla stopped storing code, is only compared with the regenerated code (a
 difference is refused) and never compiled.
 
 `host_spec` checks every header field against the op before anything is
@@ -25,53 +25,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any
 
+from vdla.compiler.cpu.program import CPU
 from vdla.compiler.errors import CompileError
+from vdla.compiler.gpu.program import GPU
+from vdla.compiler.host_target import HostTarget
 from vdla.compiler.ops import op_from_dict
 from vdla.runtime.errors import ProgramError
-from vdla.runtime.program import Program, host_tensors
+from vdla.runtime.program import PROGRAM_TARGETS, Program, host_tensors
+from vdla.runtime.program_file import register_header_check
 from vdla.runtime.verify import MAX_DRAM_BYTES
 
 __all__ = ["HostTarget", "HostSpec", "host_spec", "host_targets"]
 
 # Fields of a host program's metadata besides its target's own entry.
 _LAYER_FIELDS = ("layer", "op", "op_description")
-
-
-@dataclasses.dataclass(frozen=True)
-class HostTarget:
-    """What one host target's programs hold, and how its code is generated.
-
-    Parameters
-    ----------
-    name : str
-        ``"cpu"`` or ``"gpu"`` (the program's ``target``).
-    code : str
-        What its generator writes (``"C"``, ``"CUDA C"``), for messages.
-    modes : tuple of str
-    dtypes_of : callable
-        ``mode -> {tensor name: numpy dtype}``.
-    schedule_type : type
-        A `hw.records.JsonRecord` whose ``from_dict`` raises `ScheduleError`.
-    generate : callable
-        ``(op, mode, schedule) -> source``, deterministic.
-    records : dict of str to (callable, str)
-        The fields the compiling machine recorded: a test each value must
-        pass, and what it must be (for the message).
-    """
-
-    name: str
-    code: str
-    modes: tuple[str, ...]
-    dtypes_of: Callable[[str], dict]
-    schedule_type: type
-    generate: Callable[[Any, str, Any], str]
-    records: dict[str, tuple[Callable[[Any], bool], str]]
-
-    def info(self, mode: str, schedule, **records) -> dict:
-        """The ``metadata[target]`` entry a compiler writes: no code, by construction."""
-        return {"mode": mode, "schedule": schedule.to_dict(), **records}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +64,6 @@ class HostSpec:
 
 def host_targets() -> dict[str, HostTarget]:
     """The host targets by name (each declared beside its compiler, `compiler.<target>.program`)."""
-    from vdla.compiler.cpu.program import CPU
-    from vdla.compiler.gpu.program import GPU
     return {CPU.name: CPU, GPU.name: GPU}
 
 
@@ -194,3 +161,10 @@ def host_spec(program: Program) -> HostSpec:
                            "generates for its op, mode and schedule (edited, or written by "
                            "another vdla version); it is never compiled: recompile the program")
     return HostSpec(target, op, mode, schedule, source)
+
+
+# Program files of the host targets are verified on load with this check
+# (`runtime.program_file.verify_program_header`: the runtime cannot regenerate code).
+for _target in PROGRAM_TARGETS:
+    if _target != "accel":
+        register_header_check(_target, host_spec)

@@ -10,7 +10,7 @@ Three calls take a model to results::
 pipeline, places every node (`graph.placement`) and compiles each
 accelerator layer with the layer compiler (`compiler.driver.compile_op`).
 `Network.run` walks the nodes in order: accelerator layers on the backend
-of a `runtime.Device` of the chosen simulation tier, cpu layers as the cpu
+of a `runtime.runner.AccelRunner` of the chosen simulation tier, cpu layers as the cpu
 target's generated C (`compiler.cpu`, built from the layer's description,
 never from stored code), host nodes with their numpy kernels
 (`graph.kernels`). The integer reference (`graph.kernels.execute` on the
@@ -116,7 +116,7 @@ class Network:
 
     def check_inputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The inputs as float32 arrays of the graph's shapes, or one `GraphError`."""
-        from vdla.runtime.device import describe_array
+        from vdla.runtime.runner import describe_array
         specs = self.input_specs()
         for name in inputs:
             if name not in specs:
@@ -159,7 +159,7 @@ class Network:
         **backend_options
             Passed to the simulation backend (e.g. ``cycle_limit``).
         """
-        from vdla.runtime.device import Device
+        from vdla.runtime.runner import AccelRunner
         values = {name: t.value for name, t in self.graph.tensors.items() if t.constant}
         values.update(self.check_inputs(inputs))
         if target not in ("accel", "cpu"):
@@ -167,7 +167,7 @@ class Network:
         key = (sim, tuple(sorted(backend_options.items())))
         if target == "accel" and key not in self._devices and "accel" in self.placement.values():
             # Kept between runs: a simulator is built once.
-            self._devices[key] = Device(self.config, sim, **backend_options)
+            self._devices[key] = AccelRunner(self.config, sim, **backend_options)
         config, repacks = self.config, 0
         blocking = self.runs_in_arena
 

@@ -2,7 +2,7 @@
 
 Stated once here, in plain Python (no Amaranth): the board's host link
 (`hw.board_host_link`) builds its decoder from these tables and the host
-driver (`runtime.board`) encodes its requests with them; `c_header` writes the
+driver (`sim.board`) encodes its requests with them; `c_header` writes the
 same facts for C/C++ hosts.
 
 Framing. The host sends a command byte, then the command's fixed argument

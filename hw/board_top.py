@@ -10,7 +10,7 @@ leave on ``uart_tx`` (`UartTransmitter`). ``running`` is for a LED.
 Its only ports are ``uart_rx``, ``uart_tx`` and ``running``: the same design
 is placed on an FPGA (`hw.boards` wraps it with a board's pins) and built by
 Verilator with a UART model on its pins (`sim.board_sim`), so the host driver
-(`runtime.board`) drives both through the same bytes.
+(`sim.board`) drives both through the same bytes.
 """
 
 from __future__ import annotations

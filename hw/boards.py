@@ -13,7 +13,7 @@ clock. A board's clock is one its
 preset's routed board top meets (benchmarks/README.md, "Synthesis, Fmax and
 time").
 
-The host talks to the bitstream with `runtime.board` (``vdla run --sim board
+The host talks to the bitstream with `sim.board` (``vdla run --sim board
 --port ...``) at the board's baud rate.
 """
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from vdla.errors import VdlaError
+from vdla.hw import isa
 from vdla.hw.records import JsonRecord, read_record_text
 from vdla.ints import ceil_div
 
@@ -245,9 +246,9 @@ class HwConfig(JsonRecord):
     record_error: ClassVar[type[Exception]] = ConfigError
 
     # Fixed by the ISA: the instruction and micro-op words.
-    INSN_BITS = 128
-    UOP_BITS = 32
-    DRAM_ADDR_BITS = 32
+    INSN_BITS = isa.INSN_BITS
+    UOP_BITS = isa.UOP_BITS
+    DRAM_ADDR_BITS = isa.DRAM_ADDR_BITS
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -324,9 +325,9 @@ class HwConfig(JsonRecord):
             raise ConfigError(f"dram_reads_in_flight: at most 256, got {self.dram_reads_in_flight}")
         if self.dram_read_latency > 4096:
             raise ConfigError(f"dram_read_latency: at most 4096 cycles, got {self.dram_read_latency}")
-        # Importing here keeps isa.py free to import this module at load time.
-        from vdla.hw import isa
-        isa.check_fits(self)
+        overflow = isa.format_overflow(self)
+        if overflow is not None:
+            raise ConfigError(overflow)
         if self.decodes_in_place:
             # The fields decoded early lie in an instruction's first bus beat, and a
             # later beat comes before it is offered.
@@ -411,7 +412,6 @@ class HwConfig(JsonRecord):
         """Bits of the load and store walkers' counters: the ISA's sizes plus two
         pads, or with ``narrow_walkers`` enough to count every entry of the
         deepest SRAM (a non-empty padded rectangle fits its SRAM, `sim.checker`)."""
-        from vdla.hw import isa
         if not self.narrow_walkers:
             return isa.SIZE_BITS + 2
         return max(self.depth(kind) for kind in SRAM_KINDS).bit_length()

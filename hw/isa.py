@@ -1,7 +1,7 @@
 """The instruction set, described once and derived from `HwConfig`.
 
-Every instruction is one ``HwConfig.INSN_BITS``-bit word stored little-endian in
-DRAM; every micro-op one ``HwConfig.UOP_BITS``-bit word. A format is an ordered
+Every instruction is one ``INSN_BITS``-bit word stored little-endian in
+DRAM; every micro-op one ``UOP_BITS``-bit word. A format is an ordered
 list of fields, packed from bit 0 upwards. The encoder, the decoder, the
 functional simulator, the RTL decoder (which builds its Amaranth layouts from
 `formats`) and the generated reference in ``docs/isa.md`` all read the field
@@ -68,15 +68,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import ClassVar, Iterable
+from typing import TYPE_CHECKING, ClassVar, Iterable
 
 import numpy as np
 
 from vdla.errors import VdlaError
-from vdla.hw.config import ConfigError, HwConfig
+
+if TYPE_CHECKING:  # formats derive from a config, which imports this module to validate itself
+    from vdla.hw.config import HwConfig
 
 __all__ = [
-    "Opcode", "MemType", "AluOp", "Field", "formats", "check_fits",
+    "Opcode", "MemType", "AluOp", "Field", "formats", "format_overflow",
     "Instruction", "Load", "Store", "Gemm", "Alu", "Finish", "Uop",
     "encode", "decode", "encode_program", "decode_program",
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
@@ -85,8 +87,13 @@ __all__ = [
     "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
 ]
 
-INSN_BYTES = HwConfig.INSN_BITS // 8
-UOP_BYTES = HwConfig.UOP_BITS // 8
+# The instruction and micro-op words, and the DRAM addresses their fields hold
+# (`HwConfig` exposes them as class constants).
+INSN_BITS = 128
+UOP_BITS = 32
+DRAM_ADDR_BITS = 32
+INSN_BYTES = INSN_BITS // 8
+UOP_BYTES = UOP_BITS // 8
 
 
 class IsaError(VdlaError, ValueError):
@@ -222,7 +229,7 @@ def formats(config: HwConfig) -> dict[Opcode, list[Field]]:
     memory = _HEADER + [
         Field("memory_type", 3, doc="SRAM addressed (MemType)"),
         Field("sram_base", SRAM_ADDR_BITS, doc="first SRAM entry"),
-        Field("dram_base", HwConfig.DRAM_ADDR_BITS, doc="first DRAM element"),
+        Field("dram_base", DRAM_ADDR_BITS, doc="first DRAM element"),
         Field("y_size", SIZE_BITS, doc="rows of data"),
         Field("x_size", SIZE_BITS, doc="elements per row of data"),
         Field("x_stride", SIZE_BITS, doc="DRAM elements from one row to the next"),
@@ -276,13 +283,17 @@ def field_offsets(fields: Iterable[Field]) -> dict[str, tuple[int, int]]:
     return offsets
 
 
-def check_fits(config: HwConfig) -> None:
-    """Raise `ConfigError` when a format derived from ``config`` overflows its word."""
+def format_overflow(config: HwConfig) -> str | None:
+    """Why a format derived from ``config`` overflows its word, or None when all fit.
+
+    `HwConfig` raises this as its `ConfigError` on construction.
+    """
     for opcode, fields in formats(config).items():
         total = sum(f.bits for f in fields)
-        if total > HwConfig.INSN_BITS:
-            raise ConfigError(f"buffer sizes: the {opcode.name} format needs {total} bits, "
-                              f"more than the {HwConfig.INSN_BITS}-bit instruction")
+        if total > INSN_BITS:
+            return (f"buffer sizes: the {opcode.name} format needs {total} bits, "
+                    f"more than the {INSN_BITS}-bit instruction")
+    return None
 
 
 # ------------------------------------------------------------------ instructions
@@ -557,8 +568,8 @@ def reference_markdown(config: HwConfig) -> str:
              f"{config.block_in}x{config.block_out})", "",
              "Generated from `hw/isa.py` by `vdla isa -o docs/isa.md`; do not edit.", "",
              __doc__.split("\n\n", 2)[2].strip(), "",
-             f"Instructions are {HwConfig.INSN_BITS}-bit little-endian words; micro-ops "
-             f"{HwConfig.UOP_BITS}-bit words. Fields are packed from bit 0.", ""]
+             f"Instructions are {INSN_BITS}-bit little-endian words; micro-ops "
+             f"{UOP_BITS}-bit words. Fields are packed from bit 0.", ""]
     for title, enum_type in (("Opcodes", Opcode), ("Memory types", MemType), ("ALU ops", AluOp)):
         lines += [f"## {title}", "", "| name | value |", "|---|---|"]
         lines += [f"| {member.name} | {member.value} |" for member in enum_type] + [""]
@@ -574,7 +585,7 @@ def reference_markdown(config: HwConfig) -> str:
             span = f"{lsb}" if bits == 1 else f"{lsb + bits - 1}:{lsb}"
             signed = " (signed)" if field.signed else ""
             lines.append(f"| {span} | `{name}` | {field.doc}{signed} |")
-        lines += ["", f"{sum(f.bits for f in fields)} of {HwConfig.INSN_BITS} bits used.", ""]
+        lines += ["", f"{sum(f.bits for f in fields)} of {INSN_BITS} bits used.", ""]
     lines += [f"acc banks at this config: {config.acc_banks} of {config.acc_bank_rows} entries.",
               ""]
     lines += ["## Micro-op", "", "| bits | field | meaning |", "|---|---|---|"]

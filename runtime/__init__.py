@@ -1,11 +1,11 @@
-"""The host side: tensor layouts, compiled programs, program files and devices."""
+"""The host side: tensor layouts, compiled programs, program files, running accelerator programs."""
 
-from vdla.runtime.device import Device, DeviceResult
 from vdla.runtime.errors import InputError, ProgramError
 from vdla.runtime.layout import LAYOUTS, LayoutError, pack, packed_nbytes, packed_shape, unpack
 from vdla.runtime.program import FORMAT_VERSION, Program, TensorRegion
 from vdla.runtime.program_file import ProgramFileError, load, save
+from vdla.runtime.runner import AccelRunner, ProgramResult
 
-__all__ = ["Device", "DeviceResult", "InputError", "ProgramError", "LAYOUTS", "LayoutError",
+__all__ = ["AccelRunner", "ProgramResult", "InputError", "ProgramError", "LAYOUTS", "LayoutError",
            "pack", "unpack", "packed_shape", "packed_nbytes", "FORMAT_VERSION", "Program",
            "TensorRegion", "ProgramFileError", "load", "save"]

@@ -17,5 +17,5 @@ class InputError(VdlaError, ValueError):
 class ProgramError(InputError):
     """A program that cannot run on this device (other hardware, or a broken DRAM plan).
 
-    A subclass of `InputError`: the program is one of `Device.run`'s inputs.
+    A subclass of `InputError`: the program is one of a runner's ``run`` inputs.
     """

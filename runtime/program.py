@@ -94,8 +94,8 @@ class Program:
         ``gpu`` program keeps its op, mode and schedule here: `compiler.host`).
     target : str
         One of `PROGRAM_TARGETS`: ``"accel"`` (instructions for the simulators) or
-        ``"cpu"`` (no instructions; C generated for `runtime.Device(target="cpu")`) or
-        ``"gpu"`` (no instructions; CUDA C generated for `runtime.Device(target="gpu")`).
+        ``"cpu"`` (no instructions; C generated, run by `compiler.cpu.CpuRunner`) or
+        ``"gpu"`` (no instructions; CUDA C generated, run by `compiler.gpu.GpuRunner`).
     """
 
     config: HwConfig

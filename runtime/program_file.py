@@ -29,6 +29,7 @@ import hashlib
 import json
 import struct
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -41,8 +42,8 @@ from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import FORMAT_VERSION, PROGRAM_TARGETS, Program, TensorRegion
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan
 
-__all__ = ["save", "load", "dumps", "loads", "verify_program_header", "ProgramFileError", "MAGIC",
-           "FORMAT_VERSION", "MAX_HEADER_BYTES", "max_file_bytes"]
+__all__ = ["save", "load", "dumps", "loads", "verify_program_header", "register_header_check",
+           "ProgramFileError", "MAGIC", "FORMAT_VERSION", "MAX_HEADER_BYTES", "max_file_bytes"]
 
 MAGIC = b"VDLAPROG"
 _PREAMBLE = struct.Struct("<8sII")  # magic, version, header length
@@ -138,7 +139,7 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     """Parse the bytes of a ``.vdla`` file; see `load`.
 
     ``verify=False`` skips `verify_program_header` (for tools that show a
-    broken file; `runtime.device.Device` verifies again before a run).
+    broken file; the runners verify again before a run).
     """
     if len(data) < _PREAMBLE.size:
         if not data or not MAGIC.startswith(data[:len(MAGIC)]):
@@ -218,22 +219,41 @@ def loads(data: bytes, config: HwConfig | None = None, source: str = "program fi
     return program
 
 
+# The header checks of the host targets' programs (``cpu``, ``gpu``), by target.
+# Checking one means regenerating its code from its op, which only the compiler
+# (the layer above) can do: `compiler.host` registers `host_spec` here on import.
+_HOST_HEADER_CHECKS: dict[str, Callable[[Program], object]] = {}
+
+
+def register_header_check(target: str, check: Callable[[Program], object]) -> None:
+    """Make `verify_program_header` check ``target``'s programs with ``check``.
+
+    ``check(program)`` raises `ProgramError` naming the first problem.
+    """
+    _HOST_HEADER_CHECKS[target] = check
+
+
 def verify_program_header(program: Program) -> None:
     """What `loads` verifies of a program.
 
     An accelerator program's DRAM plan (`runtime.verify.verify_plan`); a
-    host program's header against its op (`compiler.host.host_spec`).
+    host program's header against its op (`compiler.host.host_spec`, through
+    `register_header_check`).
 
     Raises
     ------
     ProgramError
-        Naming the first problem found.
+        Naming the first problem found; for a host program whose check is not
+        registered (the compiler not imported), saying so rather than passing it.
     """
     if program.target == "accel":
         verify_plan(program)
-    else:
-        from vdla.compiler.host import host_spec  # host code is regenerated from the op
-        host_spec(program)
+        return
+    check = _HOST_HEADER_CHECKS.get(program.target)
+    if check is None:
+        raise ProgramError(f"cannot verify a {program.target} program here: its header check "
+                           "comes with the compiler (import vdla.compiler first)")
+    check(program)
 
 
 def max_file_bytes(header_length: int) -> int:

@@ -1,9 +1,10 @@
-"""The interface every simulation tier implements, and the registry by name.
+"""The interface every simulation tier implements, and how a tier registers by name.
 
 A backend executes the program that sits in a DRAM image, exactly as the
 hardware would after the host wrote the image and pulsed ``start``: it fetches
 ``insn_count`` instructions from byte ``insn_offset`` and leaves its results in
-the same image (modified in place).
+the same image (modified in place). Each tier registers its factory here when
+it is imported (`register_backend`); `sim.backends` finds them by name.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from vdla.hw.config import HwConfig
-from vdla.sim.errors import OptionError
-
-__all__ = ["RunResult", "Backend", "register_backend", "get_backend", "backend_names"]
+__all__ = ["RunResult", "Backend", "register_backend", "REGISTRY"]
 
 
 @dataclasses.dataclass
@@ -39,7 +37,7 @@ class RunResult:
 
 
 class Backend(Protocol):
-    """What `get_backend` returns: a named simulator of one config.
+    """What `sim.backends.get_backend` returns: a named simulator of one config.
 
     Attributes
     ----------
@@ -53,41 +51,10 @@ class Backend(Protocol):
         """Run the program in ``dram`` (uint8, modified in place)."""
 
 
-_REGISTRY: dict[str, Callable[..., Backend]] = {}
+# Every registered factory by name (read through `sim.backends`).
+REGISTRY: dict[str, Callable[..., Backend]] = {}
 
 
 def register_backend(name: str, factory: Callable[..., Backend]) -> None:
     """Make ``factory(config, **options)`` available as backend ``name``."""
-    _REGISTRY[name] = factory
-
-
-def backend_names() -> list[str]:
-    """Names of every registered backend, sorted (the built-in ones included)."""
-    _load_builtin()
-    return sorted(_REGISTRY)
-
-
-def get_backend(name: str, config: HwConfig, **options) -> Backend:
-    """Construct the backend called ``name`` for ``config``.
-
-    Raises
-    ------
-    OptionError
-        For an unknown backend name (or, from the backend, an option it does not take).
-    """
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise OptionError(f"unknown simulator {name!r} (available: {', '.join(sorted(_REGISTRY))})")
-    return _REGISTRY[name](config, **options)
-
-
-def _load_builtin() -> None:
-    # Backends register themselves on import; importing lazily keeps the
-    # Verilator tier's start-up cost away from users who only want fsim.
-    import importlib
-    for module in ("vdla.sim.fsim", "vdla.sim.rtl", "vdla.runtime.board"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
+    REGISTRY[name] = factory

@@ -7,7 +7,7 @@ cache like the RTL tier's models (`hw.cache.get_or_build`, kind ``board``,
 keyed by the hw sources, the harness, the flags and the Verilator version),
 so the library is checked against its recorded size and SHA-256 before every
 load and rebuilt when damaged. `SimulatedBoard` loads it and offers the transport interface of
-`runtime.board` (``write`` bytes, ``read`` exactly n bytes), so the host
+`sim.board` (``write`` bytes, ``read`` exactly n bytes), so the host
 driver that would talk to a real board's serial port talks to the simulated
 pins through the same bytes.
 

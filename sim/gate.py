@@ -398,7 +398,7 @@ def gemm_core_check(config: HwConfig, target: str, device: str | None = None, *,
 def gate_model(config: HwConfig, target: str, device: str | None = None):
     """The Verilator model (`sim.rtl.ModelBuild`, cached) of ``config``'s core netlist from
     ``target``'s flow, with the RTL tier's harness, DRAM model and C ABI: pass it as
-    ``build=`` to the ``rtl`` backend (`sim.rtl.RtlSimulator`, `runtime.Device`) to run
+    ``build=`` to the ``rtl`` backend (`sim.rtl.RtlSimulator`, `runtime.runner.AccelRunner`) to run
     programs on the gates."""
     from vdla.hw.synth import core_netlist
     from vdla.sim.rtl import build_model

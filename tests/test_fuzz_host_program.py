@@ -4,7 +4,7 @@ numpy computes for the original layer. Never a traceback, a crash, uninitialised
 or a wrong answer: the kernel is built from the checked header alone (`compiler.host`).
 
 The cpu target runs through ``vdla run``; the gpu target through
-``Device(target="gpu", emulate=True)`` (its CUDA C on this CPU), there being no GPU here.
+``GpuRunner(emulate=True)`` (its CUDA C on this CPU), there being no GPU here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from vdla.compiler.cpu.program import compile_cpu
 from vdla.compiler.gpu.program import compile_gpu
 from vdla.compiler.ops import Conv2d, Dense
-from vdla.runtime.device import Device
+from vdla.compiler.gpu.runner import GpuRunner
 from vdla.runtime.program_file import dumps, load
 from tests.fuzz_helpers import (ODD_VALUES, assert_one_line_error, get_at, json_paths, set_at,
                                 sign, split, vdla)
@@ -115,7 +115,7 @@ def test_gpu_headers_mutated_at_random(tmp_path, mutant):
     path = tmp_path / "mutant.vdla"
     path.write_bytes(_file(header, GPU_REST))
     try:
-        out = Device(target="gpu", emulate=True).run(load(path), GPU_INPUTS).outputs["out"]
+        out = GpuRunner(emulate=True).run(load(path), GPU_INPUTS).outputs["out"]
     except ValueError as error:   # ProgramFileError, ProgramError, InputError: one line each
         assert "\n" not in str(error) and str(error), what
         return

@@ -7,7 +7,9 @@ accelerator, bit-exactness checked; `cpu_target`: wall time of the generated C
 on this CPU, checked the same way) through one executor (`bench.executor`:
 local processes or Dask), and appends every trial to a JSON-lines log (`log`)
 that survives a ``kill -9`` and from which `vdla compile --tuned` applies the
-best schedule.
+best schedule. `dse` searches the hardware too: accelerator configurations,
+each measured on a workload (tuned through `tune` when asked) with its
+synthesis estimate.
 """
 
 from vdla.tune.log import TuneLog, best_record, read_log, workload_key

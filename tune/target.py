@@ -6,7 +6,7 @@ the config (`design`), and how to measure one schedule for real. The tuner,
 the log and the executor know nothing else about the hardware, so another
 target plugs in by `register_target` (the cpu target, `tune.cpu_target`). The
 accelerator target (`AccelTarget`, ``"accel"``) compiles the schedule, runs
-it on the Verilator RTL model through `runtime.Device` and checks the output
+it on the Verilator RTL model through `runtime.runner.AccelRunner` and checks the output
 bit for bit against the layer's numpy reference; its cost is the chip's cycle
 count.
 """

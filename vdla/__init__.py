@@ -1,14 +1,18 @@
 """vdla: a hardware/software co-design framework for a VDLA-style int8 GEMM accelerator.
 
 The repository keeps each part in a folder at its top; installed, they are the
-sub-packages of this one namespace:
+sub-packages of this one namespace, in layers (`vdla.layers`; bottom first):
 
 - `vdla.hw`: the configuration, the instruction set and the Amaranth RTL;
-- `vdla.sim`: the functional simulator, the Verilator tier and the cocotb tier;
-- `vdla.compiler`: layer definitions, schedules, loop IR, passes and code generation;
-- `vdla.runtime`: tensor layouts, program files and `Device`;
-- `vdla.bench`: layer benches, cycle baselines and their plots;
-- `vdla.cli`: the ``vdla`` command.
+- `vdla.sim`: the program checker and the simulation backends (fsim, Verilator, board);
+- `vdla.runtime`: tensor layouts, program files and `AccelRunner`;
+- `vdla.compiler`: layer definitions, schedules, loop IR, passes and code
+  generation, with the ``cpu`` and ``gpu`` targets;
+- `vdla.graph`, `vdla.frontend`: whole networks, and ONNX import;
+- `vdla.bench`: layer and network benches, cycle baselines, comparisons, plots;
+- `vdla.tune`: autotuning and design-space exploration;
+- `vdla.cli`: the ``vdla`` command;
+- `vdla.testing`: program generators, oracles and the cocotb benches tests share.
 
 >>> from vdla.compiler import Conv2d, compile_op
 >>> from vdla.hw.config import PRESETS

@@ -4,7 +4,7 @@ Flow: op definition (`compiler.ops`) -> `CpuProblem` -> `CpuSchedule` (declared
 knobs, `cpu_knob_space`, a cost model picks `default_cpu_schedule`) -> C
 (`codegen`) -> shared library (`build`, cached) -> `CpuKernel` (ctypes) ->
 a `Program` with ``target="cpu"`` (`program.compile_cpu`) that
-`runtime.Device(target="cpu")` runs.
+`compiler.cpu.runner.CpuRunner` runs.
 """
 
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of, reference_fp32

@@ -12,7 +12,7 @@ sums over the taps are exact in int32, wrapping as the accelerator's do).
 zero padding written once by ``vdla_init``), then computes, for every item
 of the parallel loops (batch x channel blocks x output rows, as the
 schedule's ``parallel`` knob groups them), register tiles of ``ow_tile``
-pixels over every tap and applies `codegen`'s epilogue. The weights are
+pixels over every tap and applies the shared epilogue (`prelude.EPILOGUES`). The weights are
 ``C/LANES KH KW LANES`` 32-bit lanes; the epilogue vector is the bias
 (no offset to take back out: the activations are not offset here).
 
@@ -22,6 +22,7 @@ offers one option for each of the others.
 
 from __future__ import annotations
 
+from vdla.compiler.cpu.prelude import EPILOGUES, POOL, PREAMBLE, entry_point, parallel_items
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
 from vdla.ints import ceil_div
 
@@ -48,7 +49,6 @@ def _tile(width: int, mode: str) -> str:
 
 
 def _driver(schedule: CpuSchedule, mode: str, tail: int) -> str:
-    from vdla.compiler.cpu.codegen import POOL, entry_point, parallel_items
     element, source, out = (("int32_t", "int8_t", "int8_t") if mode == "int8"
                             else ("float", "float", "float"))
     value = "src[(size_t)n * DS_N + (size_t)cc * DS_C + (size_t)h * DS_H + (size_t)w * DS_W]"
@@ -117,9 +117,8 @@ def generate_depthwise_c(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     constants = constants | {"C": channels, "K": channels, "GROUPS": 1, "OCB": schedule.lanes,
                              "CB": ceil_div(channels, schedule.lanes), "KB": 1}
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
-    from vdla.compiler.cpu.codegen import _EPILOGUE, PREAMBLE
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile(schedule.ow_tile, mode)] + ([_tile(tail, mode)] if tail else [])
     return "\n".join([f"/* vdla cpu depthwise kernel ({mode}), generated: schedule "
-                      f"{schedule.to_dict()} */", header, PREAMBLE, _EPILOGUE[mode], *tiles,
+                      f"{schedule.to_dict()} */", header, PREAMBLE, EPILOGUES[mode], *tiles,
                       _driver(schedule, mode, tail)])

@@ -5,7 +5,7 @@ of the layer's logical shapes (`runtime.program.HOST_LAYOUTS`), and its
 metadata holds the op, the arithmetic mode, the schedule and what this
 machine recorded (the dot-product ``isa`` and the compiler ``flags``). The
 machine that runs the file regenerates the C from them and builds it there,
-with its own flags (`compiler.host`, `runtime.Device(target="cpu")`).
+with its own flags (`compiler.host`, `compiler.cpu.runner.CpuRunner`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from vdla.compiler.cpu.build import compiler_flags
 from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
 from vdla.compiler.cpu.schedule import CPU_MODES, CpuSchedule
-from vdla.compiler.host import HostTarget
+from vdla.compiler.host_target import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 

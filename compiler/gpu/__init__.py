@@ -7,7 +7,7 @@ index formulas, once) -> CUDA C (`codegen`) and, from the same formulas, a
 numpy execution of the kernel (`model`) -> NVRTC through CuPy at run time
 (`kernel`, optional extra ``vdla[gpu]``) or nvcc at build/CI time (`nvcc`) ->
 a `Program` with ``target="gpu"`` (`program.compile_gpu`) that
-`runtime.Device(target="gpu")` runs.
+`compiler.gpu.runner.GpuRunner` runs.
 """
 
 from vdla.compiler.gpu.schedule import (GpuSchedule, default_gpu_schedule, estimate_gpu_cost,

@@ -106,7 +106,7 @@ class EmulatedKernel:
 
     The CUDA C is generated here from the op, mode and schedule
     (`compiler.gpu.codegen.generate_op_cuda`); no other text is ever built,
-    so a gpu program file runs here (``Device(target="gpu", emulate=True)``)
+    so a gpu program file runs here (``GpuRunner(emulate=True)``)
     exactly as its regenerated kernel would on a GPU.
 
     Parameters

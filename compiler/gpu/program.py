@@ -7,7 +7,7 @@ the schedule. Compiling needs no GPU: the CUDA C is generated here and, where
 nvcc exists, compiled for ``sm_90a`` to record ptxas's report (registers,
 shared memory, spills). The machine that runs the file regenerates the same C
 and compiles it with NVRTC for its own device (`compiler.host`,
-`runtime.Device(target="gpu")`).
+`compiler.gpu.runner.GpuRunner`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from vdla.compiler.gpu.codegen import generate_op_cuda
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
 from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
-from vdla.compiler.host import HostTarget
+from vdla.compiler.host_target import HostTarget
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 

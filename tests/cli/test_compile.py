@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from vdla.cli.main import cli
 from vdla.compiler import Conv2d
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from vdla.runtime.program_file import load
 
 
@@ -26,7 +26,7 @@ def test_conv2d_writes_a_runnable_program(tmp_path):
     program = load(out)
     op = Conv2d(2, 5, 7, 9, 8, kernel=(3, 1), stride=2, bias=True, shift=3, relu=True)
     inputs = op.random_inputs(np.random.default_rng(0))
-    outputs = Device(program.config).run(program, inputs).outputs
+    outputs = AccelRunner(program.config).run(program, inputs).outputs
     assert np.array_equal(outputs["out"], op.reference(**inputs))
 
 
@@ -41,7 +41,7 @@ def test_groups_dilation_and_asymmetric_padding_options(tmp_path):
                 dilation=(2, 1), groups=2, bias=True, shift=4)
     assert program.metadata["op"] == op.to_dict()
     inputs = op.random_inputs(np.random.default_rng(1))
-    outputs = Device(program.config).run(program, inputs).outputs
+    outputs = AccelRunner(program.config).run(program, inputs).outputs
     assert np.array_equal(outputs["out"], op.reference(**inputs))
 
 

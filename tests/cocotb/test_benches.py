@@ -1,6 +1,6 @@
 """pytest entry points of the cocotb benches (Verilator through cocotb's runner).
 
-Each model is built once per content hash (sim/cocotb/harness.py: cached
+Each model is built once per content hash (testing/cocotb/harness.py: cached
 across sessions, shared by xdist workers) and each bench runs all its test
 cases in one simulator process; the wrapper then checks that every expected
 test case ran and passed, so a bench that silently runs nothing fails too.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from vdla.hw.config import PRESETS
-from vdla.sim.cocotb import harness
-from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOP as BLOCKS_TOP, blocks_verilog
+from vdla.testing.cocotb import harness
+from vdla.testing.cocotb.blocks import BLOCKS_CONFIG, TOP as BLOCKS_TOP, blocks_verilog
 
 pytestmark = [pytest.mark.cocotb, pytest.mark.rtl]
 

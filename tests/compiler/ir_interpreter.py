@@ -14,7 +14,7 @@ import numpy as np
 
 from vdla.compiler import ir
 from vdla.hw.isa import AluOp
-from vdla.sim.oracles import alu
+from vdla.testing.oracles import alu
 
 
 def new_sram(config, rng=None):

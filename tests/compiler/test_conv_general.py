@@ -16,7 +16,7 @@ from vdla.compiler.search import default_schedule
 from vdla.compiler.space import schedule_space
 from vdla.compiler.workloads import random_conv2d
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 
 from tests.compiler.test_end_to_end import BATCH2, run_and_check
 
@@ -39,7 +39,7 @@ def test_groups_are_one_gemm_per_group():
     dense = compile_op(dense_op, config)
     # GEMM micro-ops count block MACs: a quarter of the dense layer's.
     inputs = dense_op.random_inputs(np.random.default_rng(0))
-    dense_uops = Device(config).run(dense, inputs).counters["gemm_uops"]
+    dense_uops = AccelRunner(config).run(dense, inputs).counters["gemm_uops"]
     assert result.counters["gemm_uops"] * 4 == dense_uops
     assert result.counters["gemm_uops"] == op.macs // (config.block_in * config.block_out
                                                        * config.batch)
@@ -75,7 +75,7 @@ def test_grouped_tiles_stay_in_their_group(schedule):
 @pytest.mark.parametrize("name", ["tiny", "odd"])
 def test_random_convolutions_on_rtl(name):
     config, rng = PRESETS[name], np.random.default_rng(23 + len(name))
-    device = Device(config, sim="rtl")
+    device = AccelRunner(config, sim="rtl")
     for seed in range(3):
         op = random_conv2d(rng, config, max_channels=12)
         program = compile_op(op, config)

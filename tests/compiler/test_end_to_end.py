@@ -16,7 +16,7 @@ from vdla.compiler.workloads import RESNET18
 from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import MemType
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from tests.compiler.happens_before import (module, run_tokens, unordered_compute_conflicts,
                                            unordered_conflicts)
 
@@ -38,7 +38,7 @@ def _informative_shift(op) -> int:
 def run_and_check(op, config, schedule=None, seed=0, **options):
     program = compile_op(op, config, schedule, **options)
     inputs = op.random_inputs(np.random.default_rng(seed))
-    result = Device(config).run(program, inputs)
+    result = AccelRunner(config).run(program, inputs)
     expected = op.reference(**inputs)
     got = result.outputs["out"]
     assert got.shape == expected.shape
@@ -188,6 +188,6 @@ def test_program_file_round_trip(tmp_path):
     path = save(program, tmp_path / "layer.vdla")
     loaded = load(path)
     inputs = op.random_inputs(np.random.default_rng(5))
-    result = Device(TINY).run(loaded, inputs)
+    result = AccelRunner(TINY).run(loaded, inputs)
     assert np.array_equal(result.outputs["out"], op.reference(**inputs))
     assert loaded.metadata["schedule"] == program.metadata["schedule"]

@@ -17,7 +17,8 @@ from vdla.compiler.cpu.program import compile_cpu
 from vdla.compiler.gpu.program import compile_gpu
 from vdla.compiler.host import host_spec
 from vdla.compiler.ops import Conv2d, Dense
-from vdla.runtime.device import Device, ProgramError
+from vdla.compiler.cpu.runner import CpuRunner
+from vdla.runtime.errors import ProgramError
 from vdla.runtime.program_file import ProgramFileError, dumps, loads
 from tests.fuzz_helpers import get_at, set_at, sign, split
 
@@ -123,7 +124,7 @@ def test_each_cpu_header_edit_is_refused_in_one_line(cpu_file, edit, message):
     # The same check stands before a run of a program loaded unchecked (or built in memory).
     inputs = OP.random_inputs(np.random.default_rng(0))
     with pytest.raises(ProgramError, match=f"^{re.escape(message)}"):
-        Device(target="cpu").run(loads(data, verify=False), inputs)
+        CpuRunner().run(loads(data, verify=False), inputs)
 
 
 GPU_EDITS = [
@@ -163,7 +164,7 @@ def test_a_consistent_edit_is_another_valid_program_and_runs_as_one(cpu_file):
         tensor["shape"] = shape
     program = loads(sign(json.dumps(header).encode(), rest))
     inputs = other.random_inputs(np.random.default_rng(1))
-    out = Device(target="cpu").run(program, inputs).outputs["out"]
+    out = CpuRunner().run(program, inputs).outputs["out"]
     np.testing.assert_array_equal(out, other.reference(**inputs))
 
 

@@ -10,7 +10,7 @@ from vdla.compiler.passes.tensorize import tensorize
 from vdla.compiler.passes.uop_folding import MAX_ITER, fold_nest
 from vdla.hw import isa
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from tests.compiler.ir_interpreter import new_sram, run_instructions, run_nest
 
 TINY = PRESETS["tiny"]
@@ -99,5 +99,5 @@ def test_small_uop_buffer_flushes_and_stays_correct():
         if isinstance(instruction, (isa.Gemm, isa.Alu)):
             assert instruction.uop_end <= config.depth("uop")
     inputs = op.random_inputs(np.random.default_rng(3))
-    result = Device(config).run(program, inputs)
+    result = AccelRunner(config).run(program, inputs)
     assert np.array_equal(result.outputs["out"], op.reference(**inputs))

@@ -16,7 +16,7 @@ from vdla.compiler.ops import Conv2d, Dense, Epilogue
 from vdla.compiler.requant import CLAMP, fixed_point, fixed_point_per_channel, requantize
 from vdla.graph.errors import GraphError
 from vdla.hw.config import load_config
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 
 MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "models"
 # compiler.requant's bound: away from a rounding boundary by more than this, exact.
@@ -118,7 +118,7 @@ def test_fsim_and_cpu_target_compute_the_reference_integers(op):
     assert len(np.unique(expected)) > 1 or op.relu
     config = load_config("default")
     program = compile_op(op, config)
-    np.testing.assert_array_equal(Device(config).run(program, inputs).outputs["out"], expected)
+    np.testing.assert_array_equal(AccelRunner(config).run(program, inputs).outputs["out"], expected)
     kernel = CpuKernel(op, "int8")
     kernel.set_weights(inputs["weight"], inputs["bias"])
     np.testing.assert_array_equal(kernel.run(inputs["data"]), expected)
@@ -127,7 +127,7 @@ def test_fsim_and_cpu_target_compute_the_reference_integers(op):
 @pytest.mark.rtl
 def test_rtl_computes_the_reference_integers():
     config = load_config("tiny")
-    device = Device(config, sim="rtl")
+    device = AccelRunner(config, sim="rtl")
     for op in OPS[:3]:
         inputs = op.random_inputs(np.random.default_rng(2), bias_range=1 << 16)
         got = device.run(compile_op(op, config), inputs).outputs["out"]

@@ -24,8 +24,8 @@ import numpy as np
 
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
-from vdla.sim.programs.handbuilt import BuiltProgram, ImageBuilder
-from vdla.sim.oracles import requant
+from vdla.testing.programs.handbuilt import BuiltProgram, ImageBuilder
+from vdla.testing.oracles import requant
 
 __all__ = ["overlap_program", "chained_overlap_program"]
 

@@ -15,7 +15,7 @@ from vdla.hw.accelerator import Accelerator
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from vdla.sim.fsim import FunctionalSimulator
-from vdla.sim.programs import GeneratorOptions, generate
+from vdla.testing.programs import GeneratorOptions, generate
 from tests.hw.amaranth_sim import TINY_PIPELINED
 from tests.hw.compute_programs import overlap_program
 from tests.hw.dram_model import DramModel

@@ -1,4 +1,4 @@
-"""`hw.alu`'s ALU variants under the Amaranth simulator against `vdla.sim.oracles.alu`."""
+"""`hw.alu`'s ALU variants under the Amaranth simulator against `vdla.testing.oracles.alu`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from vdla.hw import isa
 from vdla.hw.alu import RegisteredTwoCycleAlu, TwoCycleAlu, VectorAlu, alu_variant
-from vdla.sim.oracles import alu, pack, unpack_signed
+from vdla.testing.oracles import alu, pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
 
 

@@ -300,10 +300,10 @@ def test_a_cpu_program_cannot_run_a_replaced_cached_library(tmp_path, private_ca
 import numpy as np
 from vdla.compiler.cpu.program import compile_cpu
 from vdla.compiler.ops import Dense
-from vdla.runtime.device import Device
+from vdla.compiler.cpu.runner import CpuRunner
 op = Dense(4, 32, 16, shift=4, relu=True)
 inputs = op.random_inputs(np.random.default_rng(0))
-out = Device(target="cpu", threads=1).run(compile_cpu(op, "int8"), inputs).outputs["out"]
+out = CpuRunner(threads=1).run(compile_cpu(op, "int8"), inputs).outputs["out"]
 np.testing.assert_array_equal(out, op.reference(**inputs))
 print("exact")
 """)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vdla.hw.gemm import GemmCore
-from vdla.sim.oracles import pack, unpack_signed
+from vdla.testing.oracles import pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
 
 

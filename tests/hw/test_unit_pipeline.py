@@ -4,7 +4,7 @@ Each test wires one unit (GEMM or ALU) to plain memories, issues random
 instructions back to back whenever the unit is ready (so micro-ops of
 consecutive instructions follow each other and hit the same acc rows: the
 forwarding paths are exercised), then compares acc and out with a sequential
-numpy execution of the same instructions (references from `vdla.sim.oracles`).
+numpy execution of the same instructions (references from `vdla.testing.oracles`).
 It also checks the rate: one micro-op per cycle, one every two cycles for ALU
 micro-ops that read acc[src] (every ALU micro-op with ``two_cycle_alu``); on
 `tiny` and on `tiny` with the switches that lengthen the pipeline.
@@ -22,7 +22,7 @@ from amaranth.sim import Simulator
 from vdla.hw import isa
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
 from vdla.hw.unit_pipeline import AluUnit, GemmUnit, TwoCycleAluUnit, unit_variant
-from vdla.sim.oracles import alu, pack, to_int8, unpack_signed, wrap32
+from vdla.testing.oracles import alu, pack, to_int8, unpack_signed, wrap32
 from tests.hw.amaranth_sim import TINY, TINY_PIPELINED
 
 ACC_ROWS = 6   # few rows: consecutive micro-ops often touch the same one

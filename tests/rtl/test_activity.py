@@ -21,11 +21,11 @@ from vdla.cli.run import command as run_command
 from vdla.compiler.driver import compile_op
 from vdla.compiler.ops import Conv2d
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY
-from vdla.runtime.device import Device
+from vdla.runtime.runner import AccelRunner
 from vdla.bench.plots import timeline
 from vdla.runtime.program_file import save
 from vdla.sim.rtl import RtlSimulator
-from vdla.sim.programs.handbuilt import PROGRAMS
+from vdla.testing.programs.handbuilt import PROGRAMS
 
 pytestmark = pytest.mark.rtl
 
@@ -153,7 +153,7 @@ def test_compiled_layer_overlap_follows_latency_hiding(tiny, chip_build, tmp_pat
                                                        latency_hiding):
     program = compile_op(LAYER, tiny, latency_hiding=latency_hiding)
     inputs = LAYER.random_inputs(np.random.default_rng(3))
-    device = Device(tiny, sim="rtl", build=chip_build, activity=True)
+    device = AccelRunner(tiny, sim="rtl", build=chip_build, activity=True)
     result = device.run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], LAYER.reference(**inputs))
     _check_consistent(result)

@@ -6,7 +6,7 @@ whose outputs also have a numpy reference, and the tier's own behaviour
 
 Each program runs on a copy of the same DRAM image on ``rtl`` and ``fsim``;
 the final images must match byte for byte, and the output region must match
-the numpy reference of `vdla.sim.programs.handbuilt` (independent of both tiers).
+the numpy reference of `vdla.testing.programs.handbuilt` (independent of both tiers).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS
 from vdla.hw.isa import MODULES
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.errors import DeadlockError, OptionError
 from vdla.sim.rtl import RtlSimulator, build_model
-from vdla.sim.programs.handbuilt import PROGRAMS, deadlock_program
+from vdla.testing.programs.handbuilt import PROGRAMS, deadlock_program
 
 pytestmark = pytest.mark.rtl
 

@@ -20,9 +20,9 @@ import pytest
 
 from vdla.hw.config import PRESETS
 from vdla.hw.generate import cached_verilog
-from vdla.sim.backend import get_backend
-from vdla.sim.illegal import mutate
-from vdla.sim.programs import GeneratorOptions, generate
+from vdla.sim.backends import get_backend
+from vdla.testing.illegal import mutate
+from vdla.testing.programs import GeneratorOptions, generate
 from vdla.sim.rtl.backend import RtlSimulator
 
 pytestmark = pytest.mark.rtl
@@ -70,7 +70,7 @@ def test_no_collision_reaches_a_result(name, seed):
 
 
 def test_the_poison_is_live():
-    """Made racy (overlap on every GEMM / ALU, `sim.illegal`), some program reads an acc
+    """Made racy (overlap on every GEMM / ALU, `testing.illegal`), some program reads an acc
     entry as it is written and uses it: the poisoned model departs from the plain one."""
     config = PRESETS["icebreaker"]
     differ = 0

@@ -17,8 +17,8 @@ import pytest
 
 from vdla.compiler import Dense, compile_op
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device
-from vdla.sim.backend import get_backend
+from vdla.runtime.runner import AccelRunner
+from vdla.sim.backends import get_backend
 from vdla.sim.rtl import RtlSimulator, build_model
 from vdla.sim.errors import RaceError
 from tests.hw.compute_programs import chained_overlap_program, overlap_program
@@ -75,5 +75,5 @@ def test_compiled_dense_layer_with_chained_overlap_is_bit_exact():
     op = Dense(batch=3, in_features=13, out_features=6, bias=True, shift=4)
     config = PRESETS["tiny"]
     inputs = op.random_inputs(np.random.default_rng(7))
-    result = Device(config, sim="rtl").run(compile_op(op, config), inputs)
+    result = AccelRunner(config, sim="rtl").run(compile_op(op, config), inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))

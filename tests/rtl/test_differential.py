@@ -1,6 +1,6 @@
 """Differential test: random legal programs on fsim and on the Verilator RTL.
 
-Each program (`vdla.sim.programs.generate`) runs on the functional simulator, the
+Each program (`vdla.testing.programs.generate`) runs on the functional simulator, the
 bit-exact reference, and on the "rtl" backend; the final DRAM images must be
 byte-equal. The programs end by dumping the whole out buffer and all four
 bytes of every accumulator, so the comparison covers the final SRAM state
@@ -26,8 +26,8 @@ import pytest
 
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.counters import rtl_counters
-from vdla.sim.backend import get_backend
-from vdla.sim.programs import GeneratorOptions, generate
+from vdla.sim.backends import get_backend
+from vdla.testing.programs import GeneratorOptions, generate
 
 pytestmark = pytest.mark.rtl
 

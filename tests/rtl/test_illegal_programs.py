@@ -1,6 +1,6 @@
 """A few hundred illegal programs on the RTL: none runs to a result.
 
-Programs broken by `sim.illegal` at random (tiny config, one model build):
+Programs broken by `testing.illegal` at random (tiny config, one model build):
 whatever fsim refuses, the rtl backend refuses with the same message before
 the model runs a cycle; whatever fsim accepts (a random mutation can leave a
 legal program) the RTL computes bit-exactly as fsim. So no illegal program
@@ -17,8 +17,8 @@ import pytest
 
 from vdla.sim.errors import AddressError, SimulationError
 from vdla.sim.fsim import FunctionalSimulator
-from vdla.sim.illegal import MUTATIONS, mutate
-from vdla.sim.programs import generate
+from vdla.testing.illegal import MUTATIONS, mutate
+from vdla.testing.programs import generate
 from vdla.sim.rtl import RtlSimulator
 
 pytestmark = pytest.mark.rtl

@@ -28,7 +28,9 @@ from vdla.compiler.gpu.kernel import GpuKernel
 from vdla.compiler.gpu.program import compile_gpu
 from vdla.compiler.host import host_spec
 from vdla.compiler.ops import Conv2d, Dense
-from vdla.runtime.device import CpuRunner, Device, GpuRunner, ProgramError
+from vdla.compiler.cpu.runner import CpuRunner
+from vdla.compiler.gpu.runner import GpuRunner
+from vdla.runtime.errors import ProgramError
 from vdla.runtime.program_file import ProgramFileError, load, loads, save
 from tests.fuzz_helpers import assert_one_line_error, vdla
 
@@ -83,9 +85,9 @@ def test_the_api_refuses_the_file_whether_loaded_checked_or_not(hostile):
     target, path, marker, inputs, _ = hostile
     with pytest.raises(ProgramFileError, match=f"evil.vdla: {target} program: its stored"):
         load(path)
-    device = Device(target="cpu") if target == "cpu" else Device(target="gpu", emulate=True)
+    runner = CpuRunner() if target == "cpu" else GpuRunner(emulate=True)
     with pytest.raises(ProgramError, match=f"^{target} program: its stored"):
-        device.run(load(path, verify=False), inputs)
+        runner.run(load(path, verify=False), inputs)
     assert not marker.exists()
 
 
@@ -99,7 +101,7 @@ def test_past_the_check_the_regenerated_code_runs_and_the_stored_one_never(hosti
     spec = host_spec(program)
     tampered = dataclasses.replace(spec, source=spec.source + _payload(marker))
     runner = CpuRunner() if target == "cpu" else GpuRunner(emulate=True)
-    result = runner.run_program(tampered, inputs)
+    result = runner.run_spec(tampered, inputs)
     np.testing.assert_array_equal(result.outputs["out"], reference)
     assert not marker.exists()
 
@@ -117,7 +119,7 @@ def test_a_gpu_program_file_runs_on_the_emulation_as_numpy_computes(tmp_path, mo
     inputs = GPU_OP.random_inputs(np.random.default_rng(6))
     if mode == "fp32":
         inputs = {name: (array / 16).astype(np.float32) for name, array in inputs.items()}
-    result = Device(target="gpu", emulate=True).run(load(path), inputs)
+    result = GpuRunner(emulate=True).run(load(path), inputs)
     if mode == "int8":
         np.testing.assert_array_equal(result.outputs["out"], GPU_OP.reference(**inputs))
     else:
@@ -132,5 +134,5 @@ def test_a_file_holding_the_generated_code_as_older_ones_did_runs(tmp_path):
     program.metadata["cpu"]["source"] = host_spec(program).source
     loaded = loads(save(program, tmp_path / "old.vdla").read_bytes())
     inputs = CPU_OP.random_inputs(np.random.default_rng(7))
-    out = Device(target="cpu").run(loaded, inputs).outputs["out"]
+    out = CpuRunner().run(loaded, inputs).outputs["out"]
     np.testing.assert_array_equal(out, CPU_OP.reference(**inputs))

@@ -11,9 +11,9 @@ import pytest
 from vdla.compiler import Dense, compile_op
 from vdla.hw.config import PRESETS
 from vdla.hw.isa import Load, MemType, Store
-from vdla.runtime import Device, ProgramError
+from vdla.runtime import AccelRunner, ProgramError
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan, verify_program
-from vdla.sim.backend import RunResult, register_backend
+from vdla.sim.backend import RunResult
 from vdla.sim.errors import DeadlockError
 from tests.runtime.programs import dense_inputs, dense_program
 
@@ -97,7 +97,7 @@ def test_compiled_programs_pass_and_report_the_functional_counters(config_name):
     counters = verify_program(program)
     inputs = {"data": np.zeros((5, 37), np.int8), "weight": np.zeros((11, 37), np.int8),
               "bias": np.zeros(11, np.int32)}
-    assert counters == Device(config).run(program, inputs).counters
+    assert counters == AccelRunner(config).run(program, inputs).counters
 
 
 class _Recorder:
@@ -115,15 +115,14 @@ class _Recorder:
 
 
 def test_a_backend_that_checks_nothing_never_sees_a_rejected_program(program, monkeypatch):
-    from vdla.sim import backend
-    monkeypatch.setattr(backend, "_REGISTRY", dict(backend._REGISTRY))   # undone after
-    register_backend("recorder", _Recorder)
+    from vdla.sim.backend import REGISTRY
+    monkeypatch.setitem(REGISTRY, "recorder", _Recorder)   # registered for this test only
     inputs = dense_inputs(np.random.default_rng(0), 3, 8, 4)
-    Device(TINY, sim="recorder").run(program, inputs)
+    AccelRunner(TINY, sim="recorder").run(program, inputs)
     assert _Recorder.runs == 1
     store = _first(program, Store)   # FINISH then waits for a token never pushed
     program.instructions[store] = program.instructions[store].replace(push_prev=False)
     with pytest.raises(DeadlockError, match="compute blocked at instruction 9 \\(FINISH\\) "
                                             "waiting to pop from store->compute"):
-        Device(TINY, sim="recorder").run(program, inputs)
+        AccelRunner(TINY, sim="recorder").run(program, inputs)
     assert _Recorder.runs == 1

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from vdla.hw.isa import Alu, AluOp, Gemm, Uop
-from vdla.sim.oracles import alu, requant, to_int8, wrap32
+from vdla.testing.oracles import alu, requant, to_int8, wrap32
 from tests.sim.image import CONFIGS, TINY, Image, random_elements
 
 CONFIG_IDS = [c.name for c in CONFIGS]

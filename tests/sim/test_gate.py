@@ -98,9 +98,9 @@ def test_ecp5_multipliers_with_registers_are_refused():
 def test_the_icebreaker_core_netlist_runs_random_programs_like_fsim():
     """The whole core's iCE40 netlist (block RAMs, DSPs, carry chains) under the RTL tier's
     harness; benchmarks/netlist.py runs 100 programs on every preset."""
-    from vdla.sim.backend import get_backend
+    from vdla.sim.backends import get_backend
     from vdla.sim.gate import gate_model
-    from vdla.sim.programs import generate
+    from vdla.testing.programs import generate
     config = PRESETS["icebreaker"]
     build = gate_model(config, "ice40")
     fsim = get_backend("fsim", config)

@@ -1,4 +1,4 @@
-"""Illegal programs (`sim.illegal`): the checker refuses them exactly as fsim does.
+"""Illegal programs (`testing.illegal`): the checker refuses them exactly as fsim does.
 
 Every class of defect that once reached the RTL unrefused (SRAM indices past
 a buffer, STORE from inp/wgt, LOAD into out, micro-op ranges past the uop
@@ -18,8 +18,8 @@ from vdla.hw.config import PRESETS
 from vdla.sim.checker import WorkLimitError, check_program
 from vdla.sim.errors import AddressError, InstructionError, SimulationError
 from vdla.sim.fsim import FunctionalSimulator
-from vdla.sim.illegal import MUTATIONS, mutate
-from vdla.sim.programs import generate
+from vdla.testing.illegal import MUTATIONS, mutate
+from vdla.testing.programs import generate
 
 
 def _outcome(function):

@@ -1,4 +1,4 @@
-"""Random legal programs (`vdla.sim.programs`) against fsim and a reference.
+"""Random legal programs (`vdla.testing.programs`) against fsim and a reference.
 
 The reference here is independent of fsim: a plain loop-by-loop interpreter of
 the ISA semantics (hw/isa.py docstring) that runs the three module queues in a
@@ -23,10 +23,10 @@ import pytest
 from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.isa import QUEUE_FLAGS, Alu, AluOp, Finish, Gemm, Load, MemType, Store
-from vdla.sim.backend import get_backend
+from vdla.sim.backends import get_backend
 from vdla.sim.errors import DeadlockError, RaceError, TokenError
-from vdla.sim.programs import GeneratorOptions, check_token_discipline, generate
-from vdla.sim import oracles
+from vdla.testing.programs import GeneratorOptions, check_token_discipline, generate
+from vdla.testing import oracles
 
 TINY, DEFAULT = PRESETS["tiny"], PRESETS["default"]
 # A third shape: wide bus (sub-beat elements), batch 2, shallow queues.

@@ -169,12 +169,12 @@ def test_compile_applies_the_best_cpu_record_and_refuses_others(tmp_path):
 def test_measured_output_matches_numpy_for_the_tuned_program(tmp_path):
     """The schedule a log picks runs bit-exactly through the runtime too."""
     from vdla.compiler.cpu.program import compile_cpu
-    from vdla.runtime import Device
+    from vdla.compiler.cpu.runner import CpuRunner
     op = OPS["dense"]
     result = tune(op, CONFIG, target="cpu", tuner="random", trials=2, seed=5,
                   pool=_thread_pool())
     schedule = CpuSchedule.from_dict(result.best["schedule"])
     inputs = op.random_inputs(np.random.default_rng(7))
     program = compile_cpu(op, "int8", schedule)
-    out = Device(target="cpu").run(program, inputs).outputs["out"]
+    out = CpuRunner().run(program, inputs).outputs["out"]
     np.testing.assert_array_equal(out, op.reference(**inputs))

@@ -1,5 +1,5 @@
 """cpu programs (`compiler.cpu.program`): the file records the target,
-Device(target="cpu") runs them, and each kind of device refuses the other's
+`CpuRunner` runs them, and each target's runner refuses the others'
 programs with a clear error."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from vdla.compiler.cpu import reference_fp32
 from vdla.compiler.cpu.program import compile_cpu
 from vdla.compiler.ops import Conv2d
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device, InputError, ProgramError
+from vdla.compiler.cpu.runner import CpuRunner
+from vdla.compiler.runners import make_runner
+from vdla.runtime.runner import AccelRunner, InputError, ProgramError
 from vdla.runtime.program_file import ProgramFileError, dumps, load, loads, save
 
 OP = Conv2d(2, 13, 11, 10, 9, kernel=(3, 2), stride=(1, 2), padding=(1, 1), bias=True,
@@ -28,7 +30,7 @@ def test_file_keeps_the_target_and_device_runs_it_bit_exact(cpu_program):
     program = loads(dumps(cpu_program))
     assert program.target == "cpu" and program.instructions == []
     inputs = OP.random_inputs(np.random.default_rng(0))
-    result = Device(target="cpu").run(program, inputs)
+    result = CpuRunner().run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], OP.reference(**inputs))
     assert result.sim == "cpu" and result.cycles is None and result.details["threads"] == 2
 
@@ -37,11 +39,11 @@ def test_fp32_program_takes_and_returns_float32():
     program = loads(dumps(compile_cpu(OP, "fp32")))
     inputs = {name: (array / 8).astype(np.float32)
               for name, array in OP.random_inputs(np.random.default_rng(1)).items()}
-    out = Device(target="cpu", threads=1).run(program, inputs).outputs["out"]
+    out = CpuRunner(threads=1).run(program, inputs).outputs["out"]
     np.testing.assert_allclose(out, reference_fp32(OP, **inputs), rtol=1e-5, atol=1e-3)
     with pytest.raises(InputError, match=r"input 'data': expected float32 \(2, 13, 10, 9\), "
                                          r"got int8"):
-        Device(target="cpu").run(program, {**inputs, "data": inputs["data"].astype(np.int8)})
+        CpuRunner().run(program, {**inputs, "data": inputs["data"].astype(np.int8)})
 
 
 def test_accelerator_programs_have_the_accel_target_and_old_files_default_to_it():
@@ -49,17 +51,26 @@ def test_accelerator_programs_have_the_accel_target_and_old_files_default_to_it(
     assert program.target == "accel"
 
 
-def test_each_device_refuses_the_other_targets_programs(cpu_program):
+def test_each_runner_refuses_the_other_targets_programs(cpu_program):
     inputs = OP.random_inputs(np.random.default_rng(2))
-    with pytest.raises(ProgramError, match="compiled for target 'cpu' .* cannot run on the "
+    with pytest.raises(ProgramError, match="compiled for target 'cpu' cannot run on the "
                                            "accelerator's fsim simulator; run it with "
                                            "--target cpu"):
-        Device(TINY).run(cpu_program, inputs)
+        AccelRunner(TINY).run(cpu_program, inputs)
     with pytest.raises(ProgramError, match="compiled for the accelerator .* cannot run on the "
                                            "cpu target"):
-        Device(target="cpu").run(compile_op(OP, TINY), inputs)
-    with pytest.raises(ValueError, match="unknown target 'tpu'"):
-        Device(TINY, target="tpu")
+        CpuRunner().run(compile_op(OP, TINY), inputs)
+    with pytest.raises(ValueError, match=r"unknown target 'tpu' \(known: accel, cpu, gpu\)"):
+        make_runner("tpu", TINY)
+
+
+def test_make_runner_picks_the_targets_runner():
+    assert isinstance(make_runner("accel", TINY), AccelRunner)
+    assert make_runner("accel", TINY, "fsim").sim == "fsim"
+    assert make_runner("cpu", threads=3).threads == 3
+    with pytest.raises(ValueError, match="AccelRunner: the accelerator target needs a config "
+                                         r"\(an HwConfig\), got NoneType"):
+        make_runner("accel")
 
 
 def test_unknown_target_in_a_file_is_refused(cpu_program):
@@ -75,11 +86,11 @@ def test_stored_c_or_a_bad_schedule_is_a_clear_error(cpu_program):
     program.metadata["cpu"]["source"] = "this is not C;\n"
     with pytest.raises(ProgramError, match="cpu program: its stored C is not the C vdla generates "
                                            "for its op, mode and schedule"):
-        Device(target="cpu").run(program, inputs)
+        CpuRunner().run(program, inputs)
     program = loads(dumps(cpu_program))
     program.metadata["cpu"]["schedule"]["lanes"] = 5
     with pytest.raises(ProgramError, match="cpu program: schedule: lanes: expected 8 or 16"):
-        Device(target="cpu").run(program, inputs)
+        CpuRunner().run(program, inputs)
 
 
 def test_the_file_holds_no_c_and_one_holding_the_generated_c_still_runs(cpu_program):
@@ -88,7 +99,7 @@ def test_the_file_holds_no_c_and_one_holding_the_generated_c_still_runs(cpu_prog
     from vdla.compiler.host import host_spec
     program.metadata["cpu"]["source"] = host_spec(program).source   # as files used to
     inputs = OP.random_inputs(np.random.default_rng(3))
-    out = Device(target="cpu").run(loads(dumps(program)), inputs).outputs["out"]
+    out = CpuRunner().run(loads(dumps(program)), inputs).outputs["out"]
     np.testing.assert_array_equal(out, OP.reference(**inputs))
 
 

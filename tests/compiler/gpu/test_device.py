@@ -15,7 +15,7 @@ from vdla.cli.main import cli
 from vdla.compiler.cpu import reference_fp32
 from vdla.compiler.gpu.kernel import GpuKernel, capture_graph
 from vdla.compiler.gpu.program import compile_gpu
-from vdla.runtime.device import Device
+from vdla.compiler.gpu.runner import GpuRunner
 
 from tests.compiler.gpu.shapes import ODD_SHAPES, RESNET_LAYERS, describe
 
@@ -29,7 +29,7 @@ def _inputs(op, seed=0):
 @pytest.mark.parametrize("op", ODD_SHAPES + list(RESNET_LAYERS.values()), ids=describe)
 def test_int8_is_bit_exact_with_numpy(op):
     inputs = _inputs(op)
-    result = Device(target="gpu").run(compile_gpu(op, check_with_nvcc=False), inputs)
+    result = GpuRunner().run(compile_gpu(op, check_with_nvcc=False), inputs)
     out = result.outputs["out"]
     assert out.dtype == np.int8 and out.shape == op.output_shape
     np.testing.assert_array_equal(out, op.reference(**inputs))
@@ -44,7 +44,7 @@ def test_floats_are_close_to_numpy(op, mode):
               for name, array in _inputs(op, 1).items()}
     if "bias" in inputs:
         inputs["bias"] = (inputs["bias"] / (1 << 22)).astype(np.float32)
-    out = Device(target="gpu").run(compile_gpu(op, mode, check_with_nvcc=False),
+    out = GpuRunner().run(compile_gpu(op, mode, check_with_nvcc=False),
                                    inputs).outputs["out"]
     expected = reference_fp32(op, **inputs)
     tolerance = 2e-3 if mode == "fp16" else 1e-5

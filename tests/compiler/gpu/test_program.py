@@ -15,7 +15,9 @@ from vdla.cli.main import cli as main
 from vdla.compiler.gpu.kernel import gpu_unavailable_reason
 from vdla.compiler.gpu.program import compile_gpu
 from vdla.hw.config import PRESETS
-from vdla.runtime.device import Device, ProgramError
+from vdla.compiler.cpu.runner import CpuRunner
+from vdla.compiler.gpu.runner import GpuRunner
+from vdla.runtime.runner import AccelRunner, ProgramError
 from vdla.runtime.program_file import load, save
 
 from tests.compiler.gpu.shapes import ODD_SHAPES
@@ -35,23 +37,23 @@ def test_program_file_round_trip(tmp_path, mode, dtypes):
     assert loaded.tensor("out").shape == op.output_shape
 
 
-@pytest.mark.parametrize("device, message", [
-    (lambda: Device(PRESETS["tiny"]), "compiled for target 'gpu' \\(generated CUDA C\\) cannot "
-                                      "run on the accelerator's fsim simulator; run it with "
-                                      "--target gpu"),
-    (lambda: Device(target="cpu"), "compiled for target 'gpu' .* cannot run on the cpu target"),
+@pytest.mark.parametrize("runner, message", [
+    (lambda: AccelRunner(PRESETS["tiny"]), "compiled for target 'gpu' cannot run on the "
+                                           "accelerator's fsim simulator; run it with "
+                                           "--target gpu"),
+    (lambda: CpuRunner(), "compiled for target 'gpu' cannot run on the cpu target"),
 ])
-def test_other_devices_refuse_gpu_programs(device, message):
+def test_other_runners_refuse_gpu_programs(runner, message):
     op = ODD_SHAPES[7]
     program = compile_gpu(op, check_with_nvcc=False)
     with pytest.raises(ProgramError, match=message):
-        device().run(program, op.random_inputs(np.random.default_rng(0)))
+        runner().run(program, op.random_inputs(np.random.default_rng(0)))
 
 
 @pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a CUDA device is present")
-def test_gpu_device_without_a_gpu_says_why():
+def test_gpu_runner_without_a_gpu_says_why():
     with pytest.raises(ProgramError, match="the gpu target cannot run here: no CUDA device"):
-        Device(target="gpu")
+        GpuRunner()
 
 
 def test_cli_compiles_for_the_gpu(tmp_path):

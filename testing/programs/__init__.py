@@ -11,8 +11,8 @@ testing of the simulation tiers, built by `generator` from parts by concern:
 `stores` actions.
 """
 
-from vdla.sim.programs.generator import generate
-from vdla.sim.programs.options import GeneratorOptions, RandomProgram
-from vdla.sim.programs.tokens import check_token_discipline
+from vdla.testing.programs.generator import generate
+from vdla.testing.programs.options import GeneratorOptions, RandomProgram
+from vdla.testing.programs.tokens import check_token_discipline
 
 __all__ = ["generate", "GeneratorOptions", "RandomProgram", "check_token_discipline"]

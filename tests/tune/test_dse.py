@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from vdla.bench import dse
+from vdla.tune import dse
 from vdla.bench.executor import Pool
 from vdla.bench.plots import pareto
 from vdla.bench.layer_run import run_layer

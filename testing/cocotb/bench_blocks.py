@@ -1,4 +1,4 @@
-"""Unit benches of the accelerator's blocks (see sim/cocotb/blocks.py for the top).
+"""Unit benches of the accelerator's blocks (see testing/cocotb/blocks.py for the top).
 
 Every check compares against an independent numpy/Python model written here:
 
@@ -29,10 +29,10 @@ from cocotb.triggers import RisingEdge
 from vdla.hw import isa
 from vdla.hw.gemm import GemmCore
 from vdla.hw.isa import AluOp, Load, MemType, Store
-from vdla.sim.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
-from vdla.sim.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
+from vdla.testing.cocotb.blocks import BLOCKS_CONFIG, TOKEN_QUEUE_DEPTHS
+from vdla.testing.cocotb.dram import (Backpressure, DramModel, StreamSink, StreamSource,
                                clock_and_reset, cycle_now, read)
-from vdla.sim.oracles import alu, pack, unpack_signed
+from vdla.testing.oracles import alu, pack, unpack_signed
 
 CONFIG = BLOCKS_CONFIG
 ACC_SCALARS = CONFIG.batch * CONFIG.block_out

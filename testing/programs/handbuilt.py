@@ -17,7 +17,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw import isa
 from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.ints import round_up
-from vdla.sim import oracles
+from vdla.testing import oracles
 
 __all__ = ["BuiltProgram", "ImageBuilder", "gemm_program", "alu_program",
            "double_buffer_program", "deadlock_program", "PROGRAMS"]

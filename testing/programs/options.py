@@ -3,7 +3,7 @@
 `GeneratorOptions` holds the generator's knobs (every default exercises
 everything); `RandomProgram` is a generated program with the DRAM image it
 runs in and helpers to run it on a backend and explain a mismatch. Apart from
-the generator (`vdla.sim.programs.generator`) so that tests and benchmarks can
+the generator (`vdla.testing.programs.generator`) so that tests and benchmarks can
 name both without the generator's internals.
 """
 

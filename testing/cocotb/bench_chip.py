@@ -1,7 +1,7 @@
 """Whole-chip cocotb bench: programs on the accelerator top against fsim.
 
 Each test pulses ``start`` with a program in the Python DRAM model
-(`sim.cocotb.dram.DramModel`), waits for ``done`` and compares the final
+(`testing.cocotb.dram.DramModel`), waits for ``done`` and compares the final
 DRAM image byte for byte with the functional simulator's. Programs come from
 the random program generator (which ends by dumping the whole out buffer and
 every accumulator byte, so the comparison covers final SRAM state) and from
@@ -23,11 +23,11 @@ from cocotb.triggers import RisingEdge
 from vdla.compiler import Conv2d, compile_op
 from vdla.hw.counters import RTL_STATUS, rtl_counters
 from vdla.hw.isa import MODULES
-from vdla.runtime.device import Device
-from vdla.sim.backend import get_backend
-from vdla.sim.programs import GeneratorOptions, generate
-from vdla.sim.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
-from vdla.sim.cocotb.harness import bench_config
+from vdla.runtime.runner import AccelRunner
+from vdla.sim.backends import get_backend
+from vdla.testing.programs import GeneratorOptions, generate
+from vdla.testing.cocotb.dram import Backpressure, DramModel, clock_and_reset, read, wait_level
+from vdla.testing.cocotb.harness import bench_config
 
 CONFIG = bench_config()
 SEEDS = [int(s) for s in os.environ.get("VDLA_BENCH_SEEDS", "0,1,2").split(",") if s]
@@ -136,7 +136,7 @@ async def compiled_layer(dut):
                 padding=(1, 1), bias=True, shift=3, relu=True)
     program = compile_op(op, CONFIG)
     inputs = op.random_inputs(rng)
-    device = Device(CONFIG)
+    device = AccelRunner(CONFIG)
     image = device.build_image(program, inputs)
     expected, _ = _fsim_image(image, program.insn_offset, len(program.instructions))
     counters, _ = await run_program(dut, image, program.insn_offset, len(program.instructions),

@@ -51,13 +51,13 @@ from vdla.hw import isa
 from vdla.hw.config import SRAM_KINDS, HwConfig
 from vdla.hw.isa import (COMPUTE_MODULE as COMPUTE, QUEUE_FLAGS, STORE_MODULE as STORE, Alu,
                          AluOp, Finish, Gemm, Load, MemType, Store, Uop)
-from vdla.sim.programs.compute import ComputeActions
-from vdla.sim.programs.dram_image import DramImage
-from vdla.sim.programs.loads import LoadActions
-from vdla.sim.programs.micro_ops import MicroOps, true_runs
-from vdla.sim.programs.options import GeneratorOptions, RandomProgram
-from vdla.sim.programs.stores import StoreActions
-from vdla.sim.programs.tokens import TokenStream
+from vdla.testing.programs.compute import ComputeActions
+from vdla.testing.programs.dram_image import DramImage
+from vdla.testing.programs.loads import LoadActions
+from vdla.testing.programs.micro_ops import MicroOps, true_runs
+from vdla.testing.programs.options import GeneratorOptions, RandomProgram
+from vdla.testing.programs.stores import StoreActions
+from vdla.testing.programs.tokens import TokenStream
 
 __all__ = ["generate"]
 

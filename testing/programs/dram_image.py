@@ -16,7 +16,7 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.hw.isa import MODULES, QUEUE_FLAGS
 from vdla.sim.errors import instruction_label
-from vdla.sim.programs.options import RandomProgram
+from vdla.testing.programs.options import RandomProgram
 
 __all__ = ["DramImage"]
 

@@ -9,7 +9,7 @@ tell them apart, which is the point: what the simulation checks is what a
 board would be sent.
 
 `BoardBackend` puts the link behind the `sim.backend` interface, so
-`runtime.device.Device` (and ``vdla run --sim board``) run a program on a
+`runtime.runner.AccelRunner` (and ``vdla run --sim board``) run a program on a
 board with the same inputs/outputs contract as ``fsim`` and ``rtl``: it
 uploads the DRAM image, sets the program's address and count, starts, polls
 until done, reads the image back and the counters. Registered names:

@@ -1,6 +1,6 @@
 """The host driver against the whole board top simulated in Verilator, UART pins and all.
 
-The driver (`runtime.board`) talks to `sim.board_sim.SimulatedBoard` through
+The driver (`sim.board`) talks to `sim.board_sim.SimulatedBoard` through
 the byte protocol exactly as it would to a serial port. References: numpy
 (the layer's `reference`), the bytes the test wrote, the RTL tier's micro-op
 counters, and the protocol's stated refusals.
@@ -17,9 +17,9 @@ from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
-from vdla.runtime.board import BoardBackend, BoardError, BoardLink
-from vdla.runtime.device import Device
-from vdla.sim.backend import get_backend
+from vdla.sim.board import BoardBackend, BoardError, BoardLink
+from vdla.runtime.runner import AccelRunner
+from vdla.sim.backends import get_backend
 
 pytestmark = pytest.mark.rtl
 
@@ -43,10 +43,10 @@ def board():
 def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
     program = compile_op(op, TINY)
     inputs = op.random_inputs(np.random.default_rng(7))
-    result = Device(TINY, sim="board-sim").run(program, inputs)
+    result = AccelRunner(TINY, sim="board-sim").run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
     # The board's counters came over the UART: the micro-op counts are the RTL tier's.
-    rtl = Device(TINY, sim="rtl").run(program, inputs)
+    rtl = AccelRunner(TINY, sim="rtl").run(program, inputs)
     assert result.counters["gemm_uops"] == rtl.counters["gemm_uops"] > 0
     assert result.counters["alu_uops"] == rtl.counters["alu_uops"]
     assert result.cycles == result.counters["cycles"] > 0
@@ -69,7 +69,7 @@ def test_board_preset_runs_a_layer_on_its_board_top(name):
     backend = get_backend("board-sim", config)
     assert backend.memory_bytes == board.memory_bytes
     assert backend.link.transport.memory_kind == board.memory_kind
-    result = Device(config, sim="board-sim").run(program, inputs)
+    result = AccelRunner(config, sim="board-sim").run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
     # COUNTERS sends the counters the preset has (`event_counters` 0: cycles only).
     assert set(result.counters) == set(rtl_counters(config))

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from vdla.hw import cache
 
-BENCH_PACKAGE = "vdla.sim.cocotb"
+BENCH_PACKAGE = "vdla.testing.cocotb"
 LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",
               "-Wno-CASEINCOMPLETE", "-Wno-SELRANGE"]
 

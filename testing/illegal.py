@@ -1,6 +1,6 @@
 """Illegal variants of legal programs, for fuzzing the checker and every tier.
 
-`mutate` takes a legal random program (`sim.programs.generate`) and
+`mutate` takes a legal random program (`testing.programs.generate`) and
 breaks it in one of the ways `MUTATIONS` lists -- each one a class of
 defect a tier must refuse: SRAM indices past a buffer, a STORE from inp or
 wgt, a LOAD into out, micro-op ranges past the uop buffer, DRAM regions past
@@ -169,7 +169,7 @@ MUTATIONS = {
 
 
 def mutate(program, rng: np.random.Generator, mutation: str | None = None) -> Mutant | None:
-    """One illegal variant of ``program`` (a `sim.programs.RandomProgram`).
+    """One illegal variant of ``program`` (a `testing.programs.RandomProgram`).
 
     Parameters
     ----------
