@@ -19,12 +19,13 @@
 // - REGMODE OUTREG adds an output register, loaded from the latch when OCE is high.
 // - RST clears the latch and the output register (not the memory): at once with RESETMODE
 //   ASYNC, at the next rising edge (whatever CE) with SYNC. Both start at zero.
-// - Undefined in the hardware, and here a value no design may rely on: a port reading bits the
-//   other port writes at the same edge reads their complement; bits both ports write at once
-//   become the complement of port A's data.
+// - Undefined in the hardware, and here a value no design may rely on: where the other port
+//   writes at the same edge, a port's latch takes the complement of what it would otherwise
+//   take; bits both ports write at once become the complement of port A's data.
 //
-// One clock: both ports run on `clk`, CLKA | CLKB (sim/gate.py refuses a DP16KD whose ports have
-// different clocks, other than an unused port's constant 0, or an inverted pin); ASYNC_RESET_RELEASE and GSR do not change the simulation.
+// One clock: both ports run on `clk`, CLKA | CLKB (sim/gate.py refuses a DP16KD whose ports
+// have different clocks, other than an unused port's constant 0, or an inverted pin).
+// ASYNC_RESET_RELEASE and GSR do not change the simulation.
 module vdla_dp16kd #(
     parameter integer WIDTH_A = 18,
     parameter integer WIDTH_B = 18,
@@ -80,19 +81,22 @@ module vdla_dp16kd #(
     wire [35:0] mask_b = write_b ? write_mask(WIDTH_B, adb) : 36'd0;
     wire [35:0] data_a = (WIDE ? {dib, dia} : {18'd0, dia}) << shift_a;
     wire [35:0] data_b = {18'd0, dib} << shift_b;
+    // Each port's write as if the other did nothing; where both write the same bits at once
+    // (undefined in the hardware), the memory takes the complement of port A's data.
     wire same = pair_a == pair_b;
-    wire [35:0] both = same ? mask_a & mask_b : 36'd0;    // bits both ports write: undefined
+    wire [35:0] both = same ? mask_a & mask_b : 36'd0;
     wire [35:0] written_a = (old_a & ~mask_a) | (data_a & mask_a);
-    wire [35:0] written_b = ((same ? written_a : old_b) & ~mask_b) | (data_b & mask_b & ~both)
-                            | (~data_a & both);
+    wire [35:0] written_b = (old_b & ~mask_b) | (data_b & mask_b);
+    wire [35:0] stored_b = same ? (written_a & ~mask_b) | (data_b & mask_b & ~both) | (~data_a & both)
+                                : written_b;
 
     always @(posedge clk) begin
         if (write_a) {mem[{pair_a, 1'b1}], mem[{pair_a, 1'b0}]} <= written_a;
-        if (write_b) {mem[{pair_b, 1'b1}], mem[{pair_b, 1'b0}]} <= written_b;   // after A's
+        if (write_b) {mem[{pair_b, 1'b1}], mem[{pair_b, 1'b0}]} <= stored_b;   // after A's
     end
 
     // What a port's latch takes at this edge: the word read, or the word written (WRITETHROUGH);
-    // complemented where the other port writes the bits it reads.
+    // complemented where the other port writes.
     function [35:0] latched(input integer width, input [35:0] word, input [5:0] shift,
                             input [35:0] other_mask);
         latched = ((word ^ (other_mask & (bits_of(width) << shift))) >> shift) & bits_of(width);

@@ -64,7 +64,7 @@ RECIPE_VERSION = 1
 WARMUP_CYCLES = 8
 
 _MODULE = re.compile(r"^module\s+\\?([\w$]+)\b.*?\bendmodule\b", re.MULTILINE | re.DOTALL)
-_INSTANCE = re.compile(r"^\s*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(",
+_INSTANCE = re.compile(r"(?:^|;)\s*(?:\(\*[^*]*\*\)\s*)*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(",
                        re.MULTILINE | re.DOTALL)
 # Words that start statements which look like an instance to `_INSTANCE` (``else if (``).
 _KEYWORDS = frozenset("if else begin end case casez casex for while repeat always assign wire reg "
@@ -244,7 +244,7 @@ def _check_dp16kd(netlist: str) -> None:
         if problem is None and len(clocks) > 1:
             problem = "a clock on each port"
         if problem:
-            raise GateError(f"the DP16KD {name.lstrip(chr(92))} has {problem}: vdla's model of "
+            raise GateError(f"the DP16KD {name} has {problem}: vdla's model of "
                             "DP16KD (sim/ecp5_dp16kd.v) does not simulate that")
 
 

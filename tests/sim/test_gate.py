@@ -77,12 +77,14 @@ def test_a_cell_without_model_and_other_ports_are_refused():
 
 
 def test_a_cell_whose_model_has_no_behaviour_is_refused():
-    """Yosys's ECP5 block RAM model is a port list: simulated, it would read zeros."""
-    netlist = "module top(a, y);\n  input a;\n  output y;\n  DP16KD ram (.ADA0(a), .DOA0(y));\nendmodule\n"
-    with pytest.raises(GateError, match="^the ecp5 netlist uses cell DP16KD, whose model in "
-                                        "Yosys's cell library has no behaviour \\(ports and "
+    """Yosys's model of the iCE40 warm-boot primitive is a port list: simulated, a netlist
+    would read zeros from it."""
+    netlist = ("module top(a, y);\n  input a;\n  output y;\n  SB_WARMBOOT boot (.BOOT(a), .S1(y));\n"
+               "endmodule\n")
+    with pytest.raises(GateError, match="^the ice40 netlist uses cell SB_WARMBOOT, whose model "
+                                        "in Yosys's cell library has no behaviour \\(ports and "
                                         "parameters only\\)$"):
-        cell_models("ecp5", netlist)
+        cell_models("ice40", netlist)
 
 
 def test_ecp5_multipliers_with_registers_are_refused():
