@@ -24,52 +24,64 @@ from vdla.sim.gate import GateError, cell_models, check_block
 pytestmark = pytest.mark.rtl
 
 
-class Ram(wiring.Component):
-    """One write port and one synchronous read port, the read address the write's when
-    ``shared`` (Yosys then maps both to one DP16KD port with a WRITEMODE)."""
+class Rams(wiring.Component):
+    """Memories side by side, on shared random inputs: each ``(width, depth, granularity,
+    transparent, shared)`` has one write port and one synchronous read port, whose address is
+    the write's when ``shared`` (Yosys then maps both to one DP16KD port with a WRITEMODE)."""
 
-    def __init__(self, width: int, depth: int, granularity: int | None = None,
-                 transparent: bool = False, shared: bool = False):
-        self.shape = width, depth, granularity, transparent, shared
-        bits = (depth - 1).bit_length()
-        lanes = width // granularity if granularity else 1
-        super().__init__({"wa": In(bits), "ra": In(bits), "wd": In(width), "we": In(lanes),
-                          "re": In(1), "rd": Out(width)})
+    def __init__(self, shapes):
+        self.shapes = shapes
+        bits = max((depth - 1).bit_length() for _, depth, *_ in shapes)
+        super().__init__({"wa": In(bits), "ra": In(bits), "wd": In(36), "we": In(4),
+                          "re": In(1), **{f"rd{i}": Out(shape[0]) for i, shape in enumerate(shapes)}})
 
     def elaborate(self, platform):
-        width, depth, granularity, transparent, shared = self.shape
         m = Module()
-        m.submodules.mem = mem = memory.Memory(shape=width, depth=depth, init=[])
-        write = mem.write_port(granularity=granularity)
-        read = mem.read_port(transparent_for=(write,) if transparent else ())
-        m.d.comb += [write.addr.eq(self.wa), write.data.eq(self.wd), write.en.eq(self.we),
-                     read.addr.eq(self.wa if shared else self.ra), read.en.eq(self.re),
-                     self.rd.eq(read.data)]
+        for i, (width, depth, granularity, transparent, shared) in enumerate(self.shapes):
+            mem = memory.Memory(shape=width, depth=depth, init=[])
+            m.submodules[f"mem{i}"] = mem
+            write = mem.write_port(granularity=granularity)
+            read = mem.read_port(transparent_for=(write,) if transparent else ())
+            m.d.comb += [write.addr.eq(self.wa), write.data.eq(self.wd), write.en.eq(self.we),
+                         read.addr.eq(self.wa if shared else self.ra), read.en.eq(self.re),
+                         getattr(self, f"rd{i}").eq(read.data)]
         return m
 
 
-@pytest.mark.parametrize("shape, configuration", [
-    ((36, 512), ["DATA_WIDTH_A(32'd36)"]),                                # PDPW16KD, as vdla's
-    ((18, 1024, 9), ["DATA_WIDTH_A(32'd18)", 'WRITEMODE_B("READBEFOREWRITE")']),  # byte enables
-    ((9, 2048), ["DATA_WIDTH_A(32'd9)"]),
-    ((4, 4096), ["DATA_WIDTH_A(32'd4)"]),
-    ((18, 1024, 9, True, True), ['WRITEMODE_A("WRITETHROUGH")']),       # transparent, one port
-    ((18, 1024, None, False, True), ['WRITEMODE_A("READBEFOREWRITE")']),
-])
-def test_block_ram_netlists_equal_their_amaranth_memory(shape, configuration):
-    gate = block_netlist(Ram(*shape), "ram_gate", "ecp5")
-    assert gate.count("DP16KD #") == 1 and all(f".{text}" in gate for text in configuration)
-    result = check_block(block_verilog(Ram(*shape), "ram_rtl"), "ram_rtl", gate, "ram_gate",
-                         "ecp5", cycles=30_000)
+# (width, depth, granularity, transparent, shared), and what its DP16KD sets.
+SHAPES = {
+    (36, 512, None, False, False): ("DATA_WIDTH_A(32'd36)",),               # PDPW16KD, as vdla's
+    (18, 1024, 9, False, False): ("DATA_WIDTH_A(32'd18)", 'WRITEMODE_B("READBEFOREWRITE")'),
+    (9, 2048, None, False, False): ("DATA_WIDTH_A(32'd9)",),
+    (4, 4096, None, False, False): ("DATA_WIDTH_A(32'd4)",),
+    (18, 1024, 9, True, True): ('WRITEMODE_A("WRITETHROUGH")',),           # transparent, one port
+    (18, 1024, None, False, True): ('DATA_WIDTH_A(32\'d18)', 'WRITEMODE_A("READBEFOREWRITE")'),
+}
+
+
+def _instances(netlist: str) -> list[str]:
+    return re.findall(r"DP16KD #\((.*?)\) \\", netlist, re.DOTALL)
+
+
+def test_block_ram_netlists_equal_their_amaranth_memories():
+    shapes = list(SHAPES)
+    gate = block_netlist(Rams(shapes), "rams_gate", "ecp5")
+    instances = _instances(gate)
+    assert len(instances) == len(shapes)
+    for expected in SHAPES.values():   # each configuration is in the netlist
+        assert any(all(f".{text}" in instance for text in expected) for instance in instances)
+    result = check_block(block_verilog(Rams(shapes), "rams_rtl"), "rams_rtl", gate, "rams_gate",
+                         "ecp5", cycles=50_000)
+    assert result.cycles == 50_000
     assert result.equal, result.first_mismatch
 
 
 def test_the_miter_sees_a_read_port_of_other_transparency():
     """Read-during-write goes through the model: a transparent memory's netlist is not a
     non-transparent memory's RTL."""
-    gate = block_netlist(Ram(18, 1024, 9, True, True), "ram_gate", "ecp5")
-    result = check_block(block_verilog(Ram(18, 1024, 9, False, True), "ram_rtl"), "ram_rtl",
-                         gate, "ram_gate", "ecp5", cycles=30_000)
+    gate = block_netlist(Rams([(18, 1024, 9, True, True)]), "ram_gate", "ecp5")
+    result = check_block(block_verilog(Rams([(18, 1024, 9, False, True)]), "ram_rtl"),
+                         "ram_rtl", gate, "ram_gate", "ecp5", cycles=30_000)
     assert result.mismatches > 1_000
 
 
@@ -139,86 +151,80 @@ module ref_dp16kd #(parameter integer WA = 18, WB = 18, parameter RA = "NOREG", 
 endmodule
 """
 
-# The two tops the miter compares: ``rst`` (one cycle in 16) resets port A, and port B when
-# ``rb`` too; ``sa``/``sb``'s top bit selects the port (its CSDECODE), else CS is random.
-# Addresses are 7 bits so that the ports meet often.
-TOP = """
-module {name}(input clk, input rst, input rb, input [17:0] dia, dib, input [6:0] ada, adb,
-  input cea, ceb, ocea, oceb, wea, web, input [3:0] sa, sb, output [17:0] doa, dob);
-  wire [2:0] csa = sa[3] ? 3'b{csa} : sa[2:0], csb = sb[3] ? 3'b{csb} : sb[2:0];
-  {body}
-endmodule
-"""
+CONFIGURATIONS = (
+    # x18 writethrough / x9 behind an output register; sync reset, chip selects
+    dict(DATA_WIDTH_A=18, DATA_WIDTH_B=9, WRITEMODE_A="WRITETHROUGH", WRITEMODE_B="READBEFOREWRITE",
+         REGMODE_A="NOREG", REGMODE_B="OUTREG", RESETMODE="SYNC", CSDECODE_A="010",
+         CSDECODE_B="101"),
+    # x4 NORMAL behind an output register / x1 writethrough; async reset
+    dict(DATA_WIDTH_A=4, DATA_WIDTH_B=1, WRITEMODE_A="NORMAL", WRITEMODE_B="WRITETHROUGH",
+         REGMODE_A="OUTREG", REGMODE_B="NOREG", RESETMODE="ASYNC", CSDECODE_A="000",
+         CSDECODE_B="111"),
+    # x2 / x18 NORMAL
+    dict(DATA_WIDTH_A=2, DATA_WIDTH_B=18, WRITEMODE_A="READBEFOREWRITE", WRITEMODE_B="NORMAL",
+         REGMODE_A="NOREG", REGMODE_B="NOREG", RESETMODE="SYNC", CSDECODE_A="110",
+         CSDECODE_B="011"),
+    # x36 behind an output register; async reset
+    dict(DATA_WIDTH_A=36, DATA_WIDTH_B=36, WRITEMODE_A="NORMAL", WRITEMODE_B="NORMAL",
+         REGMODE_A="NOREG", REGMODE_B="OUTREG", RESETMODE="ASYNC", CSDECODE_A="001",
+         CSDECODE_B="100"),
+)
+# Initial contents in the rows the tests' 7-bit addresses reach (rows 0-7), and one beyond.
+INIT = {row: (0x2_5A5A + 0x1_1111 * row) & 0x3FFFF for row in range(8)} | {900: 0x3FFFF}
 
 
 def _pins(port: str, name: str, width: int) -> str:
     return ", ".join(f".{port}{i}({name}[{i}])" for i in range(width))
 
 
-def _tops(parameters: dict, init_rows: dict[int, int]) -> tuple[str, str]:
-    """(reference top, netlist-style top with a DP16KD instance) of one configuration."""
-    rows = [0] * 1024
-    for row, value in init_rows.items():
-        rows[row] = value
-    cs = {"csa": parameters["CSDECODE_A"], "csb": parameters["CSDECODE_B"]}
+def _tops(configurations, init_rows: dict[int, int]) -> tuple[str, str]:
+    """(reference top ``ref_top``, netlist-style top ``gate_top`` with DP16KD instances): one
+    RAM per configuration, on shared random inputs. ``rst`` (one cycle in 16) resets port A,
+    and port B when ``rb`` too; ``sa``/``sb``'s top bit selects a port (its CSDECODE), else
+    CS is random. Addresses are 7 bits, so that the ports meet often."""
+    rows = [init_rows.get(row, 0) for row in range(1024)]
     init = "".join(f"{rows[r]:05x}" for r in reversed(range(1024)))  # 20 bits a row
-    reference = (f"ref_dp16kd #(.WA({parameters['DATA_WIDTH_A']}), .WB({parameters['DATA_WIDTH_B']}), "
-                 f".RA(\"{parameters['REGMODE_A']}\"), .RB(\"{parameters['REGMODE_B']}\"), "
-                 f".RESETMODE(\"{parameters['RESETMODE']}\"), .WMA(\"{parameters['WRITEMODE_A']}\"), "
-                 f".WMB(\"{parameters['WRITEMODE_B']}\"), .CSA(3'b{cs['csa']}), .CSB(3'b{cs['csb']}), "
-                 f".INIT(20480'h{init})) ram (.clk(clk), .dia(dia), .dib(dib), "
-                 ".ada({7'd0, ada}), .adb({7'd0, adb}), .cea(cea), .ceb(ceb), .ocea(ocea), "
-                 ".oceb(oceb), .wea(wea), .web(web), .rsta(rst), .rstb(rst & rb), .csa(csa), "
-                 ".csb(csb), .doa(doa), .dob(dob));")
-    values = {key: (f"32'd{value}" if key.startswith("DATA_WIDTH") else
-                    f'"0b{value}"' if key.startswith("CSDECODE") else f'"{value}"')
-              for key, value in parameters.items()}
-    values.update({f"INITVAL_{block:02X}": "320'h" + "".join(
-        f"{rows[block * 16 + r]:05x}" for r in reversed(range(16))) for block in range(64)})
-    gate = ("wire [13:0] a = {7'd0, ada}, b = {7'd0, adb};\n  DP16KD #(\n"
-            + ",\n".join(f"    .{key}({value})" for key, value in values.items())
-            + ") ram (.CLKA(clk), .CLKB(clk), .RSTA(rst), .RSTB(rst & rb), .CEA(cea), .CEB(ceb), "
-            ".OCEA(ocea), .OCEB(oceb), .WEA(wea), .WEB(web), "
+    initvals = {f"INITVAL_{block:02X}": "320'h" + "".join(
+        f"{rows[block * 16 + r]:05x}" for r in reversed(range(16))) for block in range(64)}
+    outputs = ", ".join(f"output [17:0] doa{i}, dob{i}" for i in range(len(configurations)))
+    header = (f"(input clk, input rst, input rb, input [17:0] dia, dib, input [6:0] ada, adb, "
+              f"input cea, ceb, ocea, oceb, wea, web, input [3:0] sa, sb, {outputs});\n"
+              "  wire [13:0] a = {7'd0, ada}, b = {7'd0, adb};\n")
+    reference, gate = "module ref_top" + header, "module gate_top" + header
+    for i, p in enumerate(configurations):
+        selects = (f"  wire [2:0] csa{i} = sa[3] ? 3'b{p['CSDECODE_A']} : sa[2:0];\n"
+                   f"  wire [2:0] csb{i} = sb[3] ? 3'b{p['CSDECODE_B']} : sb[2:0];\n")
+        reference += selects + (
+            f"  ref_dp16kd #(.WA({p['DATA_WIDTH_A']}), .WB({p['DATA_WIDTH_B']}), "
+            f".RA(\"{p['REGMODE_A']}\"), .RB(\"{p['REGMODE_B']}\"), .RESETMODE(\"{p['RESETMODE']}\"), "
+            f".WMA(\"{p['WRITEMODE_A']}\"), .WMB(\"{p['WRITEMODE_B']}\"), .CSA(3'b{p['CSDECODE_A']}), "
+            f".CSB(3'b{p['CSDECODE_B']}), .INIT(20480'h{init})) ram{i} (.clk(clk), .dia(dia), "
+            ".dib(dib), .ada(a), .adb(b), .cea(cea), .ceb(ceb), .ocea(ocea), .oceb(oceb), "
+            f".wea(wea), .web(web), .rsta(rst), .rstb(rst & rb), .csa(csa{i}), .csb(csb{i}), "
+            f".doa(doa{i}), .dob(dob{i}));\n")
+        values = {key: (f"32'd{value}" if key.startswith("DATA_WIDTH") else
+                        f'"0b{value}"' if key.startswith("CSDECODE") else f'"{value}"')
+                  for key, value in p.items()} | initvals
+        gate += selects + (
+            "  DP16KD #(\n" + ",\n".join(f"    .{key}({value})" for key, value in values.items())
+            + f") ram{i} (.CLKA(clk), .CLKB(clk), .RSTA(rst), .RSTB(rst & rb), .CEA(cea), "
+            ".CEB(ceb), .OCEA(ocea), .OCEB(oceb), .WEA(wea), .WEB(web), "
             + ", ".join([_pins("DIA", "dia", 18), _pins("DIB", "dib", 18), _pins("ADA", "a", 14),
-                         _pins("ADB", "b", 14), _pins("CSA", "csa", 3), _pins("CSB", "csb", 3),
-                         _pins("DOA", "doa", 18), _pins("DOB", "dob", 18)]) + ");")
-    return (REFERENCE + TOP.format(name="ref_top", body=reference, **cs),
-            TOP.format(name="gate_top", body=gate, **cs))
+                         _pins("ADB", "b", 14), _pins("CSA", f"csa{i}", 3),
+                         _pins("CSB", f"csb{i}", 3), _pins("DOA", f"doa{i}", 18),
+                         _pins("DOB", f"dob{i}", 18)]) + ");\n")
+    return REFERENCE + reference + "endmodule\n", gate + "endmodule\n"
 
 
-CONFIGURATIONS = {
-    "x18 writethrough / x9 output register, sync reset, chip selects": dict(
-        DATA_WIDTH_A=18, DATA_WIDTH_B=9, WRITEMODE_A="WRITETHROUGH", WRITEMODE_B="READBEFOREWRITE",
-        REGMODE_A="NOREG", REGMODE_B="OUTREG", RESETMODE="SYNC", CSDECODE_A="010",
-        CSDECODE_B="101"),
-    "x4 normal, output register / x1 writethrough, async reset": dict(
-        DATA_WIDTH_A=4, DATA_WIDTH_B=1, WRITEMODE_A="NORMAL", WRITEMODE_B="WRITETHROUGH",
-        REGMODE_A="OUTREG", REGMODE_B="NOREG", RESETMODE="ASYNC", CSDECODE_A="000",
-        CSDECODE_B="111"),
-    "x2 / x18 normal": dict(
-        DATA_WIDTH_A=2, DATA_WIDTH_B=18, WRITEMODE_A="READBEFOREWRITE", WRITEMODE_B="NORMAL",
-        REGMODE_A="NOREG", REGMODE_B="NOREG", RESETMODE="SYNC", CSDECODE_A="110",
-        CSDECODE_B="011"),
-    "x36 with output register and async reset": dict(
-        DATA_WIDTH_A=36, DATA_WIDTH_B=36, WRITEMODE_A="NORMAL", WRITEMODE_B="NORMAL",
-        REGMODE_A="NOREG", REGMODE_B="OUTREG", RESETMODE="ASYNC", CSDECODE_A="001",
-        CSDECODE_B="100"),
-}
-
-
-@pytest.mark.parametrize("name", list(CONFIGURATIONS))
-def test_the_model_equals_the_reference_in_every_mode(name):
-    # Initial contents in the rows the 7-bit addresses reach (rows 0-7) and one beyond.
-    init = {row: (0x2_5A5A + 0x1_1111 * row) & 0x3FFFF for row in range(8)} | {900: 0x3FFFF}
-    reference, gate = _tops(CONFIGURATIONS[name], init)
+def test_the_model_equals_the_reference_in_every_mode():
+    reference, gate = _tops(CONFIGURATIONS, INIT)
     result = check_block(reference, "ref_top", gate, "gate_top", "ecp5", cycles=200_000)
     assert result.equal, result.first_mismatch
 
 
 def test_the_reference_check_sees_a_wrong_address_map():
     """The same check fails when the netlist's x9 port reads another byte."""
-    parameters = CONFIGURATIONS["x18 writethrough / x9 output register, sync reset, chip selects"]
-    reference, gate = _tops(parameters, {})
+    reference, gate = _tops(CONFIGURATIONS[:1], INIT)
     gate = gate.replace(".ADB3(b[3])", ".ADB3(~b[3])")
     assert check_block(reference, "ref_top", gate, "gate_top", "ecp5", cycles=20_000).mismatches
 
