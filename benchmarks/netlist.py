@@ -18,13 +18,14 @@ Yosys's cell models (`sim.gate`) in two ways:
   backpressure) whose final DRAM images must equal fsim's, and one compiled
   conv layer whose output must equal numpy's and fsim's (`bench.suite.run_layer`).
 
+ECP5 block RAM (``DP16KD``) runs on vdla's model of it (sim/ecp5_dp16kd.v).
 The whole-core run is for the presets in ``--chip-configs`` (default: all
 but ``default``, whose 256 multipliers and 47,000 LUTs make a gate-level
 model that takes far longer to compile than the others; its GEMM core, where
 the DSP mapping happens, is checked by the miter). Prints one line per preset
-and writes ``benchmarks/results/netlist.json`` (synthesis and Verilator build
-times, mismatch counts, failing seeds), keeping the rows of presets not
-named in ``--configs``.
+and writes ``benchmarks/results/netlist.json`` (the core netlist's cells,
+synthesis and Verilator build times, mismatch counts, failing seeds), keeping
+the rows of presets not named in ``--configs``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
     """Random programs and a conv layer on the core's gate-level model, against fsim."""
     from vdla.bench.suite import run_layer
     from vdla.hw.synth import core_netlist
-    from vdla.sim.gate import gate_model
+    from vdla.sim.gate import GATE_OPT_FAST, cell_counts, gate_model
     began = time.perf_counter()
     netlist = core_netlist(config, target)
     synth_seconds = time.perf_counter() - began
@@ -88,8 +89,10 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
     run_seconds = time.perf_counter() - began
     layer = run_layer(conv_workload(), config, "rtl", backend_options={"build": build})
     reference = run_layer(conv_workload(), config, "fsim")
-    return {"netlist_bytes": len(netlist), "synth_seconds": round(synth_seconds, 1),
-            "build_seconds": round(build_seconds, 1), "build_cached": build.cached,
+    return {"netlist_bytes": len(netlist), "cells": cell_counts(netlist),
+            "synth_seconds": round(synth_seconds, 1), "build_seconds": round(build_seconds, 1),
+            "build_cached": build.cached, "cold_build_seconds": build.manifest.get("build_seconds"),
+            "opt_fast": GATE_OPT_FAST,
             "programs": programs, "first_seed": first_seed,
             "passed": programs - len(failures), "failures": failures,
             "gate_cycles": cycles, "run_seconds": round(run_seconds, 1),

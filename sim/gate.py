@@ -51,13 +51,17 @@ from vdla.hw.config import HwConfig
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["GateError", "BlockCheck", "cell_models", "check_block", "gemm_core_check",
+__all__ = ["GateError", "BlockCheck", "cell_counts", "cell_models", "check_block", "gemm_core_check",
            "gate_verilog", "gate_model", "yosys_share"]
 
 # The families' simulation libraries inside Yosys's share directory.
 CELL_LIBRARIES = {"ice40": ("ice40/cells_sim.v",), "ecp5": ("ecp5/cells_sim.v",)}
 # vdla's behaviour of the ECP5 block RAM, behind Yosys's declaration of its pins.
 DP16KD_MODEL = Path(__file__).resolve().parent / "ecp5_dp16kd.v"
+# The gate-level core model's C++ optimisation (`sim.rtl.build_model`'s ``opt_fast``), below
+# the RTL model's -O2: a synthesised core is megabytes of cell instances, and compiling it,
+# more than running it, is what a gate-level check waits for (benchmarks/README.md).
+GATE_OPT_FAST = "-O1"
 # Bump when the miter or its build changes in a way the cache key does not see.
 RECIPE_VERSION = 1
 # Cycles after which every pipeline register of a block has been written from its inputs.
@@ -466,11 +470,22 @@ def gemm_core_check(config: HwConfig, target: str, device: str | None = None, *,
     return check_block(gold, "gemm_rtl", gate, "gemm_gate", target, cycles=cycles, seed=seed)
 
 
-def gate_model(config: HwConfig, target: str, device: str | None = None):
+def gate_model(config: HwConfig, target: str, device: str | None = None, *,
+               opt_fast: str = GATE_OPT_FAST, progress=None):
     """The Verilator model (`sim.rtl.ModelBuild`, cached) of ``config``'s core netlist from
     ``target``'s flow, with the RTL tier's harness, DRAM model and C ABI: pass it as
     ``build=`` to the ``rtl`` backend (`sim.rtl.RtlSimulator`, `runtime.Device`) to run
-    programs on the gates."""
+    programs on the gates. ``opt_fast``: the C++ optimisation of the model (`GATE_OPT_FAST`);
+    ``progress`` is called with a line before a cold build."""
     from vdla.hw.synth import core_netlist
     from vdla.sim.rtl import build_model
-    return build_model(config, verilog=gate_verilog(target, core_netlist(config, target, device)))
+    return build_model(config, verilog=gate_verilog(target, core_netlist(config, target, device)),
+                       opt_fast=opt_fast, progress=progress)
+
+
+def cell_counts(netlist: str) -> dict[str, int]:
+    """How many of each cell ``netlist`` instantiates, most first (its modules' own, too)."""
+    counts: dict[str, int] = {}
+    for name in _cell_types(netlist):
+        counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
