@@ -51,8 +51,8 @@ from vdla.hw.config import HwConfig
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["GateError", "BlockCheck", "cell_counts", "cell_models", "check_block", "gemm_core_check",
-           "gate_verilog", "gate_model", "yosys_share"]
+__all__ = ["GateError", "BlockCheck", "cell_counts", "cell_models", "check_block",
+           "gemm_core_check", "gate_verilog", "gate_model", "yosys_share"]
 
 # The families' simulation libraries inside Yosys's share directory.
 CELL_LIBRARIES = {"ice40": ("ice40/cells_sim.v",), "ecp5": ("ecp5/cells_sim.v",)}
@@ -68,8 +68,10 @@ RECIPE_VERSION = 1
 WARMUP_CYCLES = 8
 
 _MODULE = re.compile(r"^module\s+\\?([\w$]+)\b.*?\bendmodule\b", re.MULTILINE | re.DOTALL)
-_INSTANCE = re.compile(r"(?:^|;)\s*(?:\(\*[^*]*\*\)\s*)*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(",
-                       re.MULTILINE | re.DOTALL)
+# An instance: at a line's start or after a ``;`` (Yosys's one-line cell models), behind any
+# ``(* attributes *)``.
+_INSTANCE = re.compile(r"(?:^|;)\s*(?:\(\*[^*]*\*\)\s*)*\\?([A-Za-z_][\w$]*)\s+"
+                       r"(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(", re.MULTILINE | re.DOTALL)
 # Words that start statements which look like an instance to `_INSTANCE` (``else if (``).
 _KEYWORDS = frozenset("if else begin end case casez casex for while repeat always assign wire reg "
                       "module initial input output inout function task generate localparam "
@@ -223,7 +225,8 @@ def _check_mult18x18d(netlist: str) -> None:
 
 # What vdla's DP16KD models, per parameter (the ``*MUX`` pin options: each pin as it is).
 _DP16KD_VALUES = {
-    "DATA_WIDTH_A": ("1", "2", "4", "9", "18", "36"), "DATA_WIDTH_B": ("1", "2", "4", "9", "18", "36"),
+    "DATA_WIDTH_A": ("1", "2", "4", "9", "18", "36"),
+    "DATA_WIDTH_B": ("1", "2", "4", "9", "18", "36"),
     "WRITEMODE_A": ("NORMAL", "WRITETHROUGH", "READBEFOREWRITE"),
     "WRITEMODE_B": ("NORMAL", "WRITETHROUGH", "READBEFOREWRITE"),
     "REGMODE_A": ("NOREG", "OUTREG"), "REGMODE_B": ("NOREG", "OUTREG"),

@@ -33,7 +33,8 @@ class Rams(wiring.Component):
         self.shapes = shapes
         bits = max((depth - 1).bit_length() for _, depth, *_ in shapes)
         super().__init__({"wa": In(bits), "ra": In(bits), "wd": In(36), "we": In(4),
-                          "re": In(1), **{f"rd{i}": Out(shape[0]) for i, shape in enumerate(shapes)}})
+                          "re": In(1),
+                          **{f"rd{i}": Out(shape[0]) for i, shape in enumerate(shapes)}})
 
     def elaborate(self, platform):
         m = Module()
@@ -196,8 +197,9 @@ def _tops(configurations, init_rows: dict[int, int]) -> tuple[str, str]:
                    f"  wire [2:0] csb{i} = sb[3] ? 3'b{p['CSDECODE_B']} : sb[2:0];\n")
         reference += selects + (
             f"  ref_dp16kd #(.WA({p['DATA_WIDTH_A']}), .WB({p['DATA_WIDTH_B']}), "
-            f".RA(\"{p['REGMODE_A']}\"), .RB(\"{p['REGMODE_B']}\"), .RESETMODE(\"{p['RESETMODE']}\"), "
-            f".WMA(\"{p['WRITEMODE_A']}\"), .WMB(\"{p['WRITEMODE_B']}\"), .CSA(3'b{p['CSDECODE_A']}), "
+            f".RA(\"{p['REGMODE_A']}\"), .RB(\"{p['REGMODE_B']}\"), "
+            f".RESETMODE(\"{p['RESETMODE']}\"), .WMA(\"{p['WRITEMODE_A']}\"), "
+            f".WMB(\"{p['WRITEMODE_B']}\"), .CSA(3'b{p['CSDECODE_A']}), "
             f".CSB(3'b{p['CSDECODE_B']}), .INIT(20480'h{init})) ram{i} (.clk(clk), .dia(dia), "
             ".dib(dib), .ada(a), .adb(b), .cea(cea), .ceb(ceb), .ocea(ocea), .oceb(oceb), "
             f".wea(wea), .web(web), .rsta(rst), .rstb(rst & rb), .csa(csa{i}), .csb(csb{i}), "
@@ -236,7 +238,8 @@ def test_the_reference_check_sees_a_wrong_address_map():
     ('.CSDECODE_A("0b0x1")', 'has CSDECODE_A="0b0x1"'),
 ])
 def test_configurations_the_model_does_not_simulate_are_refused(parameter, text):
-    netlist = (f"module top(clk, a, y);\n  input clk, a;\n  output y;\n  DP16KD #(\n    {parameter},\n"
+    netlist = (f"module top(clk, a, y);\n  input clk, a;\n  output y;\n"
+               f"  DP16KD #(\n    {parameter},\n"
                "    .DATA_WIDTH_B(32'd18)\n  ) \\mem.0.0  (\n    .CLKA(clk),\n    .CLKB(clk),\n"
                "    .ADA0(a),\n    .DOA0(y)\n  );\nendmodule\n")
     with pytest.raises(GateError, match=f"^the DP16KD mem.0.0 {re.escape(text)}: vdla's model "
@@ -246,7 +249,8 @@ def test_configurations_the_model_does_not_simulate_are_refused(parameter, text)
 
 def test_two_clocks_are_refused_and_an_unused_ports_is_not():
     netlist = ("module top(c0, c1, a, y);\n  input c0, c1, a;\n  output y;\n  DP16KD ram (\n"
-               "    .CLKA(c0),\n    .CLKB({clock}),\n    .ADA0(a),\n    .DOA0(y)\n  );\nendmodule\n")
+               "    .CLKA(c0),\n    .CLKB({clock}),\n    .ADA0(a),\n    .DOA0(y)\n  );\n"
+               "endmodule\n")
     assert "vdla_dp16kd" in cell_models("ecp5", netlist.format(clock="1'h0"))
     with pytest.raises(GateError, match="^the DP16KD ram has a clock on each port: "):
         cell_models("ecp5", netlist.format(clock="c1"))
