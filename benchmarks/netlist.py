@@ -18,13 +18,14 @@ Yosys's cell models (`sim.gate`) in two ways:
   backpressure) whose final DRAM images must equal fsim's, and one compiled
   conv layer whose output must equal numpy's and fsim's (`bench.layer_run.run_layer`).
 
+ECP5 block RAM (``DP16KD``) runs on vdla's model of it (sim/ecp5_dp16kd.v).
 The whole-core run is for the presets in ``--chip-configs`` (default: all
 but ``default``, whose 256 multipliers and 47,000 LUTs make a gate-level
 model that takes far longer to compile than the others; its GEMM core, where
 the DSP mapping happens, is checked by the miter). Prints one line per preset
-and writes ``benchmarks/results/netlist.json`` (synthesis and Verilator build
-times, mismatch counts, failing seeds), keeping the rows of presets not
-named in ``--configs``.
+and writes ``benchmarks/results/netlist.json`` (the core netlist's cells,
+synthesis and Verilator build times, mismatch counts, failing seeds), keeping
+the rows of presets not named in ``--configs``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
     """Random programs and a conv layer on the core's gate-level model, against fsim."""
     from vdla.bench.layer_run import run_layer
     from vdla.hw.synth import core_netlist
-    from vdla.sim.gate import gate_model
+    from vdla.sim.gate import GATE_OPT_FAST, cell_counts, gate_model
     began = time.perf_counter()
     netlist = core_netlist(config, target)
     synth_seconds = time.perf_counter() - began
@@ -82,14 +83,19 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
             failures.append({"seed": seed, "error": f"{type(error).__name__}: {error}"[:500]})
             continue
         cycles += result.cycles or 0
+        if (seed - first_seed + 1) % 10 == 0:
+            print(f"  {config.name}: {seed - first_seed + 1} programs run on the gates",
+                  file=sys.stderr, flush=True)
         if not np.array_equal(expected, actual):
             failures.append({"seed": seed,
                              "difference": program.describe_difference(expected, actual)})
     run_seconds = time.perf_counter() - began
     layer = run_layer(conv_workload(), config, "rtl", backend_options={"build": build})
     reference = run_layer(conv_workload(), config, "fsim")
-    return {"netlist_bytes": len(netlist), "synth_seconds": round(synth_seconds, 1),
-            "build_seconds": round(build_seconds, 1), "build_cached": build.cached,
+    return {"netlist_bytes": len(netlist), "cells": cell_counts(netlist),
+            "synth_seconds": round(synth_seconds, 1), "build_seconds": round(build_seconds, 1),
+            "build_cached": build.cached, "cold_build_seconds": build.manifest.get("build_seconds"),
+            "opt_fast": GATE_OPT_FAST,
             "programs": programs, "first_seed": first_seed,
             "passed": programs - len(failures), "failures": failures,
             "gate_cycles": cycles, "run_seconds": round(run_seconds, 1),
@@ -103,6 +109,10 @@ def _equal(report: dict) -> bool:
         chip is None or (chip["passed"] == chip["programs"] and chip["conv"]["correct"]))
 
 
+def _rows(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["configs"] if path.exists() else []
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configs", nargs="+", default=[name for name, _ in PLAN],
@@ -110,7 +120,7 @@ def main(argv=None) -> int:
     parser.add_argument("--programs", type=int, default=100, help="random programs per preset")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--cycles", type=int, default=1_000_000,
-                        help="random cycles of the GEMM core miter")
+                        help="random cycles of the GEMM core miter (0: keep the results file's)")
     parser.add_argument("--chip-configs", nargs="*", default=[name for name, _ in PLAN
                                                                if name != "default"],
                         help="presets whose whole core also runs programs on its netlist")
@@ -118,18 +128,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from vdla.sim.gate import GateError, gemm_core_check
     command = "python benchmarks/netlist.py " + " ".join(argv or sys.argv[1:])
-    previous = json.loads(args.output.read_text())["configs"] if args.output.exists() else []
-    reports = [report for report in previous if report["config"] not in args.configs]
-    ok = True
+    ok, reports = True, []
     for name, target in PLAN:
         if name not in args.configs:
             continue
         config = PRESETS[name]
-        gemm = gemm_core_check(config, target, cycles=args.cycles)
-        report = {"config": name, "target": target, "command": command,
-                  "gemm": {"cycles": gemm.cycles, "mismatches": gemm.mismatches,
-                           "first_mismatch": gemm.first_mismatch, "seconds": gemm.seconds}}
-        line = f"{name:10s} {target}: GEMM core {gemm.mismatches} mismatches in {gemm.cycles} cycles"
+        earlier = next((row for row in _rows(args.output) if row["config"] == name), {})
+        if args.cycles == 0 and "gemm" in earlier:   # the miter's last run, and its command
+            gemm = {"command": earlier.get("command"), **earlier["gemm"]}
+        else:
+            check = gemm_core_check(config, target, cycles=args.cycles)
+            gemm = {"cycles": check.cycles, "mismatches": check.mismatches,
+                    "first_mismatch": check.first_mismatch, "seconds": check.seconds}
+        report = {"config": name, "target": target, "command": command, "gemm": gemm}
+        line = (f"{name:10s} {target}: GEMM core {gemm['mismatches']} mismatches in "
+                f"{gemm['cycles']} cycles")
         chip = None
         if name in args.chip_configs:
             try:
@@ -147,12 +160,15 @@ def main(argv=None) -> int:
         print(line, flush=True)
         ok &= _equal(report)
         reports.append(report)
+        # Read again: another run may have written other presets' rows meanwhile.
+        done = {row["config"] for row in reports}
+        rows = [row for row in _rows(args.output) if row["config"] not in done] + reports
+        rows.sort(key=lambda row: [plan for plan, _ in PLAN].index(row["config"]))
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({
             "benchmark": "synthesised netlists (Yosys cell models, Verilator) vs RTL and fsim",
             "machine": platform.platform(), "python": platform.python_version(),
-            "all_equal": ok and all(_equal(report) for report in reports),
-            "configs": reports}, indent=2) + "\n")
+            "all_equal": all(_equal(row) for row in rows), "configs": rows}, indent=2) + "\n")
     print(f"wrote {args.output}")
     return 0 if ok else 1
 

@@ -26,9 +26,12 @@ it as a combinational 18x18 multiplier (no register, no pre-adder). The model
 here is that black box's header with that one behaviour, and a netlist whose
 ``MULT18X18D`` sets anything else is refused rather than simulated wrongly.
 Yosys's ECP5 block RAM model (``DP16KD`` in ``ecp5/cells_sim.v``) is a port
-and parameter list with no behaviour: a netlist with block RAMs is refused
-(`GateError`) rather than simulated reading zeros, so on ECP5 the checks
-reach the blocks without block RAM (the GEMM core), not the whole core.
+and parameter list with no behaviour; vdla's (``sim/ecp5_dp16kd.v``, written
+from Lattice's documentation: every data width, write mode, output register,
+chip select and reset mode) stands behind that list, and a ``DP16KD`` it does
+not model (an inverted pin, two clocks) is refused. Any other cell whose
+library model has no behaviour is refused (`GateError`) rather than simulated
+reading zeros.
 """
 
 from __future__ import annotations
@@ -49,19 +52,27 @@ from vdla.hw.config import HwConfig
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, \
     verilator_version
 
-__all__ = ["GateError", "BlockCheck", "cell_models", "check_block", "gemm_core_check",
-           "gate_verilog", "gate_model", "yosys_share"]
+__all__ = ["GateError", "BlockCheck", "cell_counts", "cell_models", "check_block",
+           "gemm_core_check", "gate_verilog", "gate_model", "yosys_share"]
 
 # The families' simulation libraries inside Yosys's share directory.
 CELL_LIBRARIES = {"ice40": ("ice40/cells_sim.v",), "ecp5": ("ecp5/cells_sim.v",)}
+# vdla's behaviour of the ECP5 block RAM, behind Yosys's declaration of its pins.
+DP16KD_MODEL = Path(__file__).resolve().parent / "ecp5_dp16kd.v"
+# The gate-level core model's C++ optimisation (`sim.rtl.build_model`'s ``opt_fast``), below
+# the RTL model's -O2: a synthesised core is megabytes of cell instances, and compiling it,
+# more than running it, is what a gate-level check waits for (benchmarks/README.md).
+GATE_OPT_FAST = "-O1"
 # Bump when the miter or its build changes in a way the cache key does not see.
 RECIPE_VERSION = 1
 # Cycles after which every pipeline register of a block has been written from its inputs.
 WARMUP_CYCLES = 8
 
 _MODULE = re.compile(r"^module\s+\\?([\w$]+)\b.*?\bendmodule\b", re.MULTILINE | re.DOTALL)
-_INSTANCE = re.compile(r"^\s*\\?([A-Za-z_][\w$]*)\s+(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(",
-                       re.MULTILINE | re.DOTALL)
+# An instance: at a line's start or after a ``;`` (Yosys's one-line cell models), behind any
+# ``(* attributes *)``.
+_INSTANCE = re.compile(r"(?:^|;)\s*(?:\(\*[^*]*\*\)\s*)*\\?([A-Za-z_][\w$]*)\s+"
+                       r"(?:#\((.*?)\)\s*)?\\?([\w$.\[\]]+)\s*\(", re.MULTILINE | re.DOTALL)
 # Words that start statements which look like an instance to `_INSTANCE` (``else if (``).
 _KEYWORDS = frozenset("if else begin end case casez casex for while repeat always assign wire reg "
                       "module initial input output inout function task generate localparam "
@@ -136,6 +147,8 @@ def _library_modules(target: str) -> dict[str, str]:
     modules = {match.group(1): match.group(0) for match in _MODULE.finditer(text)}
     if target == "ecp5":
         modules["MULT18X18D"] = _mult18x18d()
+        modules["DP16KD"] = _dp16kd(modules["DP16KD"])
+        modules["vdla_dp16kd"] = DP16KD_MODEL.read_text()
     # Before the first module: ``timescale`` and the ``define``s the models use.
     modules[""] = text[:text.index("\nmodule ")] if "\nmodule " in text else ""
     return modules
@@ -167,15 +180,80 @@ endmodule
 """
 
 
-def _check_mult18x18d(netlist: str) -> None:
+def _dp16kd(declaration: str) -> str:
+    """ECP5 ``DP16KD``: Yosys's declaration (``ecp5/cells_sim.v``: one pin per port, every
+    parameter) in front of vdla's behaviour (`DP16KD_MODEL`, on buses)."""
+    def bus(name, width):
+        return "{" + ", ".join(f"{name}{i}" for i in reversed(range(width))) + "}"
+
+    def chip_select(name):  # "0bXYZ": bit 0 of each digit's character is the digit
+        return f"{{{name}[16], {name}[8], {name}[0]}}"
+    init = ", ".join(f"INITVAL_{row:02X}" for row in reversed(range(64)))
+    return declaration[:declaration.rindex("endmodule")] + f"""
+    // vdla: the behaviour, sim/ecp5_dp16kd.v (sim/gate.py refuses what it does not model).
+    vdla_dp16kd #(.WIDTH_A(DATA_WIDTH_A), .WIDTH_B(DATA_WIDTH_B), .REGMODE_A(REGMODE_A),
+        .REGMODE_B(REGMODE_B), .RESETMODE(RESETMODE), .CSDECODE_A({chip_select("CSDECODE_A")}),
+        .CSDECODE_B({chip_select("CSDECODE_B")}), .WRITEMODE_A(WRITEMODE_A),
+        .WRITEMODE_B(WRITEMODE_B), .INIT({{{init}}})) ram (
+        .clk(CLKA | CLKB), .dia({bus("DIA", 18)}), .dib({bus("DIB", 18)}),
+        .ada({bus("ADA", 14)}), .adb({bus("ADB", 14)}),
+        .cea(CEA), .ceb(CEB), .ocea(OCEA), .oceb(OCEB), .wea(WEA), .web(WEB),
+        .rsta(RSTA), .rstb(RSTB), .csa({bus("CSA", 3)}), .csb({bus("CSB", 3)}),
+        .doa({bus("DOA", 18)}), .dob({bus("DOB", 18)}));
+endmodule
+"""
+
+
+def _instances(netlist: str, cell: str):
+    """(name, parameters, connections) of each ``cell`` instance in a Yosys netlist; values
+    as written (strings keep their quotes)."""
     for match in _INSTANCE.finditer(netlist):
-        if match.group(1) != "MULT18X18D" or not match.group(2):
+        if match.group(1) != cell:
             continue
-        for name, value in re.findall(r"\.(\w+)\(([^)]*)\)", match.group(2)):
+        body = netlist[match.end():netlist.find(");", match.end())]
+        yield (match.group(3), dict(re.findall(r"\.(\w+)\(([^)]*)\)", match.group(2) or "")),
+               {name: value.strip() for name, value in re.findall(r"\.(\w+)\(([^()]*)\)", body)})
+
+
+def _check_mult18x18d(netlist: str) -> None:
+    for _, parameters, _ in _instances(netlist, "MULT18X18D"):
+        for name, value in parameters.items():
             if (name.startswith("REG_") and name.endswith("_CLK") and value.strip('"') != "NONE") \
                     or (name == "MULT_BYPASS" and value.strip('"') != "DISABLED"):
                 raise GateError(f"a MULT18X18D with {name}={value} is in the netlist: vdla's model "
                                 "of it is the combinational multiplier Yosys maps $mul to")
+
+
+# What vdla's DP16KD models, per parameter (the ``*MUX`` pin options: each pin as it is).
+_DP16KD_VALUES = {
+    "DATA_WIDTH_A": ("1", "2", "4", "9", "18", "36"),
+    "DATA_WIDTH_B": ("1", "2", "4", "9", "18", "36"),
+    "WRITEMODE_A": ("NORMAL", "WRITETHROUGH", "READBEFOREWRITE"),
+    "WRITEMODE_B": ("NORMAL", "WRITETHROUGH", "READBEFOREWRITE"),
+    "REGMODE_A": ("NOREG", "OUTREG"), "REGMODE_B": ("NOREG", "OUTREG"),
+    "RESETMODE": ("SYNC", "ASYNC"), "ASYNC_RESET_RELEASE": ("SYNC", "ASYNC"),
+}
+
+
+def _check_dp16kd(netlist: str) -> None:
+    for name, parameters, connections in _instances(netlist, "DP16KD"):
+        values = {key: re.sub(r"^32'd|\"", "", value) for key, value in parameters.items()}
+        problem = next((f"{key}={parameters[key]}" for key, allowed in _DP16KD_VALUES.items()
+                        if key in values and values[key] not in allowed), None)
+        problem = problem or next((f"{key}={value}" for key, value in parameters.items()
+                                   if key.endswith("MUX") and value.strip('"') != key[:-3]), None)
+        problem = problem or next((f"{key}={value}" for key, value in parameters.items()
+                                   if key.startswith("CSDECODE_")
+                                   and not re.fullmatch(r'"0b[01]{3}"', value)), None)
+        if problem is None and ("36" in (values.get("DATA_WIDTH_A"), values.get("DATA_WIDTH_B"))
+                                and values.get("DATA_WIDTH_A") != values.get("DATA_WIDTH_B")):
+            problem = "one port 36 bits wide and the other not"
+        clocks = {connections.get("CLKA"), connections.get("CLKB")} - {"1'h0"}  # 0: port unused
+        if problem is None and len(clocks) > 1:
+            problem = "a clock on each port"
+        if problem:
+            raise GateError(f"the DP16KD {name} has {problem}: vdla's model of "
+                            "DP16KD (sim/ecp5_dp16kd.v) does not simulate that")
 
 
 def _cell_types(verilog: str) -> list[str]:
@@ -198,6 +276,7 @@ def cell_models(target: str, netlist: str) -> str:
     defined = {match.group(1) for match in _MODULE.finditer(netlist)}
     if target == "ecp5":
         _check_mult18x18d(netlist)
+        _check_dp16kd(netlist)
     wanted: list[str] = []
     pending = _cell_types(netlist)
     while pending:
@@ -395,11 +474,22 @@ def gemm_core_check(config: HwConfig, target: str, device: str | None = None, *,
     return check_block(gold, "gemm_rtl", gate, "gemm_gate", target, cycles=cycles, seed=seed)
 
 
-def gate_model(config: HwConfig, target: str, device: str | None = None):
+def gate_model(config: HwConfig, target: str, device: str | None = None, *,
+               opt_fast: str = GATE_OPT_FAST, progress=None):
     """The Verilator model (`sim.rtl.ModelBuild`, cached) of ``config``'s core netlist from
     ``target``'s flow, with the RTL tier's harness, DRAM model and C ABI: pass it as
     ``build=`` to the ``rtl`` backend (`sim.rtl.RtlSimulator`, `runtime.runner.AccelRunner`) to run
-    programs on the gates."""
+    programs on the gates. ``opt_fast``: the C++ optimisation of the model (`GATE_OPT_FAST`);
+    ``progress`` is called with a line before a cold build."""
     from vdla.hw.synth import core_netlist
     from vdla.sim.rtl import build_model
-    return build_model(config, verilog=gate_verilog(target, core_netlist(config, target, device)))
+    return build_model(config, verilog=gate_verilog(target, core_netlist(config, target, device)),
+                       opt_fast=opt_fast, progress=progress)
+
+
+def cell_counts(netlist: str) -> dict[str, int]:
+    """How many of each cell ``netlist`` instantiates, most first (its modules' own, too)."""
+    counts: dict[str, int] = {}
+    for name in _cell_types(netlist):
+        counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))

@@ -76,6 +76,7 @@ def test_wheel_holds_only_vdla_with_its_data(tmp_path):
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"vdla"}
     for needed in ["vdla/sim/rtl/harness.cpp", "vdla/sim/rtl/lz4.h", "vdla/sim/board_uart.cpp",
+                   "vdla/sim/ecp5_dp16kd.v",
                    "vdla/bench/baselines/default.json", "vdla/bench/baselines/tiny.json",
                    "vdla/testing/cocotb/bench_chip.py", "vdla/__main__.py", "vdla/compiler/cpu/pool.c"]:
         assert needed in names

@@ -3,7 +3,8 @@
 The Yosys bug of docs/yosys-ice40-dsp-bug.md is the reference failure: its
 reproducer, synthesised without the flow's fix, must be caught; with the fix
 (`hw.synth.script_after_read`), it and the ``icebreaker`` GEMM core must equal
-their RTL. The whole core's netlist runs random programs against fsim.
+their RTL. The whole core's netlist runs random programs against fsim, on iCE40 and on
+ECP5 (block RAM on vdla's DP16KD model, tests/sim/test_ecp5_dp16kd.py).
 """
 
 from __future__ import annotations
@@ -77,12 +78,14 @@ def test_a_cell_without_model_and_other_ports_are_refused():
 
 
 def test_a_cell_whose_model_has_no_behaviour_is_refused():
-    """Yosys's ECP5 block RAM model is a port list: simulated, it would read zeros."""
-    netlist = "module top(a, y);\n  input a;\n  output y;\n  DP16KD ram (.ADA0(a), .DOA0(y));\nendmodule\n"
-    with pytest.raises(GateError, match="^the ecp5 netlist uses cell DP16KD, whose model in "
-                                        "Yosys's cell library has no behaviour \\(ports and "
+    """Yosys's model of the iCE40 warm-boot primitive is a port list: simulated, a netlist
+    would read zeros from it."""
+    netlist = ("module top(a, y);\n  input a;\n  output y;\n  SB_WARMBOOT boot (.BOOT(a), .S1(y));\n"
+               "endmodule\n")
+    with pytest.raises(GateError, match="^the ice40 netlist uses cell SB_WARMBOOT, whose model "
+                                        "in Yosys's cell library has no behaviour \\(ports and "
                                         "parameters only\\)$"):
-        cell_models("ecp5", netlist)
+        cell_models("ice40", netlist)
 
 
 def test_ecp5_multipliers_with_registers_are_refused():
@@ -95,14 +98,16 @@ def test_ecp5_multipliers_with_registers_are_refused():
 
 
 @pytest.mark.slow
-def test_the_icebreaker_core_netlist_runs_random_programs_like_fsim():
-    """The whole core's iCE40 netlist (block RAMs, DSPs, carry chains) under the RTL tier's
-    harness; benchmarks/netlist.py runs 100 programs on every preset."""
+@pytest.mark.parametrize("preset, target", [("icebreaker", "ice40"), ("tiny", "ecp5")])
+def test_the_core_netlist_runs_random_programs_like_fsim(preset, target):
+    """The whole core's netlist (block RAMs -- on ECP5 vdla's DP16KD --, DSPs, carry chains)
+    under the RTL tier's harness; benchmarks/netlist.py runs 100 programs and a conv layer
+    on every preset, and builds the models this test finds in the cache."""
     from vdla.sim.backends import get_backend
     from vdla.sim.gate import gate_model
     from vdla.testing.programs import generate
-    config = PRESETS["icebreaker"]
-    build = gate_model(config, "ice40")
+    config = PRESETS[preset]
+    build = gate_model(config, target)
     fsim = get_backend("fsim", config)
     for seed, backpressure in ((0, 0), (1, 30), (2, 0), (3, 30)):
         program = generate(config, seed)
