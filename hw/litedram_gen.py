@@ -79,7 +79,11 @@ def litedram_versions() -> str:
 
 def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
     """Verilog of the controller + module model, and its user port's address bits."""
-    from litedram import modules
+    try:
+        from litedram import modules
+    except ImportError:
+        raise RuntimeError(f"the {dram.module} DRAM needs LiteDRAM: "
+                           "pip install 'vdla[dram]'") from None
     from litedram.core import LiteDRAMCore
     from litedram.phy.model import SDRAMPHYModel
     from migen import Module

@@ -209,6 +209,7 @@ def _serial_board(config: HwConfig, port: str | None = None, baud: int = DEFAULT
 def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
                      clocks_per_bit: int | None = None, memory_kind: str | None = None,
                      **options) -> BoardBackend:
+    from vdla.hw.board_memory import MEMORY_KINDS
     from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
     from vdla.hw.boards import BOARDS
     from vdla.hw.litedram_gen import MODULES
@@ -218,6 +219,9 @@ def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
     board_of = next((b for b in BOARDS.values() if b.config.same_hardware(config)), None)
     if memory_kind is None:
         memory_kind = board_of.memory_kind if board_of else "bram"
+    kinds = (*MEMORY_KINDS, *MODULES)
+    if memory_kind not in kinds:
+        raise BoardError(f"memory_kind: one of {', '.join(kinds)}, got {memory_kind!r}")
     if memory_kind in MODULES:
         memory_bytes = MODULES[memory_kind].size_bytes
     elif memory_bytes is None:
