@@ -27,6 +27,7 @@ from vdla.cli.options import Command, check_sim, fail, program_config_option, wr
 from vdla.cli.run_report import run_report, text_lines
 from vdla.compiler.runners import make_runner
 from vdla.hw.board_protocol import BAUD
+from vdla.hw.litedram_gen import MODULES as DRAM_MODULES
 from vdla.runtime.program_file import load
 
 # Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
@@ -130,11 +131,16 @@ def _draw_timeline(path: str, result, program, window) -> str:
               help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
 @click.option("--baud", type=click.IntRange(min=1), default=None,
               help=f"--sim board: the bitstream's UART baud rate (default {BAUD}).")
+@click.option("--board-memory", type=click.Choice(sorted(DRAM_MODULES)), default=None,
+              help="--sim board-sim: a DRAM behind a LiteDRAM controller in place of the "
+                   "board's on-chip memory (litedram-sdram: the ULX3S's 32 MiB SDRAM; "
+                   "needs the dram extra).")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
 def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, timeline_path,
-            timeline_window, target, threads, port, baud, clock_mhz, as_json, config):
+            timeline_window, target, threads, port, baud, board_memory, clock_mhz, as_json,
+            config):
     """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
     check_sim(sim)
     if timeline_path is not None and sim != "rtl":
@@ -160,6 +166,10 @@ def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, 
     options = {}
     if (port is not None or baud is not None) and sim != "board":
         fail(f"--port and --baud are for --sim board (got --sim {sim})")
+    if board_memory is not None:
+        if sim != "board-sim":
+            fail(f"--board-memory is for --sim board-sim (got --sim {sim})")
+        options["memory_kind"] = board_memory
     if port is not None:
         options["port"] = port
     if baud is not None:

@@ -23,6 +23,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw import board_protocol as protocol
+from vdla.hw.board_dram import DRAM_KINDS
 from vdla.hw.board_memory import read_latency
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
@@ -46,14 +47,18 @@ def info_bytes(config: HwConfig, memory_bytes: int) -> list[int]:
 class HostLink(wiring.Component):
     """The protocol engine between the UART and the accelerator with its memory.
 
-    ``memory_kind`` is the on-chip memory's (`board_memory.MEMORY_KINDS`): it
-    sets the read latency the link waits for.
+    ``memory_kind`` is the memory's (`board_memory.MEMORY_KINDS`, or a DRAM of
+    `board_dram.DRAM_KINDS`): it sets the read latency the link waits for. A
+    DRAM raises ``host_busy`` while a host access is under way; the link then
+    holds its next byte access, and a read's byte until it falls (on-chip
+    memories leave it low).
     """
 
     def __init__(self, config: HwConfig, memory_bytes: int, memory_kind: str = "bram"):
         self.config = config
         self.memory_bytes = memory_bytes
-        self.read_latency = read_latency(memory_kind)
+        # A DRAM keeps a read's word in a register once ``host_busy`` falls.
+        self.read_latency = 1 if memory_kind in DRAM_KINDS else read_latency(memory_kind)
         members = {
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),
@@ -63,6 +68,7 @@ class HostLink(wiring.Component):
             "host_wdata": Out(8),
             "host_read": Out(1),
             "host_rdata": In(8),
+            "host_busy": In(1),
             "start": Out(1),
             "insn_addr": Out(32),
             "insn_count": Out(32),
@@ -159,20 +165,21 @@ class HostLink(wiring.Component):
                 with m.If(count == 0):
                     send_status(Mux(self.running, Status.BUSY, Status.OK))
                 with m.Else():
-                    m.d.comb += [self.rx.ready.eq(1),
-                                 self.host_write.eq(self.rx.valid & ~self.running)]
-                    with m.If(self.rx.valid):
+                    m.d.comb += [self.rx.ready.eq(~self.host_busy),
+                                 self.host_write.eq(self.rx.valid & ~self.running
+                                                    & ~self.host_busy)]
+                    with m.If(self.rx.valid & ~self.host_busy):
                         m.d.sync += [address.eq(address + 1), count.eq(count - 1)]
             with m.State("read"):
                 with m.If(count == 0):
                     send_status(Mux(self.running, Status.BUSY, Status.OK))
-                with m.Else():
+                with m.Elif(~self.host_busy):
                     m.d.comb += self.host_read.eq(~self.running)
                     m.d.sync += wait.eq(self.read_latency - 1)
                     m.next = "read_wait"
             with m.State("read_wait"):  # the memory's read pipeline
                 m.d.sync += wait.eq(wait - 1)
-                with m.If(wait == 0):
+                with m.If((wait == 0) & ~self.host_busy):
                     m.next = "read_send"
             with m.State("read_send"):
                 m.d.comb += [self.tx.valid.eq(1),

@@ -21,6 +21,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out, connect
 
 from vdla.hw.accelerator import Accelerator
+from vdla.hw.board_dram import DRAM_KINDS, DramMemory
 from vdla.hw.board_host_link import HostLink
 from vdla.hw.board_memory import OnChipMemory
 from vdla.hw.board_uart import UartReceiver, UartTransmitter
@@ -46,7 +47,10 @@ class BoardTop(wiring.Component):
     memory_bytes : int
         Size of the on-chip memory standing in for DRAM (a power of two).
     memory_kind : str
-        Its RAM (`hw.board_memory.MEMORY_KINDS`).
+        Its RAM (`hw.board_memory.MEMORY_KINDS`), or a DRAM behind LiteDRAM
+        (`hw.board_dram.DRAM_KINDS`: ``memory_bytes`` is then the DRAM's size,
+        and the controller's Verilog, `hw.litedram_gen.litedram_verilog`, goes
+        with the design's).
     clocks_per_bit : int
         Clock cycles per UART bit (clock frequency / baud rate).
     core : wiring.Component, optional
@@ -67,9 +71,13 @@ class BoardTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
-        m.submodules.memory = memory = OnChipMemory(self.config, self.memory_bytes,
-                                                    self.memory_kind)
         m.submodules.link = link = HostLink(self.config, self.memory_bytes, self.memory_kind)
+        if self.memory_kind in DRAM_KINDS:
+            memory = DramMemory(self.config, self.memory_kind)
+            m.d.comb += link.host_busy.eq(memory.host_busy)
+        else:
+            memory = OnChipMemory(self.config, self.memory_bytes, self.memory_kind)
+        m.submodules.memory = memory
         m.submodules.receiver = receiver = UartReceiver(self.clocks_per_bit)
         m.submodules.transmitter = transmitter = UartTransmitter(self.clocks_per_bit)
 

@@ -209,16 +209,27 @@ def _serial_board(config: HwConfig, port: str | None = None, baud: int = protoco
 
 
 def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
-                     clocks_per_bit: int | None = None, **options) -> BoardBackend:
+                     clocks_per_bit: int | None = None, memory_kind: str | None = None,
+                     **options) -> BoardBackend:
+    from vdla.hw.board_memory import MEMORY_KINDS
     from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
     from vdla.hw.boards import BOARDS
+    from vdla.hw.litedram_gen import MODULES
     from vdla.sim.board_sim import SimulatedBoard
-    # A board preset's config is simulated with its board's memory.
+    # A board preset's config is simulated with its board's memory, unless
+    # ``memory_kind`` names another (a DRAM of `hw.litedram_gen.MODULES`: its size).
     board_of = next((b for b in BOARDS.values() if b.config.same_hardware(config)), None)
-    if memory_bytes is None:
+    if memory_kind is None:
+        memory_kind = board_of.memory_kind if board_of else "bram"
+    kinds = (*MEMORY_KINDS, *MODULES)
+    if memory_kind not in kinds:
+        raise BoardError(f"memory_kind: one of {', '.join(kinds)}, got {memory_kind!r}")
+    if memory_kind in MODULES:
+        memory_bytes = MODULES[memory_kind].size_bytes
+    elif memory_bytes is None:
         memory_bytes = board_of.memory_bytes if board_of else DEFAULT_MEMORY_BYTES
     board = SimulatedBoard(config, memory_bytes, clocks_per_bit or DEFAULT_CLOCKS_PER_BIT,
-                           memory_kind=board_of.memory_kind if board_of else "bram")
+                           memory_kind=memory_kind)
     backend = BoardBackend(config, board, poll_seconds=0.0, **options)
     backend.name = "board-sim"
     return backend

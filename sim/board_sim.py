@@ -51,21 +51,29 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
     # The Verilog depends on the hw sources: key on their digest, not on the text,
     # so a cache hit does not pay for Amaranth's conversion.
     from vdla.hw.generate import hw_source_digest
+    from vdla.hw.litedram_gen import MODULES, litedram_versions
+    dram = memory_kind in MODULES
+    sources = ["board.v"] + (["litedram.v"] if dram else [])
     digest = cache.key_of(f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
                           f"memory kind {memory_kind}", hw_source_digest(), harness, header,
+                          litedram_versions() if dram else "",
                           verilator_version(), " ".join(VERILATOR_FLAGS), OPT_FAST, length=16)
 
     def build(work: Path) -> None:
         from vdla.hw.board_top import board_verilog
+        from vdla.hw.litedram_gen import litedram_verilog
         check_toolchain()
         (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit,
                                                     memory_kind))
+        if dram:
+            text, _ = litedram_verilog(MODULES[memory_kind], config.dram_bus_bits)
+            (work / "litedram.v").write_text(text)
         (work / "board_uart.cpp").write_text(harness)
         (work / "board_config.h").write_text(header)
         command = [str(verilator_bin()), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 2),
                    "-Mdir", "obj", "-o", f"../{LIBRARY_NAME}",
                    "-CFLAGS", "-fPIC", "-CFLAGS", "-I..", "-LDFLAGS", "-shared",
-                   "board.v", "board_uart.cpp"]
+                   *sources, "board_uart.cpp"]
         cache.run_tool(command, work, "building the simulated board", RtlBuildError,
                        env=verilator_env(opt_fast=OPT_FAST))
         shutil.rmtree(work / "obj")

@@ -46,7 +46,21 @@ def test_run_on_the_simulated_board_reports_time_at_the_given_clock(conv):
     assert f"time: {report['cycles'] / 40e3:.3f} ms at 40 MHz (--clock-mhz)" in text.stdout
 
 
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_run_on_the_simulated_board_with_its_dram_behind_litedram(conv):
+    path, args, expected, tmp = conv
+    result = invoke(run_command, [path, *args, "--sim", "board-sim", "--board-memory",
+                                  "litedram-sdram", "--output", tmp / "out.npy", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    np.testing.assert_array_equal(np.load(tmp / "out.npy"), expected)
+    assert report["sim"] == "board-sim" and report["cycles"] > 0
+
+
 @pytest.mark.parametrize("extra, message", [
+    (["--board-memory", "litedram-sdram"], "--board-memory is for --sim board-sim "
+                                           "(got --sim fsim)"),
     (["--sim", "board"], "--sim board needs the board's serial port (--port /dev/ttyUSB1)"),
     (["--sim", "board", "--port", "/nonexistent/tty"], "cannot open serial port /nonexistent/tty"),
     (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port and --baud are for --sim board "

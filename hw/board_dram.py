@@ -1,0 +1,177 @@
+"""A DRAM behind LiteDRAM in place of the board's on-chip memory: the accelerator's
+memory port and the host link's byte port on one LiteDRAM native user port.
+
+`DramMemory` has the ports of `hw.board_memory.OnChipMemory` plus
+``host_busy``, and holds an `Instance` of the controller that
+`hw.litedram_gen.litedram_verilog` generates (LiteDRAM's controller and, in
+simulation, its DRAM module model). LiteDRAM's native port moves one bus word
+per command, so one state machine turns each burst into commands:
+
+* an accelerator read burst issues one read command per beat, as long as the
+  read FIFO has room for every read in flight (the native port's read data
+  must be taken when it comes); the beats leave the FIFO at the accelerator's
+  pace, and the machine goes on to the next burst while they do (the port
+  returns data in command order);
+* an accelerator write burst sends each beat as a write command and then its
+  data with the beat's byte strobes;
+* a host byte write is one word write with one byte enabled, a host byte read
+  one word read whose word is kept for ``host_rdata``. ``host_busy`` is high
+  from the cycle after ``host_write``/``host_read`` until the access is done;
+  the host link waits for it (`hw.board_host_link`).
+
+Read and write bursts take turns when both wait. Addresses wrap at the
+DRAM's size. ``done`` of the accelerator comes after its last write was taken
+by the controller; a host read after it sees the data, since LiteDRAM keeps
+a bank's commands in order.
+"""
+
+from __future__ import annotations
+
+from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from vdla.hw.config import HwConfig
+from vdla.hw.layouts import REQUEST_LAYOUT, burst_beats_bits, log2, write_beat_layout
+from vdla.hw.litedram_gen import LITEDRAM_TOP_NAME, MODULES, litedram_verilog
+
+__all__ = ["DramMemory", "DRAM_KINDS", "READ_FIFO_DEPTH"]
+
+DRAM_KINDS = tuple(MODULES)
+# Read data buffered towards the accelerator (and reads in flight at most):
+# enough to cover the controller's read latency at one word per command.
+READ_FIFO_DEPTH = 16
+
+
+class DramMemory(wiring.Component):
+    """The accelerator's DRAM port and a host byte port on a LiteDRAM controller.
+
+    Parameters
+    ----------
+    config : HwConfig
+    kind : str
+        One of `DRAM_KINDS` (`hw.litedram_gen.MODULES`).
+    """
+
+    def __init__(self, config: HwConfig, kind: str):
+        if kind not in DRAM_KINDS:
+            raise ValueError(f"kind: one of {', '.join(DRAM_KINDS)}, got {kind!r}")
+        self.config = config
+        self.kind = kind
+        self.memory_bytes = MODULES[kind].size_bytes
+        super().__init__({
+            "host_owns": In(1),
+            "host_addr": In(32),
+            "host_write": In(1),
+            "host_wdata": In(8),
+            "host_read": In(1),
+            "host_rdata": Out(8),
+            "host_busy": Out(1),
+            "rd_req": In(stream.Signature(REQUEST_LAYOUT)),
+            "rd_data": Out(stream.Signature(config.dram_bus_bits)),
+            "wr_req": In(stream.Signature(REQUEST_LAYOUT)),
+            "wr_data": In(stream.Signature(write_beat_layout(config))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        config = self.config
+        bus_bits, bus_bytes = config.dram_bus_bits, config.dram_bus_bytes
+        word_shift = log2(bus_bytes)
+        _, address_bits = litedram_verilog(MODULES[self.kind], bus_bits)
+
+        cmd_valid, cmd_ready, cmd_we = Signal(), Signal(), Signal()
+        cmd_addr = Signal(address_bits)
+        wdata_valid, wdata_ready = Signal(), Signal()
+        wdata_data, wdata_we = Signal(bus_bits), Signal(bus_bytes)
+        rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(bus_bits)
+        m.submodules.controller = Instance(
+            LITEDRAM_TOP_NAME, i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+            i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
+            i_wdata_valid=wdata_valid, o_wdata_ready=wdata_ready, i_wdata_data=wdata_data,
+            i_wdata_we=wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,
+            o_rdata_data=rdata_data)
+
+        # Read data: into a FIFO, out to the accelerator or (host reads) a word register.
+        m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=bus_bits, depth=READ_FIFO_DEPTH)
+        in_flight = Signal(range(READ_FIFO_DEPTH + 1))
+        issued = Signal()   # a read command taken this cycle
+        m.d.comb += [rdata_ready.eq(1), fifo.w_data.eq(rdata_data), fifo.w_en.eq(rdata_valid),
+                     self.rd_data.payload.eq(fifo.r_data)]
+        m.d.sync += in_flight.eq(in_flight + issued - rdata_valid)
+        room = fifo.level + in_flight < READ_FIFO_DEPTH
+
+        word = Signal(address_bits)         # the next command's word address
+        beats_left = Signal(burst_beats_bits(config))
+        host_word = Signal(bus_bits)        # a host read's word
+        host_lane = self.host_addr[:word_shift] if word_shift else 0
+        host_data = Signal(bus_bits)
+        host_strobes = Signal(bus_bytes)
+        reads_last = Signal()               # the last burst taken was a read (take turns)
+        m.d.comb += self.host_rdata.eq(host_word.word_select(host_lane, 8)
+                                       if word_shift else host_word)
+
+        def take(request, state, read):
+            m.d.comb += request.ready.eq(1)
+            m.d.sync += [word.eq(request.payload.addr >> word_shift),
+                         beats_left.eq(request.payload.beats), reads_last.eq(read)]
+            m.next = state
+
+        with m.FSM() as fsm:
+            with m.State("idle"):
+                host_word_address = (self.host_addr >> word_shift)[:address_bits]
+                with m.If(self.host_owns):
+                    m.d.sync += [word.eq(host_word_address),
+                                 host_data.eq(self.host_wdata.replicate(bus_bytes)),
+                                 host_strobes.eq(1 << host_lane)]
+                    with m.If(self.host_write):
+                        m.next = "host_write"
+                    with m.Elif(self.host_read):
+                        m.next = "host_read"
+                with m.Elif(self.rd_req.valid & (~self.wr_req.valid | ~reads_last)):
+                    take(self.rd_req, "read", 1)
+                with m.Elif(self.wr_req.valid):
+                    take(self.wr_req, "write_command", 0)
+            with m.State("read"):
+                m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), issued.eq(room & cmd_ready)]
+                with m.If(room & cmd_ready):
+                    m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
+                    with m.If(beats_left == 1):
+                        m.next = "idle"
+            with m.State("write_command"):
+                m.d.comb += [cmd_valid.eq(self.wr_data.valid), cmd_we.eq(1)]
+                with m.If(self.wr_data.valid & cmd_ready):
+                    m.next = "write_data"
+            with m.State("write_data"):
+                m.d.comb += [wdata_valid.eq(1), wdata_data.eq(self.wr_data.payload.data),
+                             wdata_we.eq(self.wr_data.payload.strb),
+                             self.wr_data.ready.eq(wdata_ready)]
+                with m.If(wdata_ready):
+                    m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
+                    m.next = "write_command"
+                    with m.If(beats_left == 1):
+                        m.next = "idle"
+            with m.State("host_write"):
+                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(1)]
+                with m.If(cmd_ready):
+                    m.next = "host_write_data"
+            with m.State("host_write_data"):
+                m.d.comb += [wdata_valid.eq(1), wdata_data.eq(host_data),
+                             wdata_we.eq(host_strobes)]
+                with m.If(wdata_ready):
+                    m.next = "idle"
+            with m.State("host_read"):
+                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), issued.eq(cmd_ready)]
+                with m.If(cmd_ready):
+                    m.next = "host_read_data"
+            with m.State("host_read_data"):
+                m.d.comb += fifo.r_en.eq(1)
+                with m.If(fifo.r_rdy):
+                    m.d.sync += host_word.eq(fifo.r_data)
+                    m.next = "idle"
+        m.d.comb += [self.host_busy.eq(~fsm.ongoing("idle")), cmd_addr.eq(word)]
+        # Accelerator read data leave the FIFO whenever the host does not own the port.
+        with m.If(~self.host_owns):
+            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(self.rd_data.ready)]
+        return m
