@@ -104,6 +104,8 @@ class Accelerator(wiring.Component):
             "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
+        if config.memory_system.write_response:
+            members["mem_wr_resp"] = In(stream.Signature(0))
         members.update({f"counter_{name}": Out(32) for name in rtl_counters(config)})
         members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
@@ -161,6 +163,8 @@ class Accelerator(wiring.Component):
         connect(m, arbiter.mem_rd_data, flipped(self.mem_rd_data))
         connect(m, arbiter.mem_wr_req, flipped(self.mem_wr_req))
         connect(m, arbiter.mem_wr_data, flipped(self.mem_wr_data))
+        if config.memory_system.write_response:
+            connect(m, flipped(self.mem_wr_resp), arbiter.mem_wr_resp)
 
         # ---------------------------------------------------------- queues
         for name, unit in units.items():
@@ -197,6 +201,8 @@ class Accelerator(wiring.Component):
         done = Signal()
         drained = (compute.finished & fetch.complete & load.idle & (fetch.load_level == 0)
                    & store.idle & (fetch.store_level == 0) & fetch.idle)
+        if config.memory_system.write_response:   # every stored byte visible before done
+            drained &= ~store.writes_pending
         with m.If(self.start):
             m.d.sync += [running.eq(0), done.eq(0)]
         with m.Elif(go):

@@ -320,10 +320,12 @@ class RtlModel:
         return dict(zip(self.memory_stat_names, map(int, values)))
 
     def memory_queues(self) -> dict[str, int]:
-        """Read bursts accepted but not fully answered, write bursts still owed data."""
-        values = (ctypes.c_uint64 * 2)()
+        """Read bursts accepted but not fully answered, write bursts still owed data,
+        write bursts owed their response."""
+        values = (ctypes.c_uint64 * 3)()
         self._lib.vdla_memory_queues(self._handle, values)
-        return {"read_bursts_pending": int(values[0]), "write_bursts_owed_data": int(values[1])}
+        return dict(zip(("read_bursts_pending", "write_bursts_owed_data",
+                         "write_bursts_owed_response"), map(int, values)))
 
 
 def _decode_instructions(config: HwConfig, dram: np.ndarray, insn_offset: int,
@@ -584,7 +586,9 @@ class RtlSimulator:
             f"  token queues: {token_text}",
             f"  command queues waiting: {commands}",
             f"  DRAM: {queues['read_bursts_pending']} read bursts pending, "
-            f"{queues['write_bursts_owed_data']} write bursts owed data",
+            f"{queues['write_bursts_owed_data']} write bursts owed data"
+            + (f", {queues['write_bursts_owed_response']} owed a response"
+               if self.config.memory_system.write_response else ""),
         ]
         if other:
             lines.append(f"  other status: {other}")
