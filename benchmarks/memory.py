@@ -10,8 +10,7 @@ Runs each ResNet-18 layer (checked against numpy) on the cycle-accurate RTL of
 ``--config`` (default: ``default``) with its ``memory`` set to each of
 `hw.config.MEMORY_SYSTEMS` in turn, and under the DRAM model's random stalls
 (``--stalls``, percent of cycles in which each memory stream stalls), prints
-the table and writes ``benchmarks/results/memory.json`` (``memory-<config>``
-for another config or a subset of layers). Each memory system is other
+the table and writes ``benchmarks/results/memory.json`` (or ``--output``). Each memory system is other
 hardware (its burst rules, its write-response wait), so each builds its own
 model. Exits non-zero when a layer is wrong.
 """
@@ -68,6 +67,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stalls", default="0", help="random stall percentages, e.g. 0,25")
     parser.add_argument("--layers", default=None, help="e.g. C2,C9 (default: C2-C11)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--output", type=Path, default=RESULTS / "memory.json",
+                        help="results file (default: benchmarks/results/memory.json)")
     args = parser.parse_args(argv)
     base = load_config(args.config)
     workloads = bench.select_workloads(args.layers)
@@ -91,16 +92,13 @@ def main(argv=None) -> int:
                   file=sys.stderr)
     lines = table(rows)
     print("\n".join(lines))
-    stem = "memory" if args.config == "default" and args.layers is None else \
-        f"memory-{base.name}{'-' + args.layers.replace(',', '') if args.layers else ''}"
     report = {"config": base.to_dict(), "rows": rows, "table": lines,
               "seconds": round(time.monotonic() - began, 1),
               "measured_at": time.strftime("%Y-%m-%d"),
               "command": " ".join(["python", "benchmarks/memory.py", *sys.argv[1:]])}
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{stem}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {path.relative_to(HERE.parent)}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {args.output}")
     return 0 if all(row["correct"] for row in rows) else 1
 
 
