@@ -69,7 +69,7 @@ from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_S
 from vdla.hw.dram_arbiter import arbiter_variant
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
-from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
+from vdla.hw.layouts import REQUEST_LAYOUT, WriteResponseSignature, write_beat_layout
 from vdla.hw.load import LoadUnit, SharedLoadEngine, reader_groups
 from vdla.hw.store import StoreUnit
 from vdla.hw.token_queue import TokenQueue
@@ -105,7 +105,7 @@ class Accelerator(wiring.Component):
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
         if config.memory_system.write_response:
-            members["mem_wr_resp"] = In(stream.Signature(0))
+            members["mem_wr_resp"] = In(WriteResponseSignature)
         members.update({f"counter_{name}": Out(32) for name in rtl_counters(config)})
         members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
-                             MemWriteSignature, write_beat_layout)
+                             MemWriteSignature, WriteResponseSignature, write_beat_layout)
 
 __all__ = ["DramArbiter", "SkidDramArbiter", "arbiter_variant"]
 
@@ -61,7 +61,7 @@ class DramArbiter(wiring.Component):
             "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
             "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
             "mem_wr_data": Out(stream.Signature(write_beat_layout(self.config))),
-            **({"mem_wr_resp": In(stream.Signature(0))}
+            **({"mem_wr_resp": In(WriteResponseSignature)}
                if config.memory_system.write_response else {}),
             "read_beats": Out(1),
             "write_beats": Out(1),
@@ -130,6 +130,7 @@ class DramArbiter(wiring.Component):
                          client.ready.eq(port.ready)]
         if self.config.memory_system.write_response:
             m.d.comb += [self.writer.resp.valid.eq(self.mem_wr_resp.valid),
+                         self.writer.resp.payload.eq(self.mem_wr_resp.payload),
                          self.mem_wr_resp.ready.eq(self.writer.resp.ready)]
         m.d.comb += [
             self.read_beats.eq(beat),

@@ -28,7 +28,8 @@ __all__ = [
     "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "burst_beats_bits", "legal_burst",
     "instruction_layout", "uop_layout",
     "MemReadSignature", "MemWriteSignature", "write_beat_layout", "row_command_layout",
-    "sram_read_signature", "sram_write_signature", "TokenSignature", "log2",
+    "sram_read_signature", "sram_write_signature", "TokenSignature",
+    "WriteResponseSignature", "log2",
 ]
 
 # A burst request on the DRAM port: byte address and number of beats (>= 1).
@@ -128,7 +129,7 @@ class MemWriteSignature(wiring.Signature):
             "data": Out(stream.Signature(write_beat_layout(config))),
         }
         if config.memory_system.write_response:
-            members["resp"] = In(stream.Signature(0))
+            members["resp"] = In(WriteResponseSignature)
         super().__init__(members)
 
 
@@ -143,6 +144,11 @@ def sram_write_signature(config: HwConfig, kind: str) -> wiring.Signature:
     return memory.WritePort.Signature(addr_width=config.index_bits(kind),
                                       shape=config.element_bytes(kind) * 8)
 
+
+# A write burst's response: AXI's BRESP (0 OKAY; the store takes every response
+# as done, it has no error path). Two bits, not none: a top-level port of no
+# bits would be written ``[-1:0]``, which Verilog reads as two.
+WriteResponseSignature = stream.Signature(2)
 
 # A dependency token carries no data: a stream whose payload is empty.
 TokenSignature = stream.Signature(0)

@@ -148,6 +148,7 @@ class DramModel:
             responses = wr_req.removesuffix("_req") + "_resp"
             if hasattr(self.dut, f"{responses}__valid"):
                 self._port(responses, "valid").value = 0
+                self._port(responses, "payload").value = 0   # BRESP OKAY
                 self.tasks.append(cocotb.start_soon(self._write_responses(responses)))
         return self
 

@@ -380,6 +380,7 @@ struct Harness {
 #if VDLA_MEMORY_WRITE_RESPONSE_LATENCY
         const bool resp_valid = !responses.empty() && responses.front().response_cycle <= cycle_count;
         top->mem_wr_resp___05Fvalid = resp_valid;
+        top->mem_wr_resp___05Fpayload = 0;   // BRESP OKAY
 #endif
 
         top->clk = 0;

@@ -42,7 +42,7 @@ class StandIn(wiring.Component):
                                                                    "strb": bus // 8}))),
         }
         if config.memory_system.write_response:   # taken, never waited for
-            members["mem_wr_resp"] = In(stream.Signature(0))
+            members["mem_wr_resp"] = In(stream.Signature(2))
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
         members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})  # idle
