@@ -332,7 +332,7 @@ class HwConfig(JsonRecord):
                                       f"got {value!r}")
                 continue
             if field.name == "memory":
-                if value not in MEMORY_SYSTEMS:
+                if not isinstance(value, str) or value not in MEMORY_SYSTEMS:
                     raise ConfigError(f"memory: expected one of {', '.join(MEMORY_SYSTEMS)}, "
                                       f"got {value!r}")
                 continue
