@@ -64,7 +64,8 @@ def readme_section(report: dict, roofline_name: str) -> str:
         "",
         f"ResNet-18's offloaded convolutions C2–C11 on the cycle-accurate RTL (Verilator) at "
         f"`{config['name']}` ({config['batch']}x{config['block_in']}x{config['block_out']} GEMM, "
-        f"{config['dram_bus_bits']}-bit DRAM port, {config['dram_read_latency']}-cycle read "
+        f"{config['dram_bus_bits']}-bit DRAM port on `{config.get('memory', 'ideal')}` memory "
+        f"(\"Memory systems\" below), {config['dram_read_latency']}-cycle read "
         f"latency), default schedules, random inputs (seed {report['seed']}); every layer "
         f"matches numpy. Measured {report['measured_at']} at commit `{report['commit']}`.",
         "",

@@ -27,12 +27,15 @@ bit 0 (``addr`` in the low bits of a request).
 ``done`` (out, 1)
     Level: high once FINISH has retired on compute, all ``insn_count``
     instructions have been dispatched, the load and store command queues are
-    empty with both modules idle and every store beat has been accepted;
+    empty with both modules idle and every store beat has been accepted
+    (with a write response: every store burst answered);
     stays high until the next ``start``. A program without FINISH never
     raises it.
 ``mem_rd_req__valid`` (out), ``mem_rd_req__ready`` (in), ``mem_rd_req__payload`` (out, 48)
     Burst read request: ``addr`` = payload[31:0], a byte address aligned to
-    the bus width; ``beats`` = payload[47:32], at least 1.
+    the bus width; ``beats`` = payload[47:32], at least 1, legal on the
+    config's memory system (`hw.layouts.legal_burst`: at most its longest
+    burst, never across its boundary, 4 KB on AXI).
 ``mem_rd_data__valid`` (in), ``mem_rd_data__ready`` (out), ``mem_rd_data__payload`` (in, bus bits)
     Read data beats in request order. The memory may insert any latency
     before and between beats; the accelerator may hold ``ready`` low.
@@ -43,8 +46,12 @@ bit 0 (``addr`` in the low bits of a request).
     last beat of the previous burst.
 ``mem_wr_data__valid`` (out), ``mem_wr_data__ready`` (in), ``mem_wr_data__payload`` (out, bus + bus/8)
     ``data`` = payload[bus-1:0], ``strb`` = payload[bus + bus/8 - 1:bus], one
-    strobe bit per byte. A beat is applied when accepted; there is no write
-    response.
+    strobe bit per byte. Without a write response (``ideal`` memory) a beat
+    is applied when accepted.
+``mem_wr_resp__valid`` (in), ``mem_wr_resp__ready`` (out), ``mem_wr_resp__payload`` (in, 2)
+    Only on a memory system with write responses (`hw.config.MemorySystem`):
+    one per write burst, in order, once its bytes are visible to reads
+    (AXI's B channel; the payload is BRESP, not looked at).
 ``counter_<name>`` (out, 32) for each name of `hw.counters.rtl_counters` (config)
     Event counters, cleared by ``start``; ``cycles`` counts from start to done.
 ``status_<name>`` (out, `hw.counters.STATUS_BITS`) for each name of `hw.counters.RTL_STATUS`
@@ -69,7 +76,7 @@ from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_S
 from vdla.hw.dram_arbiter import arbiter_variant
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
-from vdla.hw.layouts import REQUEST_LAYOUT, write_beat_layout
+from vdla.hw.layouts import REQUEST_LAYOUT, WriteResponseSignature, write_beat_layout
 from vdla.hw.load import LoadUnit, SharedLoadEngine, reader_groups
 from vdla.hw.store import StoreUnit
 from vdla.hw.token_queue import TokenQueue
@@ -104,6 +111,8 @@ class Accelerator(wiring.Component):
             "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
             "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
         }
+        if config.memory_system.write_response:
+            members["mem_wr_resp"] = In(WriteResponseSignature)
         members.update({f"counter_{name}": Out(32) for name in rtl_counters(config)})
         members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
@@ -161,6 +170,8 @@ class Accelerator(wiring.Component):
         connect(m, arbiter.mem_rd_data, flipped(self.mem_rd_data))
         connect(m, arbiter.mem_wr_req, flipped(self.mem_wr_req))
         connect(m, arbiter.mem_wr_data, flipped(self.mem_wr_data))
+        if config.memory_system.write_response:
+            connect(m, flipped(self.mem_wr_resp), arbiter.mem_wr_resp)
 
         # ---------------------------------------------------------- queues
         for name, unit in units.items():
@@ -197,6 +208,8 @@ class Accelerator(wiring.Component):
         done = Signal()
         drained = (compute.finished & fetch.complete & load.idle & (fetch.load_level == 0)
                    & store.idle & (fetch.store_level == 0) & fetch.idle)
+        if config.memory_system.write_response:   # every stored byte visible before done
+            drained &= ~store.writes_pending
         with m.If(self.start):
             m.d.sync += [running.eq(0), done.eq(0)]
         with m.Elif(go):

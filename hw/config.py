@@ -20,7 +20,8 @@ from vdla.hw import isa
 from vdla.hw.records import JsonRecord, read_record_text
 from vdla.ints import ceil_div
 
-__all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config", "SRAM_KINDS", "ELEMENT_KINDS"]
+__all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config", "SRAM_KINDS", "ELEMENT_KINDS",
+           "MemorySystem", "MEMORY_SYSTEMS"]
 
 SRAM_KINDS = ("uop", "inp", "wgt", "acc")
 """The on-chip buffers a config sizes, each by its ``<kind>_buffer_bytes`` field."""
@@ -48,7 +49,8 @@ _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits":
                  "event_counters": 1, "shared_load_engine": 0, "narrow_walkers": 0,
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
                  "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
-                 "registered_control": 0, "registered_load_data": 0, "gemm_tree_stage": 0}
+                 "registered_control": 0, "registered_load_data": 0, "gemm_tree_stage": 0,
+                 "memory": "ideal"}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
@@ -64,6 +66,79 @@ MAX_ENTRY_BITS = (1 << 16) - 1
 
 def _is_power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class MemorySystem:
+    """The bus and DRAM behind the accelerator's memory port, named by `HwConfig.memory`.
+
+    The accelerator reads these rules (`hw.layouts.legal_burst`, the write
+    response port of `hw.layouts.MemWriteSignature`); the RTL tier's DRAM
+    model (``sim/rtl/harness.cpp``) gets every field as a ``VDLA_MEMORY_*``
+    define and keeps them. Cycles are accelerator clock cycles; the read
+    latency is the config's ``dram_read_latency``.
+
+    Attributes
+    ----------
+    max_burst_beats : int
+        Longest burst the bus allows (AXI4: 256, AXI3: 16).
+    boundary_bytes : int
+        A burst may not cross a multiple of this (AXI: 4096); 0: no rule.
+    write_response_latency : int
+        Cycles from a write burst's last beat to its write response (AXI's B
+        channel); the burst's data is visible to reads from the response on.
+        0: no response channel, beats visible when accepted.
+    half_duplex : int
+        1: reads and writes share one data bus (as DRAM's does); changing
+        direction costs ``turnaround_cycles``. 0: independent channels.
+    turnaround_cycles : int
+    page_bytes, banks, row_miss_cycles : int
+        Page model (``page_bytes`` 0: none): consecutive ``page_bytes`` of
+        addresses rotate through ``banks`` banks, each with one open row; a
+        beat in another row of its bank first waits ``row_miss_cycles``
+        (precharge and activate).
+    refresh_interval, refresh_cycles : int
+        Every ``refresh_interval`` cycles (0: no refresh) the DRAM refreshes:
+        no beat moves for ``refresh_cycles`` and every row closes.
+    """
+
+    max_burst_beats: int = 256
+    boundary_bytes: int = 0
+    write_response_latency: int = 0
+    half_duplex: int = 0
+    turnaround_cycles: int = 0
+    page_bytes: int = 0
+    banks: int = 1
+    row_miss_cycles: int = 0
+    refresh_interval: int = 0
+    refresh_cycles: int = 0
+
+    @property
+    def write_response(self) -> bool:
+        """Whether the memory answers each write burst (the store waits for it)."""
+        return self.write_response_latency != 0
+
+
+# The memory systems a config may name. Figures for the DRAM ones are for an
+# accelerator clock of ~200 MHz: DDR3's tREFI 7.8 us (1560 cycles), tRFC
+# 260 ns (52), tRP + tRCD ~27 ns (+ controller: 8), an 8 KiB page across a
+# 64-bit rank of x16 chips, 8 banks; a write acknowledged by the controller
+# ~16 cycles after its last beat; a bus turnaround (tWTR / read-to-write) of ~6.
+MEMORY_SYSTEMS: dict[str, MemorySystem] = {
+    # Today's idealised port: any burst length, 4 KB crossings, no write
+    # response, reads and writes fully concurrent. Board tops' on-chip memory.
+    "ideal": MemorySystem(max_burst_beats=(1 << 16) - 1),   # the request's beats field
+    # An AXI4 port: 256-beat bursts that do not cross 4 KB, write responses,
+    # separate read and write channels.
+    "axi4": MemorySystem(boundary_bytes=4096, write_response_latency=16),
+    # AXI3 like the Zynq HP ports VTA used: 16-beat bursts, half duplex.
+    "axi3-hp": MemorySystem(max_burst_beats=16, boundary_bytes=4096, write_response_latency=16,
+                            half_duplex=1, turnaround_cycles=6),
+    # AXI4 in front of a DDR3 rank: half duplex, pages and refresh.
+    "ddr3": MemorySystem(boundary_bytes=4096, write_response_latency=16, half_duplex=1,
+                         turnaround_cycles=6, page_bytes=8192, banks=8, row_miss_cycles=8,
+                         refresh_interval=1560, refresh_cycles=52),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,6 +280,11 @@ class HwConfig(JsonRecord):
         measured (``ulx3s``'s ResNet-18 C2-C11: the same cycles either way);
         one that stalls at random sees other handshakes (tiny on a 64-bit bus,
         random programs: -2.3 % to +0.7 % cycles).
+    memory : str
+        The memory system behind the DRAM port, a key of `MEMORY_SYSTEMS`
+        (`memory_system`): the bursts the accelerator issues keep its rules,
+        and with a write response the store waits for it. ``"ideal"`` (the
+        field's default, today's model) adds nothing to the hardware.
     name : str
         A label for reports; it does not change the hardware.
     """
@@ -240,6 +320,7 @@ class HwConfig(JsonRecord):
     registered_control: int = 0
     registered_load_data: int = 0
     gemm_tree_stage: int = 0
+    memory: str = "ideal"
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -258,6 +339,11 @@ class HwConfig(JsonRecord):
                     raise ConfigError(f"name: expected a label of letters, digits, '_', '-', "
                                       f"'+', '.', '=' or ',' (1-64 characters, starting with "
                                       f"none of '.', '=', ','), "
+                                      f"got {value!r}")
+                continue
+            if field.name == "memory":
+                if not isinstance(value, str) or value not in MEMORY_SYSTEMS:
+                    raise ConfigError(f"memory: expected one of {', '.join(MEMORY_SYSTEMS)}, "
                                       f"got {value!r}")
                 continue
             if not isinstance(value, int) or isinstance(value, bool):
@@ -338,6 +424,11 @@ class HwConfig(JsonRecord):
                                   f"{self.INSN_BITS // 2} bits (an instruction's opcode, token "
                                   "flags and memory type in its first of two or more beats), "
                                   f"got dram_bus_bits {self.dram_bus_bits}")
+
+    @property
+    def memory_system(self) -> MemorySystem:
+        """The rules of the memory behind the port (`memory`)."""
+        return MEMORY_SYSTEMS[self.memory]
 
     @property
     def decodes_in_place(self) -> bool:
@@ -466,8 +557,8 @@ class HwConfig(JsonRecord):
 
 
 PRESETS: dict[str, HwConfig] = {
-    # VTA's shape: 1x16x16 GEMM, VTA's SRAM sizes, a 64-bit DDR-like port.
-    "default": HwConfig(name="default"),
+    # VTA's shape: 1x16x16 GEMM, VTA's SRAM sizes, a 64-bit AXI4 port.
+    "default": HwConfig(memory="axi4", name="default"),
     # Small and fast to build and simulate, for RTL tests.
     "tiny": HwConfig(batch=1, block_in=4, block_out=4,
                      uop_buffer_bytes=2048, inp_buffer_bytes=1024, wgt_buffer_bytes=2048,

@@ -2,10 +2,10 @@
 
 Dataflow: a row command ``{addr, count}`` (first DRAM element index, number of
 elements) enters on ``cmd``. The request side turns it into burst read
-requests on ``mem.req`` (at most `MAX_BURST_BEATS` beats each, bus-aligned byte
-addresses) and, without waiting for data, accepts the next row. The data side
-turns the beats arriving on ``mem.data`` back into whole elements on
-``elements``, in order:
+requests on ``mem.req`` (bus-aligned byte addresses, bursts legal on the
+config's memory system: `hw.layouts.legal_burst`) and, without waiting for
+data, accepts the next row. The data side turns the beats arriving on
+``mem.data`` back into whole elements on ``elements``, in order:
 
 * an element at least as wide as a beat (element and bus widths are powers of
   two) spans ``element_bytes / bus_bytes`` consecutive beats, gathered little
@@ -29,8 +29,8 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
 from vdla.hw import isa
-from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, log2,
-                        row_command_layout)
+from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, legal_burst,
+                             log2, row_command_layout)
 
 __all__ = ["ElementReader"]
 
@@ -112,11 +112,8 @@ class ElementReader(wiring.Component):
         issuing = Signal()
         burst = Signal(BURST_BEATS_BITS)
 
-        def capped(beats):
-            return Mux(beats > MAX_BURST_BEATS, MAX_BURST_BEATS, beats)
-
         if not self.registered:   # else set with beats_left, below
-            m.d.comb += burst.eq(capped(beats_left))
+            m.d.comb += burst.eq(legal_burst(self.config, beats_left, address))
 
         if not wide:
             m.submodules.rows = rows = fifo.SyncFIFO(
@@ -137,15 +134,17 @@ class ElementReader(wiring.Component):
             m.d.sync += issuing.eq(1)
             if wide:
                 row_beats = cmd.count << log2(beats_per_element)
+                row_address = byte_address
                 m.d.sync += [
-                    address.eq(byte_address),
+                    address.eq(row_address),
                     beats_left.eq(row_beats),
                 ]
             else:
                 first_lane = cmd.addr[:lane_bits]
                 row_beats = (first_lane + cmd.count + (lanes - 1)) >> log2(lanes)
+                row_address = Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])
                 m.d.sync += [
-                    address.eq(Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])),
+                    address.eq(row_address),
                     beats_left.eq(row_beats),
                 ]
                 m.d.comb += [
@@ -153,14 +152,15 @@ class ElementReader(wiring.Component):
                     rows.w_data.eq(Cat(first_lane, cmd.count)),
                 ]
             if self.registered:
-                m.d.sync += burst.eq(capped(row_beats))
+                m.d.sync += burst.eq(legal_burst(self.config, row_beats, row_address))
         with m.If(self.mem.req.valid & self.mem.req.ready):
+            next_address = (address + (burst << log2(bus_bytes)))[:len(address)]
             m.d.sync += [
-                address.eq(address + (burst << log2(bus_bytes))),
+                address.eq(next_address),
                 beats_left.eq(beats_left - burst),
             ]
             if self.registered:
-                m.d.sync += burst.eq(capped(beats_left - burst))
+                m.d.sync += burst.eq(legal_burst(self.config, beats_left - burst, next_address))
             with m.If(beats_left == burst):
                 m.d.sync += issuing.eq(0)
 

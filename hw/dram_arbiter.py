@@ -16,7 +16,8 @@ client does not take at once in a one-beat register, so the port's ``ready`` is
 a flip-flop.
 
 Writes: only the store module writes, so its request and data streams pass
-straight through to ``mem_wr_req`` / ``mem_wr_data``.
+straight through to ``mem_wr_req`` / ``mem_wr_data``, and the write responses
+(a memory system with them) from ``mem_wr_resp`` back to it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
-                             MemWriteSignature, write_beat_layout)
+                             MemWriteSignature, WriteResponseSignature, write_beat_layout)
 
 __all__ = ["DramArbiter", "SkidDramArbiter", "arbiter_variant"]
 
@@ -45,6 +46,7 @@ class DramArbiter(wiring.Component):
     readers : array of In(MemReadSignature)
     writer : In(MemWriteSignature)
     mem_rd_req, mem_rd_data, mem_wr_req, mem_wr_data : the DRAM port
+    mem_wr_resp : In(stream), only with a write response (`HwConfig.memory_system`)
     read_beats, write_beats : Out(1)
         Pulses on each data beat transferred (for the counters).
     """
@@ -59,6 +61,8 @@ class DramArbiter(wiring.Component):
             "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
             "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
             "mem_wr_data": Out(stream.Signature(write_beat_layout(self.config))),
+            **({"mem_wr_resp": In(WriteResponseSignature)}
+               if config.memory_system.write_response else {}),
             "read_beats": Out(1),
             "write_beats": Out(1),
         })
@@ -124,6 +128,10 @@ class DramArbiter(wiring.Component):
                              (self.mem_wr_data, self.writer.data)):
             m.d.comb += [port.valid.eq(client.valid), port.payload.eq(client.payload),
                          client.ready.eq(port.ready)]
+        if self.config.memory_system.write_response:
+            m.d.comb += [self.writer.resp.valid.eq(self.mem_wr_resp.valid),
+                         self.writer.resp.payload.eq(self.mem_wr_resp.payload),
+                         self.mem_wr_resp.ready.eq(self.writer.resp.ready)]
         m.d.comb += [
             self.read_beats.eq(beat),
             self.write_beats.eq(self.mem_wr_data.valid & self.mem_wr_data.ready),

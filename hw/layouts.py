@@ -8,14 +8,16 @@ the memory-port and SRAM-port signatures shared by the blocks are defined once.
 Memory ports (`MemReadSignature`, `MemWriteSignature`) follow the top-level
 contract: a read is a burst request ``{addr, beats}`` (byte address aligned to
 the bus) answered by ``beats`` data beats in request order; a write is a burst
-request followed by ``beats`` beats of ``{data, strb}``. Both are
+request followed by ``beats`` beats of ``{data, strb}``, and (a memory system
+with a write response, `HwConfig.memory_system`) one response per burst on
+``resp``, in request order, once its data is visible to reads. All are
 `amaranth.lib.stream` handshakes (a transfer happens when valid and ready are
 both high; valid, once raised, stays up with a stable payload until taken).
 """
 
 from __future__ import annotations
 
-from amaranth import signed, unsigned
+from amaranth import Mux, signed, unsigned
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,10 +25,11 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 
 __all__ = [
-    "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "burst_beats_bits",
+    "REQUEST_LAYOUT", "BURST_BEATS_BITS", "MAX_BURST_BEATS", "burst_beats_bits", "legal_burst",
     "instruction_layout", "uop_layout",
     "MemReadSignature", "MemWriteSignature", "write_beat_layout", "row_command_layout",
-    "sram_read_signature", "sram_write_signature", "TokenSignature", "log2",
+    "sram_read_signature", "sram_write_signature", "TokenSignature",
+    "WriteResponseSignature", "log2",
 ]
 
 # A burst request on the DRAM port: byte address and number of beats (>= 1).
@@ -44,6 +47,26 @@ def burst_beats_bits(config: HwConfig) -> int:
     ``config.narrow_walkers`` enough for `MAX_BURST_BEATS`, the longest burst any
     block issues."""
     return MAX_BURST_BEATS.bit_length() if config.narrow_walkers else BURST_BEATS_BITS
+
+
+def legal_burst(config: HwConfig, beats, addr):
+    """The first burst of a transfer of ``beats`` beats from byte ``addr``, in beats.
+
+    At most `MAX_BURST_BEATS` and the memory system's ``max_burst_beats``, and
+    (its ``boundary_bytes``) ending at the next boundary, so every request a
+    block issues is legal on the bus (AXI: no burst crosses 4 KB). An
+    Amaranth expression of ``beats`` (a count) and ``addr`` (bus aligned).
+    """
+    rules = config.memory_system
+    limit = min(MAX_BURST_BEATS, rules.max_burst_beats)
+    burst = Mux(beats > limit, limit, beats)
+    if rules.boundary_bytes:
+        bus_bits = log2(config.dram_bus_bytes)
+        boundary_bits = log2(rules.boundary_bytes)
+        # Beats from addr to the boundary: the boundary's beats less addr's offset in it.
+        to_boundary = (1 << (boundary_bits - bus_bits)) - addr[bus_bits:boundary_bits]
+        burst = Mux(burst > to_boundary, to_boundary, burst)
+    return burst
 
 
 def log2(value: int) -> int:
@@ -96,13 +119,18 @@ class MemReadSignature(wiring.Signature):
 
 
 class MemWriteSignature(wiring.Signature):
-    """A client's side of the write port: ``req`` then ``data`` beats, both out."""
+    """A client's side of the write port: ``req`` then ``data`` beats, both out;
+    with a write response (``config.memory_system.write_response``) one
+    ``resp`` in per burst, once its data is visible."""
 
     def __init__(self, config: HwConfig):
-        super().__init__({
+        members = {
             "req": Out(stream.Signature(REQUEST_LAYOUT)),
             "data": Out(stream.Signature(write_beat_layout(config))),
-        })
+        }
+        if config.memory_system.write_response:
+            members["resp"] = In(WriteResponseSignature)
+        super().__init__(members)
 
 
 def sram_read_signature(config: HwConfig, kind: str) -> wiring.Signature:
@@ -116,6 +144,11 @@ def sram_write_signature(config: HwConfig, kind: str) -> wiring.Signature:
     return memory.WritePort.Signature(addr_width=config.index_bits(kind),
                                       shape=config.element_bytes(kind) * 8)
 
+
+# A write burst's response: AXI's BRESP (0 OKAY; the store takes every response
+# as done, it has no error path). Two bits, not none: a top-level port of no
+# bits would be written ``[-1:0]``, which Verilog reads as two.
+WriteResponseSignature = stream.Signature(2)
 
 # A dependency token carries no data: a stream whose payload is empty.
 TokenSignature = stream.Signature(0)

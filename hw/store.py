@@ -4,7 +4,9 @@ Instructions arrive in order on ``cmds``. A STORE pops a compute->store token
 first if ``pop_prev`` asks, copies ``y_size x x_size`` out elements (SRAM
 entries ``sram_base + y * x_size + x``) to DRAM elements ``dram_base + y *
 x_stride + x``, and pushes a store->compute token (``push_prev``) once its last
-beat has been accepted by the memory. Store has no next module, so
+beat has been accepted by the memory (with a write response,
+`HwConfig.memory_system`: once every burst it has issued is answered, so a
+module the token releases reads what was stored). Store has no next module, so
 ``pop_next``/``push_next`` are ignored; an instruction of another kind only
 moves tokens.
 
@@ -12,7 +14,8 @@ Dataflow inside a STORE: an SRAM reader walks the entries in order and keeps
 a small FIFO of elements filled (one synchronous read per cycle, reads only
 issued when the FIFO has room for their data). The beat side walks the rows:
 for each row it computes the bus-aligned byte address and the number of beats,
-and for each burst of at most `MAX_BURST_BEATS` beats it sends the request on
+and for each burst (`hw.layouts.legal_burst`: at most `MAX_BURST_BEATS` beats and
+legal on the memory system) it sends the request on
 ``mem.req`` and then exactly that many beats on ``mem.data`` (request and its
 beats strictly in that order, one burst at a time). An element at least as
 wide as the bus is sent as consecutive full beats (all strobes set); narrower
@@ -29,13 +32,18 @@ from amaranth.lib.wiring import In, Out
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import STATUS_BITS
-from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemWriteSignature, TokenSignature,
-                             burst_beats_bits, instruction_layout, log2, sram_read_signature)
+from vdla.hw.layouts import (BURST_BEATS_BITS, MemWriteSignature, TokenSignature,
+                             burst_beats_bits, instruction_layout, legal_burst, log2,
+                             sram_read_signature)
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
 __all__ = ["StoreUnit"]
 
 ELEMENT_FIFO_DEPTH = 4
+# Write bursts issued and not yet answered (with a write response) before the
+# store waits: AXI masters bound their outstanding writes; 16 covers the
+# response latency of `hw.config.MEMORY_SYSTEMS` with bursts of one beat.
+WRITES_IN_FLIGHT = 16
 
 
 class StoreUnit(wiring.Component):
@@ -50,6 +58,8 @@ class StoreUnit(wiring.Component):
     mem : Out(MemWriteSignature)
     busy, wait_token, wait_mem, idle : Out(1)
     retired : Out(STATUS_BITS)
+    writes_pending : Out(1)
+        Only with a write response: bursts issued and not yet answered.
     """
 
     def __init__(self, config: HwConfig):
@@ -62,6 +72,7 @@ class StoreUnit(wiring.Component):
             "mem": Out(MemWriteSignature(config)),
             "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
             "retired": Out(STATUS_BITS),
+            **({"writes_pending": Out(1)} if config.memory_system.write_response else {}),
         })
 
     def elaborate(self, platform):
@@ -126,7 +137,7 @@ class StoreUnit(wiring.Component):
         beat_full = Signal()            # narrow: the packed beat is ready to send
 
         m.d.comb += [
-            burst.eq(Mux(row_beats > MAX_BURST_BEATS, MAX_BURST_BEATS, row_beats)),
+            burst.eq(legal_burst(config, row_beats, req_addr)),
             self.mem.req.payload.addr.eq(req_addr),
             self.mem.req.payload.beats.eq(burst),
         ]
@@ -135,6 +146,16 @@ class StoreUnit(wiring.Component):
 
         retired = Signal(STATUS_BITS)
         m.d.comb += self.retired.eq(retired)
+        responds = config.memory_system.write_response
+        # A token may release a load of what this module stored: before pushing
+        # one, wait for the responses of the bursts issued (DRAIN).
+        push = "DRAIN" if responds else "PUSH"
+        if responds:
+            unanswered = Signal(range(WRITES_IN_FLIGHT + 1))
+            issued = self.mem.req.valid & self.mem.req.ready
+            m.d.comb += [self.mem.resp.ready.eq(1), self.writes_pending.eq(unanswered != 0)]
+            m.d.sync += unanswered.eq(unanswered + issued - self.mem.resp.valid)
+            room = unanswered != WRITES_IN_FLIGHT
         with m.FSM():
             take_instruction(m, self, word)
             with pop_token(m, self, insn.pop_prev, self.from_compute):
@@ -144,11 +165,11 @@ class StoreUnit(wiring.Component):
                                  row_addr.eq(insn.dram_base)]
                     m.next = "ROW"
                 with m.Else():
-                    m.next = "PUSH"
+                    m.next = push
             with m.State("ROW"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(rows_left == 0):
-                    m.next = "PUSH"
+                    m.next = push
                 with m.Else():
                     if wide:
                         m.d.sync += [req_addr.eq(byte_addr),
@@ -165,9 +186,9 @@ class StoreUnit(wiring.Component):
                                  row_addr.eq(row_addr + insn.x_stride)]
                     m.next = "REQUEST"
             with m.State("REQUEST"):
-                m.d.comb += [self.busy.eq(1), self.mem.req.valid.eq(1),
-                             self.wait_mem.eq(~self.mem.req.ready)]
-                with m.If(self.mem.req.ready):
+                m.d.comb += [self.busy.eq(1), self.mem.req.valid.eq(room if responds else 1),
+                             self.wait_mem.eq(~self.mem.req.valid | ~self.mem.req.ready)]
+                with m.If(self.mem.req.valid & self.mem.req.ready):
                     m.d.sync += [
                         beats_left.eq(burst),
                         row_beats.eq(row_beats - burst),
@@ -223,5 +244,11 @@ class StoreUnit(wiring.Component):
                             m.next = "ROW"
                         with m.Else():
                             m.next = "REQUEST"
+            if responds:
+                with m.State("DRAIN"):
+                    with m.If(~insn.push_prev | (unanswered == 0)):
+                        m.next = "PUSH"
+                    with m.Else():
+                        m.d.comb += self.wait_mem.eq(1)
             push_token(m, self, insn.push_prev, self.to_compute, retired)
         return m

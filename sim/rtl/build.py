@@ -1,12 +1,14 @@
 """Build the accelerator's Verilog into a native model: a cached shared library.
 
 ``build_model(config)`` generates the Verilog with `hw.generate.verilog`, runs
-Verilator on it together with ``harness.cpp`` (the DRAM model and C ABI) and
-links one shared library that `sim.rtl.backend` loads through ctypes.
+Verilator on it together with ``harness.cpp`` (the DRAM model of the config's
+memory system, `hw.config.MemorySystem`, and the C ABI) and links one shared
+library that `sim.rtl.backend` loads through ctypes.
 
 Caching. A model is an entry of the one build cache (`hw.cache.get_or_build`,
 kind ``rtl``) whose key digests the config hash, the Verilog text, the
-harness source, the trace flag, the Verilator version and the build flags.
+harness source, the memory system's parameters, the trace flag, the
+Verilator version and the build flags.
 The cache records the library's and the Verilog's size and SHA-256 and
 checks them before every load, so a truncated, zeroed or replaced library is
 rebuilt, never loaded; it builds under a per-key lock in a private folder
@@ -172,6 +174,8 @@ def _config_header(config: HwConfig, trace: bool, key: str) -> str:
         "#pragma once",
         f"#define VDLA_BUS_BITS {config.dram_bus_bits}",
         f"#define VDLA_READ_LATENCY {config.dram_read_latency}",
+        *(f"#define VDLA_MEMORY_{name.upper()} {value}u"
+          for name, value in dataclasses.asdict(config.memory_system).items()),
         *(f"#define VDLA_REQUEST_{name.upper()}_{part} {value}"
           for name, field in request.items()
           for part, value in (("LSB", field.offset), ("BITS", field.width))),
@@ -194,6 +198,7 @@ def _cache_key(config: HwConfig, verilog: str, harness: str, trace: bool,
     cpu = f"cpu {cpu_fingerprint()}" if "native" in opt_fast else ""
     digest = cache.key_of(
         f"recipe {RECIPE_VERSION}", config.hash, verilog, harness, f"trace {trace}", lz4, cpu,
+        f"memory {dataclasses.asdict(config.memory_system)}",   # the header's VDLA_MEMORY_*
         f"verilator {verilator_version()}", " ".join(VERILATOR_FLAGS + CXX_FLAGS + LD_FLAGS),
         make_flags(opt_fast), " ".join(rtl_counters(config)), " ".join(RTL_STATUS),
         " ".join(RTL_ACTIVITY), " ".join(ACTIVITY_STATES),

@@ -18,7 +18,25 @@
 // request accepted at edge t presents its first beat during cycle
 // t + VDLA_READ_LATENCY (so it is taken at that edge at the earliest), then
 // one beat per cycle while the design is ready; requests are accepted every
-// cycle and answered in order. Write beats are applied when accepted.
+// cycle and answered in order.
+//
+// The memory system (hw.config.MemorySystem, one VDLA_MEMORY_<FIELD> define
+// per field) adds the bus's rules and the DRAM's costs:
+// - legality: a request longer than VDLA_MEMORY_MAX_BURST_BEATS or crossing
+//   a multiple of VDLA_MEMORY_BOUNDARY_BYTES is a memory error (the design
+//   must split its bursts, hw.layouts.legal_burst);
+// - write response (VDLA_MEMORY_WRITE_RESPONSE_LATENCY > 0): a write burst's
+//   beats are held until its response, offered on mem_wr_resp that many
+//   cycles after its last beat, in order; its bytes reach DRAM (visible to
+//   reads) when the response is taken. Without it, beats apply when accepted;
+// - half duplex: one data bus; it serves one direction and changes to the
+//   other at a burst boundary when the other waits, idle for
+//   VDLA_MEMORY_TURNAROUND_CYCLES;
+// - pages: a beat in a closed row of its bank first waits
+//   VDLA_MEMORY_ROW_MISS_CYCLES with no beat moving (the row then opens);
+// - refresh: the last VDLA_MEMORY_REFRESH_CYCLES of every
+//   VDLA_MEMORY_REFRESH_INTERVAL cycles since start move no beat, and close
+//   every row.
 //
 // Activity recording (off by default; one predictable branch per cycle when
 // off). Each cycle after the start cycle, the design's 2-bit
@@ -209,18 +227,31 @@ struct ReadBurst {
     uint64_t addr;
     uint32_t beats_left;
     uint64_t first_beat_cycle;  // earliest cycle its first beat may be presented
+    bool started;               // a beat has been taken
 };
 struct WriteBurst {
     uint64_t addr;
     uint32_t beats_left;
+    bool started;
+    // With a write response: the bytes written, held until the response is taken.
+    std::vector<std::pair<uint64_t, uint8_t>> held;
+    uint64_t response_cycle;    // earliest cycle its response may be offered
 };
+
+constexpr bool kWriteResponse = VDLA_MEMORY_WRITE_RESPONSE_LATENCY > 0;
+constexpr bool kHalfDuplex = VDLA_MEMORY_HALF_DUPLEX != 0;
+constexpr uint64_t kPageBytes = VDLA_MEMORY_PAGE_BYTES;
+constexpr uint64_t kBanks = VDLA_MEMORY_BANKS;
+enum Direction { kReadDirection, kWriteDirection };
 
 // Memory-side statistics, indexed by the names in vdla_memory_stat_name().
 enum Stat { kReadRequests, kReadBeats, kWriteRequests, kWriteBeats, kWriteBytes,
-            kReadStallCycles, kMaxReadQueue, kNumStats };
+            kReadStallCycles, kMaxReadQueue, kWriteResponses, kTurnarounds, kRowMisses,
+            kRefreshCycles, kNumStats };
 const char* const kStatNames[kNumStats] = {
     "read_requests", "read_beats", "write_requests", "write_beats", "write_bytes",
-    "read_wait_cycles", "max_read_queue"};
+    "read_wait_cycles", "max_read_queue", "write_responses", "turnarounds", "row_misses",
+    "refresh_cycles"};
 
 struct Harness {
     std::unique_ptr<VerilatedContext> context;
@@ -231,6 +262,11 @@ struct Harness {
     std::vector<uint8_t> dram;
     std::deque<ReadBurst> reads;
     std::deque<WriteBurst> writes;
+    std::deque<WriteBurst> responses;   // write bursts complete, awaiting their response
+    Direction direction = kReadDirection;   // half duplex: whom the data bus serves
+    uint64_t bus_free_cycle = 0;        // no beat before it (turnaround, row miss)
+    bool moved_since_turn = false;      // half duplex: a beat moved since the last turn
+    std::vector<uint64_t> open_rows;    // per bank; UINT64_MAX: closed
     uint64_t cycle_count = 0;     // cycles since creation (trace time / 2)
     uint64_t run_cycles = 0;      // cycles since the last start
     uint64_t stats[kNumStats] = {};
@@ -275,11 +311,60 @@ struct Harness {
     }
 
     // One clock cycle. Returns false on a memory protocol or range error.
+    // Refresh: whether this cycle is in a refresh window (closing the rows as one starts).
+    bool refreshing() {
+        if (!VDLA_MEMORY_REFRESH_INTERVAL) return false;
+        const uint64_t phase = run_cycles % (VDLA_MEMORY_REFRESH_INTERVAL + 0ull);
+        const uint64_t first = VDLA_MEMORY_REFRESH_INTERVAL - VDLA_MEMORY_REFRESH_CYCLES;
+        if (phase == first) open_rows.assign(open_rows.size(), UINT64_MAX);
+        if (phase < first) return false;
+        ++stats[kRefreshCycles];
+        return true;
+    }
+
+    // Whether the row of byte `addr` is open; if not, open it, the bus idle meanwhile.
+    bool row_open(uint64_t addr) {
+        if (!kPageBytes) return true;
+        const uint64_t page = addr / kPageBytes;
+        uint64_t& open = open_rows[page % kBanks];
+        if (open == page / kBanks) return true;
+        open = page / kBanks;
+        bus_free_cycle = cycle_count + VDLA_MEMORY_ROW_MISS_CYCLES;
+        ++stats[kRowMisses];
+        return false;
+    }
+
+    // Whether the data bus may move a beat of `direction` this cycle.
+    bool bus_serves(Direction which, bool refresh) const {
+        return !refresh && cycle_count >= bus_free_cycle && (!kHalfDuplex || direction == which);
+    }
+
+    // Half duplex: after this cycle, hand the bus to the other direction if that
+    // waits and this one is between bursts, having moved a burst since it got
+    // the bus or having none to move (so neither direction starves the other).
+    void turn_bus(bool read_due, bool read_moved, bool write_offered, bool write_moved) {
+        if (!kHalfDuplex) return;
+        const bool reading = direction == kReadDirection;
+        if (reading ? read_moved : write_moved) moved_since_turn = true;
+        if (cycle_count < bus_free_cycle) return;   // turning round, or opening a row
+        const bool mid_burst = reading ? !reads.empty() && reads.front().started
+                                       : !writes.empty() && writes.front().started;
+        const bool other_waits = reading ? write_offered : read_due;
+        const bool own_work = reading ? read_due : write_offered;
+        if (mid_burst || !other_waits || (own_work && !moved_since_turn)) return;
+        direction = reading ? kWriteDirection : kReadDirection;
+        bus_free_cycle = cycle_count + 1 + VDLA_MEMORY_TURNAROUND_CYCLES;
+        moved_since_turn = false;
+        ++stats[kTurnarounds];
+    }
+
     bool cycle() {
         // Memory outputs for this cycle, from memory state only.
+        const bool refresh = refreshing();
         const bool beat_due = !reads.empty() && reads.front().first_beat_cycle <= cycle_count;
         bool rd_valid = false;
-        if (beat_due && !stall()) {
+        if (beat_due && bus_serves(kReadDirection, refresh) && row_open(reads.front().addr) &&
+            !stall()) {
             const ReadBurst& burst = reads.front();
             bytes_to_port(top->mem_rd_data___05Fpayload, &dram[burst.addr], kBusBytes);
             rd_valid = true;
@@ -289,7 +374,14 @@ struct Harness {
         top->mem_rd_data___05Fvalid = rd_valid;
         top->mem_rd_req___05Fready = !stall();
         top->mem_wr_req___05Fready = !stall();
-        top->mem_wr_data___05Fready = !stall();
+        // With pages, a beat's row is checked before it is taken: it needs its request.
+        top->mem_wr_data___05Fready = bus_serves(kWriteDirection, refresh) &&
+            (!kPageBytes || (!writes.empty() && row_open(writes.front().addr))) && !stall();
+#if VDLA_MEMORY_WRITE_RESPONSE_LATENCY
+        const bool resp_valid = !responses.empty() && responses.front().response_cycle <= cycle_count;
+        top->mem_wr_resp___05Fvalid = resp_valid;
+        top->mem_wr_resp___05Fpayload = 0;   // BRESP OKAY
+#endif
 
         top->clk = 0;
         top->eval();
@@ -305,6 +397,10 @@ struct Harness {
         if (wr_req_fire) port_to_words(top->mem_wr_req___05Fpayload, wr_req, kRequestWords);
         if (wr_data_fire) port_to_words(top->mem_wr_data___05Fpayload, wr_data, kWriteWords);
         if (beat_due && !rd_data_fire) ++stats[kReadStallCycles];
+#if VDLA_MEMORY_WRITE_RESPONSE_LATENCY
+        const bool resp_fire = resp_valid && top->mem_wr_resp___05Fready;
+#endif
+        const bool write_offered = top->mem_wr_data___05Fvalid;
 
         top->clk = 1;
         top->eval();
@@ -313,6 +409,7 @@ struct Harness {
         bool ok = true;
         if (rd_data_fire) {
             ReadBurst& burst = reads.front();
+            burst.started = true;
             burst.addr += kBusBytes;
             ++stats[kReadBeats];
             if (--burst.beats_left == 0) {
@@ -324,6 +421,10 @@ struct Harness {
         if (rd_req_fire) ok &= accept_read(request_addr(rd_req), request_beats(rd_req));
         if (wr_req_fire) ok &= accept_write(request_addr(wr_req), request_beats(wr_req));
         if (wr_data_fire && ok) ok &= apply_write(wr_data);
+#if VDLA_MEMORY_WRITE_RESPONSE_LATENCY
+        if (resp_fire) respond();
+#endif
+        turn_bus(beat_due, rd_data_fire, write_offered, wr_data_fire);
         ++cycle_count;
         ++run_cycles;
         return ok;
@@ -343,13 +444,26 @@ struct Harness {
 
     // The checks a read and a write burst request share; `kind` is "read" or "write".
     bool check_request(const char* kind, uint64_t addr, uint64_t beats) {
-        char text[160];
+        char text[200];
         if (addr % kBusBytes) {
             std::snprintf(text, sizeof text, "%s request at byte 0x%llx is not aligned to the %u-byte bus",
                           kind, (unsigned long long)addr, kBusBytes);
             return fail(text);
         }
         if (beats == 0) return fail(std::string(kind) + " request of 0 beats");
+        if (beats > VDLA_MEMORY_MAX_BURST_BEATS) {
+            std::snprintf(text, sizeof text, "%s burst of %llu beats at byte 0x%llx is longer than "
+                          "the bus's %u", kind, (unsigned long long)beats, (unsigned long long)addr,
+                          VDLA_MEMORY_MAX_BURST_BEATS);
+            return fail(text);
+        }
+        const uint64_t boundary = VDLA_MEMORY_BOUNDARY_BYTES;
+        if (boundary && addr / boundary != (addr + beats * kBusBytes - 1) / boundary) {
+            std::snprintf(text, sizeof text, "%s burst of %llu beats at byte 0x%llx crosses a "
+                          "%llu-byte boundary", kind, (unsigned long long)beats,
+                          (unsigned long long)addr, (unsigned long long)boundary);
+            return fail(text);
+        }
         if (!in_range(addr, beats * kBusBytes)) {
             std::snprintf(text, sizeof text, "%s of %llu beats at byte 0x%llx runs past the %llu-byte DRAM",
                           kind, (unsigned long long)beats, (unsigned long long)addr,
@@ -362,7 +476,7 @@ struct Harness {
     bool accept_read(uint64_t addr, uint64_t beats) {
         ++stats[kReadRequests];
         if (!check_request("read", addr, beats)) return false;
-        reads.push_back({addr, static_cast<uint32_t>(beats), cycle_count + VDLA_READ_LATENCY});
+        reads.push_back({addr, static_cast<uint32_t>(beats), cycle_count + VDLA_READ_LATENCY, false});
         if (reads.size() > stats[kMaxReadQueue]) stats[kMaxReadQueue] = reads.size();
         return true;
     }
@@ -370,7 +484,7 @@ struct Harness {
     bool accept_write(uint64_t addr, uint64_t beats) {
         ++stats[kWriteRequests];
         if (!check_request("write", addr, beats)) return false;
-        writes.push_back({addr, static_cast<uint32_t>(beats)});
+        writes.push_back({addr, static_cast<uint32_t>(beats), false, {}, 0});
         return true;
     }
 
@@ -378,21 +492,42 @@ struct Harness {
         // A beat may come in the same cycle as its request (accepted above).
         if (writes.empty()) return fail("write data beat with no write request outstanding");
         WriteBurst& burst = writes.front();
+        burst.started = true;
         for (uint32_t i = 0; i < kBusBytes; ++i) {
             if (bit_field(words, VDLA_WRITE_STRB_LSB + i, 1)) {
-                dram[burst.addr + i] = static_cast<uint8_t>(bit_field(words, 8 * i, 8));
+                const auto byte = static_cast<uint8_t>(bit_field(words, 8 * i, 8));
+                if (kWriteResponse) burst.held.emplace_back(burst.addr + i, byte);
+                else dram[burst.addr + i] = byte;
                 ++stats[kWriteBytes];
             }
         }
         ++stats[kWriteBeats];
         burst.addr += kBusBytes;
-        if (--burst.beats_left == 0) writes.pop_front();
+        if (--burst.beats_left == 0) {
+            if (kWriteResponse) {
+                burst.response_cycle = cycle_count + 1 + VDLA_MEMORY_WRITE_RESPONSE_LATENCY;
+                responses.push_back(std::move(burst));
+            }
+            writes.pop_front();
+        }
         return true;
+    }
+
+    // The oldest write burst's response was taken: its bytes become visible.
+    void respond() {
+        for (const auto& [addr, byte] : responses.front().held) dram[addr] = byte;
+        responses.pop_front();
+        ++stats[kWriteResponses];
     }
 
     void reset() {
         reads.clear();
         writes.clear();
+        responses.clear();
+        direction = kReadDirection;
+        bus_free_cycle = 0;
+        moved_since_turn = false;
+        open_rows.assign(kBanks, UINT64_MAX);
         top->start = 0;
         top->insn_addr = 0;
         top->insn_count = 0;
@@ -590,11 +725,13 @@ void vdla_read_memory_stats(void* handle, uint64_t* out) {
     auto* h = static_cast<Harness*>(handle);
     for (int i = 0; i < kNumStats; ++i) out[i] = h->stats[i];
 }
-// Read bursts accepted but not fully answered, and write bursts still owed data.
+// Read bursts accepted but not fully answered, write bursts still owed data,
+// and write bursts owed their response.
 void vdla_memory_queues(void* handle, uint64_t* out) {
     auto* h = static_cast<Harness*>(handle);
     out[0] = h->reads.size();
     out[1] = h->writes.size();
+    out[2] = h->responses.size();
 }
 
 }  // extern "C"

@@ -104,7 +104,10 @@ class DramModel:
         Cycles from a read request's acceptance to its first beat.
     rd_req, rd_data, wr_req, wr_data : str or None
         Verilog names of the streams, without ``__valid`` etc. (None: no such
-        stream on this DUT).
+        stream on this DUT). A DUT with ``<wr_req minus _req>_resp`` (the
+        accelerator on a memory system with write responses,
+        `hw.config.MemorySystem`) gets one response per write burst, the cycle
+        after its last beat (its bytes are written as they arrive).
     timing : Backpressure
     seed : int
     """
@@ -125,6 +128,8 @@ class DramModel:
         self.new_request = Event()
         self.errors: list[str] = []
         self.read_bursts = self.read_beats = self.write_bursts = self.write_beats = 0
+        self.responses_owed = 0
+        self.burst_written = Event()
         self.tasks = []
 
     # ------------------------------------------------------------------ control
@@ -140,6 +145,11 @@ class DramModel:
             self._port(wr_req, "ready").value = 0
             self._port(wr_data, "ready").value = 0
             self.tasks.append(cocotb.start_soon(self._writes()))
+            responses = wr_req.removesuffix("_req") + "_resp"
+            if hasattr(self.dut, f"{responses}__valid"):
+                self._port(responses, "valid").value = 0
+                self._port(responses, "payload").value = 0   # BRESP OKAY
+                self.tasks.append(cocotb.start_soon(self._write_responses(responses)))
         return self
 
     def stop(self):
@@ -267,6 +277,21 @@ class DramModel:
                         await RisingEdge(data_valid)
             self._flush(start, full)
             data_ready.value = 0
+            self.responses_owed += 1
+            self.burst_written.set()
+
+    async def _write_responses(self, stream: str):
+        valid, ready = self._port(stream, "valid"), self._port(stream, "ready")
+        while True:
+            if not self.responses_owed:
+                self.burst_written.clear()
+                await self.burst_written.wait()
+            valid.value = 1
+            await RisingEdge(self.clk)
+            if read(ready):
+                self.responses_owed -= 1
+            if not self.responses_owed:
+                valid.value = 0
 
     def _flush(self, start: int, data: bytearray):
         if data:

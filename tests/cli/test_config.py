@@ -42,8 +42,9 @@ def test_a_partial_file_is_completed_with_the_defaults(tmp_path):
     result = invoke("config", "show", path)
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
+    # `memory` left out is the field's default, the idealised port (`default` names axi4).
     assert shown == dict(PRESETS["default"].to_dict(), dram_read_latency=12, dram_bus_bits=128,
-                         name="fast")
+                         memory="ideal", name="fast")
 
 
 def test_derived_figures(tmp_path):

@@ -186,6 +186,10 @@ def test_generated_verilog_lints_and_has_the_contract_ports(preset, tmp_path):
               "mem_wr_req__valid": 1, "mem_wr_req__ready": 1, "mem_wr_req__payload": 48,
               "mem_wr_data__valid": 1, "mem_wr_data__ready": 1,
               "mem_wr_data__payload": bus + bus // 8}
+    if config.memory_system.write_response:   # default: AXI4's write responses
+        widths.update({"mem_wr_resp__valid": 1, "mem_wr_resp__ready": 1,
+                       "mem_wr_resp__payload": 2})
+    assert ("mem_wr_resp__valid" in widths) == (preset == "default")
     widths.update({f"counter_{name}": 32 for name in RTL_COUNTERS})
     widths.update({f"status_{name}": 16 for name in RTL_STATUS})
     widths.update({f"activity_{name}": 2 for name in RTL_ACTIVITY})

@@ -41,6 +41,8 @@ class StandIn(wiring.Component):
             "mem_wr_data": Out(stream.Signature(data.StructLayout({"data": bus,
                                                                    "strb": bus // 8}))),
         }
+        if config.memory_system.write_response:   # taken, never waited for
+            members["mem_wr_resp"] = In(stream.Signature(2))
         members.update({f"counter_{name}": Out(32) for name in RTL_COUNTERS})
         members.update({f"status_{name}": Out(16) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})  # idle
@@ -125,6 +127,8 @@ class StandIn(wiring.Component):
                          record_req.eq(0), record_sent.eq(0), timing.eq(0), cycles.eq(0),
                          read_beats.eq(0), write_beats.eq(0)]
 
+        if self.config.memory_system.write_response:
+            m.d.comb += self.mem_wr_resp.ready.eq(1)
         m.d.comb += [self.counter_cycles.eq(cycles),
                      self.counter_dram_read_beats.eq(read_beats),
                      self.counter_dram_write_beats.eq(write_beats),
