@@ -16,7 +16,7 @@ from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from vdla.hw.synth import DEVICES, SynthError, synthesize_rtlil
+from vdla.hw.synth import PARTS, SynthError, synthesize_rtlil
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_register_copies_survive_synthesis(target):
 
 
 def test_estimate_says_when_it_does_not_fit():
-    device = DEVICES["iCE40HX1K"]
+    device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40", "iCE40HX1K")
     assert report.ffs == device.ffs + 100
     assert not report.fits
@@ -160,7 +160,7 @@ def test_critical_paths_name_the_scopes_a_path_crosses():
 
 
 def test_place_and_route_of_a_design_too_big_for_the_part():
-    device = DEVICES["iCE40HX1K"]
+    device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40",
                               "iCE40HX1K", place=True)
     assert not report.fits and report.fmax_mhz is None
@@ -207,7 +207,7 @@ def test_config_reports_are_remembered_and_record_fmax(tmp_path, monkeypatch):
         conversions.append(config.name)
         return rtlil.convert(Registers(8 * config.block_in), name=TOP_NAME, emit_src=False)
 
-    monkeypatch.setattr(synth, "_core_rtlil", small_core)
+    monkeypatch.setattr(synth.flow, "_core_rtlil", small_core)
     tiny = PRESETS["tiny"]
     first = synth.estimate(tiny, "ecp5")
     assert first.ffs == 8 * tiny.block_in and not first.cached
@@ -235,7 +235,7 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
         return rtlil.convert(Registers(24), name=BOARD_TOP_NAME, emit_src=False)
 
     monkeypatch.setattr(Board, "rtlil", small_board)
-    monkeypatch.setattr(synth, "_core_rtlil", lambda config: rtlil.convert(
+    monkeypatch.setattr(synth.flow, "_core_rtlil", lambda config: rtlil.convert(
         Registers(12), name=TOP_NAME, emit_src=False))
     ulx3s = synth.place_and_route(PRESETS["ulx3s"], "ecp5", clock_mhz=80)
     assert ulx3s.top == "board" and ulx3s.ffs == 24 and built == [("ulx3s-85f", "ulx3s")]
