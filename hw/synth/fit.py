@@ -169,7 +169,7 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
         instantiated once, as Amaranth writes them).
     target : {"ecp5", "ice40"}
     part : FpgaPart, optional
-        The part (where iCE40 single-port RAMs exist).
+        The part: iCE40 single-port RAMs and DSPs only where it has them.
 
     Returns
     -------
@@ -178,6 +178,8 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
     from vdla.hw.gemm import LUT_PRODUCT  # Amaranth loads only when synthesising
     memories: dict[tuple[str, str], list] = {}   # width, depth, read ports, addresses
     a_max, b_max, min_operand, min_product = _DSP[target]
+    # iCE40 parts without DSPs are synthesised without ``-dsp`` (`synth_options`).
+    maps_dsps = not (target == "ice40" and part is not None and not part.dsps)
     dsps = luts = 0.0
     for kind, module, *rest in _cells(rtlil):
         if kind == "memory":
@@ -197,14 +199,14 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
         if cell_type == "$mul":
             a, b, y = (_int(params[p]) for p in ("A_WIDTH", "B_WIDTH", "Y_WIDTH"))
             constant = any(_CONSTANT.match(connects.get(p, "")) for p in ("A", "B"))
-            if constant or min(a, b) < min_operand or y < min_product:
+            if constant or not maps_dsps or min(a, b) < min_operand or y < min_product:
                 luts += _LUTS_PER_PRODUCT_BIT * a * b * (not constant)
             else:
                 dsps += math.ceil(a / a_max) * math.ceil(b / b_max)
         elif cell_type in _LUTS_PER_BIT and widths:
             luts += _LUTS_PER_BIT[cell_type] * max(widths)
     # The products built from LUTs: 8x8 multipliers, not DSPs.
-    lut_products = len(re.findall(rf"attribute \\{LUT_PRODUCT} ", rtlil))
+    lut_products = len(re.findall(rf"attribute \\{LUT_PRODUCT} ", rtlil)) * maps_dsps
     dsps -= lut_products
     luts += lut_products * _LUTS_PER_PRODUCT_BIT * 64
     totals = {"bram": 0, "lutram": 0, "spram": 0}

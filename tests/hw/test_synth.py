@@ -160,14 +160,29 @@ def test_critical_paths_name_the_scopes_a_path_crosses():
 
 
 def test_place_and_route_of_a_design_too_big_for_the_part():
+    """Flip-flops are not estimated before synthesis (`hw.synth.fit`); Yosys's counts
+    over the part stop the flow before nextpnr, and the report says by how much."""
     device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40",
                               "iCE40HX1K", place=True)
-    assert not report.fits and report.fmax_mhz is None
-    # nextpnr's packing says by how much: at least one logic cell per flip-flop.
-    cells = report.utilization["ICESTORM_LC"]
-    assert cells["available"] == device.luts and cells["used"] >= device.ffs + 100
-    assert f"{cells['used']}/{device.luts} logic cells" in report.summary()
+    assert not report.fits and report.fmax_mhz is None and report.stage == "estimate"
+    assert report.over == ["flip-flops: 1380 of 1280 (100 over)"] and not report.utilization
+    assert report.summary().endswith("DOES NOT FIT (flip-flops: 1380 of 1280 (100 over))")
+
+
+def test_products_built_from_luts_equal_the_rtl():
+    """``HwConfig.lut_products``: those GEMM products take no DSP, and the netlist
+    (Yosys's ``booth`` multipliers) computes what the RTL does, gate by gate."""
+    from vdla.hw.config import PRESETS
+    from vdla.hw.gemm import GemmCore
+    from vdla.hw.synth import block_netlist
+    from vdla.sim.gate import gemm_core_check
+    config = PRESETS["tiny"].replace(lut_products=10, name="tiny-lut")
+    # 16 products, 10 of them LUTs: 6 MULT18X18D.
+    assert block_netlist(GemmCore(config), "gemm_gate", "ecp5").count("MULT18X18D ") == 6
+    result = gemm_core_check(config, "ecp5", cycles=100_000)
+    assert result.cycles == 100_000
+    assert result.equal, result.first_mismatch
 
 
 @pytest.mark.parametrize("target, device, message", [
