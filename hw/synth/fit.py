@@ -60,9 +60,12 @@ _LUTS_PER_BIT = {"$add": 1.0, "$sub": 1.0, "$neg": 1.0, "$lt": 0.6, "$le": 0.6, 
                  "$and": 0.15, "$or": 0.15, "$xor": 0.5, "$not": 0.0,
                  "$reduce_and": 0.3, "$reduce_or": 0.3, "$reduce_bool": 0.3,
                  "$logic_not": 0.3, "$logic_and": 0.1, "$logic_or": 0.1}
-# A LUT multiplier of A x B bits: about this many LUTs per partial-product bit.
-_LUTS_PER_PRODUCT_BIT = 1.2
-_LUT_SCALE = 1.0
+# A LUT multiplier of A x B bits: about this many LUTs per partial-product bit (a
+# signed 8x8 ``booth`` multiplier on ECP5: about 136 LUTs, carry cells as 2).
+_LUTS_PER_PRODUCT_BIT = 2.1
+# Yosys's LUTs per estimated LUT, by family (ECP5: carry cells count 2; fitted on
+# the shipped presets, benchmarks/README.md "Fit before synthesis").
+_LUT_SCALE = {"ecp5": 1.2, "ice40": 0.9}
 
 _CONSTANT = re.compile(r"^-?\d+'[01xz-]+$")
 
@@ -221,7 +224,7 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
         placed.append((f"{module}.{name}".replace("\\", ""), depth, width, kind, cells))
     luts += 4 * totals["lutram"]
     return FitEstimate(brams=totals["bram"], dsps=max(0, round(dsps)),
-                       luts=round(luts * _LUT_SCALE), lutrams=totals["lutram"],
+                       luts=round(luts * _LUT_SCALE[target]), lutrams=totals["lutram"],
                        sprams=totals["spram"], memories=tuple(placed))
 
 

@@ -25,7 +25,8 @@ from tests.cli.click_runner import invoke
     (["bitstream", "--board", "icebreaker", "--clock-mhz", "0", "-o", "x.bin"],
      "--clock-mhz: must be positive, got 0"),
     (["bitstream", "--board", "arty", "-o", "x.bit"],
-     "--board 'arty': unknown board (available: ulx3s-85f, ecpix5-85f, ecpix5-85f-256, icebreaker)"),
+     "--board 'arty': unknown board (available: ulx3s-85f, ecpix5-85f, ecpix5-85f-256, "
+     "icebreaker)"),
 ])
 def test_bad_options_are_one_line(args, message):
     result = invoke(hw_command, args)
