@@ -15,8 +15,10 @@ block RAMs
     synthesis").
 DSPs
     Each ``$mul`` whose operands are both signals at least 2 bits wide is cut
-    by ``mul2dsp`` into ``ceil(A / 18) x ceil(B / 18)`` ECP5 MULT18X18D
-    (iCE40: 16 x 16 SB_MAC16, products of at least 11 bits), less the products
+    by ``mul2dsp`` into 18 x 18 pieces, one ECP5 MULT18X18D each (iCE40: 16 x
+    16 SB_MAC16, products of at least 11 bits, and only on parts with DSPs),
+    less the pieces whose product lies above every bit that is read (a 32 x 32
+    product of which the low 32 bits are kept: 3 of 4), less the products
     ``HwConfig.lut_products`` builds from LUTs (`LUT_PRODUCT` in the text).
 LUTs
     Roughly: a cost per bit of each arithmetic, compare, multiplexer and shift
@@ -155,6 +157,33 @@ def _cells(rtlil: str):
             style = None   # an attribute belongs to the next declaration only
 
 
+_SIGNAL = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::\d+)?\])?")
+
+
+def _bits_read(rtlil: str, wires: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """For each (module, wire) of ``wires``: one past the highest bit any connection
+    or process reads; absent where one reads it whole (or none reads it)."""
+    used: dict[tuple[str, str], int] = {}
+    whole: set[tuple[str, str]] = set()
+    module = ""
+    for raw in rtlil.splitlines():
+        line = raw.strip()
+        if line.startswith("module "):
+            module = line.split()[1]
+        words = line.split(None, 2)
+        if (len(words) < 3 or words[0] not in ("connect", "assign", "switch", "case")
+                or words[1] in ("\\Y", "\\Q")):
+            continue   # not a connection, or a cell's output (Y, Q), which reads nothing
+        for match in _SIGNAL.finditer(line[len(words[0]):]):
+            key = (module, match.group(1))
+            if key in wires:
+                if match.group(2) is None:
+                    whole.add(key)
+                else:
+                    used[key] = max(used.get(key, 0), int(match.group(2)) + 1)
+    return {key: bits for key, bits in used.items() if key not in whole}
+
+
 def _int(value: str) -> int:
     """An RTLIL parameter as an integer (``8``, ``32'00000000000000000000000000001000``)."""
     if "'" in value:
@@ -184,6 +213,7 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
     # iCE40 parts without DSPs are synthesised without ``-dsp`` (`synth_options`).
     maps_dsps = not (target == "ice40" and part is not None and not part.dsps)
     dsps = luts = 0.0
+    multipliers: dict[tuple[str, str], tuple[int, int, int]] = {}   # by output wire
     for kind, module, *rest in _cells(rtlil):
         if kind == "memory":
             name, width, depth, style = rest
@@ -205,9 +235,15 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
             if constant or not maps_dsps or min(a, b) < min_operand or y < min_product:
                 luts += _LUTS_PER_PRODUCT_BIT * a * b * (not constant)
             else:
-                dsps += math.ceil(a / a_max) * math.ceil(b / b_max)
+                multipliers[module, connects["Y"]] = (a, b, y)
         elif cell_type in _LUTS_PER_BIT and widths:
             luts += _LUTS_PER_BIT[cell_type] * max(widths)
+    # mul2dsp cuts each multiplier into pieces of at most a_max x b_max bits; Yosys
+    # then drops the pieces whose product lies wholly above the bits that are read.
+    read = _bits_read(rtlil, set(multipliers))
+    for key, (a, b, y) in multipliers.items():
+        dsps += sum(a_max * i + b_max * j < read.get(key, y)
+                    for i in range(math.ceil(a / a_max)) for j in range(math.ceil(b / b_max)))
     # The products built from LUTs: 8x8 multipliers, not DSPs.
     lut_products = len(re.findall(rf"attribute \\{LUT_PRODUCT} ", rtlil)) * maps_dsps
     dsps -= lut_products

@@ -3,7 +3,7 @@ the RTLIL by Yosys's own mapping rules, and a design over its part refused at on
 
 The counts of the small designs here are what Yosys maps them to
 (tests/hw/test_synth.py synthesises the same shapes); those of ``default`` are
-what Yosys 0.70's ``synth_ecp5`` maps it to (237 DP16KD, 320 MULT18X18D), and
+what Yosys 0.70's ``synth_ecp5`` maps it to (237 DP16KD, 304 MULT18X18D), and
 benchmarks/fit.py compares every shipped preset with Yosys's report. No tool
 runs here.
 """
@@ -74,7 +74,7 @@ def test_each_memory_goes_where_yosys_finds_it_cheapest():
 
 def test_the_shipped_presets_as_yosys_maps_them():
     estimate, part, what = fit_estimate(PRESETS["default"], "ecp5")
-    assert (estimate.brams, estimate.dsps, estimate.lutrams) == (237, 320, 171)
+    assert (estimate.brams, estimate.dsps, estimate.lutrams) == (237, 304, 171)
     assert part.name == "LFE5U-85F" and what == "config default (core)"
     # The 256-MAC preset on its board: 118 block RAMs of buffers + 64 of on-chip
     # memory; 48 ALU multipliers + 104 GEMM products in DSPs, 152 products in LUTs.
@@ -84,8 +84,8 @@ def test_the_shipped_presets_as_yosys_maps_them():
 
 def test_a_design_that_cannot_fit_is_refused_before_any_tool_runs():
     with pytest.raises(DoesNotFit, match=r"^config default \(core\) cannot fit the LFE5U-85F: "
-                                         r"block RAMs: 237 of 208 \(29 over\); DSPs: 320 of "
-                                         r"156 \(164 over\) \(estimated before synthesis\)$"):
+                                         r"block RAMs: 237 of 208 \(29 over\); DSPs: 304 of "
+                                         r"156 \(148 over\) \(estimated before synthesis\)$"):
         check_config_fits(PRESETS["default"], "ecp5")
     # 5120 x 16 bits: 20 of the iCE40HX1K's 16 block RAMs; synthesis alone still reports.
     design = _rtlil(Design(1, [(5120, 16)]))
