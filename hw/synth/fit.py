@@ -11,8 +11,10 @@ block RAMs
     ... 256 x 16), a 16 x 4 ECP5 LUT RAM 4 (``lattice/lutrams_trellis.txt``),
     an iCE40 UltraPlus single-port RAM (16K x 16) 2048, a bit of flip-flops 1
     (``memory_libmap -logic-cost-ram``). Each read port past the first is a
-    copy. Exact for every shipped preset (benchmarks/README.md, "Fit before
-    synthesis").
+    copy. What ``memory_libmap`` maps, exactly; Yosys later drops the cells
+    of data bits that nothing reads (a submodule's unused uop fields), so the
+    final count can be a block RAM lower (benchmarks/README.md, "Fit before
+    synthesis"): the estimate errs on the safe side.
 DSPs
     Each ``$mul`` whose operands are both signals at least 2 bits wide is cut
     by ``mul2dsp`` into 18 x 18 pieces, one ECP5 MULT18X18D each (iCE40: 16 x
@@ -157,13 +159,13 @@ def _cells(rtlil: str):
             style = None   # an attribute belongs to the next declaration only
 
 
-_SIGNAL = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::\d+)?\])?")
+_SIGNAL = re.compile(r"(\\\S+|\$\S+)(?: \[(\d+)(?::(\d+))?\])?")
 
 
-def _bits_read(rtlil: str, wires: set[tuple[str, str]]) -> dict[tuple[str, str], int]:
-    """For each (module, wire) of ``wires``: one past the highest bit any connection
-    or process reads; absent where one reads it whole (or none reads it)."""
-    used: dict[tuple[str, str], int] = {}
+def _bits_read(rtlil: str, wires: set[tuple[str, str]]) -> dict[tuple[str, str], set[int]]:
+    """For each (module, wire) of ``wires``: the bits any connection or process of its
+    module reads (a memory's write data aside); absent where one reads it whole."""
+    used: dict[tuple[str, str], set[int]] = {key: set() for key in wires}
     whole: set[tuple[str, str]] = set()
     module = ""
     for raw in rtlil.splitlines():
@@ -172,15 +174,17 @@ def _bits_read(rtlil: str, wires: set[tuple[str, str]]) -> dict[tuple[str, str],
             module = line.split()[1]
         words = line.split(None, 2)
         if (len(words) < 3 or words[0] not in ("connect", "assign", "switch", "case")
-                or words[1] in ("\\Y", "\\Q")):
-            continue   # not a connection, or a cell's output (Y, Q), which reads nothing
+                or words[1] in ("\\Y", "\\Q", "\\DATA")):
+            continue   # not a connection, or a cell's output (Y, Q, a read port's DATA)
         for match in _SIGNAL.finditer(line[len(words[0]):]):
             key = (module, match.group(1))
-            if key in wires:
+            if key in used:
                 if match.group(2) is None:
                     whole.add(key)
                 else:
-                    used[key] = max(used.get(key, 0), int(match.group(2)) + 1)
+                    high = int(match.group(2))
+                    low = high if match.group(3) is None else int(match.group(3))
+                    used[key].update(range(low, high + 1))
     return {key: bits for key, bits in used.items() if key not in whole}
 
 
@@ -242,7 +246,8 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
     # then drops the pieces whose product lies wholly above the bits that are read.
     read = _bits_read(rtlil, set(multipliers))
     for key, (a, b, y) in multipliers.items():
-        dsps += sum(a_max * i + b_max * j < read.get(key, y)
+        bits_read = max(read[key], default=-1) + 1 if key in read else y
+        dsps += sum(a_max * i + b_max * j < bits_read
                     for i in range(math.ceil(a / a_max)) for j in range(math.ceil(b / b_max)))
     # The products built from LUTs: 8x8 multipliers, not DSPs.
     lut_products = len(re.findall(rf"attribute \\{LUT_PRODUCT} ", rtlil)) * maps_dsps
