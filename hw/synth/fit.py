@@ -64,12 +64,13 @@ _LUTS_PER_BIT = {"$add": 1.0, "$sub": 1.0, "$neg": 1.0, "$lt": 0.6, "$le": 0.6, 
                  "$and": 0.15, "$or": 0.15, "$xor": 0.5, "$not": 0.0,
                  "$reduce_and": 0.3, "$reduce_or": 0.3, "$reduce_bool": 0.3,
                  "$logic_not": 0.3, "$logic_and": 0.1, "$logic_or": 0.1}
+_SHIFTS = ("$shl", "$shr", "$sshr", "$sshl", "$shift", "$shiftx")
 # A LUT multiplier of A x B bits: about this many LUTs per partial-product bit (a
 # signed 8x8 ``booth`` multiplier on ECP5: about 136 LUTs, carry cells as 2).
 _LUTS_PER_PRODUCT_BIT = 2.1
 # Yosys's LUTs per estimated LUT, by family (ECP5: carry cells count 2; fitted on
 # the shipped presets, benchmarks/README.md "Fit before synthesis").
-_LUT_SCALE = {"ecp5": 1.2, "ice40": 0.9}
+_LUT_SCALE = {"ecp5": 1.3, "ice40": 1.05}
 
 _CONSTANT = re.compile(r"^-?\d+'[01xz-]+$")
 
@@ -241,7 +242,11 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
             else:
                 multipliers[module, connects["Y"]] = (a, b, y)
         elif cell_type in _LUTS_PER_BIT and widths:
-            luts += _LUTS_PER_BIT[cell_type] * max(widths)
+            # A shift by a constant is wiring; a bitwise operation with a constant
+            # folds into its neighbours.
+            constant = _CONSTANT.match(connects.get("B", "")) and (
+                cell_type in _SHIFTS or cell_type in ("$and", "$or", "$xor"))
+            luts += 0 if constant else _LUTS_PER_BIT[cell_type] * max(widths)
     # mul2dsp cuts each multiplier into pieces of at most a_max x b_max bits; Yosys
     # then drops the pieces whose product lies wholly above the bits that are read.
     read = _bits_read(rtlil, set(multipliers))
