@@ -100,11 +100,6 @@ class FitEstimate:
     sprams: int = 0
     memories: tuple = ()
 
-    def counts(self) -> dict[str, int]:
-        """The estimate as `hw.synth.reports.count_resources` names resources."""
-        return {"brams": self.brams, "dsps": self.dsps, "luts": self.luts,
-                "lutrams": self.lutrams, "sprams": self.sprams}
-
 
 def _memory_cells(target: str, part: FpgaPart | None, depth: int, width: int, reads: int,
                   single_port: bool, style: str | None) -> tuple[str, int]:

@@ -331,7 +331,13 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     Returns
     -------
     SynthReport
-        ``fits`` False (and no Fmax) when nextpnr cannot place it on the part.
+        ``fits`` False (and no Fmax) when Yosys's counts are over the part
+        (``over``; nextpnr does not run) or nextpnr cannot place it.
+
+    Raises
+    ------
+    DoesNotFit
+        The estimate before synthesis is over the part (`check_config_fits`).
     """
     device = device or _board_part(config, target)
     report = _remembered(config, ("place_and_route", target, device, clock_mhz, seed),
