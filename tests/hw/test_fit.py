@@ -94,3 +94,14 @@ def test_a_design_that_cannot_fit_is_refused_before_any_tool_runs():
         synthesize_rtlil(design, "top", "ice40", "iCE40HX1K", place=True)
     assert PARTS["iCE40HX1K"].brams == 16
 
+
+
+def test_lut_products_are_some_of_the_gemm_products():
+    from vdla.hw.config import ConfigError, HwConfig
+    with pytest.raises(ConfigError, match=r"^lut_products: must be 0\.\.256 \(the GEMM core's "
+                                          r"products\), got 300$"):
+        HwConfig(lut_products=300)
+    with pytest.raises(ConfigError, match=r"^lut_products: must be 0\.\.256"):
+        HwConfig(lut_products=-1)
+    # Only the netlist differs: not a field of the hash at 0 (recorded configs keep theirs).
+    assert HwConfig(lut_products=0).hash == PRESETS["default"].hash
