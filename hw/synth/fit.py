@@ -65,9 +65,11 @@ _LUTS_PER_BIT = {"$add": 1.0, "$sub": 1.0, "$neg": 1.0, "$lt": 0.6, "$le": 0.6, 
                  "$reduce_and": 0.3, "$reduce_or": 0.3, "$reduce_bool": 0.3,
                  "$logic_not": 0.3, "$logic_and": 0.1, "$logic_or": 0.1}
 _SHIFTS = ("$shl", "$shr", "$sshr", "$sshl", "$shift", "$shiftx")
-# A LUT multiplier of A x B bits: about this many LUTs per partial-product bit (a
-# signed 8x8 ``booth`` multiplier on ECP5: about 136 LUTs, carry cells as 2).
+# A LUT multiplier of A x B bits: about this many LUTs per partial-product bit; a
+# GEMM product built from LUTs (a signed 8x8 ``booth`` multiplier): Yosys's LUTs,
+# carry cells as 2 (`tiny` with 10 of them: 1,359 LUTs more).
 _LUTS_PER_PRODUCT_BIT = 2.1
+_LUTS_PER_LUT_PRODUCT = 136
 # Yosys's LUTs per estimated LUT, by family (ECP5: carry cells count 2; fitted on
 # the shipped presets, benchmarks/README.md "Fit before synthesis").
 _LUT_SCALE = {"ecp5": 1.3, "ice40": 1.05}
@@ -252,7 +254,6 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
     # The products built from LUTs: 8x8 multipliers, not DSPs.
     lut_products = len(re.findall(rf"attribute \\{LUT_PRODUCT} ", rtlil)) * maps_dsps
     dsps -= lut_products
-    luts += lut_products * _LUTS_PER_PRODUCT_BIT * 64
     totals = {"bram": 0, "lutram": 0, "spram": 0}
     placed = []
     for (module, name), (width, depth, reads, addresses, style) in memories.items():
@@ -265,7 +266,8 @@ def estimate_rtlil(rtlil: str, target: str, part: FpgaPart | None = None) -> Fit
         placed.append((f"{module}.{name}".replace("\\", ""), depth, width, kind, cells))
     luts += 4 * totals["lutram"]
     return FitEstimate(brams=totals["bram"], dsps=max(0, round(dsps)),
-                       luts=round(luts * _LUT_SCALE[target]), lutrams=totals["lutram"],
+                       luts=round(luts * _LUT_SCALE[target] + lut_products * _LUTS_PER_LUT_PRODUCT),
+                       lutrams=totals["lutram"],
                        sprams=totals["spram"], memories=tuple(placed))
 
 
