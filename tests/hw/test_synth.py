@@ -159,9 +159,12 @@ def test_critical_paths_name_the_scopes_a_path_crosses():
     assert report.critical_path_text().startswith("critical path 8.0 ns")
 
 
-def test_place_and_route_of_a_design_too_big_for_the_part():
+def test_place_and_route_of_a_design_too_big_for_the_part(tmp_path, monkeypatch):
     """Flip-flops are not estimated before synthesis (`hw.synth.fit`); Yosys's counts
     over the part stop the flow before nextpnr, and the report says by how much."""
+    import vdla.hw.synth as synth
+    monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))  # a report of this run, not a cached one
     device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40",
                               "iCE40HX1K", place=True)
