@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/differential.py             # 300 tiny, 100 default, 100 odd
     python benchmarks/differential.py --configs tiny=50,default=10 --first-seed 1000
-    python benchmarks/differential.py --configs tiny,default,odd,ecpix5,ulx3s,icebreaker \
+    python benchmarks/differential.py \
+        --configs tiny,default,odd,ecpix5,ulx3s,icebreaker,ecpix5-256 \
         --programs 10000 --jobs 2 --output benchmarks/results/differential_10k.json
 
 ``--configs`` names `hw.config.PRESETS` (each with its own timing switches: the

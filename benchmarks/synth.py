@@ -2,13 +2,15 @@
 
 Usage::
 
-    python benchmarks/synth.py [--configs default,ulx3s,ecpix5,icebreaker] [--estimate] [--jobs 2]
+    python benchmarks/synth.py [--configs default,ulx3s,ecpix5,ecpix5-256,icebreaker] [--estimate]
+                               [--jobs 2]
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
 board's part (`hw.boards.BOARDS`) with its board's clock as the goal, as
 `hw.synth.place_and_route` does; `default` as the accelerator core alone, out
-of context, on an LFE5U-85F. ResNet-18 C2–C11 cycles (sum of cycles x uses)
+of context, on an LFE5U-85F (it cannot fit one, `hw.synth.fit`, so its row is
+Yosys's synthesis alone). ResNet-18 C2–C11 cycles (sum of cycles x uses)
 come from ``bench/baselines/<config>.json`` when it matches the config, else
 from a run on the RTL tier; milliseconds are those cycles at the reported
 Fmax. A preset whose DRAM addresses are too narrow for a ResNet-18 layer's
@@ -36,7 +38,7 @@ from vdla.bench.suite import run_bench
 from vdla.compiler.workloads import RESNET18
 from vdla.hw.boards import BOARDS
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import estimate, place_and_route, synthesize_rtlil
+from vdla.hw.synth import DoesNotFit, estimate, place_and_route, synthesize_rtlil
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,7 +88,7 @@ def kept_rows(path: Path, measured: set[str]) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", default="default,ulx3s,ecpix5,icebreaker")
+    parser.add_argument("--configs", default="default,ulx3s,ecpix5,ecpix5-256,icebreaker")
     parser.add_argument("--estimate", action="store_true", help="synthesis only (no Fmax)")
     parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))
@@ -101,9 +103,13 @@ def main() -> int:
             report, board = board_report(name, args.estimate)
             where = f"{board.name} board top"
         else:
-            report = (estimate(config, "ecp5") if args.estimate
-                      else place_and_route(config, "ecp5"))
             where = "core, out of context"
+            try:
+                report = (estimate(config, "ecp5") if args.estimate
+                          else place_and_route(config, "ecp5"))
+            except DoesNotFit as error:   # refused before synthesis: Yosys's counts instead
+                print(error, flush=True)
+                report, where = estimate(config, "ecp5"), f"{where}, synthesis only (does not fit)"
         if config.hash in cycles_of:
             cycles, source, first = cycles_of[config.hash]
             source = f"{source}, the same hardware as {first}"

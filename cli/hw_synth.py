@@ -6,6 +6,11 @@ it fits the part and the Fmax per clock domain; ``--json`` writes the report.
 ``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
 ``board-header`` writes the board's UART protocol as a C header.
 
+``synth`` with place and route first refuses, in seconds, a config that
+cannot fit the part (`hw.synth.fit`: block RAMs, DSPs and LUTs counted from
+the design before Yosys runs), naming each resource over and by how much; and
+one that Yosys's counts put over the part is not given to nextpnr.
+
 Both check the netlist first (``--no-netlist-check`` skips it and says so):
 the GEMM core of the config, synthesised by the same flow for the same part,
 is simulated gate by gate with Yosys's cell models against its RTL
@@ -24,7 +29,7 @@ import click
 
 from vdla.cli.options import POSITIVE, Command, config_option, fail, write_output
 
-__all__ = ["synth", "bitstream", "board_header"]
+__all__ = ["synth", "bitstream", "board_header", "check_fit"]
 
 
 def seed_option(default, said):
@@ -71,6 +76,15 @@ def check_netlist(config, target: str, device: str | None, skip: bool) -> dict:
             "mismatches": result.mismatches}
 
 
+def check_fit(config, target: str, device: str | None) -> None:
+    """Refuse at once (one line, `hw.synth.DoesNotFit`) a config that cannot fit the part:
+    the estimate before synthesis (`hw.synth.fit`), seconds where place and route takes an hour."""
+    from vdla.hw.synth import check_config_fits
+    fit = check_config_fits(config, target, device)
+    click.echo(f"fit estimate: {fit.brams} block RAMs, {fit.dsps} DSPs, about {fit.luts} LUTs",
+               err=True)
+
+
 @click.command("synth", cls=Command)
 @config_option
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
@@ -90,9 +104,11 @@ def check_netlist(config, target: str, device: str | None, skip: bool) -> dict:
 def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_path):
     """Synthesise the accelerator: resources, fit, and (after place and route) Fmax."""
     from vdla.hw import synth as flow
-    if device is not None and (device not in flow.DEVICES or flow.DEVICES[device].target != target):
-        choices = ", ".join(d.name for d in flow.DEVICES.values() if d.target == target)
+    if device is not None and (device not in flow.PARTS or flow.PARTS[device].target != target):
+        choices = ", ".join(p.name for p in flow.PARTS.values() if p.target == target)
         fail(f"--device {device!r}: not an {target} part vdla knows (available: {choices})")
+    if not estimate:
+        check_fit(config, target, device)
     netlist_check = check_netlist(config, target, device, skip_check)
     click.echo(f"synthesising config {config.name} for {target} "
                f"({'synthesis only' if estimate else 'with place and route'}; the first run "
@@ -101,6 +117,9 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
         report = flow.estimate(config, target, device)
     else:
         report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz, seed=seed)
+    if not estimate and report.over:
+        fail(f"config {config.name} does not fit the {report.device} after synthesis: "
+             f"{'; '.join(report.over)}; nextpnr was not run")
     data = {"config": config.name, "config_hash": config.hash, **report.to_dict(),
             "netlist_check": netlist_check}
     if json_path is not None and str(json_path) == "-":

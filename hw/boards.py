@@ -36,7 +36,7 @@ from amaranth.lib.cdc import ResetSynchronizer
 from vdla.hw.board_protocol import BAUD
 from vdla.hw.board_top import BoardTop, board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.synth import TARGETS, SynthError, script_after_read, synth_options, tool_path, \
+from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
     yowasp_env
 
 __all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
@@ -61,7 +61,7 @@ class Board:
     target : str
         ``ecp5`` or ``ice40`` (for `hw.synth`).
     device : str
-        The FPGA part (a `hw.synth.DEVICES` name).
+        The FPGA part (a `hw.synth.PARTS` name).
     clock_mhz : float
         The design's clock, made by the FPGA's PLL from the board's oscillator.
     led : str
@@ -122,6 +122,12 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
     # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
           BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
+    # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`),
+    # at 50 MHz from the PLL: its board top placed at a 100 MHz goal estimated 59.5
+    # MHz (benchmarks/README.md, "ECPIX-5, 256 MACs").
+    Board("ecpix5-85f-256", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5-256",
+          128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=50.0,
+          led="rgb_led.g"),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's.
     # 27 MHz (the PLL makes it exactly from 12; 27 clocks per UART bit): the board
@@ -293,12 +299,13 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
             _without_zero_memory_init():
         try:
             # nextpnr with the options `hw.synth` places with (ECP5: static placer, router2).
-            options = (*TARGETS[board.target]["nextpnr_options"],
+            options = (*FAMILIES[board.target]["nextpnr_options"],
                        *(("--seed", str(seed)) if seed is not None else ()))
             plan = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                   build_dir=build_dir, do_build=False, do_program=False,
                                   synth_opts=synth_options(board.target, board.device),
-                                  script_after_read=script_after_read(board.target),
+                                  script_after_read=script_after_read(
+                                      board.target, lut_products=config.lut_products > 0),
                                   nextpnr_opts=list(options))
             if config.ram_collision_dont_care:   # as `Board.rtlil` marks it
                 plan.files["top.il"] = mark_collision_dont_care(plan.files["top.il"])

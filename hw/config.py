@@ -50,7 +50,7 @@ _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits":
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
                  "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
                  "registered_control": 0, "registered_load_data": 0, "gemm_tree_stage": 0,
-                 "memory": "ideal"}
+                 "memory": "ideal", "lut_products": 0}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
@@ -231,6 +231,17 @@ class HwConfig(JsonRecord):
         to write, at the same rate. On the ECPIX-5's ECP5 the tree, mapped by
         Yosys into LUT compressors and a carry chain, was the board top's
         longest path once the control paths were registered.
+    lut_products : int
+        How many of the GEMM core's ``batch * block_in * block_out`` 8x8
+        products synthesis builds from LUTs and carry chains instead of DSP
+        blocks: the last ones in (batch, block_out, block_in) order (`hw.gemm`).
+        The RTL, and so every cycle, is the same; only the netlist differs.
+        Where a part has fewer DSP blocks than products (an ECP5-85's 156
+        18x18 multipliers against 256 products and the ALU's 3 per lane), the
+        rest go to LUTs. An 18x18 multiplier cannot carry two int8 products:
+        a signed 8x8 product spans 16 bits, so packing a second operand
+        above the first needs 8 + 16 = 24 operand bits, and the ECP5's
+        MULT18X18D has 18 (Yosys and nextpnr map no 9x9 mode).
     registered_load_walk : int
         1: the load engine (`hw.load`) copies the LOAD fields its walkers read
         when it takes the LOAD, counts SRAM addresses itself and keeps in
@@ -321,6 +332,7 @@ class HwConfig(JsonRecord):
     registered_load_data: int = 0
     gemm_tree_stage: int = 0
     memory: str = "ideal"
+    lut_products: int = 0
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -354,7 +366,7 @@ class HwConfig(JsonRecord):
                 raise ConfigError(f"{field.name}: must be 0 (only cycles) or 1 (all), got {value}")
             if field.name in _SWITCHES and value not in (0, 1):
                 raise ConfigError(f"{field.name}: must be 0 or 1, got {value}")
-            if value <= 0 and field.name not in ("cmd_queue_depth", *_SWITCHES):
+            if value <= 0 and field.name not in ("cmd_queue_depth", "lut_products", *_SWITCHES):
                 raise ConfigError(f"{field.name}: must be positive, got {value}")
         for name in ("batch", "block_in", "block_out", "dram_bus_bits",
                      "uop_buffer_bytes", "inp_buffer_bytes", "wgt_buffer_bytes",
@@ -405,6 +417,9 @@ class HwConfig(JsonRecord):
         if not 12 <= self.dram_addr_bits <= self.DRAM_ADDR_BITS:
             raise ConfigError(f"dram_addr_bits: must be 12..{self.DRAM_ADDR_BITS}, "
                               f"got {self.dram_addr_bits}")
+        if not 0 <= self.lut_products <= self.macs_per_cycle:
+            raise ConfigError(f"lut_products: must be 0..{self.macs_per_cycle} (the GEMM core's "
+                              f"products), got {self.lut_products}")
         if self.registered_load_data and not self.registered_load_walk:
             raise ConfigError("registered_load_data: needs registered_load_walk")
         if self.dram_reads_in_flight > 256:
@@ -622,6 +637,17 @@ PRESETS: dict[str, HwConfig] = {
 # part, its board top routed at 100 MHz and more (benchmarks/README.md, "ECPIX-5").
 # The same cycles as ``ulx3s``.
 PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
+# VTA's 1x16x16 GEMM (256 MACs per cycle) on the ECPIX-5's ECP5-85, beside its
+# board's 128 KiB on-chip memory (64 of the 208 block RAMs): ``ulx3s``'s timing
+# and area switches; buffers as large as the block RAMs allow (a 2048-bit wgt
+# entry takes 57 block RAMs at any depth up to 512; each 512-bit acc bank 15, so
+# two banks), 118 block RAMs in all; of the 156 18x18 multipliers the ALU takes
+# 3 per lane (48) and 104 of the 256 products the rest, the other 152 products
+# are LUTs (`lut_products`). Measured in benchmarks/README.md ("ECPIX-5, 256 MACs").
+PRESETS["ecpix5-256"] = dataclasses.replace(
+    PRESETS["ulx3s"], block_out=16, uop_buffer_bytes=8 * 1024, inp_buffer_bytes=32 * 1024,
+    wgt_buffer_bytes=128 * 1024, acc_buffer_bytes=64 * 1024, max_acc_banks=2,
+    lut_products=152, name="ecpix5-256")
 
 
 def load_config(spec: str | Path | None) -> HwConfig:

@@ -27,6 +27,11 @@ undriven -- products silently dropped (docs/yosys-ice40-dsp-bug.md). Kept, a
 product register still goes inside its own ``SB_MAC16`` and the next one's
 post-adder reads it from there: one DSP per product, no flip-flop or LUT
 more; the attribute changes no preset's RTL behaviour.
+
+The last ``HwConfig.lut_products`` product registers carry `LUT_PRODUCT`
+instead: the flow turns their multipliers into adder trees before DSP mapping
+(`hw.synth.script_after_read`), so they become LUTs and carry chains; the RTL
+is the same.
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
 
-__all__ = ["GemmCore", "adder_tree", "PRODUCT"]
+__all__ = ["GemmCore", "adder_tree", "PRODUCT", "LUT_PRODUCT"]
 
-# Marks the product registers' wires for the synthesis flow (see above).
+# Mark the product registers' wires for the synthesis flow (see above).
 PRODUCT = "vdla_product"
+LUT_PRODUCT = "vdla_lut_product"
 
 
 def adder_tree(terms):
@@ -101,12 +107,15 @@ class GemmCore(wiring.Component):
 
         # Data registers without reset: the compute unit reads them only under
         # its own valid bits.
+        first_lut = config.macs_per_cycle - config.lut_products
         for b in range(config.batch):
             for o in range(config.block_out):
                 products = []
                 for k in range(block_in):
+                    index = (b * config.block_out + o) * block_in + k
+                    mark = PRODUCT if index < first_lut else LUT_PRODUCT
                     product = Signal(signed(in_bits + wgt_bits), name=f"product_{b}_{o}_{k}",
-                                     reset_less=True, attrs={PRODUCT: 1})
+                                     reset_less=True, attrs={mark: 1})
                     m.d.sync += product.eq(inp(b, k) * wgt(o, k))
                     products.append(product)
                 if config.gemm_tree_stage:

@@ -25,7 +25,8 @@ from tests.cli.click_runner import invoke
     (["bitstream", "--board", "icebreaker", "--clock-mhz", "0", "-o", "x.bin"],
      "--clock-mhz: must be positive, got 0"),
     (["bitstream", "--board", "arty", "-o", "x.bit"],
-     "--board 'arty': unknown board (available: ulx3s-85f, ecpix5-85f, icebreaker)"),
+     "--board 'arty': unknown board (available: ulx3s-85f, ecpix5-85f, ecpix5-85f-256, "
+     "icebreaker)"),
 ])
 def test_bad_options_are_one_line(args, message):
     result = invoke(hw_command, args)
@@ -85,3 +86,12 @@ def test_a_netlist_that_differs_stops_before_synthesis(args, monkeypatch):
     assert ("Error: the ice40 netlist of config icebreaker's GEMM core differs from its RTL in 7 "
             "of 200000 cycles (first mismatch at cycle 9: ...); nothing was written") in result.stderr
     assert "synthesis reached" not in result.output
+
+
+def test_vdla_hw_synth_refuses_a_config_that_cannot_fit_at_once():
+    """Before the netlist check, Yosys and nextpnr (`hw.synth.fit`)."""
+    result = invoke(hw_command, ["synth", "--config", "default", "--target", "ecp5"])
+    assert result.exit_code == 1
+    assert result.output == ("Error: config default (core) cannot fit the LFE5U-85F: block RAMs: "
+                             "237 of 208 (29 over); DSPs: 304 of 156 (148 over) (estimated "
+                             "before synthesis)\n")

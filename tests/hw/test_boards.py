@@ -50,8 +50,8 @@ def test_pll_of_each_board(board):
 
 
 def test_unknown_board():
-    with pytest.raises(SynthError, match=r"unknown board 'arty' "
-                                         r"\(available: ulx3s-85f, ecpix5-85f, icebreaker\)"):
+    with pytest.raises(SynthError, match=r"unknown board 'arty' \(available: ulx3s-85f, "
+                                         r"ecpix5-85f, ecpix5-85f-256, icebreaker\)"):
         build_bitstream("arty", Path("x.bit"))
 
 

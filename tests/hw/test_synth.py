@@ -16,7 +16,7 @@ from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from vdla.hw.synth import DEVICES, SynthError, synthesize_rtlil
+from vdla.hw.synth import PARTS, SynthError, synthesize_rtlil
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_register_copies_survive_synthesis(target):
 
 
 def test_estimate_says_when_it_does_not_fit():
-    device = DEVICES["iCE40HX1K"]
+    device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40", "iCE40HX1K")
     assert report.ffs == device.ffs + 100
     assert not report.fits
@@ -159,15 +159,33 @@ def test_critical_paths_name_the_scopes_a_path_crosses():
     assert report.critical_path_text().startswith("critical path 8.0 ns")
 
 
-def test_place_and_route_of_a_design_too_big_for_the_part():
-    device = DEVICES["iCE40HX1K"]
+def test_place_and_route_of_a_design_too_big_for_the_part(tmp_path, monkeypatch):
+    """Flip-flops are not estimated before synthesis (`hw.synth.fit`); Yosys's counts
+    over the part stop the flow before nextpnr, and the report says by how much."""
+    import vdla.hw.synth as synth
+    monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])
+    monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path))  # a report of this run, not a cached one
+    device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40",
                               "iCE40HX1K", place=True)
-    assert not report.fits and report.fmax_mhz is None
-    # nextpnr's packing says by how much: at least one logic cell per flip-flop.
-    cells = report.utilization["ICESTORM_LC"]
-    assert cells["available"] == device.luts and cells["used"] >= device.ffs + 100
-    assert f"{cells['used']}/{device.luts} logic cells" in report.summary()
+    assert not report.fits and report.fmax_mhz is None and report.stage == "estimate"
+    assert report.over == ["flip-flops: 1380 of 1280 (100 over)"] and not report.utilization
+    assert report.summary().endswith("DOES NOT FIT (flip-flops: 1380 of 1280 (100 over))")
+
+
+def test_products_built_from_luts_equal_the_rtl():
+    """``HwConfig.lut_products``: those GEMM products take no DSP, and the netlist
+    (Yosys's ``booth`` multipliers) computes what the RTL does, gate by gate."""
+    from vdla.hw.config import PRESETS
+    from vdla.hw.gemm import GemmCore
+    from vdla.hw.synth import block_netlist
+    from vdla.sim.gate import gemm_core_check
+    config = PRESETS["tiny"].replace(lut_products=10, name="tiny-lut")
+    # 16 products, 10 of them LUTs: 6 MULT18X18D.
+    assert block_netlist(GemmCore(config), "gemm_gate", "ecp5").count("MULT18X18D ") == 6
+    result = gemm_core_check(config, "ecp5", cycles=100_000)
+    assert result.cycles == 100_000
+    assert result.equal, result.first_mismatch
 
 
 @pytest.mark.parametrize("target, device, message", [
@@ -207,7 +225,7 @@ def test_config_reports_are_remembered_and_record_fmax(tmp_path, monkeypatch):
         conversions.append(config.name)
         return rtlil.convert(Registers(8 * config.block_in), name=TOP_NAME, emit_src=False)
 
-    monkeypatch.setattr(synth, "_core_rtlil", small_core)
+    monkeypatch.setattr(synth.flow, "_core_rtlil", small_core)
     tiny = PRESETS["tiny"]
     first = synth.estimate(tiny, "ecp5")
     assert first.ffs == 8 * tiny.block_in and not first.cached
@@ -235,7 +253,7 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
         return rtlil.convert(Registers(24), name=BOARD_TOP_NAME, emit_src=False)
 
     monkeypatch.setattr(Board, "rtlil", small_board)
-    monkeypatch.setattr(synth, "_core_rtlil", lambda config: rtlil.convert(
+    monkeypatch.setattr(synth.flow, "_core_rtlil", lambda config: rtlil.convert(
         Registers(12), name=TOP_NAME, emit_src=False))
     ulx3s = synth.place_and_route(PRESETS["ulx3s"], "ecp5", clock_mhz=80)
     assert ulx3s.top == "board" and ulx3s.ffs == 24 and built == [("ulx3s-85f", "ulx3s")]

@@ -35,7 +35,9 @@ ODD = PRESETS["odd"]
 CONFIGS = {"tiny": PRESETS["tiny"], "default": PRESETS["default"], "odd": ODD}
 # The board presets, each with the switches it sets. ``ecpix5`` is ``ulx3s``'s
 # hardware (one model): its seeds continue ``ulx3s``'s rather than repeat them.
-SHIPPED = {"ulx3s": range(300, 350), "ecpix5": range(350, 370), "icebreaker": range(300, 350)}
+# ``ecpix5-256`` is VTA-size (a slower model, as ``default``'s): fewer programs.
+SHIPPED = {"ulx3s": range(300, 350), "ecpix5": range(350, 370), "icebreaker": range(300, 350),
+           "ecpix5-256": range(300, 310)}
 
 # What the RTL supports of what the generator can emit; a feature the RTL
 # lacks is switched off here (never skipped), so the rest keeps running.
@@ -115,7 +117,7 @@ def test_shipped_presets_set_their_switches():
     from vdla.hw.config import _SWITCHES
     switched = {name: sum(getattr(PRESETS[name], s) for s in _SWITCHES
                           if s != "event_counters") for name in SHIPPED}
-    assert switched == {"ulx3s": 10, "ecpix5": 10, "icebreaker": 7}
+    assert switched == {"ulx3s": 10, "ecpix5": 10, "icebreaker": 7, "ecpix5-256": 10}
     assert PRESETS["ecpix5"].same_hardware(PRESETS["ulx3s"])
 
 
