@@ -147,7 +147,8 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
-    from vdla.hw.boards import BOARDS, build_bitstream
+    from vdla.hw.board_table import BOARDS
+    from vdla.hw.boards import build_bitstream
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]

@@ -47,7 +47,7 @@ __all__ = ["PROTOCOL_VERSION", "BAUD", "Command", "Status", "Register", "ARGUMEN
 
 PROTOCOL_VERSION = 1
 BAUD = 1_000_000
-"""The UART's baud rate: every board's bitstream (`hw.boards.Board.baud`) and the host's
+"""The UART's baud rate: every board's bitstream (`hw.board_table.Board.baud`) and the host's
 default (``vdla run --sim board --baud``)."""
 
 

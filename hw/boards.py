@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import os
 import re
 import subprocess
@@ -33,110 +32,13 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, S
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-from vdla.hw.board_protocol import BAUD
-from vdla.hw.board_top import BoardTop, board_rtlil
-from vdla.hw.config import PRESETS, HwConfig
+from vdla.hw.board_table import BOARDS, Board
+from vdla.hw.board_top import BoardTop
+from vdla.hw.config import HwConfig
 from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
     yowasp_env
 
-__all__ = ["Board", "BOARDS", "BitstreamReport", "board_design", "build_bitstream"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Board:
-    """A board vdla builds bitstreams for.
-
-    Attributes
-    ----------
-    name : str
-        What ``vdla hw bitstream --board`` calls it.
-    platform : str
-        ``module:Class`` of its `amaranth-boards` platform.
-    preset : str
-        The `hw.config.PRESETS` name that fits it.
-    memory_bytes : int
-        On-chip memory standing in for DRAM.
-    baud : int
-        UART baud rate of the bitstream (the host must use the same).
-    target : str
-        ``ecp5`` or ``ice40`` (for `hw.synth`).
-    device : str
-        The FPGA part (a `hw.synth.PARTS` name).
-    clock_mhz : float
-        The design's clock, made by the FPGA's PLL from the board's oscillator.
-    led : str
-        The platform resource lit while a program runs; ``resource.subsignal`` for
-        one colour of an RGB LED (``rgb_led.g``).
-    memory_kind : str
-        The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
-    """
-
-    name: str
-    platform: str
-    preset: str
-    memory_bytes: int
-    baud: int
-    target: str
-    device: str
-    clock_mhz: float
-    led: str = "led"
-    memory_kind: str = "bram"
-
-    def platform_instance(self):
-        module, _, cls = self.platform.partition(":")
-        return getattr(importlib.import_module(module), cls)()
-
-    @property
-    def config(self) -> HwConfig:
-        return PRESETS[self.preset]
-
-    def clocks_per_bit(self, clock_hz: float) -> int:
-        return max(4, round(clock_hz / self.baud))
-
-    def pins(self) -> dict[str, str]:
-        """The board's pins of `BoardTop`'s ports: its oscillator's (standing in for the
-        PLL's clock), the UART's and the LED's, by the platform's resources."""
-        platform = self.platform_instance()
-        def subsignals(resource):
-            return {signal.name: signal.ios[0].names[0] for signal in resource.ios}
-
-        uart = subsignals(platform.lookup("uart", 0))
-        led, _, colour = self.led.partition(".")
-        led_resource = platform.lookup(led, 0)
-        return {"clk": platform.lookup(platform.default_clk).ios[0].names[0],
-                "uart_rx": uart["rx"], "uart_tx": uart["tx"],
-                "running": (subsignals(led_resource)[colour] if colour
-                            else led_resource.ios[0].names[0])}
-
-    def rtlil(self, config: HwConfig | None = None) -> str:
-        """RTLIL of this board's `BoardTop` around ``config`` (its preset by default) as
-        its bitstream builds it: the board's memory, the UART divisor at its PLL clock."""
-        return board_rtlil(config or self.config, self.memory_bytes,
-                           self.clocks_per_bit(self.clock_mhz * 1e6), self.memory_kind)
-
-
-BOARDS: dict[str, Board] = {board.name: board for board in (
-    Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
-          BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0),
-    # The same core and board top on the ECPIX-5's speed-8 part, at its
-    # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
-    Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
-          BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
-    # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`),
-    # at 50 MHz from the PLL: its board top placed at a 100 MHz goal estimated 59.5
-    # MHz (benchmarks/README.md, "ECPIX-5, 256 MACs").
-    Board("ecpix5-85f-256", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5-256",
-          128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=50.0,
-          led="rgb_led.g"),
-    # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
-    # are the accelerator's.
-    # 27 MHz (the PLL makes it exactly from 12; 27 clocks per UART bit): the board
-    # top, on the netlist corrected for Yosys's ice40_dsp bug (one SB_MAC16 per
-    # product), routes at 29.4-29.8 MHz, short of the 30 it ran at before
-    # (benchmarks/README.md, "iCEBreaker").
-    Board("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "icebreaker", 128 * 1024,
-          BAUD, "ice40", "iCE40UP5K", clock_mhz=27.0, led="led_g", memory_kind="spram"),
-)}
+__all__ = ["BitstreamReport", "board_design", "build_bitstream"]
 
 
 @dataclasses.dataclass(frozen=True)

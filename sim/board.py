@@ -60,7 +60,7 @@ class SerialTransport:
     port : str
         The serial device, e.g. ``/dev/ttyUSB1``.
     baud : int
-        Must match the bitstream's (`hw.boards.Board.baud`).
+        Must match the bitstream's (`hw.board_table.Board.baud`).
     timeout : float
         Seconds a ``read`` waits.
     """
@@ -213,7 +213,7 @@ def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
                      **options) -> BoardBackend:
     from vdla.hw.board_memory import MEMORY_KINDS
     from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
-    from vdla.hw.boards import BOARDS
+    from vdla.hw.board_table import BOARDS
     from vdla.hw.litedram_gen import MODULES
     from vdla.sim.board_sim import SimulatedBoard
     # A board preset's config is simulated with its board's memory, unless

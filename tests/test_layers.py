@@ -27,14 +27,6 @@ from vdla.layers import LAYERS, layer_of
 REPO = Path(__file__).resolve().parents[1]
 # A string naming a module outright (not a sentence that mentions one).
 MODULE_NAME = re.compile(r"vdla(\.[A-Za-z_]\w*)+")
-# Cycles other changes of issue 24 remove; each must still be a cycle, so an
-# entry leaves this set when its cycle goes.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # The synthesis flow places a board preset as its board top (hw.boards), and
-    # the boards build their bitstreams through the flow's tools: the board tops
-    # belong below the flow, in a module of their own.
-    frozenset({"vdla.hw.boards", "vdla.hw.synth", "vdla.hw.synth.flow"}),
-}
 # The layer table names every layer's modules in strings, which import nothing.
 TABLE = "vdla.layers"
 
@@ -199,8 +191,7 @@ def test_no_module_imports_a_higher_layer():
 
 def test_no_modules_import_each_other_in_a_cycle():
     cycles = import_cycles(REPO)
-    assert [sorted(cycle) for cycle in cycles if cycle not in KNOWN_CYCLES] == []
-    assert KNOWN_CYCLES <= set(cycles), "a known cycle is gone: remove it from KNOWN_CYCLES"
+    assert [sorted(cycle) for cycle in cycles] == []
 
 
 def test_every_layer_holds_a_module_and_no_module_is_listed_twice():

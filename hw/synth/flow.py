@@ -298,7 +298,7 @@ def estimate(config: HwConfig, target: str = "ecp5", device: str | None = None) 
 def _board_part(config: HwConfig, target: str) -> str | None:
     """The part of the board whose preset ``config`` is (by name and hardware), if any of
     ``target``: a board preset is measured on its own board's FPGA."""
-    from vdla.hw.boards import BOARDS
+    from vdla.hw.board_table import BOARDS
     return next((board.device for board in BOARDS.values() if board.target == target
                  and board.preset == config.name and board.config.same_hardware(config)), None)
 
@@ -323,7 +323,7 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
         A `PARTS` part of the target (default: a board preset's board's part, e.g.
         LFE5UM5G-85F-8BG554 for ``ecpix5``, else the target's default part).
     clock_mhz : float, optional
-        Clock goal for nextpnr (default: a board preset's `hw.boards.Board.clock_mhz`,
+        Clock goal for nextpnr (default: a board preset's `hw.board_table.Board.clock_mhz`,
         the clock its bitstream runs at; else 100 MHz on ECP5, 30 MHz on iCE40).
     seed : int
         nextpnr's placement seed (one placement moves the Fmax by several MHz).
@@ -374,7 +374,7 @@ def _placement(config: HwConfig, target: str, device: str | None,
     """`synthesize_rtlil`'s design and options for placing ``config`` (see
     `place_and_route`)."""
     from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-    from vdla.hw.boards import BOARDS
+    from vdla.hw.board_table import BOARDS
     from vdla.hw.generate import TOP_NAME
     part = lookup_part(target, device).name
     on_part = [board for board in BOARDS.values() if board.device == part]

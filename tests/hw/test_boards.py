@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vdla.hw.boards import BOARDS, build_bitstream
+from vdla.hw.board_table import BOARDS
+from vdla.hw.boards import build_bitstream
 from vdla.hw.config import PRESETS
 from vdla.hw.synth import SynthError
 from tests.rtl.standin import StandIn

@@ -241,7 +241,7 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
     bitstream builds it), of any other config on ECP5 the core out of context."""
     import vdla.hw.synth as synth
     from vdla.hw.board_top import BOARD_TOP_NAME
-    from vdla.hw.boards import BOARDS, Board
+    from vdla.hw.board_table import BOARDS, Board
     from vdla.hw.config import PRESETS
     from vdla.hw.generate import TOP_NAME
     monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])

@@ -14,7 +14,7 @@ import pytest
 from vdla.compiler import Conv2d, Dense, compile_op
 from vdla.hw import board_protocol as protocol
 from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
-from vdla.hw.boards import BOARDS
+from vdla.hw.board_table import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
 from vdla.sim.board import BoardBackend, BoardError, BoardLink
