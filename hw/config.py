@@ -594,12 +594,8 @@ PRESETS: dict[str, HwConfig] = {
     # LUTs of that core's 31 k. The switches it sets cut the longest paths
     # (two_cycle_alu, gemm_operand_stage, gemm_tree_stage, sequencer_gap,
     # registered_load_walk, registered_load_data, registered_dispatch,
-    # registered_control) and the block RAMs' bypass logic. Its board top: 13.6 k
-    # LUTs, 9.2 k FFs, 124 block RAMs (buffers 60, the 128 KiB on-chip memory
-    # 64), 76 DSPs; its bitstream routes at 66 MHz on this speed-6 part and the
-    # board runs at 50 MHz (benchmarks/README.md, "ULX3S"); on the ECPIX-5's
-    # speed-8 part it routes at 100 MHz and more ("ECPIX-5"). ResNet-18 C2-C11:
-    # 28.19 M cycles, 94.0 % GEMM utilization.
+    # registered_control) and the block RAMs' bypass logic. Resources, Fmax and
+    # cycles: benchmarks/README.md ("ULX3S", "ECPIX-5").
     "ulx3s": HwConfig(batch=1, block_in=16, block_out=4, uop_buffer_bytes=8 * 1024,
                       inp_buffer_bytes=8 * 1024, wgt_buffer_bytes=64 * 1024,
                       acc_buffer_bytes=16 * 1024, dram_bus_bits=64, dram_read_latency=32,
@@ -619,11 +615,10 @@ PRESETS: dict[str, HwConfig] = {
     # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
     # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
     # RAMs (the board memory's read FIFO 2 more). Two timing switches keep the
-    # long paths (18.6 MHz before them) off comparators and decoders: the load
-    # walk in registers (registered_load_walk) and registered dispatch and
-    # issue (registered_dispatch). The board top packs into ~5040 of the 5280
-    # logic cells, routes at ~29.4-30.4 MHz and runs at 27 MHz (benchmarks/README.md,
-    # "iCEBreaker"; no switch changes a cycle).
+    # long paths off comparators and decoders: the load walk in registers
+    # (registered_load_walk) and registered dispatch and issue
+    # (registered_dispatch); no switch changes a cycle. Resources and Fmax:
+    # benchmarks/README.md ("iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
@@ -634,8 +629,7 @@ PRESETS: dict[str, HwConfig] = {
                            registered_dispatch=1, name="icebreaker"),
 }
 # ECPIX-5 (ECP5 LFE5UM5G-85F, speed grade 8): the ``ulx3s`` core on the faster
-# part, its board top routed at 100 MHz and more (benchmarks/README.md, "ECPIX-5").
-# The same cycles as ``ulx3s``.
+# part (benchmarks/README.md, "ECPIX-5"), the same cycles.
 PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # VTA's 1x16x16 GEMM (256 MACs per cycle) on the ECPIX-5's ECP5-85, beside its
 # board's 128 KiB on-chip memory (64 of the 208 block RAMs): ``ulx3s``'s timing
