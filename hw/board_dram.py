@@ -28,12 +28,12 @@ a bank's commands in order.
 from __future__ import annotations
 
 from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
-from amaranth.lib.wiring import In, Out
 
+from vdla.hw.board_memory import memory_ports
 from vdla.hw.config import HwConfig
-from vdla.hw.layouts import REQUEST_LAYOUT, burst_beats_bits, log2, write_beat_layout
+from vdla.hw.layouts import burst_beats_bits, log2
 from vdla.hw.litedram_gen import LITEDRAM_TOP_NAME, MODULES, litedram_verilog
 
 __all__ = ["DramMemory", "DRAM_KINDS", "READ_FIFO_DEPTH"]
@@ -60,19 +60,7 @@ class DramMemory(wiring.Component):
         self.config = config
         self.kind = kind
         self.memory_bytes = MODULES[kind].size_bytes
-        super().__init__({
-            "host_owns": In(1),
-            "host_addr": In(32),
-            "host_write": In(1),
-            "host_wdata": In(8),
-            "host_read": In(1),
-            "host_rdata": Out(8),
-            "host_busy": Out(1),
-            "rd_req": In(stream.Signature(REQUEST_LAYOUT)),
-            "rd_data": Out(stream.Signature(config.dram_bus_bits)),
-            "wr_req": In(stream.Signature(REQUEST_LAYOUT)),
-            "wr_data": In(stream.Signature(write_beat_layout(config))),
-        })
+        super().__init__(memory_ports(config, host_busy=True))
 
     def elaborate(self, platform):
         m = Module()

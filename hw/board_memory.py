@@ -46,11 +46,29 @@ from vdla.hw.banked_memory import NO_RW_CHECK
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import REQUEST_LAYOUT, burst_beats_bits, log2, write_beat_layout
 
-__all__ = ["OnChipMemory", "read_latency", "MEMORY_KINDS"]
+__all__ = ["OnChipMemory", "memory_ports", "read_latency", "MEMORY_KINDS"]
 
 # Words per single-port bank: one iCE40 SB_SPRAM256KA deep (16K x 16).
 SPRAM_WORDS = 16 * 1024
 MEMORY_KINDS = ("bram", "spram")
+
+
+def memory_ports(config: HwConfig, host_busy: bool = False) -> dict:
+    """The ports of a board's memory: the host's byte port (``host_busy`` when its
+    accesses can wait) and the accelerator's DRAM read and write streams."""
+    return {
+        "host_owns": In(1),
+        "host_addr": In(32),
+        "host_write": In(1),
+        "host_wdata": In(8),
+        "host_read": In(1),
+        "host_rdata": Out(8),
+        **({"host_busy": Out(1)} if host_busy else {}),
+        "rd_req": In(stream.Signature(REQUEST_LAYOUT)),
+        "rd_data": Out(stream.Signature(config.dram_bus_bits)),
+        "wr_req": In(stream.Signature(REQUEST_LAYOUT)),
+        "wr_data": In(stream.Signature(write_beat_layout(config))),
+    }
 
 
 def read_latency(kind: str) -> int:
@@ -98,18 +116,7 @@ class OnChipMemory(wiring.Component):
         self.config = config
         self.memory_bytes = memory_bytes
         self.kind = kind
-        super().__init__({
-            "host_owns": In(1),
-            "host_addr": In(32),
-            "host_write": In(1),
-            "host_wdata": In(8),
-            "host_read": In(1),
-            "host_rdata": Out(8),
-            "rd_req": In(stream.Signature(REQUEST_LAYOUT)),
-            "rd_data": Out(stream.Signature(config.dram_bus_bits)),
-            "wr_req": In(stream.Signature(REQUEST_LAYOUT)),
-            "wr_data": In(stream.Signature(write_beat_layout(config))),
-        })
+        super().__init__(memory_ports(config))
 
     def elaborate(self, platform):
         m = Module()
