@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from vdla.cli.options import fail
+from vdla.files import open_for_reading
 from vdla.runtime.runner import describe_array
 
 __all__ = ["read_npy", "output_paths", "writable", "MAX_NPY_BYTES"]
@@ -39,7 +40,7 @@ def read_npy(path: str, what: str, expected=None) -> np.ndarray:
     """
     from numpy.lib import format as npy
     try:
-        with open(path, "rb") as handle:
+        with open_for_reading(path) as handle:
             try:
                 version = npy.read_magic(handle)
                 read_header = {(1, 0): npy.read_array_header_1_0,

@@ -39,6 +39,16 @@ def test_a_fifo_nobody_writes_reads_as_empty_instead_of_hanging(tmp_path):
     assert list(bounded_lines(fifo, 10, 10, "thing")) == []
 
 
+def test_a_fifo_given_as_an_npy_input_is_refused_instead_of_hanging(tmp_path):
+    from click import ClickException
+    from vdla.cli.arrays import read_npy
+    fifo = tmp_path / "x.npy"
+    os.mkfifo(fifo)
+    with pytest.raises(ClickException, match=r"^--calibration: cannot read .*x\.npy as a \.npy "
+                                             r"array \(EOF: reading magic string, expected 8 bytes got 0\)$"):
+        read_npy(str(fifo), "--calibration")
+
+
 def test_a_huge_regular_file_is_refused_from_its_size_without_reading(tmp_path):
     huge = tmp_path / "huge.json"
     with open(huge, "wb") as handle:

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
-__all__ = ["read_bounded", "bounded_lines", "write_atomic"]
+__all__ = ["read_bounded", "bounded_lines", "open_for_reading", "write_atomic"]
 
 
 def _cannot_read(error: type[Exception], what: str, path, problem: OSError) -> Exception:
@@ -52,7 +52,7 @@ def read_bounded(path: str | Path, limit: int, what: str,
         files such as ``/dev/zero`` included).
     """
     try:
-        with _open_for_reading(path) as handle:
+        with open_for_reading(path) as handle:
             if os.fstat(handle.fileno()).st_size > limit:   # a regular file, known at once
                 raise error(f"{what} {path}: larger than {limit} bytes, not a {what} file")
             data = handle.read(limit + 1)
@@ -63,7 +63,7 @@ def read_bounded(path: str | Path, limit: int, what: str,
     return data
 
 
-def _open_for_reading(path: str | Path) -> IO[bytes]:
+def open_for_reading(path: str | Path) -> IO[bytes]:
     """``path`` opened for blocking reads, without blocking in the open itself.
 
     A plain open of a FIFO waits for a writer, possibly forever; opened
@@ -93,7 +93,7 @@ def bounded_lines(path: str | Path, limit: int, line_limit: int, what: str,
         file longer than ``limit`` bytes.
     """
     try:
-        handle = _open_for_reading(path)
+        handle = open_for_reading(path)
     except FileNotFoundError:
         return
     except OSError as problem:
