@@ -97,7 +97,11 @@ def _default_tilings(space: ScheduleSpace, threads: int) -> Iterator[TilePlan]:
                 schedule = Schedule(tile_b, tile_h, tile_w, tile_k, tile_c, threads, order,
                                     latency_hiding)
                 plan = plan_tiles(geometry, config, schedule)
-                if plan.threads == threads:
+                # `_widest_rows` sizes the input and output tiles; a residual's own
+                # tile buffer and identity block (`TilePlan.residual_entries`) come on top.
+                usage = plan.usage()
+                if plan.threads == threads and all(usage[kind] <= config.depth(kind)
+                                                   for kind in usage):
                     yield plan
 
 
