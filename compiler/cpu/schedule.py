@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Iterator
 
-from vdla.compiler.errors import ScheduleError, ShapeError, check_mode
+from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.compiler.knobs import KnobSpace
 from vdla.hw.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
@@ -111,17 +111,7 @@ class CpuProblem(_ConvOutput):
 
     @classmethod
     def from_op(cls, op) -> "CpuProblem":
-        """The problem of a `compiler.ops.Conv2d` or `Dense`.
-
-        Raises
-        ------
-        ShapeError
-            For a layer with a residual (`compiler.ops.Epilogue.residual_shift`): the
-            host targets' generated code adds none yet.
-        """
-        if op.residual_shift is not None:
-            raise ShapeError(f"{op.describe()}: the cpu and gpu targets add no residual "
-                             "(residual_shift); run it on the accelerator")
+        """The problem of a `compiler.ops.Conv2d` or `Dense`."""
         if op.kind == "dense":
             m, k_in, k_out = op.batch, op.in_features, op.out_features
             return cls(1, k_in, k_out, 1, m, (1, 1), (1, 1), (0, 0, 0, 0),

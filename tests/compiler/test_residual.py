@@ -3,8 +3,8 @@
 ``out = clip((acc + bias + (r << d)) >> shift)``: the int8 residual enters the
 accumulator through the GEMM unit (its tile GEMMed with a constant ``2^j * I``
 weight block, ALU SHL by the rest of ``d``), before the convolution's chunks.
-Random and odd layers run on fsim (and a sample on the RTL), bit-exact with
-numpy; each case is checked to depend on the residual and on ``d``, so a
+Random and odd layers run on fsim (and a sample on the RTL) and as the cpu
+target's C, bit-exact with numpy; each case is checked to depend on the residual and on ``d``, so a
 dropped or misaligned residual fails.
 """
 
@@ -15,7 +15,11 @@ import pytest
 
 from vdla.compiler import Conv2d, compile_op
 from vdla.compiler.cost import estimate_cost
+from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.program import compile_cpu
+from vdla.compiler.cpu.runner import CpuRunner
+from vdla.compiler.cpu.schedule import CpuProblem, default_cpu_schedule
+from vdla.compiler.gpu.program import compile_gpu
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import MAX_RESIDUAL_SHIFT, op_from_dict
 from vdla.compiler.schedule import Schedule
@@ -189,13 +193,46 @@ def test_a_rectangular_gemm_block_is_refused():
                                 "block (block_in == block_out)")
 
 
-def test_the_host_targets_refuse_it_in_one_line():
+@pytest.mark.parametrize("residual_shift", [0, 5, 13])
+def test_the_cpu_target_adds_it_bit_exact(residual_shift):
+    """The cpu target's generated C: dense and depthwise kernels, odd channel counts,
+    strides, batch 2, as the accelerator computes (numpy)."""
+    rng = np.random.default_rng(residual_shift)
+    runner = CpuRunner()
+    for fields in (dict(batch=2, in_channels=12, out_channels=37, stride=2, kernel=3, padding=1),
+                   dict(in_channels=8, out_channels=8, kernel=3, padding=1, groups=8),
+                   dict(in_channels=5, out_channels=19, kernel=1)):
+        groups = fields.pop("groups", 1)
+        op, inputs = _layer(rng, residual_shift, **fields)
+        if groups > 1:
+            op = dataclasses.replace(op, groups=groups)
+            inputs["weight"] = inputs["weight"][:, :1].copy()
+        result = runner.run(compile_cpu(op), inputs)
+        expected = op.reference(**inputs)
+        assert np.array_equal(result.outputs["out"], expected), op.describe()
+        plain = dataclasses.replace(op, residual_shift=None)
+        assert np.mean(plain.reference(**{k: v for k, v in inputs.items() if k != "residual"})
+                       != expected) > 0.1
+
+
+def test_the_cpu_kernels_without_a_residual_are_unchanged():
+    op = Conv2d(1, 8, 8, 5, 5, kernel=3, padding=1, bias=True, shift=9)
+    schedule = default_cpu_schedule(CpuProblem.from_op(op), "int8")
+    plain = generate_op_c(op, "int8", schedule)
+    assert "RES_SHIFT" not in plain and "vdla_run_residual" not in plain
+    fused = generate_op_c(dataclasses.replace(op, residual_shift=3), "int8", schedule)
+    assert "#define RES_SHIFT 3" in fused and "vdla_run_residual" in fused
+
+
+def test_fp32_and_the_gpu_refuse_it_in_one_line():
     op = Conv2d(1, 8, 8, 5, 5, kernel=3, residual_shift=2)
     with pytest.raises(ShapeError) as error:
-        compile_cpu(op)
-    assert str(error.value) == ("conv2d 1x8x5x5 -> 8 k3x3 s1x1 p0x0 +res<<2: the cpu and gpu "
-                                "targets add no residual (residual_shift); run it on the "
-                                "accelerator")
+        compile_cpu(op, mode="fp32")
+    assert str(error.value) == "a residual is int8 only (mode fp32 adds none)"
+    with pytest.raises(ShapeError) as error:
+        compile_gpu(op, check_with_nvcc=False)
+    assert str(error.value) == ("conv2d 1x8x5x5 -> 8 k3x3 s1x1 p0x0 +res<<2: the gpu target adds "
+                                "no residual (use the accelerator or the cpu target)")
 
 
 def test_the_schedule_counts_the_residuals_buffers():
