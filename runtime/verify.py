@@ -8,8 +8,9 @@ every ``.vdla`` file is checked by `verify_plan` as it is loaded. The checks:
   larger than the plan needs (its last region, rounded up to the alignment);
 * the DRAM plan: the instruction region, the micro-op region and every tensor
   aligned to ``config.dram_alignment``, inside the image and overlapping
-  nothing else; tensors with unique names, a known role (`ROLES`), a known
-  layout (`runtime.layout.LAYOUTS`) and a shape of that layout's rank with
+  nothing else (but two inputs may be the very same bytes); tensors with
+  unique names, a known role (`ROLES`), a known layout
+  (`runtime.layout.LAYOUTS`) and a shape of that layout's rank with
   positive sizes; constants (role ``constant``) exactly the regions of a
   constant layout, with the shape it takes; at least one output;
 * where instructions reach into DRAM: a uop LOAD reads only the micro-op
@@ -108,6 +109,8 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
                         packed_nbytes(tensor.layout, shape, config)))
     if not program.outputs:
         raise ProgramError("DRAM plan: the program has no output tensor")
+    # Two inputs may be the same bytes (a conv adding its own input as the residual).
+    inputs = {f"tensor {t.name!r:.40}" for t in program.tensors if t.role == "input"}
     spans = []
     for what, offset, size in regions:
         if offset % alignment:
@@ -119,6 +122,8 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
         spans.append((what, offset, offset + size))
     ordered = sorted((s for s in spans if s[2] > s[1]), key=lambda s: s[1])
     for (what, first, end), (other, other_first, other_end) in zip(ordered, ordered[1:]):
+        if {what, other} <= inputs and (first, end) == (other_first, other_end):
+            continue
         if other_first < end:
             raise ProgramError(f"DRAM plan: {what} at {_span_text(first, end)} overlaps "
                                f"{other} at {_span_text(other_first, other_end)}")
