@@ -248,7 +248,6 @@ class _Quantizer:
         if len(node.inputs) == 3 and bias is None:
             raise GraphError(f"{node.describe()}: its bias {node.inputs[2]!r} must be a constant")
         x_scale, w_scale = self.input_scale(node), self.constant_scale(node.inputs[1], weight)
-        y_scale = self.scale(node.outputs[0])
         attrs, extra = {}, []
         if residual is not None:
             add, r_name = residual
@@ -263,8 +262,11 @@ class _Quantizer:
                         {**node.attrs, "relu": bool(add.attrs.get("relu"))})
             attrs["residual_shift"] = shifts[0]
             extra = [r_name]
-        elif None in (x_scale[0], w_scale[0], y_scale[0]):
-            return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale, y_scale)
+        else:
+            y_scale = self.scale(node.outputs[0])
+            if None in (x_scale[0], w_scale[0], y_scale[0]):
+                return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale,
+                                               y_scale)
         e_x, e_w = x_scale[0], w_scale[0]
         q_weight = np.clip(np.floor(weight.astype(np.float64) * 2.0 ** e_w + 0.5), -128, 127)
         e_acc = e_x + e_w
@@ -345,9 +347,17 @@ class _Quantizer:
     def _conv(self, node: Node) -> None:
         allowed = (self.fuse_residuals(node.name) if callable(self.fuse_residuals)
                    else self.fuse_residuals)
-        if allowed and fusable(self.graph, node) is not None:
-            self.pending[node.outputs[0]] = node     # decided at its add
-            return
+        if fusable(self.graph, node) is not None:
+            if allowed:
+                self.pending[node.outputs[0]] = node     # decided at its add
+                return
+            output = node.outputs[0]
+            if not self.graph.tensors[output].quantized and output not in self.exponents:
+                raise GraphError(
+                    f"{node.describe()}: its output has no scale in the model (vdla's QDQ "
+                    "export of a fused residual add): run it where a residual adds into the "
+                    f"conv (--on-cpu {node.name}, or a config whose GEMM block is square), or "
+                    "calibrate (--calibration)")
         self._layer(node, "qconv")
 
     def _dense(self, node: Node) -> None:
