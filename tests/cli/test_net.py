@@ -28,6 +28,10 @@ def test_compile_inspect_run(tmp_path):
     # The residual add is fused into conv3 (graph.passes.residual): one host node fewer.
     assert summary["placement"] == {"accel": 3, "cpu": 1, "host": 6}
     assert summary["inputs"] == {"input": "float32 (2, 1, 8, 8)"}
+    result = invoke(cli, ["compile", tmp_path / "m.onnx", "--calibration", tmp_path / "cal.npy",
+                          "--batch", 2, "--on-cpu", "fc", "--no-fuse-residuals",
+                          "-o", tmp_path / "unfused.vdla", "--json"])
+    assert json.loads(result.stdout)["placement"] == {"accel": 3, "cpu": 1, "host": 7}
 
     result = invoke(cli, ["inspect", net])
     assert result.exit_code == 0, result.output
