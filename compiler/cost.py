@@ -150,7 +150,11 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
         gemm += slot["acc"] + INSTRUCTION_OVERHEAD * ceil_div(
             uop_kernel(plan, residual=True), kernel_budget(config))
         if epilogue.residual_shift > IDENTITY_SHIFT:
-            alu += slot["acc"] + INSTRUCTION_OVERHEAD
+            # The SHL sits between the tile's residual GEMM and its first chunk's GEMMs:
+            # the GEMM core waits for it.
+            shl = slot["acc"] + INSTRUCTION_OVERHEAD
+            alu += shl
+            fixed += shl
     if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
         passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
         alu += passes * (slot["acc"] + INSTRUCTION_OVERHEAD)
