@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -345,7 +345,8 @@ def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
 
 
 def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
-                   per_channel: bool = False, fuse_residuals=False) -> Graph:
+                   per_channel: bool = False,
+                   fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
     """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
 
     ``calibration`` and ``per_channel`` are as for `compile_network`, checked
@@ -370,7 +371,8 @@ def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = Non
                       INTEGER_PIPELINE)
 
 
-def residual_fusion(config: HwConfig, target: str = "accel", on_cpu=(), fuse: bool = True):
+def residual_fusion(config: HwConfig, target: str = "accel", on_cpu=(),
+                    fuse: bool = True) -> Callable[[str], bool]:
     """Which convs of a network may take a residual add in (`graph.passes.residual`): those
     the cpu target runs, and on the accelerator only where its GEMM block is square (the
     residual enters through the GEMM unit). A predicate on node names, for

@@ -28,6 +28,7 @@ the accumulator has, the shift is 0 and the output keeps the accumulator's.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -151,7 +152,7 @@ class _Quantizer:
     """Builds the integer graph node by node, tracking each tensor's exponent."""
 
     def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False,
-                 fuse_residuals=False):
+                 fuse_residuals: bool | Callable[[str], bool] = False):
         self.graph, self.exponents, self.per_channel = graph, exponents, per_channel
         self.fuse_residuals = fuse_residuals
         self.tensors: dict[str, Tensor] = {}
@@ -454,7 +455,8 @@ class _Quantizer:
 
 
 def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
-             per_channel: bool = False, fuse_residuals=False) -> Graph:
+             per_channel: bool = False,
+             fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
     """The integer graph of a float graph (after `graph.passes.PIPELINE`).
 
     Parameters
