@@ -17,6 +17,7 @@ import click
 from vdla.compiler import Conv2d, Dense, compile_op, load_schedule
 from vdla.compiler.dump import dump_function, dump_program, summarize
 from vdla.compiler.pipeline import PASS_NAMES
+from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.cli.net import ModelGroup, compile_model
 from vdla.cli.options import config_option, fail, write_output
 
@@ -76,6 +77,9 @@ def conv2d_options(function):
         click.option("--dilation", default="1", show_default=True, help="D or DHxDW."),
         click.option("--groups", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Channel groups (= the channel count: depthwise)."),
+        click.option("--residual-shift", type=click.IntRange(min=0, max=MAX_RESIDUAL_SHIFT),
+                     default=None, help="Add an int8 input 'residual' of the output's shape, "
+                                        "shifted left by this, before the shift."),
     ] + _epilogue_options())
 
 
@@ -96,7 +100,7 @@ def conv2d_from_options(options: dict) -> Conv2d:
                   padding=_padding(options["pad"]),
                   dilation=_sizes("--dilation", options["dilation"], 1, "2 or 2x1"),
                   groups=options["groups"], bias=options["bias"], shift=options["shift"],
-                  relu=options["relu"])
+                  relu=options["relu"], residual_shift=options["residual_shift"])
 
 
 def dense_from_options(options: dict) -> Dense:

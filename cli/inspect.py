@@ -218,10 +218,12 @@ def command(program_file, as_json, all_uops, show_source, config):
         echo(f"  ... {report['uop_count'] - len(shown)} more (--all-uops or --json for all)")
     echo(f"\nDRAM plan: a {report['dram']['bytes']:,}-byte image (what the program occupies, not "
          "its traffic):")
+    # The role column is as wide as its longest role ("constant": a residual's identity).
+    roles = max([7] + [len(region["role"]) for region in report["dram"]["regions"]])
     for region in report["dram"]["regions"]:
         shape = "x".join(str(n) for n in region["shape"])
         echo(f"  {region['dram_offset']:>10}  {region['bytes']:>10} B  {region['name']:<12} "
-             f"{region['role']:<7} {region['layout']:<13} {shape}")
+             f"{region['role']:<{roles}} {region['layout']:<13} {shape}")
     echo("\nmetadata:")
     for key, value in report["metadata"].items():
         echo(f"  {key}: {json.dumps(value)}")

@@ -57,13 +57,16 @@ def _names(value: str | None) -> list[str]:
                    "beats the accelerator's estimate at the clock (--clock-mhz or the known "
                    "Fmax).")
 @clock_option
+@click.option("--fuse-residuals/--no-fuse-residuals", default=True, show_default=True,
+              help="Fuse each residual add into the conv producing an operand, where its "
+                   "target can add it (the cpu, or a square GEMM block); else on the host.")
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The network file to write (.vdla).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @per_channel_option
 @config_option
 def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
-                  output, as_json, per_channel, config):
+                  fuse_residuals, output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load as load_model
@@ -80,7 +83,7 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
         calibration = {graph.inputs[0]: samples}
     network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
                               target=target, by_cost=by_cost, clock_mhz=clock_mhz,
-                              per_channel=per_channel)
+                              per_channel=per_channel, fuse_residuals=fuse_residuals)
     save(network, output)
     rows = network.rows()
     summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),

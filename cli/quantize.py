@@ -25,8 +25,12 @@ from vdla.cli.options import Command, fail
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The QDQ model to write (.onnx).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--fuse-residuals/--no-fuse-residuals", default=True, show_default=True,
+              help="Fuse each residual add into the conv producing an operand (one rounding; "
+                   "the file then runs, in vdla, only where a conv can add a residual: the "
+                   "cpu target or a square GEMM block).")
 @per_channel_option
-def command(model_path, calibration_path, batch, output, as_json, per_channel):
+def command(model_path, calibration_path, batch, output, as_json, per_channel, fuse_residuals):
     """Quantise a float ONNX model to int8 (power-of-two scales) and write it as QDQ."""
     import onnx
     from vdla.cli.arrays import read_npy, writable
@@ -39,7 +43,7 @@ def command(model_path, calibration_path, batch, output, as_json, per_channel):
         fail(f"--calibration: the model has {len(graph.inputs)} inputs; one .npy "
              "calibrates a single-input model")
     samples = read_npy(calibration_path, "--calibration")
-    integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel)
+    integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel, fuse_residuals)
     onnx.save(to_qdq(integer), output)
     layers = {node.name: node.attrs["shift"] for node in integer.nodes if "shift" in node.attrs}
     if as_json:

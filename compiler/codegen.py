@@ -4,7 +4,8 @@ DRAM image, every region aligned to ``config.dram_alignment``::
 
     insn_offset   instructions (INSN_BYTES each)
     uop_offset    micro-op kernels (UOP_BYTES each)
-    data, weight, [bias], out   packed tensors (runtime.layout)
+    data, weight, [bias], [residual, identity], out   packed tensors (runtime.layout;
+                the identity a constant region, `runtime.layout.constant`)
 
 LOAD/STORE instructions were built with ``dram_base`` relative to their
 tensor; here the tensor's base in elements of the instruction's memory type
@@ -41,9 +42,12 @@ def plan_dram(function: ir.Function) -> tuple[int, int, list[TensorRegion], int]
     uop_offset = round_up(insn_offset + len(function.instructions) * isa.INSN_BYTES, alignment)
     offset = round_up(uop_offset + max(1, len(function.uop_words)) * isa.UOP_BYTES, alignment)
     tensors = []
-    names = ["data", "weight"] + (["bias"] if geometry.epilogue.bias else []) + ["out"]
+    residual = geometry.epilogue.residual_shift is not None
+    names = (["data", "weight"] + (["bias"] if geometry.epilogue.bias else [])
+             + (["residual", "identity"] if residual else []) + ["out"])
+    roles = {"out": "output", "identity": "constant"}
     for name in names:
-        role = "output" if name == "out" else "input"
+        role = roles.get(name, "input")
         layout, shape = geometry.layouts[name], geometry.shapes[name]
         tensors.append(TensorRegion(name, role, layout, tuple(shape), offset))
         offset = round_up(offset + packed_nbytes(layout, shape, config), alignment)

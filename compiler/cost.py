@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from vdla.compiler.lower import chunk_loads
+from vdla.compiler.lower import chunk_loads, residual_loads
+from vdla.compiler.ops import IDENTITY_SHIFT
 from vdla.compiler.passes.uop_folding import kernel_budget
 from vdla.compiler.requant import extra_alu_passes
 from vdla.compiler.schedule import AXES, TilePlan
@@ -62,16 +63,19 @@ def operand_loads(plan: TilePlan) -> tuple[int, int]:
     return inp_loads, wgt_loads
 
 
-def uop_kernel(plan: TilePlan) -> int:
+def uop_kernel(plan: TilePlan, residual: bool = False) -> int:
     """Micro-ops in one chunk's GEMM kernel: the tile's loops but the two folded ones.
 
     `uop_folding` puts the two longest loops into an instruction's
     ``iter_out``/``iter_in`` and enumerates the rest into the kernel.
+    ``residual``: the kernel of the tile's residual GEMM instead (no reduction loops).
     """
     tile, (kh, kw) = plan.tile, plan.geometry.kernel
-    folded = sorted([tile["b"], tile["k"], tile["h"], tile["w"], tile["c"], kh * kw])[-2:]
-    return max(1, tile["b"] * tile["k"] * tile["h"] * tile["w"] * tile["c"] * kh * kw
-               // max(1, math.prod(folded)))
+    loops = [tile["b"], tile["k"], tile["h"], tile["w"]]
+    if not residual:
+        loops += [tile["c"], kh * kw]
+    folded = sorted(loops)[-2:]
+    return max(1, math.prod(loops) // max(1, math.prod(folded)))
 
 
 def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: int,
@@ -131,13 +135,26 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
     inp, wgt = (sum(_load_cycles(config, 1, load.y_size + load.y_pad_top + load.y_pad_bottom,
                                  load.x_size + load.x_pad_left + load.x_pad_right, kind)
                     for load in loads[kind]) for kind in ("inp", "wgt"))
-    load = (inp_loads * inp + wgt_loads * wgt) / tiles
+    # A residual: every tile loads its own residual blocks, and GEMMs them with the
+    # identity (one micro-op per acc entry), shifted on the ALU past the identity's 2**6.
+    residual = sum(_load_cycles(config, 1, load.y_size, load.x_size, "inp")
+                   for load in residual_loads(plan))
+    load = (inp_loads * inp + wgt_loads * wgt) / tiles + residual
     # GEMM: one micro-op per cycle, a few cycles of drain per instruction.
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
     gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + INSTRUCTION_OVERHEAD * gemm_instructions
     alu = 2 * (slot["acc"] + INSTRUCTION_OVERHEAD)                       # reset + REQUANT
     epilogue, fixed = geometry.epilogue, 0.0
+    if epilogue.residual_shift is not None:
+        gemm += slot["acc"] + INSTRUCTION_OVERHEAD * ceil_div(
+            uop_kernel(plan, residual=True), kernel_budget(config))
+        if epilogue.residual_shift > IDENTITY_SHIFT:
+            # The SHL sits between the tile's residual GEMM and its first chunk's GEMMs:
+            # the GEMM core waits for it.
+            shl = slot["acc"] + INSTRUCTION_OVERHEAD
+            alu += shl
+            fixed += shl
     if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
         passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
         alu += passes * (slot["acc"] + INSTRUCTION_OVERHEAD)

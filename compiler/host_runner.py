@@ -77,7 +77,9 @@ class HostRunner:
             kernel = self._kernels[spec.key] = self._load(spec)
         kernel.set_weights(inputs["weight"], inputs.get("bias"))
         began = time.perf_counter()
-        out = self._run(kernel, inputs["data"])
+        # A layer with a residual (`compiler.ops.Epilogue.residual_shift`) also reads it.
+        extra = {"residual": inputs["residual"]} if "residual" in inputs else {}
+        out = self._run(kernel, inputs["data"], **extra)
         seconds = time.perf_counter() - began
         return ProgramResult(outputs={"out": out}, cycles=None, counters={},
                              details={"seconds": seconds, "mode": kernel.mode,

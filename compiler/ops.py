@@ -5,6 +5,11 @@ epilogue, applied to the int32 accumulator::
 
     out = clip((acc + bias) >> shift, -128, 127)      then max(out, 0) with relu
 
+A convolution may also add an int8 residual ``r`` of its output's shape into
+the accumulator, aligned by ``residual_shift`` ``d`` (one rounding)::
+
+    out = clip((acc + bias + (r << d)) >> shift, -128, 127)
+
 Each operator validates itself on construction (clear `ShapeError` messages),
 describes itself as a dict, and has an independent numpy `reference`. The
 compiler lowers both through one normalised description, `ConvGeometry` (a
@@ -30,6 +35,11 @@ __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accel
 MAX_PAD = (1 << isa.PAD_BITS) - 1
 # Largest DRAM row stride a LOAD/STORE can express (its 16-bit x_stride field).
 MAX_STRIDE = (1 << isa.SIZE_BITS) - 1
+# Largest residual alignment: an int8 residual shifted by 24 still fits int32.
+MAX_RESIDUAL_SHIFT = 24
+# The part of a residual's alignment its identity weight block holds (2**6: the
+# largest power of two in an int8 weight); an ALU SHL adds the rest.
+IDENTITY_SHIFT = 6
 
 
 def _pair(value, name: str) -> tuple[int, int]:
@@ -94,6 +104,11 @@ class Epilogue:
         One multiplier per output channel instead of ``multiplier``: the
         layer's bias input is then ``(2 * channels,)``, the biases followed
         by the multipliers (`per_channel_bias`).
+    residual_shift : int, optional
+        Add an int8 ``residual`` of the output's shape, shifted left by this
+        (0 .. `MAX_RESIDUAL_SHIFT`), to the accumulator before the bias and
+        the shift: ``clip((acc + bias + (residual << d)) >> shift)``. Plain
+        shift epilogues only (no multiplier).
     """
 
     bias: bool = False
@@ -102,6 +117,7 @@ class Epilogue:
     multiplier: int | None = None
     pre_shift: int = 0
     per_channel: bool = False
+    residual_shift: int | None = None
 
     @property
     def fixed_point(self) -> bool:
@@ -127,10 +143,31 @@ class Epilogue:
                 raise ShapeError(str(error)) from None
         elif self.pre_shift:
             raise ShapeError(f"pre_shift {self.pre_shift!r} needs a multiplier")
+        if self.residual_shift is not None:
+            d = self.residual_shift
+            if not isinstance(d, (int, np.integer)) or isinstance(d, bool) \
+                    or not 0 <= d <= MAX_RESIDUAL_SHIFT:
+                raise ShapeError(f"residual_shift: expected an integer from 0 to "
+                                 f"{MAX_RESIDUAL_SHIFT}, got {d!r}")
+            if self.fixed_point:
+                raise ShapeError("residual_shift: a residual adds into plain shift epilogues "
+                                 "only, not with a multiplier")
 
-    def apply(self, acc: np.ndarray, bias: np.ndarray | None, channel_axis: int) -> np.ndarray:
-        """Reference epilogue on an int64 accumulator array (wrapping as int32 hardware does)."""
+    @property
+    def identity_scale(self) -> int | None:
+        """The identity weight block's diagonal, ``2**min(d, IDENTITY_SHIFT)`` (None without
+        a residual): it brings the residual into the accumulator through the GEMM unit."""
+        if self.residual_shift is None:
+            return None
+        return 1 << min(self.residual_shift, IDENTITY_SHIFT)
+
+    def apply(self, acc: np.ndarray, bias: np.ndarray | None, channel_axis: int,
+              residual: np.ndarray | None = None) -> np.ndarray:
+        """Reference epilogue on an int64 accumulator array (wrapping as int32 hardware does),
+        ``residual`` (of ``acc``'s shape) added with a residual."""
         value = acc.astype(np.int64)
+        if self.residual_shift is not None:
+            value = value + (np.asarray(residual, dtype=np.int64) << self.residual_shift)
         shape = [1] * value.ndim
         shape[channel_axis] = -1
         if self.bias:
@@ -203,10 +240,12 @@ class _Op:
 
     kind: str
 
+    residual_shift = None       # a `Conv2d` field; dense layers take no residual
+
     @property
     def epilogue(self) -> Epilogue:
         return Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
-                        self.per_channel)
+                        self.per_channel, self.residual_shift)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"op": self.kind}
@@ -215,6 +254,8 @@ class _Op:
             data[field.name] = list(value) if isinstance(value, tuple) else value
         if not self.per_channel:  # files written before per-channel multipliers: unchanged
             del data["per_channel"]
+        if data.get("residual_shift", 0) is None:  # ... and before residuals
+            del data["residual_shift"]
         if not self.epilogue.fixed_point:  # ... and before fixed-point epilogues
             del data["multiplier"], data["pre_shift"]
         return self._compact_dict(data)
@@ -224,8 +265,10 @@ class _Op:
         return data
 
     def input_names(self) -> list[str]:
-        """Names of the tensors a caller passes (``data``, ``weight`` and maybe ``bias``)."""
-        return ["data", "weight"] + (["bias"] if self.bias else [])
+        """Names of the tensors a caller passes (``data``, ``weight``, maybe ``bias`` and
+        with a residual ``residual``)."""
+        return (["data", "weight"] + (["bias"] if self.bias else [])
+                + (["residual"] if self.residual_shift is not None else []))
 
     def random_inputs(self, rng: np.random.Generator, bias_range: int = 1 << 12) -> dict:
         """Random int8 data/weights and int32 bias of the right shapes (for tests, demos)."""
@@ -238,6 +281,8 @@ class _Op:
         if self.per_channel:  # the second half: multipliers in their range
             half = shapes["bias"][0] // 2
             inputs["bias"][half:] = rng.integers(1, CLAMP + 1, size=half)
+        if self.residual_shift is not None:
+            inputs["residual"] = rng.integers(-128, 128, size=shapes["residual"], dtype=np.int8)
         return inputs
 
     @property
@@ -279,6 +324,9 @@ class Conv2d(_ConvOutput, _Op):
     multiplier : int, optional
     pre_shift : int
         A fixed-point requantisation (`Epilogue`, `compiler.requant`).
+    residual_shift : int, optional
+        Add the input ``residual`` (int8, the output's shape) shifted left by
+        this into the accumulator (`Epilogue.residual_shift`).
 
     Raises
     ------
@@ -305,6 +353,7 @@ class Conv2d(_ConvOutput, _Op):
     multiplier: int | None = None
     pre_shift: int = 0
     per_channel: bool = False
+    residual_shift: int | None = None
 
     kind = "conv2d"
 
@@ -340,7 +389,7 @@ class Conv2d(_ConvOutput, _Op):
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
         Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
-                 self.per_channel)
+                 self.per_channel, self.residual_shift)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         # Symmetric padding as the (height, width) pair and the default groups
@@ -396,6 +445,12 @@ class Conv2d(_ConvOutput, _Op):
                   "out": self.output_shape}
         layouts = {"data": "activation", "weight": "weight", "bias": self._bias_layout,
                    "out": "output"}
+        if self.residual_shift is not None:
+            # The residual is read as GEMM input (its bytes are the producer's output
+            # bytes on a square block); the identity block is a constant region.
+            shapes |= {"residual": self.output_shape,
+                       "identity": (self.epilogue.identity_scale,)}
+            layouts |= {"residual": "activation", "identity": "identity"}
         return ConvGeometry(self.batch, self.in_channels, self.out_channels, self.height,
                             self.width, self.kernel, self.stride, self.padding, self.epilogue,
                             layouts, shapes, self.dilation, self.groups)
@@ -423,12 +478,17 @@ class Conv2d(_ConvOutput, _Op):
         return acc.reshape(self.output_shape)
 
     def reference(self, data: np.ndarray, weight: np.ndarray,
-                  bias: np.ndarray | None = None) -> np.ndarray:
+                  bias: np.ndarray | None = None,
+                  residual: np.ndarray | None = None) -> np.ndarray:
         """Independent numpy result, int8 of shape (N, K, OH, OW)."""
         acc = self.accumulate(data, weight)
         if self.bias:
             _check_shape("bias", np.shape(bias), self.geometry().shapes["bias"])
-        return self.epilogue.apply(acc, bias, channel_axis=1)
+        if self.residual_shift is not None:
+            _check_shape("residual", np.shape(residual), self.output_shape)
+        elif residual is not None:
+            raise ShapeError("residual: this layer takes none (residual_shift is None)")
+        return self.epilogue.apply(acc, bias, channel_axis=1, residual=residual)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -529,6 +589,10 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
         to ``--target cpu``.
     """
     groups, block_in, block_out = geometry.groups, config.block_in, config.block_out
+    if geometry.epilogue.residual_shift is not None and block_in != block_out:
+        raise ShapeError(f"residual: config {config.name!r}'s GEMM block is {block_out}x{block_in}; "
+                         f"the int8 residual enters the accumulator through the GEMM only on a "
+                         f"square block (block_in == block_out)")
     per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
     if groups > 1 and (per_in % block_in or per_out % block_out):
         if block_in % per_in or per_out * block_in != per_in * block_out:
@@ -555,7 +619,10 @@ def _describe_epilogue(epilogue: Epilogue) -> str:
     scale = ([f"*{epilogue.multiplier or 'M[k]'}>>{epilogue.pre_shift}+{epilogue.shift}"]
              if epilogue.fixed_point else
              [f">>{epilogue.shift}"] if epilogue.shift else [])
-    parts = (["+bias"] if epilogue.bias else []) + scale + (["relu"] if epilogue.relu else [])
+    residual = ([] if epilogue.residual_shift is None else
+                ["+res" + (f"<<{epilogue.residual_shift}" if epilogue.residual_shift else "")])
+    parts = ((["+bias"] if epilogue.bias else []) + residual + scale
+             + (["relu"] if epilogue.relu else []))
     return (" " + " ".join(parts)) if parts else ""
 
 

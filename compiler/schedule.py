@@ -106,6 +106,9 @@ class Schedule(JsonRecord):
                                 f"half the config's token_queue_depth "
                                 f"({config.token_queue_depth})")
         usage = plan.usage()
+        residual = geometry.epilogue.residual_shift is not None
+        extra = {"inp": f" + {plan.threads} x tile_b*tile_k*tile_h*tile_w residual",
+                 "wgt": " + 1 identity"} if residual else {}
         for kind, knobs in (("inp", "tile_b*tile_c*input rows*input columns"),
                             ("wgt", "tile_k*tile_c*kernel"),
                             ("acc", "tile_b*tile_k*tile_h*tile_w (+bias)")):
@@ -113,8 +116,8 @@ class Schedule(JsonRecord):
             if need > depth:
                 raise ScheduleError(
                     f"schedule does not fit the {kind} buffer: {need} entries needed "
-                    f"({_copies(self, kind, plan)} x {knobs}), {depth} available; "
-                    f"reduce {_culprit(kind, self)}")
+                    f"({_copies(self, kind, plan)} x {knobs}{extra.get(kind, '')}), {depth} "
+                    f"available; reduce {_culprit(kind, self)}")
         return plan
 
 
@@ -190,6 +193,14 @@ class TilePlan:
                 "wgt": t["k"] * t["c"] * kh * kw,
                 "acc": t["b"] * t["k"] * t["h"] * t["w"]}
 
+    def residual_entries(self) -> dict[str, int]:
+        """SRAM entries of a residual (`ops.Epilogue.residual_shift`), zero without one:
+        ``inp``, a thread's slot for the residual's output tile (its own buffer, beside
+        the input's), and ``wgt``, the identity block all threads share."""
+        if self.geometry.epilogue.residual_shift is None:
+            return {"inp": 0, "wgt": 0}
+        return {"inp": self.slot_entries()["acc"], "wgt": 1}
+
     def copies(self) -> dict[str, int]:
         """How many slot-sized regions each buffer holds.
 
@@ -232,8 +243,9 @@ class TilePlan:
 
     def usage(self) -> dict[str, int]:
         """Total SRAM entries needed, per buffer."""
-        slot, copies = self.slot_entries(), self.copies()
-        return {"inp": slot["inp"] * copies["inp"], "wgt": slot["wgt"] * copies["wgt"],
+        slot, copies, residual = self.slot_entries(), self.copies(), self.residual_entries()
+        return {"inp": slot["inp"] * copies["inp"] + residual["inp"] * self.threads,
+                "wgt": slot["wgt"] * copies["wgt"] + residual["wgt"],
                 "acc": slot["acc"] * copies["acc"] + self.bias_entries}
 
 

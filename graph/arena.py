@@ -3,16 +3,21 @@
 A compiled layer is a position-independent `Program`: its own image, regions
 from byte 0. `plan_arena` links a network's layers into one image::
 
-    per accelerator layer, in node order:  instructions, micro-ops, weight, [bias]
+    per accelerator layer, in node order:  instructions, micro-ops, weight, [bias],
+                                           [identity]
     then the activations:                  slots shared by liveness
 
 Each activation that an accelerator layer reads or writes (and each host
 result one of them reads) gets a slot: the bytes of its blocked layout
 (`graph.layout`). A layer's output slot *is* its readers' input slot, so
 consecutive layers hand tensors over in place and the host copies nothing
-between them. A tensor lives from the node that writes it to the last node
-that reads it (graph outputs to the end); tensors whose lives overlap get
-disjoint slots, the others may share bytes (first fit, in node order). A
+between them; a conv with a fused residual (`compiler.ops.Epilogue.residual_shift`)
+reads the residual from its slot in place too (its layout is its producer's
+output's, on the square GEMM block it needs), and its constant identity block
+(`runtime.layout.constant`) lies with its weights. A tensor lives from the
+node that writes it to the last node that reads it (graph outputs to the
+end); tensors whose lives overlap get disjoint slots, the others may share
+bytes (first fit, in node order). A
 flatten of a 1x1 image is the same bytes (`graph.layout.run_blocked`): its
 output is an alias of its input's slot, which then lives as long as either.
 
@@ -69,9 +74,10 @@ class Arena:
         Each accelerator layer's program, relocated into the arena.
     slots : dict of str to Slot
         Each activation's slot by tensor name (an alias has its source's).
-    constants : dict of str to dict of str to str
+    constants : dict of str to dict of str to str or None
         Per layer, its constant regions (``weight``, ``bias``) and the graph
-        tensors they hold.
+        tensors they hold (None for a region whose bytes follow from its
+        layout: a residual's ``identity``).
     code_bytes : int
         Bytes before the first activation slot (code and constants).
     images_bytes : int
@@ -110,6 +116,13 @@ def allocate(lives: dict[str, tuple[int, int, int]], alignment: int,
     return slots
 
 
+def _activations(node, program: Program) -> list[tuple[str, str]]:
+    """``(region, graph tensor)`` of a layer's activations: data, [residual], out."""
+    names = {region.name for region in program.tensors}
+    return ([("data", node.inputs[0])] + ([("residual", node.inputs[3])] if "residual" in names
+                                          else []) + [("out", node.outputs[0])])
+
+
 def _aliases(graph: Graph) -> dict[str, str]:
     """Each tensor's root: itself, or the input of the 1x1 flatten chain it comes from."""
     root: dict[str, str] = {}
@@ -144,19 +157,21 @@ def plan_arena(graph: Graph, placement: dict[str, str], programs: dict[str, Prog
         uop_offset = _align(insn_offset + len(program.instructions) * isa.INSN_BYTES, alignment)
         offset = _align(uop_offset + len(program.uops) * isa.UOP_BYTES, alignment)
         tensors, constants[node.name] = {}, {}
-        for region in program.inputs:
-            if region.name == "data":
+        for region in program.inputs + program.constants:
+            if region.name in ("data", "residual"):
                 continue
-            constants[node.name][region.name] = node.inputs[1 if region.name == "weight" else 2]
+            constants[node.name][region.name] = (
+                None if region.role == "constant" else
+                node.inputs[1 if region.name == "weight" else 2])
             tensors[region.name] = offset
             offset = _align(offset + region.nbytes(config), alignment)
         places[node.name] = (insn_offset, uop_offset, tensors)
     code_bytes = offset
-    # Activations: the layers' data and out tensors, by root, with their lives.
+    # Activations: the layers' data, residual and out tensors, by root, with their lives.
     sizes: dict[str, tuple[int, str]] = {}
     for node in layers:
         program = programs[node.name]
-        for region, tensor in (("data", node.inputs[0]), ("out", node.outputs[0])):
+        for region, tensor in _activations(node, program):
             name, nbytes = root.get(tensor, tensor), program.tensor(region).nbytes(config)
             if sizes.setdefault(name, (nbytes, node.name))[0] != nbytes:
                 raise GraphError(f"arena: layer {node.name!r} holds {tensor!r} in {nbytes} "
@@ -177,8 +192,8 @@ def plan_arena(graph: Graph, placement: dict[str, str], programs: dict[str, Prog
     relocated = {}
     for node in layers:
         insn_offset, uop_offset, tensors = places[node.name]
-        tensors["data"] = slots[root.get(node.inputs[0], node.inputs[0])].offset
-        tensors["out"] = slots[node.outputs[0]].offset
+        for region, tensor in _activations(node, programs[node.name]):
+            tensors[region] = slots[root.get(tensor, tensor)].offset
         try:
             relocated[node.name] = relocate(programs[node.name], insn_offset, uop_offset,
                                             tensors, size)
@@ -200,16 +215,16 @@ def verify_arena(graph: Graph, arena: Arena) -> None:
         if program.dram_bytes != arena.size:
             raise GraphError(f"arena: layer {name!r} runs in a {program.dram_bytes}-byte image, "
                              f"not the {arena.size}-byte arena")
-        try:
-            verify_plan(program, shared=True)
-        except ProgramError as error:
-            raise GraphError(f"arena: layer {name!r}: {error}") from None
-        for region, tensor in (("data", node.inputs[0]), ("out", node.outputs[0])):
+        for region, tensor in _activations(node, program):
             slot, place = arena.slots.get(tensor), program.tensor(region)
             if slot is None or slot.offset != place.dram_offset \
                     or slot.nbytes != place.nbytes(program.config):
                 raise GraphError(f"arena: layer {name!r} has its {region} tensor at byte "
                                  f"{place.dram_offset}, not at the slot of {tensor!r}")
+        try:
+            verify_plan(program, shared=True)
+        except ProgramError as error:
+            raise GraphError(f"arena: layer {name!r}: {error}") from None
         code.append((program.insn_offset, len(program.instructions) * isa.INSN_BYTES,
                      f"the instructions of layer {name!r}"))
         code.append((program.uop_offset, len(program.uops) * isa.UOP_BYTES,

@@ -8,6 +8,12 @@ and biases int32 ones at the accumulator's scale, each behind a
 DequantizeLinear, without the ``2**(shift-1)`` that vdla folds into the bias
 for rounding (a QuantizeLinear rounds by itself, half to even).
 
+A conv with a fused residual add (`graph.passes.residual`) is written as it
+computes: ``Conv`` and ``Add`` of the residual in float with no QuantizeLinear
+between them (its own int8 output does not exist), then the output's
+QuantizeLinear: one rounding, as in vdla; and reading such a file back, the
+conv's output has no scale, which is what lets vdla fuse it again.
+
 The result runs on onnxruntime with exactly vdla's scales (the comparison in
 `benchmarks/network.py`), and imports back into vdla, whose QDQ reading
 (`graph.passes.qdq`) finds the same scales. The int8 tensors keep their names
@@ -86,7 +92,7 @@ def to_qdq(graph: Graph, opset: int = 17):
         if op == "quantize_input":
             quantize(node, node.inputs[0])
         elif op in ("qconv", "qdense"):
-            x, w, b = node.inputs
+            x, w, b = node.inputs[:3]
             # A fixed-point layer rounds by itself; a shift's rounding is in its bias.
             fixed_point = attrs.get("multiplier") or attrs.get("per_channel")
             rounding = 0 if fixed_point else 1 << attrs["shift"] >> 1
@@ -110,6 +116,11 @@ def to_qdq(graph: Graph, opset: int = 17):
                                               dilations=list(attrs["dilation"])))
             else:
                 nodes.append(helper.make_node("Gemm", inputs, [raw], name=node.name, transB=1))
+            if "residual_shift" in attrs:   # the add fused into it, in float before the Q
+                summed = f"{node.outputs[0]}/sum"
+                nodes.append(helper.make_node("Add", [raw, dequantize(node.inputs[3])],
+                                              [summed], name=f"{node.name}/residual"))
+                raw = summed
             quantize(node, _relu(nodes, raw, attrs["relu"], helper))
         elif op == "qadd":
             raw = f"{node.outputs[0]}/raw"

@@ -29,10 +29,10 @@ and the integer operators `graph.quantize` writes (``exponent`` e means a
 real value ``q * 2**-e``)::
 
     quantize_input  x (float)  -> int8        exponent or scale
-    qconv           x, w, b (int8, int8, int32) -> int8   kernel, stride, pads, groups,
-                                                          dilation, shift, relu
-                                                          [multiplier or per_channel,
-                                                          pre_shift]
+    qconv           x, w, b[, r] (int8, int8, int32, int8) -> int8
+                                              kernel, stride, pads, groups, dilation,
+                                              shift, relu [multiplier or per_channel,
+                                              pre_shift] [residual_shift, with r]
     qdense          x, w, b    -> int8        shift, relu [multiplier or per_channel, pre_shift]
     qadd            a, b       -> int8        shift_a, shift_b, shift, relu
                                               or scale_a, scale_b, relu
@@ -44,7 +44,10 @@ real value ``q * 2**-e``)::
 A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
 shift)`` (`compiler.requant`), for scales that are not powers of two; with
 ``per_channel`` its bias input ``b`` holds the biases, then one multiplier
-per output channel (a model's per-channel weight scales); a
+per output channel (a model's per-channel weight scales); a qconv with
+``residual_shift`` d adds its int8 input ``r`` (the output's shape) as
+``r << d`` to the accumulator before the shift (a fused residual add,
+`graph.passes.residual`); a
 ``qadd`` with ``scale_a``/``scale_b`` rescales each operand by that float32
 factor and rounds half to even, as onnxruntime's QLinearAdd does; pools with
 ``scale``/``out_scale`` average in float32 as onnxruntime between its

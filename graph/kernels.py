@@ -200,14 +200,15 @@ def _qglobal_avgpool(node: Node, x):
 
 def layer_epilogue(node: Node) -> Epilogue:
     """The epilogue of a ``qconv`` or ``qdense`` node (a fixed-point one with ``multiplier``
-    or ``per_channel``)."""
+    or ``per_channel``; a qconv's with ``residual_shift`` adds its fourth input)."""
     attrs = node.attrs
     return Epilogue(True, attrs["shift"], attrs["relu"], attrs.get("multiplier"),
-                    attrs.get("pre_shift", 0), attrs.get("per_channel", False))
+                    attrs.get("pre_shift", 0), attrs.get("per_channel", False),
+                    attrs.get("residual_shift"))
 
 
-def _qconv(node: Node, x, w, b):
-    return [layer_epilogue(node).apply(_conv_sum(node, x, w, np.int64), b, 1)]
+def _qconv(node: Node, x, w, b, residual=None):
+    return [layer_epilogue(node).apply(_conv_sum(node, x, w, np.int64), b, 1, residual)]
 
 
 def _qdense(node: Node, x, w, b):

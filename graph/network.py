@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program
 
-__all__ = ["Network", "NetworkResult", "compile_network", "quantize_graph"]
+__all__ = ["Network", "NetworkResult", "compile_network", "quantize_graph", "residual_fusion"]
 
 
 @dataclasses.dataclass
@@ -197,17 +197,18 @@ class Network:
             began = time.perf_counter()
             cycles = kernel_seconds = None
             if place == "accel" and blocking:
-                data = node.inputs[0]
-                placed, written = self._to_arena(data, blocked(data))
-                # Later readers of the blocked form take the slot's bytes, written once.
-                (values if isinstance(values[data], Blocked) else converted)[data] = placed
-                copied += written
+                # The data and a fused residual (`graph.passes.residual`) in their slots.
+                for data in [node.inputs[0], *node.inputs[3:]]:
+                    placed, written = self._to_arena(data, blocked(data))
+                    # Later readers of the blocked form take the slot's bytes, written once.
+                    (values if isinstance(values[data], Blocked) else converted)[data] = placed
+                    copied += written
                 outputs, cycles = self._run_in_arena(self._devices[key], node)
             elif place == "accel":
                 args = [logical(name) for name in node.inputs]
                 program = self.programs[node.name]
-                result = self._devices[key].run(program, {
-                    "data": args[0], "weight": args[1], "bias": args[2]})
+                result = self._devices[key].run(program, dict(zip(
+                    ("data", "weight", "bias", "residual"), args)))
                 outputs, cycles = [result.outputs["out"]], result.cycles
                 # The device builds the whole image, places the input, copies the output out.
                 copied += program.dram_bytes + sum(
@@ -216,8 +217,9 @@ class Network:
             elif place == "cpu":
                 kernel = self._cpu_kernel(node)
                 data = logical(node.inputs[0])
+                residual = logical(node.inputs[3]) if len(node.inputs) > 3 else None
                 called = time.perf_counter()
-                outputs = [kernel.run(data, threads=threads)]
+                outputs = [kernel.run(data, threads=threads, residual=residual)]
                 kernel_seconds = time.perf_counter() - called
             elif runs_blocked(self.graph, node) and any(
                     isinstance(values[name], Blocked) for name in node.inputs):
@@ -252,7 +254,7 @@ class Network:
     def _arena_image(self) -> np.ndarray:
         """The arena's DRAM, its code and constant weights and biases placed once."""
         from vdla.runtime.layout import pack
-        from vdla.runtime.verify import dram_image
+        from vdla.runtime.verify import dram_image, place_constant
         if self._arena_dram is None:
             arena = self.arena()
             dram = np.zeros(arena.size, np.uint8)
@@ -263,6 +265,9 @@ class Network:
                                       (program.uop_offset, len(program.uops) * isa.UOP_BYTES)):
                     dram[first:first + nbytes] = code[first:first + nbytes]
                 for region, tensor in arena.constants[name].items():
+                    if tensor is None:   # bytes that follow from the region (the identity)
+                        place_constant(dram, program.tensor(region), self.config)
+                        continue
                     _place(dram, program.tensor(region),
                            pack(program.tensor(region).layout, self.graph.value(tensor),
                                 self.config))
@@ -340,11 +345,13 @@ def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
 
 
 def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
-                   per_channel: bool = False) -> Graph:
+                   per_channel: bool = False,
+                   fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
     """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
 
     ``calibration`` and ``per_channel`` are as for `compile_network`, checked
-    against the graph's inputs.
+    against the graph's inputs; ``fuse_residuals`` as for `graph.quantize.quantize`
+    (`residual_fusion` says which layers of a network may).
     """
     floating = run_passes(graph, PIPELINE)
     if calibration is not None:
@@ -360,13 +367,24 @@ def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = Non
                                  f"{sample.dtype.name} {sample.shape}")
             if not np.all(np.isfinite(sample)):
                 raise GraphError(f"calibration {name!r}: holds NaN or infinite values")
-    return run_passes(quantize(floating, calibration, per_channel), INTEGER_PIPELINE)
+    return run_passes(quantize(floating, calibration, per_channel, fuse_residuals),
+                      INTEGER_PIPELINE)
+
+
+def residual_fusion(config: HwConfig, target: str = "accel", on_cpu=(),
+                    fuse: bool = True) -> Callable[[str], bool]:
+    """Which convs of a network may take a residual add in (`graph.passes.residual`): those
+    the cpu target runs, and on the accelerator only where its GEMM block is square (the
+    residual enters through the GEMM unit). A predicate on node names, for
+    `quantize_graph`."""
+    cpu, square = set(on_cpu), config.block_in == config.block_out
+    return lambda name: fuse and (target == "cpu" or square or name in cpu)
 
 
 def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
                     = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
                     clock_mhz: float | None = None, threads: int = 2,
-                    per_channel: bool = False) -> Network:
+                    per_channel: bool = False, fuse_residuals: bool = True) -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -390,6 +408,9 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     per_channel : bool
         Quantise weights with one power-of-two scale per output channel
         (`graph.quantize.quantize`); a QDQ model's own scales are kept.
+    fuse_residuals : bool
+        Fuse each residual add into the conv producing one operand where it can
+        (`graph.passes.residual`, `residual_fusion`); False keeps them on the host.
 
     Raises
     ------
@@ -400,7 +421,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     from vdla.compiler.driver import compile_op
     from vdla.compiler.errors import CompileError
     began = time.perf_counter()
-    integer = quantize_graph(graph, calibration, per_channel)
+    integer = quantize_graph(graph, calibration, per_channel,
+                             residual_fusion(config, target, on_cpu, fuse_residuals))
     placement = place(integer, target, on_cpu)
     programs, estimates = {}, {}
     for node in integer.nodes:
@@ -443,7 +465,7 @@ def _place_by_cost(graph: Graph, placement: dict[str, str], programs: dict[str, 
         seconds = []
         for _ in range(3):
             began = time.perf_counter()
-            kernel.run(inputs["data"], threads=threads)
+            kernel.run(inputs["data"], threads=threads, residual=inputs.get("residual"))
             seconds.append(time.perf_counter() - began)
         cpu_ms = min(seconds) * 1e3
         accel_ms = estimates[name] / (clock[0] * 1e3)

@@ -37,6 +37,7 @@ import numpy as np
 
 from vdla.files import read_bounded
 from vdla.compiler.requant import CLAMP
+from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import run_node
@@ -55,7 +56,8 @@ MAX_FILE_BYTES = 1 << 30
 _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
 # Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0),
-# "shift" (0..31), "multiplier" (1..2**15-1), "scale" (a finite float > 0).
+# "shift" (0..31), "multiplier" (1..2**15-1), "scale" (a finite float > 0), "residual"
+# (0..compiler.ops.MAX_RESIDUAL_SHIFT).
 _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
 NODE_ATTRS: dict[str, dict[str, str]] = {
     "quantize_input": {},
@@ -84,7 +86,7 @@ _STEP = [{"exponent": "int"}, {"scale": "scale"}]
 NODE_VARIANTS: dict[str, list[dict[str, str]]] = {
     "quantize_input": _STEP,
     "dequantize_output": _STEP,
-    "qconv": [{}, _FIXED_POINT, _PER_CHANNEL],
+    "qconv": [{}, _FIXED_POINT, _PER_CHANNEL, {"residual_shift": "residual"}],
     "qdense": [{}, _FIXED_POINT, _PER_CHANNEL],
     "qadd": [{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
              {"scale_a": "scale", "scale_b": "scale"}],
@@ -189,6 +191,7 @@ def _check_attrs(node: Node, where: str) -> dict[str, Any]:
         ok = {"bool": isinstance(value, bool),
               "int": isinstance(value, int) and abs(value) < 1 << 16,
               "shift": isinstance(value, int) and 0 <= value <= 31,
+              "residual": isinstance(value, int) and 0 <= value <= MAX_RESIDUAL_SHIFT,
               "multiplier": isinstance(value, int) and 0 < value <= CLAMP,
               "count": isinstance(value, int) and 0 < value < 1 << 16,
               "pair": isinstance(value, list) and len(value) == 2 and min(value) > 0
@@ -320,12 +323,18 @@ def _network(header: dict, blob, config, program_loads) -> Network:
 
 
 def _check_operands(graph: Graph, node: Node, where: str) -> None:
-    """A layer's weight and bias: constants of the dtypes and shapes its input asks for."""
+    """A layer's weight and bias: constants of the dtypes and shapes its input asks for; a
+    residual (``residual_shift``): int8, of the layer's output shape (`_check_shapes`)."""
     if node.op not in LAYER_OPS:
         return
-    if len(node.inputs) != 3 or len(node.outputs) != 1:
-        raise _FileError(f"{where}: a layer reads data, weight and bias and writes one tensor")
-    x, w, b = (graph.tensors[name] for name in node.inputs)
+    residual = "residual_shift" in node.attrs
+    if len(node.inputs) != 3 + residual or len(node.outputs) != 1:
+        raise _FileError(f"{where}: a layer reads data, weight and bias"
+                         f"{' and a residual' if residual else ''} and writes one tensor")
+    if residual and graph.tensors[node.inputs[3]].dtype != np.int8:
+        raise _FileError(f"{where}: its residual is {graph.tensors[node.inputs[3]].describe()}, "
+                         "not int8")
+    x, w, b = (graph.tensors[name] for name in node.inputs[:3])
     rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
     # With per-channel multipliers the bias input holds the biases, then the multipliers.
     copies = 2 if node.attrs.get("per_channel") else 1
@@ -344,6 +353,11 @@ def _check_shapes(graph: Graph) -> None:
         declared = [graph.tensors[name] for name in node.outputs]
         if node.op in LAYER_OPS:
             out = layer_op(graph, node).output_shape
+            residual = node.inputs[3:]
+            if residual and graph.tensors[residual[0]].shape != tuple(out):
+                raise _FileError(f"node {node.name!r}: residual "
+                                 f"{graph.tensors[residual[0]].describe()}, the layer gives "
+                                 f"int8 {out}")
             if len(declared) != 1 or declared[0].shape != tuple(out) \
                     or declared[0].dtype != np.int8:
                 raise _FileError(f"node {node.name!r}: output declared "

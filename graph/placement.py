@@ -6,10 +6,10 @@ The rule, visible and overridable:
   (``"accel"``), or as the cpu target's generated C (``"cpu"``) when the
   network is compiled for ``target="cpu"`` or the layer is named in ``on_cpu``
   (``--on-cpu NODE,...``);
-- every other node (input quantisation, residual add, pooling, flatten,
-  softmax, output dequantisation) runs on the host in numpy (``"host"``):
-  the accelerator's epilogue takes no second operand for a residual add, and
-  its ISA has no pooling.
+- every other node (input quantisation, a residual add not fused into its
+  conv (`graph.passes.residual`), pooling, flatten, softmax, output
+  dequantisation) runs on the host in numpy (``"host"``): the accelerator's
+  ISA has no pooling.
 
 Layers become the compiler's operators (`layer_op`); both kinds of placement
 run exactly the same integer arithmetic, so the choice changes time, never
@@ -46,6 +46,8 @@ def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
             "bias": True, "shift": spec.shift, "relu": spec.relu,
             "multiplier": spec.multiplier, "pre_shift": spec.pre_shift,
             "per_channel": spec.per_channel}
+        if spec is not None and spec.residual_shift is not None:
+            epilogue["residual_shift"] = spec.residual_shift
         if node.op == "qconv":
             n, c, h, w = x_shape
             return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),

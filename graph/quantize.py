@@ -13,7 +13,9 @@ operators:
   which the accelerator's REQUANT does. Rounding to nearest (half up) costs
   no hardware: ``2**(shift-1)`` is folded into the bias;
 - a residual add aligns its operands with left shifts and requantises with a
-  rounding right shift (host);
+  rounding right shift (host); or, with ``fuse_residuals``, the conv that
+  produces one operand takes the add into its epilogue (one rounding,
+  `graph.passes.residual`: the conv's own output is never quantised);
 - pooling, flatten and reshape keep their input's scale.
 
 Exponents come from the tensor (a QDQ model's, `graph.passes.qdq`) or from
@@ -26,6 +28,7 @@ the accumulator has, the shift is 0 and the output keeps the accumulator's.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -33,6 +36,7 @@ from vdla.compiler.requant import fixed_point, fixed_point_per_channel
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
+from vdla.graph.passes.residual import fusable, fused_shifts
 from vdla.hw.isa import SHIFT_BITS
 
 __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantization_error",
@@ -147,10 +151,14 @@ def step_attrs(scale: Scale) -> dict:
 class _Quantizer:
     """Builds the integer graph node by node, tracking each tensor's exponent."""
 
-    def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False):
+    def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False,
+                 fuse_residuals: bool | Callable[[str], bool] = False):
         self.graph, self.exponents, self.per_channel = graph, exponents, per_channel
+        self.fuse_residuals = fuse_residuals
         self.tensors: dict[str, Tensor] = {}
         self.nodes: list[Node] = []
+        # Convs held back until their residual add (`graph.passes.residual`), by output.
+        self.pending: dict[str, Node] = {}
 
     def scale(self, name: str) -> Scale:
         """The float graph's tensor's scale: read from the model, else calibrated."""
@@ -190,7 +198,8 @@ class _Quantizer:
                                  "dense, add, relu, clip, pooling, flatten, reshape and softmax"
                                  f"{hint})")
             for name in node.inputs:
-                if name not in self.renamed and not graph.tensors[name].constant:
+                if name not in self.renamed and name not in self.pending \
+                        and not graph.tensors[name].constant:
                     raise GraphError(f"{node.describe()}: input {name!r} is not quantised")
             handler(node)
         outputs = []
@@ -228,7 +237,9 @@ class _Quantizer:
 
     # -- layers ---------------------------------------------------------------------------
 
-    def _layer(self, node: Node, op: str) -> None:
+    def _layer(self, node: Node, op: str, residual: tuple[Node, str] | None = None) -> bool:
+        """Emit the layer (True); with ``residual`` (the add and its other operand), only
+        fused, else nothing (False: the caller quantises the two apart)."""
         graph = self.graph
         weight = graph.value(node.inputs[1])
         if weight is None:
@@ -238,9 +249,25 @@ class _Quantizer:
         if len(node.inputs) == 3 and bias is None:
             raise GraphError(f"{node.describe()}: its bias {node.inputs[2]!r} must be a constant")
         x_scale, w_scale = self.input_scale(node), self.constant_scale(node.inputs[1], weight)
-        y_scale = self.scale(node.outputs[0])
-        if None in (x_scale[0], w_scale[0], y_scale[0]):
-            return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale, y_scale)
+        attrs, extra = {}, []
+        if residual is not None:
+            add, r_name = residual
+            r_scale = self.input_scale(add, add.inputs.index(r_name))
+            y_scale = self.scale(add.outputs[0])
+            if None in (x_scale[0], w_scale[0], y_scale[0], r_scale[0]):
+                return False
+            shifts = fused_shifts(x_scale[0] + w_scale[0], r_scale[0], y_scale[0])
+            if shifts is None:
+                return False
+            node = Node(node.name, node.op, list(node.inputs), list(add.outputs),
+                        {**node.attrs, "relu": bool(add.attrs.get("relu"))})
+            attrs["residual_shift"] = shifts[0]
+            extra = [r_name]
+        else:
+            y_scale = self.scale(node.outputs[0])
+            if None in (x_scale[0], w_scale[0], y_scale[0]):
+                return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale,
+                                               y_scale)
         e_x, e_w = x_scale[0], w_scale[0]
         q_weight = np.clip(np.floor(weight.astype(np.float64) * 2.0 ** e_w + 0.5), -128, 127)
         e_acc = e_x + e_w
@@ -254,12 +281,15 @@ class _Quantizer:
                              f"the input's times the weight's (2**-{e_acc})")
         q_bias = np.floor(acc_bias * 2.0 ** e_acc + 0.5) + (1 << shift >> 1)
         if np.any(np.abs(q_bias) >= 2 ** 31):
+            if residual is not None:
+                return False
             raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
                              f"2**-{e_acc}")
         w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), (e_w, None))
         b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), (e_acc, None))
-        self.emit(node, op, [node.inputs[0], w_name, b_name], (e_y, None), shift=shift,
-                  relu=bool(node.attrs.get("relu")))
+        self.emit(node, op, [node.inputs[0], w_name, b_name, *extra], (e_y, None),
+                  shift=shift, relu=bool(node.attrs.get("relu")), **attrs)
+        return True
 
     def _fixed_point_layer(self, node: Node, op: str, weight, bias, x_scale: Scale,
                            w_scale: Scale, y_scale: Scale) -> None:
@@ -316,12 +346,35 @@ class _Quantizer:
         return None, 2.0 ** -exponents.astype(np.float64)
 
     def _conv(self, node: Node) -> None:
+        allowed = (self.fuse_residuals(node.name) if callable(self.fuse_residuals)
+                   else self.fuse_residuals)
+        if fusable(self.graph, node) is not None:
+            if allowed:
+                self.pending[node.outputs[0]] = node     # decided at its add
+                return
+            output = node.outputs[0]
+            if not self.graph.tensors[output].quantized and output not in self.exponents:
+                raise GraphError(
+                    f"{node.describe()}: its output has no scale in the model (vdla's QDQ "
+                    "export of a fused residual add): run it where a residual adds into the "
+                    f"conv (--on-cpu {node.name}, or a config whose GEMM block is square), or "
+                    "calibrate (--calibration)")
         self._layer(node, "qconv")
 
     def _dense(self, node: Node) -> None:
         self._layer(node, "qdense")
 
     def _add(self, node: Node) -> None:
+        convs = [self.pending.pop(name) for name in node.inputs if name in self.pending]
+        if convs:
+            # Two convs meeting: the first is quantised apart (the residual must exist), the
+            # second may take the add in.
+            *apart, last = convs
+            for conv in apart:
+                self._layer(conv, "qconv")
+            if self._layer(last, "qconv", fusable(self.graph, last)):
+                return
+            self._layer(last, "qconv")
         if any(self.graph.tensors[name].constant for name in node.inputs):
             raise GraphError(f"{node.describe()}: an add of a constant that no conv or dense "
                              "can take as its bias is not supported")
@@ -402,7 +455,8 @@ class _Quantizer:
 
 
 def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
-             per_channel: bool = False) -> Graph:
+             per_channel: bool = False,
+             fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
     """The integer graph of a float graph (after `graph.passes.PIPELINE`).
 
     Parameters
@@ -415,6 +469,10 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
         Weights get one power-of-two scale per output channel; a layer whose
         channels' scales differ requantises with per-channel multipliers
         (powers of two, `compiler.requant`) instead of one shift.
+    fuse_residuals : bool or callable
+        Fuse a residual add into the conv producing one operand
+        (`graph.passes.residual`): True for every conv, or a predicate on the
+        conv's node name (the layers whose target can add a residual).
 
     Raises
     ------
@@ -422,4 +480,4 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
         For a node that cannot be quantised or a tensor without a scale.
     """
     exponents = calibrate(graph, calibration) if calibration is not None else {}
-    return _Quantizer(graph, exponents, per_channel).run()
+    return _Quantizer(graph, exponents, per_channel, fuse_residuals).run()

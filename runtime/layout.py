@@ -17,7 +17,15 @@ output          (N, K, H, W) int8        (N/B, K/BO, H, W, B, BO)        out ele
 dense_data      (M, K) int8              activation of (M, K, 1, 1)
 dense_weight    (N, K) int8              weight of (N, K, 1, 1)
 dense_output    (M, N) int8              output of (M, N, 1, 1)
+identity        (S,), a constant         (1, BO, BI)                     one wgt element:
+                                         S times the identity (S = 2^j, j <= 6)
 ==============  =======================  ==========================================
+
+A constant layout (`CONSTANT_LAYOUTS`) holds bytes that follow from the
+region's layout and logical shape alone: the compiler states the region
+(role ``constant``), `constant` makes its bytes, and no caller passes it.
+The identity block brings an int8 residual into the accumulator through the
+GEMM unit, scaled by ``S`` (`compiler.ops.Epilogue.residual_shift`).
 
 (B, BI, BO are the config's batch, block_in and block_out; divisions round up.)
 """
@@ -30,7 +38,8 @@ from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 from vdla.ints import ceil_div
 
-__all__ = ["LAYOUTS", "pack", "unpack", "packed_shape", "packed_nbytes", "LayoutError"]
+__all__ = ["LAYOUTS", "CONSTANT_LAYOUTS", "MAX_IDENTITY_SCALE", "pack", "unpack", "packed_shape",
+           "packed_nbytes", "constant", "check_constant", "LayoutError"]
 
 
 class LayoutError(VdlaError, ValueError):
@@ -50,7 +59,11 @@ LAYOUTS = {
     "dense_data": (2, np.int8, "inp"),
     "dense_weight": (2, np.int8, "wgt"),
     "dense_output": (2, np.int8, "out"),
+    "identity": (1, np.int8, "wgt"),
 }
+CONSTANT_LAYOUTS = ("identity",)
+# The largest power of two an int8 weight holds (2**7 does not).
+MAX_IDENTITY_SCALE = 1 << 6
 _DENSE = {"dense_data": "activation", "dense_weight": "weight", "dense_output": "output"}
 
 
@@ -76,6 +89,9 @@ def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple
     _check_layout(layout)
     if layout in _DENSE:
         return packed_shape(_DENSE[layout], (*shape, 1, 1), config)
+    if layout == "identity":
+        check_constant(layout, shape)
+        return (1, config.block_out, config.block_in)
     if layout == "bias":
         (k,) = shape
         return (ceil_div(k, config.block_out), config.batch, config.block_out)
@@ -90,6 +106,27 @@ def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple
 def packed_nbytes(layout: str, shape: tuple[int, ...], config: HwConfig) -> int:
     """Bytes the packed tensor occupies in DRAM."""
     return int(np.prod(packed_shape(layout, shape, config))) * np.dtype(LAYOUTS[layout][1]).itemsize
+
+
+def check_constant(layout: str, shape: tuple[int, ...]) -> None:
+    """Raise `LayoutError` unless ``shape`` states a constant of ``layout`` (the identity's
+    scale: a power of two, 1 .. `MAX_IDENTITY_SCALE`)."""
+    if layout not in CONSTANT_LAYOUTS:
+        raise LayoutError(f"layout {layout!r} is not a constant layout (those are: "
+                          f"{', '.join(CONSTANT_LAYOUTS)})")
+    scale = shape[0] if len(shape) == 1 else None
+    if not isinstance(scale, (int, np.integer)) or isinstance(scale, bool) or scale <= 0 \
+            or scale > MAX_IDENTITY_SCALE or scale & (scale - 1):
+        raise LayoutError(f"identity: the shape states its scale, a power of two from 1 to "
+                          f"{MAX_IDENTITY_SCALE}, got {tuple(shape)!r:.60}")
+
+
+def constant(layout: str, shape: tuple[int, ...], config: HwConfig) -> np.ndarray:
+    """The packed bytes of a constant region (`CONSTANT_LAYOUTS`) of logical ``shape``."""
+    check_constant(layout, shape)
+    block = np.zeros((config.block_out, config.block_in), dtype=np.int8)
+    np.fill_diagonal(block, shape[0])
+    return block.reshape(packed_shape(layout, shape, config))
 
 
 def _check_layout(layout: str) -> None:
@@ -116,6 +153,9 @@ def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor")
         The packed tensor, C-contiguous, in the layout's dtype.
     """
     _check_layout(layout)
+    if layout in CONSTANT_LAYOUTS:
+        raise LayoutError(f"{name}: layout {layout} is a constant (its bytes follow from its "
+                          "shape); nothing packs into it")
     rank, dtype, _ = LAYOUTS[layout]
     array = np.asarray(array)
     if array.dtype != dtype:
@@ -172,6 +212,9 @@ def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwCo
     """Inverse of `pack`: the logical tensor of ``shape`` from packed data (any flat form)."""
     _check_layout(layout)
     _, dtype, _ = LAYOUTS[layout]
+    if layout in CONSTANT_LAYOUTS:
+        check_constant(layout, shape)
+        return np.asarray(packed).view(dtype).reshape(config.block_out, config.block_in).copy()
     if layout in _DENSE:
         return unpack(_DENSE[layout], packed, (*shape, 1, 1), config)[:, :, 0, 0]
     blocked = np.asarray(packed).view(dtype).reshape(packed_shape(layout, shape, config))

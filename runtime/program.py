@@ -44,7 +44,9 @@ class TensorRegion:
         The name users pass inputs by (``data``, ``weight``, ``bias``) or
         outputs come back as (``out``).
     role : str
-        ``"input"``, ``"output"`` or ``"scratch"``.
+        ``"input"``, ``"output"``, ``"scratch"`` or ``"constant"`` (bytes that follow
+        from the layout and shape, `runtime.layout.constant`, which the image holds and
+        no caller passes).
     layout : str
         A `runtime.layout.LAYOUTS` name.
     shape : tuple of int
@@ -126,6 +128,11 @@ class Program:
     def inputs(self) -> list[TensorRegion]:
         """The regions the user supplies, in plan order."""
         return [t for t in self.tensors if t.role == "input"]
+
+    @property
+    def constants(self) -> list[TensorRegion]:
+        """The regions whose bytes follow from their layout and shape, in plan order."""
+        return [t for t in self.tensors if t.role == "constant"]
 
     @property
     def outputs(self) -> list[TensorRegion]:

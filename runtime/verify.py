@@ -8,9 +8,11 @@ every ``.vdla`` file is checked by `verify_plan` as it is loaded. The checks:
   larger than the plan needs (its last region, rounded up to the alignment);
 * the DRAM plan: the instruction region, the micro-op region and every tensor
   aligned to ``config.dram_alignment``, inside the image and overlapping
-  nothing else; tensors with unique names, a known role (`ROLES`), a known
-  layout (`runtime.layout.LAYOUTS`) and a shape of that layout's rank with
-  positive sizes; at least one output;
+  nothing else (but two inputs may be the very same bytes); tensors with
+  unique names, a known role (`ROLES`), a known layout
+  (`runtime.layout.LAYOUTS`) and a shape of that layout's rank with
+  positive sizes; constants (role ``constant``) exactly the regions of a
+  constant layout, with the shape it takes; at least one output;
 * where instructions reach into DRAM: a uop LOAD reads only the micro-op
   region, an inp/wgt/acc LOAD only a tensor whose layout holds that memory
   kind, a STORE writes only an output (or scratch) tensor -- so a moved
@@ -32,12 +34,16 @@ from vdla.hw import isa
 from vdla.hw.config import HwConfig
 from vdla.ints import round_up
 from vdla.runtime.errors import ProgramError
-from vdla.runtime.layout import LAYOUTS, packed_nbytes
+from vdla.runtime.layout import CONSTANT_LAYOUTS, LAYOUTS, LayoutError, check_constant, constant, \
+    packed_nbytes
 from vdla.runtime.program import Program
 
-__all__ = ["verify_plan", "verify_program", "dram_image", "ROLES", "MAX_DRAM_BYTES"]
+__all__ = ["verify_plan", "verify_program", "dram_image", "place_constant", "ROLES",
+           "MAX_DRAM_BYTES"]
 
-ROLES = ("input", "output", "scratch")
+# A constant's bytes follow from its layout and shape (`runtime.layout.constant`): the
+# image holds them, no caller passes them.
+ROLES = ("input", "output", "scratch", "constant")
 # The ISA addresses 2^32 bytes (HwConfig.DRAM_ADDR_BITS); the host simulators
 # hold the whole image in memory, so vdla states a lower limit of 1 GiB.
 MAX_DRAM_BYTES = 1 << 30
@@ -86,6 +92,15 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
                                       or n <= 0 for n in shape)):
             raise ProgramError(f"DRAM plan: {what} of layout {tensor.layout} needs {rank} "
                                f"positive sizes, got shape {shape}")
+        if (tensor.role == "constant") != (tensor.layout in CONSTANT_LAYOUTS):
+            raise ProgramError(f"DRAM plan: {what} has role {tensor.role} and layout "
+                               f"{tensor.layout}: constants are exactly the regions of a "
+                               f"constant layout ({', '.join(CONSTANT_LAYOUTS)})")
+        if tensor.role == "constant":
+            try:
+                check_constant(tensor.layout, shape)
+            except LayoutError as error:
+                raise ProgramError(f"DRAM plan: {what}: {error}") from None
         # Sizes above the limit are refused before the product can get costly.
         if any(n > MAX_DRAM_BYTES for n in shape):
             raise ProgramError(f"DRAM plan: {what} of shape {shape} is larger than the "
@@ -94,6 +109,8 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
                         packed_nbytes(tensor.layout, shape, config)))
     if not program.outputs:
         raise ProgramError("DRAM plan: the program has no output tensor")
+    # Two inputs may be the same bytes (a conv adding its own input as the residual).
+    inputs = {f"tensor {t.name!r:.40}" for t in program.tensors if t.role == "input"}
     spans = []
     for what, offset, size in regions:
         if offset % alignment:
@@ -105,6 +122,8 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
         spans.append((what, offset, offset + size))
     ordered = sorted((s for s in spans if s[2] > s[1]), key=lambda s: s[1])
     for (what, first, end), (other, other_first, other_end) in zip(ordered, ordered[1:]):
+        if {what, other} <= inputs and (first, end) == (other_first, other_end):
+            continue
         if other_first < end:
             raise ProgramError(f"DRAM plan: {what} at {_span_text(first, end)} overlaps "
                                f"{other} at {_span_text(other_first, other_end)}")
@@ -198,7 +217,8 @@ def verify_plan(program: Program, *, shared: bool = False) -> dict[int, str]:
 
 
 def dram_image(program: Program) -> np.ndarray:
-    """The program's DRAM image with instructions and micro-ops placed, tensors zero.
+    """The program's DRAM image with instructions, micro-ops and constants placed, the
+    other tensors zero.
 
     Raises
     ------
@@ -214,7 +234,17 @@ def dram_image(program: Program) -> np.ndarray:
         raise ProgramError(f"program does not encode: {error}") from None
     dram[program.insn_offset:program.insn_offset + code.size] = code
     dram[program.uop_offset:program.uop_offset + uops.size] = uops
+    for region in program.tensors:
+        if region.role == "constant":
+            place_constant(dram, region, config)
     return dram
+
+
+def place_constant(dram: np.ndarray, region, config: HwConfig) -> None:
+    """Write a constant region's bytes (`runtime.layout.constant`) into an image (verified
+    plan: it fits)."""
+    data = constant(region.layout, tuple(region.shape), config).reshape(-1).view(np.uint8)
+    dram[region.dram_offset:region.dram_offset + data.size] = data
 
 
 def verify_program(program: Program, **limits) -> dict[str, int]:

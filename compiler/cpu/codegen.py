@@ -19,6 +19,10 @@ these entry points, called through ctypes by `compiler.cpu.kernel`:
     small work-claiming thread pool (``pool.c``, included in every kernel).
 ``vdla_isa()``
     Which dot-product path the preprocessor chose (the build's CPU features).
+``vdla_run_residual(data, weight, epilogue, out, packed, threads, residual)``
+    Only in a kernel with a residual (`compiler.ops.Epilogue.residual_shift`,
+    int8): ``vdla_run`` with the residual, laid out as the output, added to
+    each sum as ``r << d`` before the shift (one rounding, as the accelerator).
 
 int8 arithmetic. The accumulator is ``sum((x + 128) * w)`` computed by
 ``vpdpbusd`` (unsigned x signed bytes, four per 32-bit lane) where the CPU has
@@ -36,7 +40,8 @@ relu: the float counterpart of the same epilogue (no rounding or clipping).
 from __future__ import annotations
 
 from vdla.compiler.cpu.depthwise import generate_depthwise_c
-from vdla.compiler.cpu.prelude import EPILOGUES, POOL, PREAMBLE, entry_point, parallel_items
+from vdla.compiler.cpu.prelude import (POOL, PREAMBLE, RESIDUAL_ENTRY, entry_point, epilogue_c,
+                                       parallel_items)
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule, epilogue_entries
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.requant import CLAMP
@@ -48,9 +53,13 @@ __all__ = ["generate_c", "generate_op_c"]
 MAX_ITEMS = 1 << 24
 def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
                relu: bool, multiplier: int | None = None, pre_shift: int = 0,
-               per_channel: bool = False) -> dict[str, int]:
+               per_channel: bool = False, residual_shift: int | None = None) -> dict[str, int]:
     if (multiplier is not None or per_channel) and mode != "int8":
         raise ShapeError("a fixed-point multiplier epilogue is int8 only (mode fp32 has none)")
+    if residual_shift is not None and mode != "int8":
+        raise ShapeError("a residual is int8 only (mode fp32 adds none)")
+    # Only a kernel with a residual defines RES_SHIFT: the others' C stays as it was.
+    residual = {} if residual_shift is None else {"RES_SHIFT": residual_shift}
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
     channel_blocks = ceil_div(problem.group_in, ic_block)
@@ -78,7 +87,7 @@ def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         # the multipliers EPI_HALF entries after the biases in the epilogue vector).
         "MULT": multiplier or int(per_channel), "PRE": pre_shift, "CLAMP": CLAMP,
         "PCM": int(per_channel), "EPI_HALF": epilogue_entries(problem, schedule),
-    }
+    } | residual
 
 
 def _tile_function(width: int, schedule: CpuSchedule, mode: str) -> str:
@@ -203,7 +212,7 @@ static void compute_item(void *unused, long item)
 
 def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
                relu: bool, multiplier: int | None = None, pre_shift: int = 0,
-               per_channel: bool = False) -> str:
+               per_channel: bool = False, residual_shift: int | None = None) -> str:
     """The complete C translation unit of one kernel.
 
     Parameters
@@ -217,6 +226,7 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     multiplier : int, optional
     pre_shift : int
     per_channel : bool
+    residual_shift : int, optional
         The epilogue (the bias, if any, is folded into the host's epilogue vector).
 
     Returns
@@ -224,7 +234,7 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     str
     """
     constants = _constants(problem, schedule, mode, shift, relu, multiplier, pre_shift,
-                           per_channel)
+                           per_channel, residual_shift)
     items = constants["N"] * constants["GROUPS"] * max(constants["CB"] * constants["H"],
                                                        constants["KB"] * constants["OH"])
     if items >= MAX_ITEMS:
@@ -237,9 +247,10 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     tiles = [_tile_function(schedule.ow_tile, schedule, mode)]
     if tail:
         tiles.append(_tile_function(tail, schedule, mode))
+    residual = residual_shift is not None
     return "\n".join([f"/* vdla cpu kernel ({mode}), generated: schedule "
-                      f"{schedule.to_dict()} */", header, PREAMBLE, EPILOGUES[mode], *tiles,
-                      _driver(schedule, mode, tail)])
+                      f"{schedule.to_dict()} */", header, PREAMBLE, epilogue_c(mode, residual),
+                      *tiles, _driver(schedule, mode, tail)] + ([RESIDUAL_ENTRY] if residual else []))
 
 
 def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
@@ -249,4 +260,4 @@ def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
     how a program file that stores no code gets its kernel back (`compiler.host`).
     """
     return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu, op.multiplier,
-                      op.pre_shift, op.per_channel)
+                      op.pre_shift, op.per_channel, op.residual_shift)

@@ -22,7 +22,8 @@ offers one option for each of the others.
 
 from __future__ import annotations
 
-from vdla.compiler.cpu.prelude import EPILOGUES, POOL, PREAMBLE, entry_point, parallel_items
+from vdla.compiler.cpu.prelude import (POOL, PREAMBLE, RESIDUAL_ENTRY, entry_point, epilogue_c,
+                                       parallel_items)
 from vdla.compiler.cpu.schedule import CpuProblem, CpuSchedule
 from vdla.ints import ceil_div
 
@@ -119,6 +120,7 @@ def generate_depthwise_c(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     header = "\n".join(f"#define {name} {value}" for name, value in constants.items())
     tail = problem.out_width % schedule.ow_tile
     tiles = [_tile(schedule.ow_tile, mode)] + ([_tile(tail, mode)] if tail else [])
+    residual = "RES_SHIFT" in constants
     return "\n".join([f"/* vdla cpu depthwise kernel ({mode}), generated: schedule "
-                      f"{schedule.to_dict()} */", header, PREAMBLE, EPILOGUES[mode], *tiles,
-                      _driver(schedule, mode, tail)])
+                      f"{schedule.to_dict()} */", header, PREAMBLE, epilogue_c(mode, residual),
+                      *tiles, _driver(schedule, mode, tail)] + ([RESIDUAL_ENTRY] if residual else []))

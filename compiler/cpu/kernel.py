@@ -25,10 +25,12 @@ __all__ = ["CpuKernel", "dtypes_of", "reference_fp32"]
 
 
 def dtypes_of(mode: str) -> dict[str, np.dtype]:
-    """The dtypes of ``data``, ``weight``, ``bias`` and ``out`` in ``mode``."""
+    """The dtypes of ``data``, ``weight``, ``bias``, ``residual`` (int8 mode) and ``out``
+    in ``mode``."""
     if mode == "int8":
         return {"data": np.dtype(np.int8), "weight": np.dtype(np.int8),
-                "bias": np.dtype(np.int32), "out": np.dtype(np.int8)}
+                "bias": np.dtype(np.int32), "residual": np.dtype(np.int8),
+                "out": np.dtype(np.int8)}
     return {name: np.dtype(np.float32) for name in ("data", "weight", "bias", "out")}
 
 
@@ -81,6 +83,8 @@ class CpuKernel:
         self._library.vdla_isa.restype = ctypes.c_char_p
         self._library.vdla_packed_elements.restype = ctypes.c_size_t
         self._library.vdla_run.restype = None
+        if op.residual_shift is not None:
+            self._library.vdla_run_residual.restype = None
         self.isa = self._library.vdla_isa().decode()
         self.dtypes = dtypes_of(mode)
         # The packed input's elements: offset bytes, or 32-bit lanes for the
@@ -164,7 +168,8 @@ class CpuKernel:
         self._epilogue = self._lay_out(np.zeros(k, lane_type) if bias is None
                                        else np.asarray(bias, lane_type))
 
-    def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None) -> np.ndarray:
+    def run(self, data: np.ndarray, threads: int = 2, out: np.ndarray | None = None,
+            residual: np.ndarray | None = None) -> np.ndarray:
         """Compute the layer on ``data`` with the weights of `set_weights`.
 
         Parameters
@@ -175,6 +180,9 @@ class CpuKernel:
             Threads (the caller's included).
         out : numpy.ndarray, optional
             A C-contiguous output array to reuse.
+        residual : numpy.ndarray, optional
+            The int8 residual of the output's shape, for (and only for) a layer with
+            ``residual_shift``.
         """
         if self._weight is None:
             raise ShapeError("CpuKernel.run: call set_weights first")
@@ -189,7 +197,18 @@ class CpuKernel:
             raise ShapeError(f"out: expected a C-contiguous {self.dtypes['out'].name} array of "
                              f"shape {tuple(self.op.output_shape)}")
         pointer = ctypes.c_void_p
-        self._library.vdla_run(data.ctypes.data_as(pointer), self._weight.ctypes.data_as(pointer),
-                               self._epilogue.ctypes.data_as(pointer), out.ctypes.data_as(pointer),
-                               self._packed.ctypes.data_as(pointer), ctypes.c_int(threads))
+        arguments = (data.ctypes.data_as(pointer), self._weight.ctypes.data_as(pointer),
+                     self._epilogue.ctypes.data_as(pointer), out.ctypes.data_as(pointer),
+                     self._packed.ctypes.data_as(pointer), ctypes.c_int(threads))
+        if self.op.residual_shift is None:
+            if residual is not None:
+                raise ShapeError("residual: this layer takes none (residual_shift is None)")
+            self._library.vdla_run(*arguments)
+            return out
+        if not isinstance(residual, np.ndarray) or residual.dtype != np.int8 \
+                or residual.shape != tuple(self.op.output_shape):
+            raise ShapeError(f"residual: expected an int8 array of shape "
+                             f"{tuple(self.op.output_shape)}")
+        residual = np.ascontiguousarray(residual)
+        self._library.vdla_run_residual(*arguments, residual.ctypes.data_as(pointer))
         return out

@@ -2,14 +2,16 @@
 
 `POOL`: the work-claiming thread pool (``pool.c``); `PREAMBLE`: the
 dot-product paths the preprocessor picks from the build's CPU features;
-`EPILOGUES`: the per-mode epilogue macro applied to each output vector.
+`EPILOGUES`: the per-mode epilogue macro applied to each output vector
+(`epilogue_c`: with a residual added, int8 only).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["POOL", "PREAMBLE", "EPILOGUES", "parallel_items", "entry_point"]
+__all__ = ["POOL", "PREAMBLE", "EPILOGUES", "parallel_items", "entry_point", "epilogue_c",
+           "RESIDUAL_ENTRY"]
 
 # The work-claiming thread pool every kernel includes (see its header comment).
 POOL = (Path(__file__).with_name("pool.c")).read_text()
@@ -104,6 +106,42 @@ EPILOGUES = {
         (dst)[(size_t)((kv) + l_) * OS_K] = v_[l_]; } while (0)
 """,
 }
+
+
+# A residual (`compiler.ops.Epilogue.residual_shift`): its int8 values, laid out as the
+# output, enter the int8 epilogue's wrapping sum before the shift, as r << RES_SHIFT.
+_RESIDUAL = r"""
+/* The residual r, laid out as the output: the lanes the epilogue writes at
+   dst + (kv + l) * OS_K read r at the same offset from res_src (vdla_run_residual). */
+static const int8_t *res_src;
+static const int8_t *res_out;
+#define RESIDUAL_ADD(t, dst, kv) do { \
+    const int8_t *r_ = res_src + ((const int8_t *)(dst) - res_out); vsi q_ = {0}; \
+    for (int l_ = 0; l_ < LANES && (kv) + l_ < K; l_++) q_[l_] = r_[(size_t)((kv) + l_) * OS_K]; \
+    t = (vsi)((vui)(t) + ((vui)q_ << RES_SHIFT)); } while (0)
+"""
+_SUM = "    vsi t_ = (vsi)((vui)(acc) + (vui)(e)); \\\n"
+
+# The entry point of a kernel with a residual: where it lies, then `vdla_run`. One call at
+# a time, as vdla_run (the statics are shared).
+RESIDUAL_ENTRY = """
+void vdla_run_residual(const void *data, const void *weight, const void *epilogue, void *output,
+                       void *packed, int threads, const void *residual)
+{
+    res_src = (const int8_t *)residual;
+    res_out = (const int8_t *)output;
+    vdla_run(data, weight, epilogue, output, packed, threads);
+}
+"""
+
+
+def epilogue_c(mode: str, residual: bool) -> str:
+    """The epilogue macro of ``mode`` (`EPILOGUES`); with ``residual`` (int8 mode only:
+    `codegen` refuses others), the residual's lanes added to the sum before the shift."""
+    if not residual:
+        return EPILOGUES[mode]
+    assert mode == "int8" and _SUM in EPILOGUES[mode]
+    return _RESIDUAL + EPILOGUES[mode].replace(_SUM, _SUM + "    RESIDUAL_ADD(t_, dst, kv); \\\n")
 
 
 def parallel_items(loops: list[tuple[str, str]]) -> tuple[str, str]:

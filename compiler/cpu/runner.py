@@ -37,8 +37,8 @@ class CpuRunner(HostRunner):
         except CpuBuildError as error:
             raise ProgramError(f"cpu program: its C does not build here: {error}") from None
 
-    def _run(self, kernel, data: np.ndarray) -> np.ndarray:
-        return kernel.run(data, threads=self.threads)
+    def _run(self, kernel, data: np.ndarray, residual: np.ndarray | None = None) -> np.ndarray:
+        return kernel.run(data, threads=self.threads, residual=residual)
 
     def _details(self, kernel) -> dict[str, Any]:
         return {"threads": self.threads, "isa": kernel.isa}

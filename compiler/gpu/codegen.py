@@ -31,7 +31,7 @@ from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule
 from vdla.compiler.gpu.tiling import Sym, Tiling, _text
 from vdla.compiler.errors import ShapeError, check_mode
 
-__all__ = ["generate_cuda", "generate_op_cuda", "KERNEL_NAME", "ELEMENT_TYPES"]
+__all__ = ["generate_cuda", "generate_op_cuda", "refuse_unsupported", "KERNEL_NAME", "ELEMENT_TYPES"]
 
 KERNEL_NAME = "vdla_layer"
 # C types of (data, weight word, bias, out) and of a shared/accumulator word per mode.
@@ -212,14 +212,23 @@ extern "C" __global__ void __launch_bounds__({tiling.threads}, 1)
     ])
 
 
+def refuse_unsupported(op) -> None:
+    """Raise `ShapeError` for an epilogue the gpu target lacks: a fixed-point multiplier, or
+    a residual (`compiler.ops.Epilogue.residual_shift`)."""
+    if op.epilogue.fixed_point:
+        raise ShapeError(f"{op.describe()}: the gpu target has no fixed-point multiplier "
+                         "epilogue (use the accelerator or the cpu target)")
+    if op.residual_shift is not None:
+        raise ShapeError(f"{op.describe()}: the gpu target adds no residual (use the "
+                         "accelerator or the cpu target)")
+
+
 def generate_op_cuda(op, mode: str, schedule: GpuSchedule) -> str:
     """`generate_cuda` for a `compiler.ops.Conv2d` or `Dense` (its problem and epilogue).
 
     Deterministic, as `compiler.host` relies on: a gpu program file stores no
     code, its kernel is this text regenerated.
     """
-    if op.epilogue.fixed_point:
-        raise ShapeError(f"{op.describe()}: the gpu target has no fixed-point multiplier "
-                         "epilogue (use the accelerator or the cpu target)")
+    refuse_unsupported(op)
     return generate_cuda(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu,
                          op.describe())

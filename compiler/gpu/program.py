@@ -16,7 +16,7 @@ import dataclasses
 
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import check_mode
-from vdla.compiler.gpu.codegen import generate_op_cuda
+from vdla.compiler.gpu.codegen import generate_op_cuda, refuse_unsupported
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
 from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
@@ -69,6 +69,7 @@ def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,
         When nvcc rejects the generated C.
     """
     check_mode(mode, GPU_MODES)
+    refuse_unsupported(op)
     schedule = schedule or default_gpu_schedule(CpuProblem.from_op(op), mode)
     source = generate_op_cuda(op, mode, schedule)
     report = compile_cubin(source) if check_with_nvcc and find_nvcc() else None

@@ -1,6 +1,7 @@
 """Virtual threads: replicated SRAM slots and interleaved stages.
 
-With ``V`` virtual threads every tile buffer (inp, wgt, acc/out) is replicated
+With ``V`` virtual threads every tile buffer (inp, wgt, acc/out, a residual's
+tile) is replicated
 into ``V`` slots at disjoint SRAM ranges, and tile ``j`` runs on thread
 ``j mod V`` within groups of ``V`` consecutive tiles. Inside a group the
 threads' reduction steps are interleaved chunk by chunk (thread 0 chunk 0,
@@ -25,7 +26,7 @@ from vdla.compiler.schedule import acc_bank_stride
 
 __all__ = ["assign_virtual_threads"]
 
-_REPLICATED = ("inp_tile", "wgt_tile", "acc_tile")
+_REPLICATED = ("inp_tile", "wgt_tile", "acc_tile", "res_tile")
 
 
 def assign_virtual_threads(function: ir.Function) -> ir.Function:

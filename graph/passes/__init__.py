@@ -4,7 +4,8 @@ Each pass is a module with one function ``Graph -> Graph`` that changes the
 graph in place and returns it; `run_passes` runs them in order, checks the
 graph after each, and can hand each result to a ``dump`` callback by name.
 The float pipeline runs before quantisation (`graph.quantize`), the integer
-one after it.
+one after it. Residual fusion (`graph.passes.residual`) is decided during
+quantisation, where both the float graph and the exponents are known.
 """
 
 from __future__ import annotations

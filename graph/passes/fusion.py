@@ -4,9 +4,9 @@
 bias and ``relu=True``: after quantisation, one accelerator layer whose
 epilogue adds the bias, requantises with one shift and clamps (the
 ``REQUANT`` of `compiler.passes.epilogue`). A residual ``add`` of two
-activations takes a following ReLU too; it runs on the host: the compiler's
-epilogue has no operand besides the bias (`compiler.ops.Epilogue`), so the
-residual cannot enter a conv's accumulator yet.
+activations takes a following ReLU too; quantisation then fuses it into the
+conv producing one operand where it can (`graph.passes.residual`), else it
+runs on the host.
 """
 
 from __future__ import annotations

@@ -119,3 +119,18 @@ def test_errors_are_one_line(tmp_path, args, message):
     assert len(lines) == 1 and message in lines[0], result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "x.vdla").exists()
+
+
+def test_a_conv_with_a_residual_from_the_command_line(tmp_path):
+    result = CliRunner().invoke(cli, [
+        "compile", "conv2d", "--in-channels", "8", "--out-channels", "8", "--height", "6",
+        "--width", "6", "--pad", "1", "--bias", "--shift", "9", "--residual-shift", "8",
+        "--config", "tiny", "-o", str(tmp_path / "r.vdla")])
+    assert result.exit_code == 0, result.output
+    assert "+bias +res<<8 >>9" in result.output
+    program = load(tmp_path / "r.vdla")
+    assert [t.name for t in program.inputs] == ["data", "weight", "bias", "residual"]
+    result = CliRunner().invoke(cli, [
+        "compile", "conv2d", "--in-channels", "8", "--out-channels", "8", "--height", "6",
+        "--width", "6", "--residual-shift", "25", "-o", str(tmp_path / "bad.vdla")])
+    assert result.exit_code == 2 and "25 is not in the range 0<=x<=24" in result.output

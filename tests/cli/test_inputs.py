@@ -23,6 +23,10 @@ LAYERS = [
       "bias": ("int32", (6,))}),
     (Conv2d(2, 3, 4, 5, 5, kernel=3, padding=1, shift=3),
      {"data": ("int8", (2, 3, 5, 5)), "weight": ("int8", (4, 3, 3, 3))}),
+    # A residual (the constant identity block is no input).
+    (Conv2d(2, 6, 7, 5, 4, kernel=3, padding=1, bias=True, shift=9, residual_shift=7),
+     {"data": ("int8", (2, 6, 5, 4)), "weight": ("int8", (7, 6, 3, 3)),
+      "bias": ("int32", (7,)), "residual": ("int8", (2, 7, 5, 4))}),
     (Dense(3, 10, 7, bias=True, shift=4),
      {"data": ("int8", (3, 10)), "weight": ("int8", (7, 10)), "bias": ("int32", (7,))}),
 ]

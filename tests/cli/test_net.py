@@ -25,14 +25,21 @@ def test_compile_inspect_run(tmp_path):
                           "--batch", 2, "--on-cpu", "fc", "-o", net, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["placement"] == {"accel": 3, "cpu": 1, "host": 7}
+    # The residual add is fused into conv3 (graph.passes.residual): one host node fewer.
+    assert summary["placement"] == {"accel": 3, "cpu": 1, "host": 6}
     assert summary["inputs"] == {"input": "float32 (2, 1, 8, 8)"}
+    result = invoke(cli, ["compile", tmp_path / "m.onnx", "--calibration", tmp_path / "cal.npy",
+                          "--batch", 2, "--on-cpu", "fc", "--no-fuse-residuals",
+                          "-o", tmp_path / "unfused.vdla", "--json"])
+    assert json.loads(result.stdout)["placement"] == {"accel": 3, "cpu": 1, "host": 7}
 
     result = invoke(cli, ["inspect", net])
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
     assert rows["conv1"][1:5] == ["qconv", "2x1x8x8", "2x8x8x8", "accel"]
-    assert rows["fc"][4] == "cpu" and rows["residual"][5] == "host"
+    assert rows["fc"][4] == "cpu" and "residual" not in rows
+    # The fused conv reads its data and the residual.
+    assert rows["conv3"][1:6] == ["qconv", "2x8x4x4", "2x8x4x4", "2x8x4x4", "accel"]
     arena = load_network(net).arena()
     assert result.stdout.splitlines()[-1] == (
         f"DRAM arena: {arena.size:,} bytes ({arena.code_bytes:,} code and constants; the "
@@ -95,7 +102,8 @@ def test_quantize_writes_a_qdq_model_that_compiles_without_calibration(tmp_path)
                           "-o", tmp_path / "q.onnx", "--json"])
     assert result.exit_code == 0, result.output
     shifts = json.loads(result.stdout)["shifts"]
-    assert sorted(shifts) == ["conv1", "conv2", "conv3", "fc", "residual"]
+    # The residual add is fused into conv3 (graph.passes.residual): no shift of its own.
+    assert sorted(shifts) == ["conv1", "conv2", "conv3", "fc"]
     result = invoke(cli, ["compile", tmp_path / "q.onnx", "-o", tmp_path / "q.vdla"])
     assert result.exit_code == 0, result.output
     network = load_network(tmp_path / "q.vdla")

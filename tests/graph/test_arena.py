@@ -103,8 +103,47 @@ def test_relocation_refuses_a_missing_tensor_and_an_address_beyond_the_isa():
 
 @pytest.fixture(scope="module")
 def network():
+    """The residual add on the host (unfused): conv3 writes n3, the host adds p1."""
+    graph = from_bytes(residual_cnn(seed=5).SerializeToString(), batch=3)
+    return compile_network(graph, PRESETS["default"], {"input": images(48, seed=1)},
+                           fuse_residuals=False)
+
+
+@pytest.fixture(scope="module")
+def fused():
+    """The residual add fused into conv3 (`graph.passes.residual`)."""
     graph = from_bytes(residual_cnn(seed=5).SerializeToString(), batch=3)
     return compile_network(graph, PRESETS["default"], {"input": images(48, seed=1)})
+
+
+def test_a_fused_residual_is_read_in_place(fused):
+    arena = fused.arena()
+    conv3 = arena.programs["conv3"]
+    assert fused.graph.node("conv3").inputs[3] == "p1"
+    assert conv3.tensor("residual").dram_offset == arena.slots["p1"].offset
+    # The identity block lies with the constants, and the image holds it.
+    identity = conv3.tensor("identity")
+    assert identity.role == "constant" and identity.dram_offset < arena.code_bytes
+    x = images(3, seed=11)
+    result = fused.run({"input": x}, keep=True)
+    reference = execute(fused.graph, {"input": x}, keep=True)
+    for name, array in result.tensors.items():
+        np.testing.assert_array_equal(array, reference[name], err_msg=name)
+    block = fused._arena_image()[identity.dram_offset:identity.dram_offset + 256]
+    assert np.array_equal(block.view(np.int8).reshape(16, 16),
+                          identity.shape[0] * np.eye(16, dtype=np.int8))
+    # The host writes what it computed (the input, maxpool's p1, the pooled vector), once:
+    # p1 is conv2's input and conv3's residual, the same slot.
+    assert result.copied_bytes == sum(arena.slots[t].nbytes for t in ("input/q", "p1", "g"))
+    # A residual read from another slot is refused.
+    moved = relocate(conv3, conv3.insn_offset, conv3.uop_offset,
+                     {**{t.name: t.dram_offset for t in conv3.tensors},
+                      "residual": arena.slots["r2"].offset}, arena.size)
+    with pytest.raises(GraphError, match="^arena: layer 'conv3' has its residual tensor at "
+                                         rf"byte {arena.slots['r2'].offset}, not at the slot "
+                                         "of 'p1'$"):
+        verify_arena(fused.graph, dataclasses.replace(arena, programs={
+            **arena.programs, "conv3": moved}))
 
 
 def test_layers_hand_tensors_over_in_place_and_the_host_writes_only_its_own(network):

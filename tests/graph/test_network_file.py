@@ -81,8 +81,25 @@ def _node(header, name):
      r"node 'conv1' \(qconv\): program: byte range \[0, 1099511627776\] is outside"),
     (lambda h: _node(h, "flatten")["attrs"].update(axis=3),
      r"node 'flatten' \(flatten\): output 'f' declared int8 \(2, 8\), computed int8 \(16, 1\)"),
-    (lambda h: _node(h, "residual")["inputs"].reverse() or h["nodes"].reverse(),
+    (lambda h: _node(h, "conv3")["inputs"].reverse() or h["nodes"].reverse(),
      r"node 'softmax' \(softmax\): input 'logits/float' is not defined before it is read"),
+    # A fused residual (graph.passes.residual): conv3 adds p1.
+    (lambda h: _node(h, "conv3")["attrs"].update(residual_shift=25),
+     r"node 'conv3' \('qconv'\): attribute residual_shift=25 is out of range"),
+    (lambda h: _node(h, "conv3")["attrs"].update(residual_shift=_node(h, "conv3")["attrs"][
+        "residual_shift"] + 1),
+     r"node 'conv3' \(qconv\): its program computes 'conv2d .* \+res<<\d+ .*', not this layer"),
+    (lambda h: _node(h, "conv3")["attrs"].update(multiplier=3, pre_shift=0),
+     r"node 'conv3' \('qconv'\): attributes \[.*'residual_shift'.*\], expected"),
+    (lambda h: _node(h, "conv3")["inputs"].pop(),
+     r"node 'conv3' \(qconv\): a layer reads data, weight and bias and a residual and writes "
+     r"one tensor"),
+    (lambda h: _node(h, "conv3")["attrs"].pop("residual_shift"),
+     r"node 'conv3' \(qconv\): a layer reads data, weight and bias and writes one tensor"),
+    (lambda h: _node(h, "conv3")["inputs"].__setitem__(3, "input/q"),
+     r"node 'conv3': residual int8 \(2, 1, 8, 8\), the layer gives int8 \(2, 8, 4, 4\)"),
+    (lambda h: _node(h, "conv3")["inputs"].__setitem__(3, "conv3/bias_q"),
+     r"node 'conv3' \(qconv\): its residual is int32 \(8,\), not int8"),
     (lambda h: h["tensors"][0].update(dtype="object"),
      r"tensor 'input': dtype 'object', exponent or scale is not supported"),
 ])

@@ -54,7 +54,9 @@ def test_the_224_model_is_mobilenet_v2(tmp_path):
 def test_small_mobilenet_is_bit_exact_and_close_to_onnxruntime(small, options):
     network = _network(small, "default")
     ops = collections.Counter(node.op for node in network.graph.nodes)
-    assert ops["qconv"] == 22 and ops["qadd"] == 4 and ops["clip"] == 15
+    # The 4 residual adds are fused into their projection convs (graph.passes.residual).
+    assert ops["qconv"] == 22 and ops["qadd"] == 0 and ops["clip"] == 15
+    assert sum("residual_shift" in node.attrs for node in network.graph.nodes) == 4
     x, result = _run_bit_exact(network, **options)
     places = collections.Counter(row["place"] for row in result.layers if row["op"] == "qconv")
     assert places == {("cpu" if options.get("target") == "cpu" else "accel"): 22}
