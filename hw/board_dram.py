@@ -19,6 +19,12 @@ per command, so one state machine turns each burst into commands:
   from the cycle after ``host_write``/``host_read`` until the access is done;
   the host link waits for it (`hw.board_host_link`).
 
+The last command of a burst, and each host access, carries ``cmd_last``: where
+the controller's word is wider than the bus (the ECPIX-5's DDR3 at 1:2, 128
+bits for a BL8 burst of 16 bits), LiteDRAM's converter groups consecutive bus
+words into one controller word, and sends a partial group only when told
+that no more words of it follow.
+
 Read and write bursts take turns when both wait. Addresses wrap at the
 DRAM's size. ``done`` of the accelerator comes after its last write was taken
 by the controller; a host read after it sees the data, since LiteDRAM keeps
@@ -69,7 +75,7 @@ class DramMemory(wiring.Component):
         word_shift = log2(bus_bytes)
         _, address_bits = litedram_verilog(MODULES[self.kind], bus_bits)
 
-        cmd_valid, cmd_ready, cmd_we = Signal(), Signal(), Signal()
+        cmd_valid, cmd_ready, cmd_we, cmd_last = Signal(), Signal(), Signal(), Signal()
         cmd_addr = Signal(address_bits)
         wdata_valid, wdata_ready = Signal(), Signal()
         wdata_data, wdata_we = Signal(bus_bits), Signal(bus_bytes)
@@ -77,6 +83,7 @@ class DramMemory(wiring.Component):
         m.submodules.controller = Instance(
             LITEDRAM_TOP_NAME, i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
             i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
+            i_cmd_last=cmd_last,
             i_wdata_valid=wdata_valid, o_wdata_ready=wdata_ready, i_wdata_data=wdata_data,
             i_wdata_we=wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,
             o_rdata_data=rdata_data)
@@ -122,13 +129,15 @@ class DramMemory(wiring.Component):
                 with m.Elif(self.wr_req.valid):
                     take(self.wr_req, "write_command", 0)
             with m.State("read"):
-                m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), issued.eq(room & cmd_ready)]
+                m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), cmd_last.eq(beats_left == 1),
+                             issued.eq(room & cmd_ready)]
                 with m.If(room & cmd_ready):
                     m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
                     with m.If(beats_left == 1):
                         m.next = "idle"
             with m.State("write_command"):
-                m.d.comb += [cmd_valid.eq(self.wr_data.valid), cmd_we.eq(1)]
+                m.d.comb += [cmd_valid.eq(self.wr_data.valid), cmd_we.eq(1),
+                             cmd_last.eq(beats_left == 1)]
                 with m.If(self.wr_data.valid & cmd_ready):
                     m.next = "write_data"
             with m.State("write_data"):
@@ -141,7 +150,7 @@ class DramMemory(wiring.Component):
                     with m.If(beats_left == 1):
                         m.next = "idle"
             with m.State("host_write"):
-                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(1)]
+                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(1), cmd_last.eq(1)]
                 with m.If(cmd_ready):
                     m.next = "host_write_data"
             with m.State("host_write_data"):
@@ -150,7 +159,7 @@ class DramMemory(wiring.Component):
                 with m.If(wdata_ready):
                     m.next = "idle"
             with m.State("host_read"):
-                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), issued.eq(cmd_ready)]
+                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), cmd_last.eq(1), issued.eq(cmd_ready)]
                 with m.If(cmd_ready):
                     m.next = "host_read_data"
             with m.State("host_read_data"):
