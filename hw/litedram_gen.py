@@ -30,13 +30,14 @@ entry, the width and the LiteDRAM/LiteX/Migen versions.
 from __future__ import annotations
 
 import dataclasses
+import json
 from importlib import metadata
 
 from vdla.errors import VdlaError
 from vdla.hw import cache
 
 __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "LITEDRAM_TOP_NAME", "litedram_verilog",
-           "litedram_versions"]
+           "litedram_versions", "LITEDRAM_PHY_TOP_NAME", "litedram_phy_verilog"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
 RECIPE_VERSION = 2
@@ -105,10 +106,13 @@ MODULES = {
 }
 
 
-def _ecp5_ddr3_settings(dram: DramModule, module):
-    """The settings of LiteDRAM's `ECP5DDRPHY` for this module at this clock: the PHY
-    itself computes them (CL/CWL for its DRAM clock, its read latency through
-    the DDR input gearing), built here on stand-in pads that are never converted."""
+def _ecp5_ddr3_phy(dram: DramModule, module):
+    """LiteDRAM's `ECP5DDRPHY` for this module at this clock, and its pads: a Migen
+    record of the DDR3 pins (``a``, ``ba``, ``ras_n``, ``cas_n``, ``we_n``,
+    ``cke``, ``odt``, ``reset_n``, ``clk_p``, ``dq``, ``dqs_p``, ``dm``). The PHY
+    computes its settings (CL/CWL for its DRAM clock, its read latency through
+    the DDR input gearing), which the model takes; the hardware top
+    (`litedram_phy_verilog`) keeps the PHY itself."""
     from litedram.phy.ecp5ddrphy import ECP5DDRPHY
     from migen import Record
     geometry = module.geom_settings
@@ -116,51 +120,41 @@ def _ecp5_ddr3_settings(dram: DramModule, module):
     pads = Record([("a", geometry.addressbits), ("ba", geometry.bankbits), ("ras_n", 1),
                    ("cas_n", 1), ("we_n", 1), ("cke", 1), ("odt", 1), ("reset_n", 1),
                    ("clk_p", 1), ("dq", dram.data_bits), ("dqs_p", strobes), ("dm", strobes)])
-    return ECP5DDRPHY(pads, sys_clk_freq=dram.clock_hz).settings
+    return ECP5DDRPHY(pads, sys_clk_freq=dram.clock_hz), pads
 
 
-# The PHYs whose settings a `DramModule` may name.
-PHYS = {"ECP5DDRPHY": _ecp5_ddr3_settings}
+# The PHYs a `DramModule` may name: each builds the PHY and its pads.
+PHYS = {"ECP5DDRPHY": _ecp5_ddr3_phy}
 
 
 def litedram_versions() -> str:
     return " ".join(f"{name} {metadata.version(name)}" for name in ("litedram", "litex", "migen"))
 
 
-def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
-    """Verilog of the controller + module model, and its user port's address bits."""
+def _module(dram: DramModule):
+    """The `litedram.modules` instance of ``dram`` at its clock and rate, and its PHY
+    and pads (None without a PHY); `DramError` for a row that contradicts itself."""
     try:
         from litedram import modules
     except ImportError:
         raise DramError(f"the {dram.module} DRAM needs LiteDRAM: "
                         "pip install 'vdla[dram]'") from None
-    from litedram.core import LiteDRAMCore
-    from litedram.phy.model import SDRAMPHYModel
-    from migen import Module
-    from migen.fhdl.verilog import convert
-
-    clock_hz = dram.clock_hz
-    module = getattr(modules, dram.module)(clock_hz, dram.rate)
+    module = getattr(modules, dram.module)(dram.clock_hz, dram.rate)
     if module.memtype != dram.memtype:
         raise DramError(f"{dram.module} is a {module.memtype} module, not {dram.memtype}")
     if dram.phy is not None and dram.phy not in PHYS:
         raise DramError(f"phy: one of {', '.join(PHYS)}, got {dram.phy!r}")
-    settings = PHYS[dram.phy](dram, module) if dram.phy else None
-    if settings is not None and dram.rate != f"1:{settings.nphases}":
-        raise DramError(f"{dram.phy} runs {settings.nphases} DFI phases per controller cycle "
-                        f"(1:{settings.nphases}), not {dram.rate}")
+    phy, pads = PHYS[dram.phy](dram, module) if dram.phy else (None, None)
+    if phy is not None and dram.rate != f"1:{phy.settings.nphases}":
+        raise DramError(f"{dram.phy} runs {phy.settings.nphases} DFI phases per controller "
+                        f"cycle (1:{phy.settings.nphases}), not {dram.rate}")
+    return module, phy, pads
 
-    class Top(Module):
-        def __init__(self):
-            self.submodules.phy = phy = SDRAMPHYModel(module, settings=settings,
-                                                      data_width=dram.data_bits,
-                                                      clk_freq=clock_hz)
-            self.submodules.core = core = LiteDRAMCore(phy, module.geom_settings,
-                                                       module.timing_settings, clock_hz)
-            self.port = core.crossbar.get_port(mode="both", data_width=bus_bits)
 
-    top = Top()
-    port = top.port
+def _user_port(core, bus_bits: int):
+    """The core's native user port as wide as the bus, its signals named as the
+    generated module's ports (module docstring); returns the port and its signals."""
+    port = core.crossbar.get_port(mode="both", data_width=bus_bits)
     names = {port.cmd.valid: "cmd_valid", port.cmd.ready: "cmd_ready", port.cmd.we: "cmd_we",
              port.cmd.addr: "cmd_addr", port.cmd.last: "cmd_last",
              port.wdata.valid: "wdata_valid", port.wdata.ready: "wdata_ready",
@@ -169,8 +163,31 @@ def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
              port.rdata.data: "rdata_data"}
     for signal, name in names.items():
         signal.name_override = name
-    output = convert(top, ios=set(names), name=LITEDRAM_TOP_NAME)
-    return str(output), port.address_width
+    return port, set(names)
+
+
+def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
+    """Verilog of the controller + module model, and its user port's address bits."""
+    module, phy, _ = _module(dram)
+    from litedram.core import LiteDRAMCore
+    from litedram.phy.model import SDRAMPHYModel
+    from migen import Module
+    from migen.fhdl.verilog import convert
+    clock_hz = dram.clock_hz
+    settings = phy.settings if phy is not None else None
+
+    class Top(Module):
+        def __init__(self):
+            self.submodules.phy = phy = SDRAMPHYModel(module, settings=settings,
+                                                      data_width=dram.data_bits,
+                                                      clk_freq=clock_hz)
+            self.submodules.core = core = LiteDRAMCore(phy, module.geom_settings,
+                                                       module.timing_settings, clock_hz)
+            self.port, self.ios = _user_port(core, bus_bits)
+
+    top = Top()
+    output = convert(top, ios=top.ios, name=LITEDRAM_TOP_NAME)
+    return str(output), top.port.address_width
 
 
 def litedram_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int]:
@@ -187,3 +204,99 @@ def litedram_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int]:
                                [VERILOG_NAME, "address_bits"], what="LiteDRAM controller")
     return ((entry.directory / VERILOG_NAME).read_text(),
             int((entry.directory / "address_bits").read_text()))
+
+
+# ---------------------------------------------------------------- for hardware
+# The controller with the board's real PHY instead of the model (issue 25,
+# part 3: generated and synthesised; not yet in a bitstream).
+LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
+CSR_DATA_BITS = 32
+CSR_ADDRESS_BITS = 14
+CSR_PAGING = 0x800          # bytes per CSR bank (LiteX's default)
+CSR_BANKS = {"ddrphy": 0, "sdram": 1}
+
+
+def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, dict[str, int]]:
+    """Verilog of the controller + the DRAM's PHY, its user address bits, and its
+    CSRs' word addresses on the CSR bus."""
+    module, phy, pads = _module(dram)
+    if phy is None:
+        raise DramError(f"{dram.module}: the table names no PHY for it (phy=None): "
+                        "only the model is generated")
+    from litedram.core import LiteDRAMCore
+    from litex.soc.interconnect import csr_bus
+    from litex.soc.interconnect.csr import AutoCSR
+    from migen import ClockDomain, Module
+    from migen.fhdl.verilog import convert
+
+    class Top(Module, AutoCSR):
+        def __init__(self):
+            # sys: the controller's (and the design's) clock; sys2x: the PHY's DDR
+            # gearing at twice it; init: the PHY's DLL start-up sequence.
+            self.clock_domains.cd_sys = ClockDomain()
+            self.clock_domains.cd_sys2x = ClockDomain()
+            self.clock_domains.cd_init = ClockDomain()
+            self.submodules.ddrphy = phy
+            self.submodules.sdram = core = LiteDRAMCore(phy, module.geom_settings,
+                                                        module.timing_settings, dram.clock_hz)
+            self.port, self.ios = _user_port(core, bus_bits)
+            # The PHY's and the controller's CSRs (DFI injector, read leveling) on one
+            # CSR bus, for the init sequence and the leveling a host will run.
+            self.submodules.csrbanks = csr_bus.CSRBankArray(
+                self, lambda name, memory: CSR_BANKS.get(name) if memory is None else None,
+                data_width=CSR_DATA_BITS, address_width=CSR_ADDRESS_BITS, paging=CSR_PAGING)
+            self.csr = csr_bus.Interface(data_width=CSR_DATA_BITS,
+                                         address_width=CSR_ADDRESS_BITS)
+            self.submodules.csrcon = csr_bus.Interconnect(self.csr, self.csrbanks.get_buses())
+            for field in pads.layout:
+                getattr(pads, field[0]).name_override = f"ddram_{field[0]}"
+            # The PHY's start-up sequence stops and resets the sys2x clock's
+            # ECLKSYNCB/CLKDIVF, which the board's clock generator holds.
+            phy.init.stop.name_override, phy.init.reset.name_override = "eclk_stop", "eclk_reset"
+            self.ios |= (set(pads.flatten()) | {self.csr.adr, self.csr.we, self.csr.dat_w,
+                                                self.csr.dat_r, phy.init.stop, phy.init.reset})
+            self.ios |= {signal for domain in (self.cd_sys, self.cd_sys2x, self.cd_init)
+                         for signal in (domain.clk, domain.rst)}
+
+    top = Top()
+    text = str(convert(top, ios=top.ios, name=LITEDRAM_PHY_TOP_NAME))
+    # Each CSR's first word (a CSR wider than a word takes several, most
+    # significant first), as LiteX's csr.csv would list it.
+    bank_words = CSR_PAGING // (CSR_DATA_BITS // 8)
+    csrs = {}
+    for name, described, mapaddr, _ in top.csrbanks.banks:
+        address = mapaddr * bank_words
+        for csr in described:
+            csrs[f"{name}_{csr.name}"] = address
+            address += len(csr.get_simple_csrs()) if hasattr(csr, "get_simple_csrs") else 1
+    return text, top.port.address_width, csrs
+
+
+def litedram_phy_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, dict[str, int]]:
+    """The controller with the DRAM's real PHY (`_generate_phy`), from the cache.
+
+    Ports: those of the model's top (module docstring) but with ``sys2x_clk``,
+    ``sys2x_rst``, ``init_clk``, ``init_rst`` beside ``sys_clk``/``sys_rst``; the
+    DRAM's pins ``ddram_*``; the CSR bus ``csr_adr``/``csr_we``/``csr_dat_w``/
+    ``csr_dat_r`` (word addresses, 32-bit words; the returned map names each
+    CSR's address); ``eclk_stop``/``eclk_reset`` for the sys2x clock's
+    ECLKSYNCB/CLKDIVF.
+
+    Raises
+    ------
+    DramError
+        A table row without a PHY, or one that contradicts itself.
+    """
+    key = cache.key_of(f"recipe {RECIPE_VERSION}", "phy", dram.module, dram.memtype,
+                       str(dram.data_bits), dram.rate, str(bus_bits), repr(float(dram.clock_hz)),
+                       str(dram.phy), litedram_versions(), length=20)
+
+    def build(work):
+        text, address_bits, csrs = _generate_phy(dram, bus_bits)
+        (work / VERILOG_NAME).write_text(text)
+        (work / "ports.json").write_text(json.dumps({"address_bits": address_bits,
+                                                     "csrs": csrs}, indent=1))
+    entry = cache.get_or_build("verilog", f"litedram-phy-{key}", build,
+                               [VERILOG_NAME, "ports.json"], what="LiteDRAM controller and PHY")
+    ports = json.loads((entry.directory / "ports.json").read_text())
+    return (entry.directory / VERILOG_NAME).read_text(), ports["address_bits"], ports["csrs"]

@@ -78,7 +78,7 @@ def test_ddr3_takes_the_ecp5_phys_settings():
     from litedram import modules
     dram = MODULES["litedram-ddr3"]
     module = getattr(modules, dram.module)(dram.clock_hz, dram.rate)
-    settings = PHYS[dram.phy](dram, module)
+    settings = PHYS[dram.phy](dram, module)[0].settings
     # 1:2 at 100 MHz: the DRAM clock at 200 MHz, CL 6 / CWL 5 (JEDEC's lowest
     # bin), 64 DFI bits per phase (4 beats of 16), the PHY's read gearing.
     assert (settings.phytype, settings.memtype, settings.nphases, settings.dfi_databits,
