@@ -50,7 +50,7 @@ def main() -> None:
     config = PRESETS[args.config or board.preset]
 
     began = time.perf_counter()
-    verilog, address_bits, csrs = litedram_phy_verilog(dram, config.dram_bus_bits)
+    verilog, address_bits, data_bits, csrs = litedram_phy_verilog(dram, config.dram_bus_bits)
     generated = time.perf_counter() - began
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -63,7 +63,8 @@ def main() -> None:
                               top_kind="litedram-phy", what=f"{args.memory} controller and PHY")
     record = {"memory": args.memory, "dram": dram.module, "phy": dram.phy, "rate": dram.rate,
               "clock_mhz": dram.clock_hz / 1e6, "board": board.name, "device": board.device,
-              "bus_bits": config.dram_bus_bits, "user_address_bits": address_bits,
+              "bus_bits": config.dram_bus_bits, "user_port_bits": data_bits,
+              "user_address_bits": address_bits,
               "csrs": len(csrs), "verilog_bytes": len(verilog),
               "generate_seconds": round(generated, 1),
               "luts": report.luts, "ffs": report.ffs, "lutrams": report.lutrams,

@@ -3,24 +3,25 @@
 `litedram_verilog` builds, with Migen, a `LiteDRAMCore` (the controller: bank
 machines, refresher, command multiplexer and a crossbar) for one of the
 boards' DRAMs (`MODULES`: the module, its PHY's settings, the rate and the
-clock), with one native user port as wide as the accelerator's DRAM bus
-(LiteDRAM's converter splits each word into the module's beats, or groups
-consecutive words into one controller word), and for simulation LiteDRAM's
+clock), with one native user port as wide as the accelerator's DRAM bus or
+the controller's word, whichever is wider (LiteDRAM's converter splits a bus
+word into the SDRAM's 16-bit words; a DDR3 controller word of 128 bits, one
+BL8 burst, holds two 64-bit bus words, which `hw.board_dram` picks apart:
+LiteDRAM's up-converter would keep only one controller read in flight), and
+for simulation LiteDRAM's
 `SDRAMPHYModel` behind it: the DRAM module model, whose banks keep their
 open rows, whose controller must refresh them every tREFI and
 precharge/activate on a row change, with the module's timings in controller
 cycles and the PHY's read and write latencies. The top module
 `LITEDRAM_TOP_NAME` has these ports (``N`` the bus width, ``A`` the user
-address bits, in bus words):
+address bits, in port words; ``P`` the port's width, ``N`` or wider):
 
 * ``sys_clk``, ``sys_rst``;
-* ``cmd_valid``, ``cmd_ready``, ``cmd_we``, ``cmd_addr[A]``, ``cmd_last``: one
-  word read or written per command (LiteDRAM's native port); ``cmd_last``
-  ends a run of consecutive words (a converter that groups words into a wider
-  controller word sends a partial group on it instead of waiting for more);
-* ``wdata_valid``, ``wdata_ready``, ``wdata_data[N]``, ``wdata_we[N/8]``: the
+* ``cmd_valid``, ``cmd_ready``, ``cmd_we``, ``cmd_addr[A]``: one port word
+  read or written per command (LiteDRAM's native port);
+* ``wdata_valid``, ``wdata_ready``, ``wdata_data[P]``, ``wdata_we[P/8]``: the
   data of a write command, with byte enables;
-* ``rdata_valid``, ``rdata_ready``, ``rdata_data[N]``: read data, in command order.
+* ``rdata_valid``, ``rdata_ready``, ``rdata_data[P]``: read data, in command order.
 
 The Verilog is deterministic (Migen names signals from the Python code) and
 cached by `hw.cache.get_or_build` (kind ``verilog``), keyed by the table's
@@ -40,7 +41,7 @@ __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "LITEDRAM_TOP_NAME", "l
            "litedram_versions", "LITEDRAM_PHY_TOP_NAME", "litedram_phy_verilog"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 VERILOG_NAME = "litedram.v"
 
 
@@ -152,12 +153,13 @@ def _module(dram: DramModule):
 
 
 def _user_port(core, bus_bits: int):
-    """The core's native user port as wide as the bus, its signals named as the
-    generated module's ports (module docstring); returns the port and its signals."""
-    port = core.crossbar.get_port(mode="both", data_width=bus_bits)
+    """The core's native user port as wide as the bus or the controller's word,
+    whichever is wider, its signals named as the generated module's ports (module
+    docstring); returns the port and its signals."""
+    port = core.crossbar.get_port(mode="both",
+                                  data_width=max(bus_bits, core.crossbar.controller.data_width))
     names = {port.cmd.valid: "cmd_valid", port.cmd.ready: "cmd_ready", port.cmd.we: "cmd_we",
-             port.cmd.addr: "cmd_addr", port.cmd.last: "cmd_last",
-             port.wdata.valid: "wdata_valid", port.wdata.ready: "wdata_ready",
+             port.cmd.addr: "cmd_addr", port.wdata.valid: "wdata_valid", port.wdata.ready: "wdata_ready",
              port.wdata.data: "wdata_data", port.wdata.we: "wdata_we",
              port.rdata.valid: "rdata_valid", port.rdata.ready: "rdata_ready",
              port.rdata.data: "rdata_data"}
@@ -166,8 +168,8 @@ def _user_port(core, bus_bits: int):
     return port, set(names)
 
 
-def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
-    """Verilog of the controller + module model, and its user port's address bits."""
+def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int, int]:
+    """Verilog of the controller + module model, and its user port's address and data bits."""
     module, phy, _ = _module(dram)
     from litedram.core import LiteDRAMCore
     from litedram.phy.model import SDRAMPHYModel
@@ -187,23 +189,25 @@ def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int]:
 
     top = Top()
     output = convert(top, ios=top.ios, name=LITEDRAM_TOP_NAME)
-    return str(output), top.port.address_width
+    return str(output), top.port.address_width, top.port.data_width
 
 
-def litedram_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int]:
-    """The generated controller's Verilog (from the cache) and its user address bits."""
+def litedram_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, int]:
+    """The generated controller's Verilog (from the cache), its user port's address
+    bits (in port words) and data bits (``bus_bits`` or the controller's wider word)."""
     key = cache.key_of(f"recipe {RECIPE_VERSION}", dram.module, dram.memtype,
                        str(dram.data_bits), dram.rate, str(bus_bits), repr(float(dram.clock_hz)),
                        str(dram.phy), litedram_versions(), length=20)
 
     def build(work):
-        text, address_bits = _generate(dram, bus_bits)
+        text, address_bits, data_bits = _generate(dram, bus_bits)
         (work / VERILOG_NAME).write_text(text)
-        (work / "address_bits").write_text(str(address_bits))
+        (work / "port.json").write_text(json.dumps({"address_bits": address_bits,
+                                                    "data_bits": data_bits}))
     entry = cache.get_or_build("verilog", f"litedram-{key}", build,
-                               [VERILOG_NAME, "address_bits"], what="LiteDRAM controller")
-    return ((entry.directory / VERILOG_NAME).read_text(),
-            int((entry.directory / "address_bits").read_text()))
+                               [VERILOG_NAME, "port.json"], what="LiteDRAM controller")
+    port = json.loads((entry.directory / "port.json").read_text())
+    return (entry.directory / VERILOG_NAME).read_text(), port["address_bits"], port["data_bits"]
 
 
 # ---------------------------------------------------------------- for hardware
@@ -216,9 +220,9 @@ CSR_PAGING = 0x800          # bytes per CSR bank (LiteX's default)
 CSR_BANKS = {"ddrphy": 0, "sdram": 1}
 
 
-def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, dict[str, int]]:
-    """Verilog of the controller + the DRAM's PHY, its user address bits, and its
-    CSRs' word addresses on the CSR bus."""
+def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, int, dict[str, int]]:
+    """Verilog of the controller + the DRAM's PHY, its user port's address and data
+    bits, and its CSRs' word addresses on the CSR bus."""
     module, phy, pads = _module(dram)
     if phy is None:
         raise DramError(f"{dram.module}: the table names no PHY for it (phy=None): "
@@ -269,10 +273,10 @@ def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, dict[str, 
         for csr in described:
             csrs[f"{name}_{csr.name}"] = address
             address += len(csr.get_simple_csrs()) if hasattr(csr, "get_simple_csrs") else 1
-    return text, top.port.address_width, csrs
+    return text, top.port.address_width, top.port.data_width, csrs
 
 
-def litedram_phy_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, dict[str, int]]:
+def litedram_phy_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, int, dict[str, int]]:
     """The controller with the DRAM's real PHY (`_generate_phy`), from the cache.
 
     Ports: those of the model's top (module docstring) but with ``sys2x_clk``,
@@ -292,11 +296,13 @@ def litedram_phy_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, dic
                        str(dram.phy), litedram_versions(), length=20)
 
     def build(work):
-        text, address_bits, csrs = _generate_phy(dram, bus_bits)
+        text, address_bits, data_bits, csrs = _generate_phy(dram, bus_bits)
         (work / VERILOG_NAME).write_text(text)
         (work / "ports.json").write_text(json.dumps({"address_bits": address_bits,
-                                                     "csrs": csrs}, indent=1))
+                                                     "data_bits": data_bits, "csrs": csrs},
+                                                    indent=1))
     entry = cache.get_or_build("verilog", f"litedram-phy-{key}", build,
                                [VERILOG_NAME, "ports.json"], what="LiteDRAM controller and PHY")
     ports = json.loads((entry.directory / "ports.json").read_text())
-    return (entry.directory / VERILOG_NAME).read_text(), ports["address_bits"], ports["csrs"]
+    return ((entry.directory / VERILOG_NAME).read_text(), ports["address_bits"],
+            ports["data_bits"], ports["csrs"])

@@ -25,9 +25,10 @@ def _ports(text: str) -> dict[str, tuple[str, int]]:
 
 
 def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
-    text, address_bits, csrs = _generate_phy(DDR3, 64)
-    assert _generate_phy(DDR3, 64) == (text, address_bits, csrs)
-    assert address_bits == 26
+    text, address_bits, data_bits, csrs = _generate_phy(DDR3, 64)
+    assert _generate_phy(DDR3, 64) == (text, address_bits, data_bits, csrs)
+    # One port word per BL8 burst of 16 bits: 2**25 of them in 512 MiB.
+    assert (address_bits, data_bits) == (25, 128)
     ddram = {name: port for name, port in _ports(text).items() if name.startswith("ddram_")}
     # 15 address lines and 3 bank bits (32768 rows x 8 banks), 16 data bits,
     # two byte lanes of strobes and masks.
@@ -40,7 +41,7 @@ def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
     ports = _ports(text)
     for domain in ("sys", "sys2x", "init"):
         assert ports[f"{domain}_clk"] == ports[f"{domain}_rst"] == ("input", 1)
-    assert ports["cmd_addr"] == ("input", address_bits) and ports["rdata_data"] == ("output", 64)
+    assert ports["cmd_addr"] == ("input", address_bits) and ports["rdata_data"] == ("output", 128)
     assert (ports["csr_adr"], ports["csr_dat_w"], ports["csr_dat_r"]) == \
         (("input", 14), ("input", 32), ("output", 32))
     assert ports["eclk_stop"] == ports["eclk_reset"] == ("output", 1)

@@ -28,15 +28,16 @@ from vdla.sim.backends import get_backend
 TINY = PRESETS["tiny"]
 MiB = 1024 * 1024
 
-# Per kind: its size, its rows' bytes, and the model's bank arrays in the
-# Verilog (banks, word bits, words per bank).
+# Per kind: its size, its rows' bytes, the model's bank arrays in the Verilog
+# (banks, word bits, words per bank), and the user port's width on a 64-bit
+# bus (the bus's, or the controller word where that is wider).
 # MT48LC16M16: 4 banks x 8192 rows x 512 columns x 16 bits; one 16-bit word
 # per column. MT41K256M16: 8 banks x 32768 rows x 1024 columns x 16 bits; the
 # model keeps a 128-bit word (a BL8 burst, 2 phases x 64 DFI bits) per 4
 # columns, of which bursts (8 columns apart) use every other one.
 KINDS = {
-    "litedram-sdram": (32 * MiB, 1024, (4, 16, 8192 * 512)),
-    "litedram-ddr3": (512 * MiB, 2048, (8, 128, 32768 * 1024 // 4)),
+    "litedram-sdram": (32 * MiB, 1024, (4, 16, 8192 * 512), 64),
+    "litedram-ddr3": (512 * MiB, 2048, (8, 128, 32768 * 1024 // 4), 128),
 }
 
 
@@ -47,26 +48,28 @@ def backend(request):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_generated_controller_is_deterministic_with_one_native_port(kind):
-    size, _, (banks, bits, words) = KINDS[kind]
-    text, address_bits = _generate(MODULES[kind], 64)
-    assert _generate(MODULES[kind], 64) == (text, address_bits)
-    assert MODULES[kind].size_bytes == size and 8 << address_bits == size
+    size, _, (banks, bits, words), port_bits = KINDS[kind]
+    text, address_bits, data_bits = _generate(MODULES[kind], 64)
+    assert _generate(MODULES[kind], 64) == (text, address_bits, data_bits)
+    assert data_bits == port_bits
+    assert MODULES[kind].size_bytes == size and port_bits // 8 << address_bits == size
     header = text[text.index(f"module {LITEDRAM_TOP_NAME}("):text.index(");")]
     # name: (direction, bits); an output may be a reg or a wire, as Migen likes.
     ports = {name: (direction, int(high or 0) + 1) for direction, high, name
              in re.findall(r"(input|output)(?: reg)?(?: \[(\d+):0\])? (\w+)", header)}
     assert ports == {"sys_clk": ("input", 1), "sys_rst": ("input", 1),
                      "cmd_valid": ("input", 1), "cmd_ready": ("output", 1),
-                     "cmd_we": ("input", 1), "cmd_last": ("input", 1),
-                     "cmd_addr": ("input", address_bits),
+                     "cmd_we": ("input", 1), "cmd_addr": ("input", address_bits),
                      "wdata_valid": ("input", 1), "wdata_ready": ("output", 1),
-                     "wdata_data": ("input", 64), "wdata_we": ("input", 8),
+                     "wdata_data": ("input", port_bits), "wdata_we": ("input", port_bits // 8),
                      "rdata_valid": ("output", 1), "rdata_ready": ("input", 1),
-                     "rdata_data": ("output", 64)}
+                     "rdata_data": ("output", port_bits)}
     # The DRAM module model's banks.
     assert text.count(f"reg [{bits - 1}:0] mem") == banks and f"[0:{words - 1}]" in text
-    # A 32-bit bus addresses twice the words of a 64-bit one.
-    assert _generate(MODULES[kind], 32)[1] == address_bits + 1
+    # A 32-bit bus: the SDRAM's port is as wide and addresses twice the words;
+    # the DDR3's stays at its controller's 128 bits.
+    assert _generate(MODULES[kind], 32)[1:] == ((address_bits + 1, 32) if port_bits == 64
+                                                else (address_bits, 128))
 
 
 def test_each_dram_runs_at_its_boards_clock():
@@ -124,12 +127,12 @@ def test_conv_runs_bit_exactly_through_the_dram_controller(backend):
 @pytest.mark.slow
 def test_host_round_trip_across_the_dram(backend):
     kind = backend.link.transport.memory_kind
-    size, row, _ = KINDS[kind]
+    size, row, _, _ = KINDS[kind]
     link = BoardLink(backend.link.transport)
     rng = np.random.default_rng(3)
     # Odd addresses and lengths, a row boundary, and the top of the DRAM: an
-    # on-chip memory of 128 KiB would alias them. Single bytes are partial
-    # controller words (`cmd_last`).
+    # on-chip memory of 128 KiB would alias them. Single bytes are one lane
+    # of a wider DDR3 port word.
     spans = ((3, 37), (row - 5, 11), (5 * MiB, 9), (size - 7, 7), (5 * MiB | 1, 3),
              (size // 2 + 13, 1))
     written = {}
