@@ -4,26 +4,32 @@ memory port and the host link's byte port on one LiteDRAM native user port.
 `DramMemory` has the ports of `hw.board_memory.OnChipMemory` plus
 ``host_busy``, and holds an `Instance` of the controller that
 `hw.litedram_gen.litedram_verilog` generates (LiteDRAM's controller and, in
-simulation, its DRAM module model). LiteDRAM's native port moves one bus word
-per command, so one state machine turns each burst into commands:
+simulation, its DRAM module model). LiteDRAM's native port moves one port
+word per command: a bus word, or (the ECPIX-5's DDR3 at 1:2: 128 bits, one
+BL8 burst of 16 bits) a controller word of ``lanes`` bus words. One state
+machine turns each burst into commands:
 
-* an accelerator read burst issues one read command per beat, as long as the
-  read FIFO has room for every read in flight (the native port's read data
-  must be taken when it comes); the beats leave the FIFO at the accelerator's
-  pace, and the machine goes on to the next burst while they do (the port
-  returns data in command order);
-* an accelerator write burst sends each beat as a write command and then its
-  data with the beat's byte strobes;
-* a host byte write is one word write with one byte enabled, a host byte read
-  one word read whose word is kept for ``host_rdata``. ``host_busy`` is high
-  from the cycle after ``host_write``/``host_read`` until the access is done;
-  the host link waits for it (`hw.board_host_link`).
-
-The last command of a burst, and each host access, carries ``cmd_last``: where
-the controller's word is wider than the bus (the ECPIX-5's DDR3 at 1:2, 128
-bits for a BL8 burst of 16 bits), LiteDRAM's converter groups consecutive bus
-words into one controller word, and sends a partial group only when told
-that no more words of it follow.
+* an accelerator read burst issues one read command per port word it
+  touches, as long as the read FIFO has room for every read in flight (the
+  native port's read data must be taken when it comes); with each command
+  the lanes it wants (first, last) go into a FIFO beside the data, by which
+  the beats are picked from the port words as they leave the FIFO at the
+  accelerator's pace; the machine goes on to the next burst while they do
+  (the port returns data in command order). LiteDRAM's own up-converter
+  (a bus-wide port on a wider controller) keeps only one controller read in
+  flight, its command buffer being of depth 0: through it C2 took twice the
+  cycles;
+* an accelerator write burst sends each beat as a write command with its
+  data, replicated on every lane, and the beat's byte strobes on its lane
+  (command and data offered together: the native port takes the data when
+  the controller runs the command, for one cycle, whether or not it is
+  valid; offered after the command, a write the controller runs at once
+  lost its data and the machine waited for ever);
+* a host byte write is one port-word write with one byte enabled, a host
+  byte read one port-word read whose word is kept for ``host_rdata``.
+  ``host_busy`` is high from the cycle after ``host_write``/``host_read``
+  until the access is done; the host link waits for it
+  (`hw.board_host_link`).
 
 Read and write bursts take turns when both wait. Addresses wrap at the
 DRAM's size. ``done`` of the accelerator comes after its last write was taken
@@ -133,6 +139,27 @@ class DramMemory(wiring.Component):
         else:
             m.d.comb += self.rd_data.payload.eq(fifo.r_data)
 
+        # A write: its command and its data are offered together, each until taken
+        # (LiteDRAM's native port takes the data when the controller runs the
+        # command, with ``wdata_ready`` for one cycle, not waiting for
+        # ``wdata_valid``; a converter in front of it may take them in either
+        # order); ``written`` when both have been.
+        command_taken, data_taken, written = Signal(), Signal(), Signal()
+
+        def write(valid, data, enables):
+            m.d.comb += [cmd_valid.eq(valid & ~command_taken), cmd_we.eq(1),
+                         wdata_valid.eq(valid & ~data_taken), wdata_data.eq(data),
+                         wdata_we.eq(enables),
+                         written.eq((command_taken | cmd_valid & cmd_ready)
+                                    & (data_taken | wdata_valid & wdata_ready))]
+            with m.If(written):
+                m.d.sync += [command_taken.eq(0), data_taken.eq(0)]
+            with m.Else():
+                with m.If(cmd_valid & cmd_ready):
+                    m.d.sync += command_taken.eq(1)
+                with m.If(wdata_valid & wdata_ready):
+                    m.d.sync += data_taken.eq(1)
+
         def take(request, state, read):
             m.d.comb += request.ready.eq(1)
             m.d.sync += [word.eq(request.payload.addr >> word_shift),
@@ -153,38 +180,28 @@ class DramMemory(wiring.Component):
                 with m.Elif(self.rd_req.valid & (~self.wr_req.valid | ~reads_last)):
                     take(self.rd_req, "read", 1)
                 with m.Elif(self.wr_req.valid):
-                    take(self.wr_req, "write_command", 0)
+                    take(self.wr_req, "write", 0)
             with m.State("read"):
                 m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), issued.eq(room & cmd_ready)]
                 with m.If(room & cmd_ready):
                     m.d.sync += [word.eq(word + covered), beats_left.eq(beats_left - covered)]
                     with m.If(beats_left == covered):
                         m.next = "idle"
-            with m.State("write_command"):
-                m.d.comb += [cmd_valid.eq(self.wr_data.valid), cmd_we.eq(1)]
-                with m.If(self.wr_data.valid & cmd_ready):
-                    m.next = "write_data"
-            with m.State("write_data"):
-                # One write per beat, its strobes on its lane of the port word.
+            with m.State("write"):
+                # One write per beat, its data replicated on every lane, its strobes
+                # on its lane of the port word.
                 strobes = self.wr_data.payload.strb
-                m.d.comb += [wdata_valid.eq(1),
-                             wdata_data.eq(self.wr_data.payload.data.replicate(lanes)),
-                             wdata_we.eq(Cat(Mux(lane == index, strobes, 0)
-                                             for index in range(lanes)) if lanes > 1 else strobes),
-                             self.wr_data.ready.eq(wdata_ready)]
-                with m.If(wdata_ready):
+                write(self.wr_data.valid, self.wr_data.payload.data.replicate(lanes),
+                      Cat(Mux(lane == index, strobes, 0) for index in range(lanes))
+                      if lanes > 1 else strobes)
+                m.d.comb += self.wr_data.ready.eq(written)
+                with m.If(written):
                     m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
-                    m.next = "write_command"
                     with m.If(beats_left == 1):
                         m.next = "idle"
             with m.State("host_write"):
-                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(1)]
-                with m.If(cmd_ready):
-                    m.next = "host_write_data"
-            with m.State("host_write_data"):
-                m.d.comb += [wdata_valid.eq(1), wdata_data.eq(host_data),
-                             wdata_we.eq(host_strobes)]
-                with m.If(wdata_ready):
+                write(1, host_data, host_strobes)
+                with m.If(written):
                     m.next = "idle"
             with m.State("host_read"):
                 m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), issued.eq(cmd_ready)]
@@ -199,9 +216,11 @@ class DramMemory(wiring.Component):
                     m.next = "idle"
         m.d.comb += self.host_busy.eq(~fsm.ongoing("idle"))
         # Accelerator read data leave the FIFO whenever the host does not own the
-        # port: a port word once its last lane asked for is taken.
+        # port: a port word (and its lanes, which are there before it) once its
+        # last lane asked for is taken.
         with m.If(~self.host_owns):
-            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(self.rd_data.ready & pick)]
+            taken = self.rd_data.valid & self.rd_data.ready & pick
+            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(taken)]
             if lanes > 1:
-                m.d.comb += lane_fifo.r_en.eq(self.rd_data.ready & pick)
+                m.d.comb += lane_fifo.r_en.eq(taken)
         return m

@@ -2,8 +2,8 @@
 
 The controller and the DRAM module model are LiteDRAM's (`hw.litedram_gen`),
 for each memory kind of its table: the ULX3S's SDRAM, and the ECPIX-5's DDR3
-with the ECP5 DDR3 PHY's settings (1:2, a 128-bit controller word that
-LiteDRAM's converter fills from several bus words). The host driver talks to
+with the ECP5 DDR3 PHY's settings (1:2, a 128-bit controller word holding
+several bus words, which `DramMemory` picks apart). The host driver talks to
 them over the simulated UART. References: numpy (the layer's `reference`),
 the functional simulator's output, the RTL tier's micro-op counters, and the
 bytes the test wrote — at addresses far beyond the on-chip memory's 128 KiB,
