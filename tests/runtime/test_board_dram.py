@@ -105,12 +105,15 @@ def test_inconsistent_table_rows_are_refused(dram, message):
 
 @pytest.mark.rtl
 @pytest.mark.slow
-def test_conv_runs_bit_exactly_through_the_dram_controller(backend):
+@pytest.mark.parametrize("channels, height, width, seed", [(8, 6, 5, 7), (4, 5, 5, 11), (12, 3, 7, 5)])
+def test_conv_runs_bit_exactly_through_the_dram_controller(backend, channels, height, width, seed):
+    # Odd widths and channel counts: bursts that start and end inside a DDR3
+    # port word, single-lane reads among them.
     kind = backend.link.transport.memory_kind
-    op = Conv2d(batch=1, in_channels=8, out_channels=8, height=6, width=5, kernel=(3, 3),
-                padding=(1, 1), bias=True, shift=6, relu=True)
+    op = Conv2d(batch=1, in_channels=channels, out_channels=8, height=height, width=width,
+                kernel=(3, 3), padding=(1, 1), bias=True, shift=6, relu=True)
     program = compile_op(op, TINY)
-    inputs = op.random_inputs(np.random.default_rng(7))
+    inputs = op.random_inputs(np.random.default_rng(seed))
     result = AccelRunner(TINY, sim="board-sim", memory_kind=kind).run(program, inputs)
     assert backend.memory_bytes == KINDS[kind][0]
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
