@@ -152,3 +152,16 @@ def test_unknown_memory_kind_is_refused():
     with pytest.raises(BoardError, match=r"memory_kind: one of bram, spram, litedram-sdram, "
                                          r"litedram-ddr3, got 'ddr9'"):
         get_backend("board-sim", TINY, memory_kind="ddr9")
+
+
+@pytest.mark.rtl
+@pytest.mark.slow
+def test_a_fast_upload_survives_the_ddr3_refreshes():
+    # At 4 clocks per bit a character takes 40 cycles, less than a host write
+    # held by a DDR3 refresh (tRFC: 104 cycles): the board top's receive FIFO
+    # keeps the bytes that come meanwhile. 6 KiB span about 300 refreshes.
+    backend = get_backend("board-sim", TINY, memory_kind="litedram-ddr3", clocks_per_bit=4)
+    link = BoardLink(backend.link.transport)
+    data = np.random.default_rng(5).integers(0, 256, 6 * 1024, dtype=np.uint8).tobytes()
+    link.write_memory(4096 - 3, data)
+    assert link.read_memory(4096 - 3, len(data)) == data
