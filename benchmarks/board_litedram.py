@@ -1,20 +1,23 @@
 """A ResNet-18 layer on the simulated board top with its DRAM behind LiteDRAM.
 
-Runs ``--layer`` (default C2) of ResNet-18, compiled for ``--config`` (default
-``ulx3s``), on ``--sim board-sim`` with the board's memory replaced by the
-LiteDRAM controller and DRAM module model of ``--memory`` (default
-``litedram-sdram``: the ULX3S's MT48LC16M16 SDRAM at 50 MHz,
-`hw.litedram_gen.MODULES`), checks its output bit-exactly against the
-functional simulator's and numpy's, and reports its cycles beside those of
-the RTL tier (the same accelerator on the idealised DRAM of
-``sim/rtl/harness.cpp``). The cycles are the accelerator's own counter (start
-to done), not the UART transfers around it.
+Runs ``--layer`` (default C2) of ResNet-18 on ``--sim board-sim`` with the
+board's memory replaced by the LiteDRAM controller and DRAM module model of
+``--memory`` (`hw.litedram_gen.MODULES`: ``litedram-sdram``, the default, the
+ULX3S's MT48LC16M16 SDRAM at 50 MHz; ``litedram-ddr3``, the ECPIX-5's
+MT41K256M16 DDR3 behind the ECP5 DDR3 PHY's settings at 100 MHz), compiled for
+``--config`` (default: the preset of that DRAM's board, ``ulx3s`` or
+``ecpix5``), checks its output bit-exactly against the functional
+simulator's and numpy's, and reports its cycles beside those of the RTL tier
+(the same accelerator on the idealised DRAM of ``sim/rtl/harness.cpp``). The
+cycles are the accelerator's own counter (start to done), not the UART
+transfers around it.
 
 Usage::
 
-    python benchmarks/board_litedram.py [--layer C2] [--config ulx3s] [--clocks-per-bit 4]
+    python benchmarks/board_litedram.py [--memory litedram-ddr3] [--layer C2] [--config ecpix5]
 
-Prints the figures and writes ``benchmarks/results/board_litedram.json``.
+Prints the figures and writes them into ``benchmarks/results/board_litedram.json``
+under the memory kind's name (the other kinds' records are kept).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import numpy as np
 
 from vdla.compiler import compile_op
 from vdla.compiler.workloads import resnet18_layer
+from vdla.hw.board_table import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.litedram_gen import MODULES
 from vdla.runtime.runner import AccelRunner
@@ -38,12 +42,15 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layer", default="C2")
-    parser.add_argument("--config", default="ulx3s", choices=sorted(PRESETS))
+    parser.add_argument("--config", default=None, choices=sorted(PRESETS),
+                        help="default: the preset of the DRAM's board")
     parser.add_argument("--memory", default="litedram-sdram", choices=sorted(MODULES))
     parser.add_argument("--clocks-per-bit", type=int, default=4)
     parser.add_argument("--skip-rtl", action="store_true", help="no RTL-tier comparison")
     args = parser.parse_args()
 
+    dram = MODULES[args.memory]
+    args.config = args.config or BOARDS[dram.board].preset
     config = PRESETS[args.config]
     op = resnet18_layer(args.layer).op
     program = compile_op(op, config)
@@ -58,7 +65,8 @@ def main() -> None:
     np.testing.assert_array_equal(board.outputs["out"], expected)
     np.testing.assert_array_equal(board.outputs["out"], fsim.outputs["out"])
     record = {"layer": args.layer, "config": args.config, "memory": args.memory,
-              "dram": MODULES[args.memory].module, "clock_mhz": MODULES[args.memory].clock_hz / 1e6,
+              "dram": dram.module, "dram_type": dram.memtype, "rate": dram.rate,
+              "phy": dram.phy or "model", "clock_mhz": dram.clock_hz / 1e6,
               "dram_bytes": program.dram_bytes, "bit_exact": True,
               "board_sim_cycles": board.cycles, "board_sim_seconds": round(board_seconds, 1)}
     if not args.skip_rtl:
@@ -69,8 +77,11 @@ def main() -> None:
     record["ms_at_clock"] = round(board.cycles / (record["clock_mhz"] * 1e3), 3)
     for key, value in record.items():
         print(f"{key}: {value}")
+    record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
     out = ROOT / "benchmarks" / "results" / "board_litedram.json"
-    out.write_text(json.dumps(record, indent=2) + "\n")
+    records = json.loads(out.read_text()) if out.exists() else {}
+    records[args.memory] = record
+    out.write_text(json.dumps(records, indent=2) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 
 

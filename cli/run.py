@@ -134,7 +134,7 @@ def _draw_timeline(path: str, result, program, window) -> str:
 @click.option("--board-memory", type=click.Choice(sorted(DRAM_MODULES)), default=None,
               help="--sim board-sim: a DRAM behind a LiteDRAM controller in place of the "
                    "board's on-chip memory (litedram-sdram: the ULX3S's 32 MiB SDRAM; "
-                   "needs the dram extra).")
+                   "litedram-ddr3: the ECPIX-5's 512 MiB DDR3; needs the dram extra).")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option

@@ -4,20 +4,32 @@ memory port and the host link's byte port on one LiteDRAM native user port.
 `DramMemory` has the ports of `hw.board_memory.OnChipMemory` plus
 ``host_busy``, and holds an `Instance` of the controller that
 `hw.litedram_gen.litedram_verilog` generates (LiteDRAM's controller and, in
-simulation, its DRAM module model). LiteDRAM's native port moves one bus word
-per command, so one state machine turns each burst into commands:
+simulation, its DRAM module model). LiteDRAM's native port moves one port
+word per command: a bus word, or (the ECPIX-5's DDR3 at 1:2: 128 bits, one
+BL8 burst of 16 bits) a controller word of ``lanes`` bus words. One state
+machine turns each burst into commands:
 
-* an accelerator read burst issues one read command per beat, as long as the
-  read FIFO has room for every read in flight (the native port's read data
-  must be taken when it comes); the beats leave the FIFO at the accelerator's
-  pace, and the machine goes on to the next burst while they do (the port
-  returns data in command order);
-* an accelerator write burst sends each beat as a write command and then its
-  data with the beat's byte strobes;
-* a host byte write is one word write with one byte enabled, a host byte read
-  one word read whose word is kept for ``host_rdata``. ``host_busy`` is high
-  from the cycle after ``host_write``/``host_read`` until the access is done;
-  the host link waits for it (`hw.board_host_link`).
+* an accelerator read burst issues one read command per port word it
+  touches, as long as the read FIFO has room for every read in flight (the
+  native port's read data must be taken when it comes); with each command
+  the lanes it wants (first, last) go into a FIFO beside the data, by which
+  the beats are picked from the port words as they leave the FIFO at the
+  accelerator's pace; the machine goes on to the next burst while they do
+  (the port returns data in command order). LiteDRAM's own up-converter
+  (a bus-wide port on a wider controller) keeps only one controller read in
+  flight, its command buffer being of depth 0: through it C2 took twice the
+  cycles;
+* an accelerator write burst sends each beat as a write command with its
+  data, replicated on every lane, and the beat's byte strobes on its lane
+  (command and data offered together: the native port takes the data when
+  the controller runs the command, for one cycle, whether or not it is
+  valid; offered after the command, a write the controller runs at once
+  lost its data and the machine waited for ever);
+* a host byte write is one port-word write with one byte enabled, a host
+  byte read one port-word read whose word is kept for ``host_rdata``.
+  ``host_busy`` is high from the cycle after ``host_write``/``host_read``
+  until the access is done; the host link waits for it
+  (`hw.board_host_link`).
 
 Read and write bursts take turns when both wait. Addresses wrap at the
 DRAM's size. ``done`` of the accelerator comes after its last write was taken
@@ -27,7 +39,7 @@ a bank's commands in order.
 
 from __future__ import annotations
 
-from amaranth import ClockSignal, Instance, Module, ResetSignal, Signal
+from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 
@@ -67,13 +79,16 @@ class DramMemory(wiring.Component):
         config = self.config
         bus_bits, bus_bytes = config.dram_bus_bits, config.dram_bus_bytes
         word_shift = log2(bus_bytes)
-        _, address_bits = litedram_verilog(MODULES[self.kind], bus_bits)
+        _, address_bits, port_bits = litedram_verilog(MODULES[self.kind], bus_bits)
+        port_bytes = port_bits // 8
+        lanes = port_bits // bus_bits       # bus words per port word (2 for DDR3 at 64 bits)
+        lane_bits = log2(lanes)
 
         cmd_valid, cmd_ready, cmd_we = Signal(), Signal(), Signal()
         cmd_addr = Signal(address_bits)
         wdata_valid, wdata_ready = Signal(), Signal()
-        wdata_data, wdata_we = Signal(bus_bits), Signal(bus_bytes)
-        rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(bus_bits)
+        wdata_data, wdata_we = Signal(port_bits), Signal(port_bytes)
+        rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(port_bits)
         m.submodules.controller = Instance(
             LITEDRAM_TOP_NAME, i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
             i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
@@ -82,23 +97,68 @@ class DramMemory(wiring.Component):
             o_rdata_data=rdata_data)
 
         # Read data: into a FIFO, out to the accelerator or (host reads) a word register.
-        m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=bus_bits, depth=READ_FIFO_DEPTH)
+        m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=port_bits, depth=READ_FIFO_DEPTH)
         in_flight = Signal(range(READ_FIFO_DEPTH + 1))
         issued = Signal()   # a read command taken this cycle
-        m.d.comb += [rdata_ready.eq(1), fifo.w_data.eq(rdata_data), fifo.w_en.eq(rdata_valid),
-                     self.rd_data.payload.eq(fifo.r_data)]
+        m.d.comb += [rdata_ready.eq(1), fifo.w_data.eq(rdata_data), fifo.w_en.eq(rdata_valid)]
         m.d.sync += in_flight.eq(in_flight + issued - rdata_valid)
         room = fifo.level + in_flight < READ_FIFO_DEPTH
 
-        word = Signal(address_bits)         # the next command's word address
+        word = Signal(address_bits + lane_bits)     # the next command's bus word
+        lane = word[:lane_bits] if lanes > 1 else 0
         beats_left = Signal(burst_beats_bits(config))
-        host_word = Signal(bus_bits)        # a host read's word
-        host_lane = self.host_addr[:word_shift] if word_shift else 0
-        host_data = Signal(bus_bits)
-        host_strobes = Signal(bus_bytes)
+        # The beats one read command covers: to the end of its port word or of the burst.
+        covered = Signal.like(beats_left)
+        m.d.comb += covered.eq(Mux(beats_left < lanes - lane, beats_left, lanes - lane)
+                               if lanes > 1 else 1)
+        host_word = Signal(port_bits)       # a host read's port word
+        host_byte = self.host_addr[:log2(port_bytes)]
+        host_data = Signal(port_bits)
+        host_strobes = Signal(port_bytes)
         reads_last = Signal()               # the last burst taken was a read (take turns)
-        m.d.comb += self.host_rdata.eq(host_word.word_select(host_lane, 8)
-                                       if word_shift else host_word)
+        m.d.comb += [self.host_rdata.eq(host_word.word_select(host_byte, 8)),
+                     cmd_addr.eq(word[lane_bits:])]
+
+        # Several bus words per port word: with each read command, the lanes it
+        # asked for (first, last) go into a FIFO beside the data's, and the
+        # accelerator's beats are picked from the port words by them.
+        pick = 1                            # this beat is its port word's last one
+        if lanes > 1:
+            m.submodules.lane_fifo = lane_fifo = SyncFIFOBuffered(width=2 * lane_bits,
+                                                                  depth=READ_FIFO_DEPTH)
+            m.d.comb += [lane_fifo.w_data.eq(Cat(lane, (lane + covered - 1)[:lane_bits])),
+                         lane_fifo.w_en.eq(issued)]
+            first, last = lane_fifo.r_data[:lane_bits], lane_fifo.r_data[lane_bits:]
+            started = Signal()              # the head word gave some of its beats
+            next_lane = Signal(lane_bits)
+            current = Mux(started, next_lane, first)
+            pick = current == last
+            m.d.comb += self.rd_data.payload.eq(fifo.r_data.word_select(current, bus_bits))
+            with m.If(~self.host_owns & self.rd_data.valid & self.rd_data.ready):
+                m.d.sync += [started.eq(~pick), next_lane.eq(current + 1)]
+        else:
+            m.d.comb += self.rd_data.payload.eq(fifo.r_data)
+
+        # A write: its command and its data are offered together, each until taken
+        # (LiteDRAM's native port takes the data when the controller runs the
+        # command, with ``wdata_ready`` for one cycle, not waiting for
+        # ``wdata_valid``; a converter in front of it may take them in either
+        # order); ``written`` when both have been.
+        command_taken, data_taken, written = Signal(), Signal(), Signal()
+
+        def write(valid, data, enables):
+            m.d.comb += [cmd_valid.eq(valid & ~command_taken), cmd_we.eq(1),
+                         wdata_valid.eq(valid & ~data_taken), wdata_data.eq(data),
+                         wdata_we.eq(enables),
+                         written.eq((command_taken | cmd_valid & cmd_ready)
+                                    & (data_taken | wdata_valid & wdata_ready))]
+            with m.If(written):
+                m.d.sync += [command_taken.eq(0), data_taken.eq(0)]
+            with m.Else():
+                with m.If(cmd_valid & cmd_ready):
+                    m.d.sync += command_taken.eq(1)
+                with m.If(wdata_valid & wdata_ready):
+                    m.d.sync += data_taken.eq(1)
 
         def take(request, state, read):
             m.d.comb += request.ready.eq(1)
@@ -108,11 +168,11 @@ class DramMemory(wiring.Component):
 
         with m.FSM() as fsm:
             with m.State("idle"):
-                host_word_address = (self.host_addr >> word_shift)[:address_bits]
+                host_word_address = (self.host_addr >> word_shift)[:len(word)]
                 with m.If(self.host_owns):
                     m.d.sync += [word.eq(host_word_address),
-                                 host_data.eq(self.host_wdata.replicate(bus_bytes)),
-                                 host_strobes.eq(1 << host_lane)]
+                                 host_data.eq(self.host_wdata.replicate(port_bytes)),
+                                 host_strobes.eq(1 << host_byte)]
                     with m.If(self.host_write):
                         m.next = "host_write"
                     with m.Elif(self.host_read):
@@ -120,34 +180,28 @@ class DramMemory(wiring.Component):
                 with m.Elif(self.rd_req.valid & (~self.wr_req.valid | ~reads_last)):
                     take(self.rd_req, "read", 1)
                 with m.Elif(self.wr_req.valid):
-                    take(self.wr_req, "write_command", 0)
+                    take(self.wr_req, "write", 0)
             with m.State("read"):
                 m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), issued.eq(room & cmd_ready)]
                 with m.If(room & cmd_ready):
-                    m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
-                    with m.If(beats_left == 1):
+                    m.d.sync += [word.eq(word + covered), beats_left.eq(beats_left - covered)]
+                    with m.If(beats_left == covered):
                         m.next = "idle"
-            with m.State("write_command"):
-                m.d.comb += [cmd_valid.eq(self.wr_data.valid), cmd_we.eq(1)]
-                with m.If(self.wr_data.valid & cmd_ready):
-                    m.next = "write_data"
-            with m.State("write_data"):
-                m.d.comb += [wdata_valid.eq(1), wdata_data.eq(self.wr_data.payload.data),
-                             wdata_we.eq(self.wr_data.payload.strb),
-                             self.wr_data.ready.eq(wdata_ready)]
-                with m.If(wdata_ready):
+            with m.State("write"):
+                # One write per beat, its data replicated on every lane, its strobes
+                # on its lane of the port word.
+                strobes = self.wr_data.payload.strb
+                write(self.wr_data.valid, self.wr_data.payload.data.replicate(lanes),
+                      Cat(Mux(lane == index, strobes, 0) for index in range(lanes))
+                      if lanes > 1 else strobes)
+                m.d.comb += self.wr_data.ready.eq(written)
+                with m.If(written):
                     m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
-                    m.next = "write_command"
                     with m.If(beats_left == 1):
                         m.next = "idle"
             with m.State("host_write"):
-                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(1)]
-                with m.If(cmd_ready):
-                    m.next = "host_write_data"
-            with m.State("host_write_data"):
-                m.d.comb += [wdata_valid.eq(1), wdata_data.eq(host_data),
-                             wdata_we.eq(host_strobes)]
-                with m.If(wdata_ready):
+                write(1, host_data, host_strobes)
+                with m.If(written):
                     m.next = "idle"
             with m.State("host_read"):
                 m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), issued.eq(cmd_ready)]
@@ -155,11 +209,18 @@ class DramMemory(wiring.Component):
                     m.next = "host_read_data"
             with m.State("host_read_data"):
                 m.d.comb += fifo.r_en.eq(1)
+                if lanes > 1:
+                    m.d.comb += lane_fifo.r_en.eq(1)
                 with m.If(fifo.r_rdy):
                     m.d.sync += host_word.eq(fifo.r_data)
                     m.next = "idle"
-        m.d.comb += [self.host_busy.eq(~fsm.ongoing("idle")), cmd_addr.eq(word)]
-        # Accelerator read data leave the FIFO whenever the host does not own the port.
+        m.d.comb += self.host_busy.eq(~fsm.ongoing("idle"))
+        # Accelerator read data leave the FIFO whenever the host does not own the
+        # port: a port word (and its lanes, which are there before it) once its
+        # last lane asked for is taken.
         with m.If(~self.host_owns):
-            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(self.rd_data.ready)]
+            taken = self.rd_data.valid & self.rd_data.ready & pick
+            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(taken)]
+            if lanes > 1:
+                m.d.comb += lane_fifo.r_en.eq(taken)
         return m

@@ -18,6 +18,7 @@ from __future__ import annotations
 from amaranth import Module
 from amaranth.back import rtlil
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 
 from vdla.hw.accelerator import Accelerator
@@ -35,6 +36,13 @@ BOARD_TOP_NAME = "vdla_board"
 # Defaults for a design without a board preset: 64 KiB of memory, and a UART
 # bit every 8 clocks (fast to simulate; a board derives its own from its clock).
 DEFAULT_MEMORY_BYTES = 64 * 1024
+# Received bytes buffered before the host link when the memory is a DRAM: a
+# host access waits for the controller (a DDR3 refresh holds it for tRFC, 104
+# cycles at 100 MHz, then the row opens), longer than a character at the small
+# clocks-per-bit of simulation (40 cycles at 4), and the receiver keeps one
+# byte. The bytes that come meanwhile wait here; the link, faster than the
+# line between refreshes, catches up.
+DRAM_RX_FIFO_DEPTH = 8
 DEFAULT_CLOCKS_PER_BIT = 8
 
 
@@ -83,7 +91,12 @@ class BoardTop(wiring.Component):
 
         m.d.comb += [receiver.rx.eq(self.uart_rx), self.uart_tx.eq(transmitter.tx),
                      self.running.eq(link.running)]
-        connect(m, receiver.data, link.rx)
+        if self.memory_kind in DRAM_KINDS:
+            m.submodules.rx_fifo = rx_fifo = SyncFIFOBuffered(width=8, depth=DRAM_RX_FIFO_DEPTH)
+            connect(m, receiver.data, rx_fifo.w_stream)
+            connect(m, rx_fifo.r_stream, link.rx)
+        else:
+            connect(m, receiver.data, link.rx)
         connect(m, link.tx, transmitter.data)
         connect(m, accelerator.mem_rd_req, memory.rd_req)
         connect(m, memory.rd_data, accelerator.mem_rd_data)

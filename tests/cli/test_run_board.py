@@ -48,10 +48,11 @@ def test_run_on_the_simulated_board_reports_time_at_the_given_clock(conv):
 
 @pytest.mark.rtl
 @pytest.mark.slow
-def test_run_on_the_simulated_board_with_its_dram_behind_litedram(conv):
+@pytest.mark.parametrize("kind", ["litedram-sdram", "litedram-ddr3"])
+def test_run_on_the_simulated_board_with_its_dram_behind_litedram(conv, kind):
     path, args, expected, tmp = conv
     result = invoke(run_command, [path, *args, "--sim", "board-sim", "--board-memory",
-                                  "litedram-sdram", "--output", tmp / "out.npy", "--json"])
+                                  kind, "--output", tmp / "out.npy", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout.strip().splitlines()[-1])
     np.testing.assert_array_equal(np.load(tmp / "out.npy"), expected)
@@ -61,6 +62,9 @@ def test_run_on_the_simulated_board_with_its_dram_behind_litedram(conv):
 @pytest.mark.parametrize("extra, message", [
     (["--board-memory", "litedram-sdram"], "--board-memory is for --sim board-sim "
                                            "(got --sim fsim)"),
+    (["--sim", "board-sim", "--board-memory", "ddr9"], "Invalid value for '--board-memory': "
+                                                       "'ddr9' is not one of 'litedram-ddr3', "
+                                                       "'litedram-sdram'"),
     (["--sim", "board"], "--sim board needs the board's serial port (--port /dev/ttyUSB1)"),
     (["--sim", "board", "--port", "/nonexistent/tty"], "cannot open serial port /nonexistent/tty"),
     (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port and --baud are for --sim board "

@@ -1,0 +1,65 @@
+"""The LiteDRAM controller with the board's real DRAM PHY (`hw.litedram_gen.litedram_phy_verilog`).
+
+The ECPIX-5's DDR3 behind LiteDRAM's ``ECP5DDRPHY``: the generated module's
+ports (the DRAM's pins, as amaranth-boards' ECPIX-5 ``ddr3`` resource has
+them; the three clock domains; the native user port; the CSR bus), the ECP5
+DDR primitives the PHY instantiates, and the CSR map a host's init sequence
+and read leveling will use; synthesised by ``benchmarks/litedram_phy_synth.py``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, DramError, _generate_phy
+
+DDR3 = MODULES["litedram-ddr3"]
+
+
+def _ports(text: str) -> dict[str, tuple[str, int]]:
+    header = text[text.index(f"module {LITEDRAM_PHY_TOP_NAME}("):text.index(");")]
+    return {name: (direction, int(high or 0) + 1) for direction, high, name
+            in re.findall(r"(input|output|inout)(?: reg)?(?: \[(\d+):0\])? (\w+)", header)}
+
+
+def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
+    text, address_bits, data_bits, csrs = _generate_phy(DDR3, 64)
+    assert _generate_phy(DDR3, 64) == (text, address_bits, data_bits, csrs)
+    # One port word per BL8 burst of 16 bits: 2**25 of them in 512 MiB.
+    assert (address_bits, data_bits) == (25, 128)
+    ddram = {name: port for name, port in _ports(text).items() if name.startswith("ddram_")}
+    # 15 address lines and 3 bank bits (32768 rows x 8 banks), 16 data bits,
+    # two byte lanes of strobes and masks.
+    assert ddram == {"ddram_a": ("output", 15), "ddram_ba": ("output", 3),
+                     "ddram_ras_n": ("output", 1), "ddram_cas_n": ("output", 1),
+                     "ddram_we_n": ("output", 1), "ddram_cke": ("output", 1),
+                     "ddram_odt": ("output", 1), "ddram_reset_n": ("output", 1),
+                     "ddram_clk_p": ("output", 1), "ddram_dq": ("inout", 16),
+                     "ddram_dqs_p": ("inout", 2), "ddram_dm": ("output", 2)}
+    ports = _ports(text)
+    for domain in ("sys", "sys2x", "init"):
+        assert ports[f"{domain}_clk"] == ports[f"{domain}_rst"] == ("input", 1)
+    assert ports["cmd_addr"] == ("input", address_bits) and ports["rdata_data"] == ("output", 128)
+    assert (ports["csr_adr"], ports["csr_dat_w"], ports["csr_dat_r"]) == \
+        (("input", 14), ("input", 32), ("output", 32))
+    assert ports["eclk_stop"] == ports["eclk_reset"] == ("output", 1)
+    # The PHY's ECP5 primitives: the DLL, a DQS buffer per byte lane, DDR
+    # output/input gearing per pin.
+    primitives = {name: len(re.findall(rf"^{name} ", text, re.M))
+                  for name in ("DDRDLLA", "DQSBUFM", "IDDRX2DQA", "ODDRX2DQA")}
+    assert primitives == {"DDRDLLA": 1, "DQSBUFM": 2, "IDDRX2DQA": 16, "ODDRX2DQA": 16 + 2}
+    # The PHY's bank first, the controller's second (512 words apart); a
+    # 64-bit CSR (DFI write data) takes two words.
+    assert csrs["ddrphy_dly_sel"] == 0 and csrs["sdram_dfii_control"] == 512
+    assert csrs["sdram_dfii_pi0_rddata"] - csrs["sdram_dfii_pi0_wrdata"] == 2
+    assert {"ddrphy_rdly_dq_bitslip", "ddrphy_burstdet_seen", "sdram_dfii_pi1_command_issue"} \
+        <= set(csrs)
+
+
+def test_a_dram_without_a_phy_is_refused():
+    with pytest.raises(DramError) as error:
+        _generate_phy(MODULES["litedram-sdram"], 64)
+    assert str(error.value) == ("MT48LC16M16: the table names no PHY for it (phy=None): only the "
+                                "model is generated")
