@@ -80,6 +80,26 @@ def _touches(insn: ir.Insn, rows: list[tuple[str, int, int]]) -> bool:
     return False
 
 
+def _conflicts(insn: ir.Insn, writes: list, reads: list) -> bool:
+    """Whether ``insn`` touches rows a moved stage writes, or writes rows it reads."""
+    return _touches(insn, writes) or any(
+        scope == other and low < other_high and other_low < high
+        for scope, low, high in accesses(insn)[1] for other, other_low, other_high in reads)
+
+
+def _parts(body: list) -> list[list]:
+    """A reset stage's runs of instructions of one compute unit, in order: the ALU reset,
+    then for a residual (`compiler.lower`) its GEMM and its ALU shift."""
+    parts = []
+    for stmt in body:
+        unit = compute_unit(stmt.instruction) if isinstance(stmt, ir.Insn) else None
+        if parts and unit == parts[-1][0]:
+            parts[-1][1].append(stmt)
+        else:
+            parts.append((unit, [stmt]))
+    return [part for _, part in parts]
+
+
 def hoist_resets(function: ir.Function) -> ir.Function:
     """Move each reset into the preceding GEMM stage of another thread (see module doc)."""
     stats = {"hoisted": 0, "kept": 0}
@@ -92,15 +112,18 @@ def hoist_resets(function: ir.Function) -> ir.Function:
     for position, stage in enumerate(stages):
         if stage.role != "reset" or not stage.body:
             continue
+        parts = _parts(stage.body)
         target = next((p for p in range(position - 1, -1, -1)
                        if stages[p].role == "gemm" and stages[p].thread != stage.thread), None)
-        gemms = [i for i, s in enumerate(stages[target].body)
+        # The other thread's GEMMs the parts may follow: (stage, index in its body).
+        gemms = [(target, i) for i, s in enumerate(stages[target].body)
                  if isinstance(s, ir.Insn) and isinstance(s.instruction, isa.Gemm)] \
             if target is not None else []
         if not gemms:
             stats["kept"] += 1
             continue
         rows = [w for insn in stage.body for w in accesses(insn)[1]]
+        reads = [r for insn in stage.body for r in accesses(insn)[0]]
         # The store the reset waits for: the slot's latest one before it.
         store = next((stages[p] for p in range(position - 1, -1, -1)
                       if stages[p].kind == "store" and stages[p].thread == stage.thread), None)
@@ -109,25 +132,34 @@ def hoist_resets(function: ir.Function) -> ir.Function:
             for insn in store.body:
                 i = insn.instruction
                 store_cycles += 8 + i.y_size * i.x_size * store_bytes // config.dram_bus_bytes
-        reset_cycles = sum(_cycles(insn) for insn in stage.body)
-        body = stages[target].body
-        done, total = [], sum(_cycles(body[g]) for g in gemms)
+        # The ALU work that must hide behind the GEMMs: the reset and a residual's shift.
+        reset_cycles = sum(_cycles(insn) for insn in stage.body
+                           if isinstance(insn.instruction, isa.Alu))
+        done, total = [], sum(_cycles(stages[p].body[i]) for p, i in gemms)
         running = 0
-        for g in gemms:
-            running += _cycles(body[g])
+        for p, i in gemms:
+            running += _cycles(stages[p].body[i])
             done.append(running)
 
         # Front end blocked on the store token while the GEMM core runs out
         # of issued work, plus the reset outlasting the remaining GEMMs.
         costs = [max(0, store_cycles - finished)
                  + max(0, max(finished, store_cycles) + reset_cycles - total) for finished in done]
-        choice = costs.index(min(costs))  # the earliest of the cheapest
-        insert_at = gemms[choice] + 1
-        jumped = body[insert_at:] + [s for p in range(target + 1, position) for s in stages[p].body]
-        if any(isinstance(s, ir.Insn) and _touches(s, rows) for s in jumped):
+        # Each later part (a residual's GEMM, then its SHL) follows one more of the other
+        # thread's GEMMs than the part before it, so that what it waits for has finished by
+        # the time it issues and the SHL runs beside a GEMM rather than stalling the core.
+        candidates = costs[:max(1, len(gemms) - len(parts) + 1)]
+        choice = candidates.index(min(candidates))  # the earliest of the cheapest
+        first, index = gemms[choice]
+        jumped = stages[first].body[index + 1:] + [s for p in range(first + 1, position)
+                                                   for s in stages[p].body]
+        if any(isinstance(s, ir.Insn) and _conflicts(s, rows, reads) for s in jumped):
             stats["kept"] += 1
             continue
-        body[insert_at:insert_at] = stage.body
+        # Last part first, so that the positions of the earlier ones stay valid.
+        for number in range(len(parts) - 1, -1, -1):
+            p, i = gemms[min(choice + number, len(gemms) - 1)]
+            stages[p].body[i + 1:i + 1] = parts[number]
         stage.body = []
         stats["hoisted"] += 1
     function.stats["overlap"] = stats
