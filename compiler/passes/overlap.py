@@ -87,6 +87,32 @@ def _conflicts(insn: ir.Insn, writes: list, reads: list) -> bool:
         for scope, low, high in accesses(insn)[1] for other, other_low, other_high in reads)
 
 
+def _unit(part: list) -> str | None:
+    return compute_unit(part[0].instruction) if isinstance(part[0], ir.Insn) else None
+
+
+def _split_gemm(insn: ir.Insn, cycles: int) -> list[ir.Insn] | None:
+    """``insn`` (a GEMM with its kernel not yet placed) as two GEMMs, the second one's
+    outer loop trips just enough to last ``cycles``; None when its outer loop is too short.
+
+    The second runs the same micro-ops with their indices advanced by the first's trips
+    times each loop factor: together they do what ``insn`` did, in the same order.
+    """
+    instruction = insn.instruction
+    per_trip = instruction.micro_ops // max(1, instruction.iter_out)
+    if insn.kernel is None or per_trip == 0:
+        return None
+    tail = -(-cycles // per_trip) + 1
+    head = instruction.iter_out - tail
+    if head < 1:
+        return None
+    dst, src, wgt = insn.kernel
+    moved = (dst + head * instruction.dst_factor_out, src + head * instruction.src_factor_out,
+             wgt + head * instruction.wgt_factor_out)
+    return [ir.Insn(instruction.replace(iter_out=head), insn.tensor, insn.kernel, insn.note),
+            ir.Insn(instruction.replace(iter_out=tail), insn.tensor, moved, insn.note)]
+
+
 def _parts(body: list) -> list[list]:
     """A reset stage's runs of instructions of one compute unit, in order: the ALU reset,
     then for a residual (`compiler.lower`) its GEMM and its ALU shift."""
@@ -122,6 +148,16 @@ def hoist_resets(function: ir.Function) -> ir.Function:
         if not gemms:
             stats["kept"] += 1
             continue
+        parts = _parts(stage.body)
+        if len(gemms) == 1 and len(parts) == 3:
+            # A residual's reset, GEMM and SHL, and one GEMM to hide them behind: cut off
+            # the end of that GEMM for the SHL to run beside (`_split_gemm`).
+            p, i = gemms[0]
+            tail = _split_gemm(stages[p].body[i], sum(_cycles(insn) for insn in parts[2]))
+            if tail is not None:
+                stages[p].body[i:i + 1] = tail
+                gemms.append((p, i + 1))
+                stats["split"] = stats.get("split", 0) + 1
         rows = [w for insn in stage.body for w in accesses(insn)[1]]
         reads = [r for insn in stage.body for r in accesses(insn)[0]]
         # The store the reset waits for: the slot's latest one before it.
@@ -145,10 +181,12 @@ def hoist_resets(function: ir.Function) -> ir.Function:
         # of issued work, plus the reset outlasting the remaining GEMMs.
         costs = [max(0, store_cycles - finished)
                  + max(0, max(finished, store_cycles) + reset_cycles - total) for finished in done]
-        # Each later part (a residual's GEMM, then its SHL) follows one more of the other
-        # thread's GEMMs than the part before it, so that what it waits for has finished by
-        # the time it issues and the SHL runs beside a GEMM rather than stalling the core.
-        candidates = costs[:max(1, len(gemms) - len(parts) + 1)]
+        # An ALU part after a GEMM part (a residual's SHL after its GEMM) goes one of the
+        # other thread's GEMMs later than the parts before it, so that it runs beside that
+        # GEMM instead of stalling the core between the residual's GEMM and the tile's.
+        later = [sum(1 for a, b in zip(parts[:k], parts[1:k + 1]) if _unit(a) == GEMM_UNIT
+                     and _unit(b) == ALU_UNIT) for k in range(len(parts))]
+        candidates = costs[:max(1, len(gemms) - later[-1])]
         choice = candidates.index(min(candidates))  # the earliest of the cheapest
         first, index = gemms[choice]
         jumped = stages[first].body[index + 1:] + [s for p in range(first + 1, position)
@@ -158,7 +196,7 @@ def hoist_resets(function: ir.Function) -> ir.Function:
             continue
         # Last part first, so that the positions of the earlier ones stay valid.
         for number in range(len(parts) - 1, -1, -1):
-            p, i = gemms[min(choice + number, len(gemms) - 1)]
+            p, i = gemms[min(choice + later[number], len(gemms) - 1)]
             stages[p].body[i + 1:i + 1] = parts[number]
         stage.body = []
         stats["hoisted"] += 1
