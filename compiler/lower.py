@@ -22,13 +22,16 @@ chunk's load stage also loads the tile's residual (the output tile's blocks
 of the ``residual`` tensor, laid out as acc) into a buffer ``res_tile`` of
 its own (inp entries: on a square block an output element is an input
 element) and the identity block ``2^j * I`` (``j = min(d, 6)``, a constant
-region) into a one-entry wgt buffer ``identity`` that stays resident, and its
-compute stage first GEMMs one into the other (``acc = r << j``) and, when
-``d > 6``, shifts the accumulator left by ``d - j`` on the ALU. The chunks
-then accumulate on top, and the usual epilogue requantises ``acc + bias``:
-one rounding. (A reduction step of its own for the residual cost more: on
-the RTL at ``default``, 2,044,425 cycles against 2,030,979 over the seven
-layer shapes ResNet-18 fuses.)
+region) into a one-entry wgt buffer ``identity`` that stays resident, and the
+tile's reset stage, after zeroing the accumulators, GEMMs one into the other
+(``acc = r << j``) and, when ``d > 6``, shifts the accumulator left by
+``d - j`` on the ALU (in the reset stage, `passes.overlap.hoist_resets` moves
+them beside the other thread's GEMMs with the reset). The chunks then
+accumulate on top, and the usual epilogue requantises ``acc + bias``: one
+rounding. (A reduction step of its own for the residual cost more: on the
+RTL at ``default``, 2,044,425 cycles against 2,030,979 over the seven layer
+shapes ResNet-18 fuses, when the GEMM and SHL still ran in the first chunk's
+compute stage.)
 """
 
 from __future__ import annotations

@@ -15,7 +15,12 @@ program order -- the other thread's -- after the GEMM instruction at which the
 previous store of the slot (which reads the out rows a reset overwrites, so the
 reset pops its token) has most likely finished. The move is only made when no
 instruction it jumps over touches the reset rows, so the program's sequential
-meaning is unchanged.
+meaning is unchanged. A tile with a residual (`compiler.lower`) has its
+residual GEMM and ALU SHL in the reset stage too: they move with the reset,
+and the SHL, which must wait for the residual GEMM, goes one GEMM of the
+other thread later, so that it runs beside that GEMM instead of holding up
+the tile's own GEMMs; where the target stage has a single GEMM, its outer
+loop is cut in two for this (`_split_gemm`).
 
 `mark_overlap` (on the flat stream) then sets ``overlap`` greedily, in program
 order, on every GEMM/ALU instruction for which it is safe: instruction ``i`` of
