@@ -150,11 +150,15 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
         gemm += slot["acc"] + INSTRUCTION_OVERHEAD * ceil_div(
             uop_kernel(plan, residual=True), kernel_budget(config))
         if epilogue.residual_shift > IDENTITY_SHIFT:
-            # The SHL sits between the tile's residual GEMM and its first chunk's GEMMs:
-            # the GEMM core waits for it.
             shl = slot["acc"] + INSTRUCTION_OVERHEAD
             alu += shl
-            fixed += shl
+            if plan.threads > 1 and plan.schedule.latency_hiding:
+                # Hoisted with the reset (`passes.overlap.hoist_resets`): it runs beside the
+                # other thread's GEMM, whose tail becomes an instruction of its own.
+                gemm += INSTRUCTION_OVERHEAD
+            else:
+                # Between the tile's residual GEMM and its first chunk's: the core waits.
+                fixed += shl
     if epilogue.fixed_point:  # its passes: immediates one cycle per micro-op, acc[src] two
         passes = extra_alu_passes(epilogue.pre_shift, epilogue.shift) + epilogue.per_channel
         alu += passes * (slot["acc"] + INSTRUCTION_OVERHEAD)

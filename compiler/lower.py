@@ -22,13 +22,16 @@ chunk's load stage also loads the tile's residual (the output tile's blocks
 of the ``residual`` tensor, laid out as acc) into a buffer ``res_tile`` of
 its own (inp entries: on a square block an output element is an input
 element) and the identity block ``2^j * I`` (``j = min(d, 6)``, a constant
-region) into a one-entry wgt buffer ``identity`` that stays resident, and its
-compute stage first GEMMs one into the other (``acc = r << j``) and, when
-``d > 6``, shifts the accumulator left by ``d - j`` on the ALU. The chunks
-then accumulate on top, and the usual epilogue requantises ``acc + bias``:
-one rounding. (A reduction step of its own for the residual cost more: on
-the RTL at ``default``, 2,044,425 cycles against 2,030,979 over the seven
-layer shapes ResNet-18 fuses.)
+region) into a one-entry wgt buffer ``identity`` that stays resident, and the
+tile's reset stage, after zeroing the accumulators, GEMMs one into the other
+(``acc = r << j``) and, when ``d > 6``, shifts the accumulator left by
+``d - j`` on the ALU (in the reset stage, `passes.overlap.hoist_resets` moves
+them beside the other thread's GEMMs with the reset). The chunks then
+accumulate on top, and the usual epilogue requantises ``acc + bias``: one
+rounding. (A reduction step of its own for the residual cost more: on the
+RTL at ``default``, 2,044,425 cycles against 2,030,979 over the seven layer
+shapes ResNet-18 fuses, when the GEMM and SHL still ran in the first chunk's
+compute stage.)
 """
 
 from __future__ import annotations
@@ -94,30 +97,34 @@ def lower(plan: TilePlan, name: str = "layer") -> ir.Function:
             offsets = (chunk * slot["inp"] if resident_inp else 0,
                        (k0 // tile["k"] * len(ranges["c"]) + chunk) * slot["wgt"]
                        if resident_wgt else 0)
-            copies, computes = _load_copies(
+            copies = _load_copies(
                 plan, inp, wgt, dict(b=b0, k=k0, h=h0, w=w0, c=c0),
-                dict(b=nb, k=nk, h=nh, w=nw, c=nc), offsets), []
+                dict(b=nb, k=nk, h=nh, w=nw, c=nc), offsets)
             if residual is not None and chunk == 0:
-                # The residual rides with the first chunk: its LOAD beside the chunk's, its
-                # GEMM (and SHL) before the chunk's, so the pipeline has no short step.
-                key = ("residual", nb, nk, nh, nw)
-                if key not in nests:
-                    nests[key] = _residual_nests(config, acc, *residual, (nb, nk, nh, nw),
-                                                 plan.geometry.epilogue.residual_shift)
+                # The residual's LOAD rides with the first chunk's (the pipeline has no
+                # short step); its GEMM and SHL join the tile's reset, below.
                 copies = _residual_copies(plan, *residual, (b0, k0, h0, w0),
                                           (nb, nk, nh, nw)) + copies
-                computes = list(nests[key])
             load = Stage("load", index, copies, chunk=chunk)
             key = ("mac", nb, nk, nh, nw, nc, offsets)
             if key not in nests:
                 nests[key] = _mac_nest(config, inp, wgt, acc, (nb, nk, nh, nw, nc), (rows, cols),
                                        plan, offsets)
-            steps.append((load, Stage("compute", index, computes + [nests[key]], chunk=chunk,
+            steps.append((load, Stage("compute", index, [nests[key]], chunk=chunk,
                                       role="gemm")))
         key = ("reset", nb, nk, nh, nw)
         if key not in nests:
             nests[key] = _reset(acc, nb, nk, nh, nw)
-        reset = Stage("compute", index, [nests[key]], role="reset")
+        prologue = [nests[key]]
+        if residual is not None:
+            # The residual's GEMM and SHL start the tile with its reset, so that
+            # `passes.overlap.hoist_resets` moves all three beside the other thread's GEMMs.
+            key = ("residual", nb, nk, nh, nw)
+            if key not in nests:
+                nests[key] = _residual_nests(config, acc, *residual, (nb, nk, nh, nw),
+                                             plan.geometry.epilogue.residual_shift)
+            prologue += nests[key]
+        reset = Stage("compute", index, prologue, role="reset")
         epilogue = Stage("compute", index, [ir.Epilogue(acc, nb, nk, nh * nw, k0)],
                          role="epilogue")
         store = Stage("store", index, [

@@ -36,7 +36,7 @@ from vdla.compiler.requant import fixed_point, fixed_point_per_channel
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
-from vdla.graph.passes.residual import fusable, fused_shifts
+from vdla.graph.passes.residual import cheapest_to_fuse, fusable, fused_shifts
 from vdla.hw.isa import SHIFT_BITS
 
 __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantization_error",
@@ -367,9 +367,10 @@ class _Quantizer:
     def _add(self, node: Node) -> None:
         convs = [self.pending.pop(name) for name in node.inputs if name in self.pending]
         if convs:
-            # Two convs meeting: the first is quantised apart (the residual must exist), the
-            # second may take the add in.
-            *apart, last = convs
+            # Two convs meeting: the one whose fusing costs least may take the add in, the
+            # other is quantised apart first (the residual must exist).
+            last = cheapest_to_fuse(self.graph, convs)
+            apart = [conv for conv in convs if conv is not last]
             for conv in apart:
                 self._layer(conv, "qconv")
             if self._layer(last, "qconv", fusable(self.graph, last)):

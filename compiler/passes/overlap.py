@@ -15,7 +15,12 @@ program order -- the other thread's -- after the GEMM instruction at which the
 previous store of the slot (which reads the out rows a reset overwrites, so the
 reset pops its token) has most likely finished. The move is only made when no
 instruction it jumps over touches the reset rows, so the program's sequential
-meaning is unchanged.
+meaning is unchanged. A tile with a residual (`compiler.lower`) has its
+residual GEMM and ALU SHL in the reset stage too: they move with the reset,
+and the SHL, which must wait for the residual GEMM, goes one GEMM of the
+other thread later, so that it runs beside that GEMM instead of holding up
+the tile's own GEMMs; where the target stage has a single GEMM, its outer
+loop is cut in two for this (`_split_gemm`).
 
 `mark_overlap` (on the flat stream) then sets ``overlap`` greedily, in program
 order, on every GEMM/ALU instruction for which it is safe: instruction ``i`` of
@@ -80,6 +85,52 @@ def _touches(insn: ir.Insn, rows: list[tuple[str, int, int]]) -> bool:
     return False
 
 
+def _conflicts(insn: ir.Insn, writes: list, reads: list) -> bool:
+    """Whether ``insn`` touches rows a moved stage writes, or writes rows it reads."""
+    return _touches(insn, writes) or any(
+        scope == other and low < other_high and other_low < high
+        for scope, low, high in accesses(insn)[1] for other, other_low, other_high in reads)
+
+
+def _unit(part: list) -> str | None:
+    return compute_unit(part[0].instruction) if isinstance(part[0], ir.Insn) else None
+
+
+def _split_gemm(insn: ir.Insn, cycles: int) -> list[ir.Insn] | None:
+    """``insn`` (a GEMM with its kernel not yet placed) as two GEMMs, the second one's
+    outer loop trips just enough to last ``cycles``; None when its outer loop is too short.
+
+    The second runs the same micro-ops with their indices advanced by the first's trips
+    times each loop factor: together they do what ``insn`` did, in the same order.
+    """
+    instruction = insn.instruction
+    per_trip = instruction.micro_ops // max(1, instruction.iter_out)
+    if insn.kernel is None or per_trip == 0:
+        return None
+    tail = -(-cycles // per_trip) + 1
+    head = instruction.iter_out - tail
+    if head < 1:
+        return None
+    dst, src, wgt = insn.kernel
+    moved = (dst + head * instruction.dst_factor_out, src + head * instruction.src_factor_out,
+             wgt + head * instruction.wgt_factor_out)
+    return [ir.Insn(instruction.replace(iter_out=head), insn.tensor, insn.kernel, insn.note),
+            ir.Insn(instruction.replace(iter_out=tail), insn.tensor, moved, insn.note)]
+
+
+def _parts(body: list) -> list[list]:
+    """A reset stage's runs of instructions of one compute unit, in order: the ALU reset,
+    then for a residual (`compiler.lower`) its GEMM and its ALU shift."""
+    parts = []
+    for stmt in body:
+        unit = compute_unit(stmt.instruction) if isinstance(stmt, ir.Insn) else None
+        if parts and unit == parts[-1][0]:
+            parts[-1][1].append(stmt)
+        else:
+            parts.append((unit, [stmt]))
+    return [part for _, part in parts]
+
+
 def hoist_resets(function: ir.Function) -> ir.Function:
     """Move each reset into the preceding GEMM stage of another thread (see module doc)."""
     stats = {"hoisted": 0, "kept": 0}
@@ -92,15 +143,28 @@ def hoist_resets(function: ir.Function) -> ir.Function:
     for position, stage in enumerate(stages):
         if stage.role != "reset" or not stage.body:
             continue
+        parts = _parts(stage.body)
         target = next((p for p in range(position - 1, -1, -1)
                        if stages[p].role == "gemm" and stages[p].thread != stage.thread), None)
-        gemms = [i for i, s in enumerate(stages[target].body)
+        # The other thread's GEMMs the parts may follow: (stage, index in its body).
+        gemms = [(target, i) for i, s in enumerate(stages[target].body)
                  if isinstance(s, ir.Insn) and isinstance(s.instruction, isa.Gemm)] \
             if target is not None else []
         if not gemms:
             stats["kept"] += 1
             continue
+        parts = _parts(stage.body)
+        if len(gemms) == 1 and len(parts) == 3:
+            # A residual's reset, GEMM and SHL, and one GEMM to hide them behind: cut off
+            # the end of that GEMM for the SHL to run beside (`_split_gemm`).
+            p, i = gemms[0]
+            tail = _split_gemm(stages[p].body[i], sum(_cycles(insn) for insn in parts[2]))
+            if tail is not None:
+                stages[p].body[i:i + 1] = tail
+                gemms.append((p, i + 1))
+                stats["split"] = stats.get("split", 0) + 1
         rows = [w for insn in stage.body for w in accesses(insn)[1]]
+        reads = [r for insn in stage.body for r in accesses(insn)[0]]
         # The store the reset waits for: the slot's latest one before it.
         store = next((stages[p] for p in range(position - 1, -1, -1)
                       if stages[p].kind == "store" and stages[p].thread == stage.thread), None)
@@ -109,25 +173,36 @@ def hoist_resets(function: ir.Function) -> ir.Function:
             for insn in store.body:
                 i = insn.instruction
                 store_cycles += 8 + i.y_size * i.x_size * store_bytes // config.dram_bus_bytes
-        reset_cycles = sum(_cycles(insn) for insn in stage.body)
-        body = stages[target].body
-        done, total = [], sum(_cycles(body[g]) for g in gemms)
+        # The ALU work that must hide behind the GEMMs: the reset and a residual's shift.
+        reset_cycles = sum(_cycles(insn) for insn in stage.body
+                           if isinstance(insn.instruction, isa.Alu))
+        done, total = [], sum(_cycles(stages[p].body[i]) for p, i in gemms)
         running = 0
-        for g in gemms:
-            running += _cycles(body[g])
+        for p, i in gemms:
+            running += _cycles(stages[p].body[i])
             done.append(running)
 
         # Front end blocked on the store token while the GEMM core runs out
         # of issued work, plus the reset outlasting the remaining GEMMs.
         costs = [max(0, store_cycles - finished)
                  + max(0, max(finished, store_cycles) + reset_cycles - total) for finished in done]
-        choice = costs.index(min(costs))  # the earliest of the cheapest
-        insert_at = gemms[choice] + 1
-        jumped = body[insert_at:] + [s for p in range(target + 1, position) for s in stages[p].body]
-        if any(isinstance(s, ir.Insn) and _touches(s, rows) for s in jumped):
+        # An ALU part after a GEMM part (a residual's SHL after its GEMM) goes one of the
+        # other thread's GEMMs later than the parts before it, so that it runs beside that
+        # GEMM instead of stalling the core between the residual's GEMM and the tile's.
+        later = [sum(1 for a, b in zip(parts[:k], parts[1:k + 1]) if _unit(a) == GEMM_UNIT
+                     and _unit(b) == ALU_UNIT) for k in range(len(parts))]
+        candidates = costs[:max(1, len(gemms) - later[-1])]
+        choice = candidates.index(min(candidates))  # the earliest of the cheapest
+        first, index = gemms[choice]
+        jumped = stages[first].body[index + 1:] + [s for p in range(first + 1, position)
+                                                   for s in stages[p].body]
+        if any(isinstance(s, ir.Insn) and _conflicts(s, rows, reads) for s in jumped):
             stats["kept"] += 1
             continue
-        body[insert_at:insert_at] = stage.body
+        # Last part first, so that the positions of the earlier ones stay valid.
+        for number in range(len(parts) - 1, -1, -1):
+            p, i = gemms[min(choice + later[number], len(gemms) - 1)]
+            stages[p].body[i + 1:i + 1] = parts[number]
         stage.body = []
         stats["hoisted"] += 1
     function.stats["overlap"] = stats

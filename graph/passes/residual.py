@@ -40,15 +40,24 @@ add's exponent. A conv fuses when:
   the cpu target or on an accelerator whose GEMM block is square).
 
 Otherwise the conv and the add quantise as before.
+
+When both operands are such convs (a ResNet block with a downsample: its 3x3
+``conv2`` and the 1x1 stride-2 downsample), `cheapest_to_fuse` picks the one
+with the most MACs per output: the residual costs each output the same (its
+LOAD and one GEMM block), so it weighs least beside the most work. The other
+is quantised apart, just before it (both are emitted at the add, so the order
+is free).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.graph.ir import Graph, Node
 from vdla.hw.isa import SHIFT_BITS
 
-__all__ = ["fusable", "fused_shifts"]
+__all__ = ["fusable", "fused_shifts", "cheapest_to_fuse"]
 
 # REQUANT's shift field.
 _MAX_SHIFT = (1 << SHIFT_BITS) - 1
@@ -82,3 +91,12 @@ def fused_shifts(e_acc: int, e_residual: int, e_out: int) -> tuple[int, int] | N
     if not 0 <= d <= MAX_RESIDUAL_SHIFT:
         return None
     return d, min(max(e_acc - e_out, 0), _MAX_SHIFT)
+
+
+def cheapest_to_fuse(graph: Graph, convs: list[Node]) -> Node:
+    """The conv of ``convs`` (operands of one add) whose fusing costs least: the most MACs
+    per output (weights per output channel); the last of the equals."""
+    def macs(conv: Node) -> int:
+        shape = graph.tensors[conv.inputs[1]].shape
+        return int(np.prod(shape[1:]))
+    return max(reversed(convs), key=macs)

@@ -276,3 +276,55 @@ def test_on_the_rtl_default():
     op, inputs = _layer(rng, 8, batch=1, in_channels=20, out_channels=18, height=7, width=6,
                         kernel=3, stride=1, padding=1, relu=True)
     _check(op, inputs, DEFAULT, sim="rtl")
+
+
+def _compute_stream(op, config):
+    """The program's compute instructions (GEMM and ALU), in order."""
+    program = compile_op(op, config)
+    return program, [i for i in program.instructions if type(i).__name__ in ("Gemm", "Alu")]
+
+
+@pytest.mark.parametrize("name, fields", [
+    ("default", dict(in_channels=64, out_channels=64, height=14, width=14)),
+    ("default", dict(in_channels=32, out_channels=48, height=20, width=9)),
+    ("tiny", dict(in_channels=8, out_channels=12, height=9, width=7)),
+])
+def test_the_shift_runs_beside_the_other_threads_gemm(name, fields):
+    """With two threads the residual's reset, GEMM and SHL move into the other thread's GEMM
+    stage (`passes.overlap.hoist_resets`): the SHL is marked to overlap and follows the tail
+    of that thread's GEMM, cut off for it; nothing waits for it but the tile's own GEMMs."""
+    config = PRESETS[name]
+    op = Conv2d(batch=1, kernel=3, padding=1, bias=True, shift=9, residual_shift=8, **fields)
+    program, stream = _compute_stream(op, config)
+    assert program.metadata["schedule"]["virtual_threads"] == 2
+    shls = [n for n, i in enumerate(stream) if getattr(i, "alu_op", None) == AluOp.SHL]
+    assert shls
+    hoisted = shls[1:]     # the first tile's: no GEMM of the other thread before it
+    assert not stream[shls[0]].overlap
+    assert hoisted and all(stream[n].overlap for n in hoisted)
+    for n in hoisted:
+        # residual GEMM, the other thread's GEMM tail, then the SHL beside it
+        assert [type(i).__name__ for i in stream[n - 2:n + 1]] == ["Gemm", "Gemm", "Alu"]
+        assert stream[n - 1].overlap and not stream[n - 2].overlap
+    plain = dataclasses.replace(op, residual_shift=None)
+    # Per tile the residual adds its GEMM and SHL, and one GEMM is cut in two.
+    assert len(_compute_stream(plain, config)[1]) == len(stream) - 2 * len(shls) - len(hoisted)
+
+
+@pytest.mark.rtl
+def test_on_the_rtl_the_shift_costs_no_gemm_time():
+    """RTL cycles at default: a residual with d = 8 (its SHL hidden) costs no more than one
+    with d = 6 (no SHL); before the SHL was hoisted it cost 1,108 cycles more (30,697 and
+    31,805 cycles). The residual's GEMM (one micro-op per output entry) remains."""
+    rng = np.random.default_rng(21)
+    device = AccelRunner(DEFAULT, sim="rtl")
+    plain = Conv2d(batch=1, in_channels=64, out_channels=64, height=14, width=14, kernel=3,
+                   padding=1, bias=True, relu=True, shift=9)
+    cycles = []
+    for d in (None, 6, 8):
+        op = dataclasses.replace(plain, residual_shift=d)
+        inputs = op.random_inputs(rng)
+        result = device.run(compile_op(op, DEFAULT), inputs)
+        np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
+        cycles.append(result.cycles)
+    assert cycles == [29556, 30738, 30662]

@@ -72,7 +72,8 @@ def test_only_targets_that_can_add_a_residual_fuse():
         np.testing.assert_array_equal(array, reference[name], err_msg=name)
 
 
-def _block(relu_before_add=False, second_reader=False, shortcut_is_input=False):
+def _block(relu_before_add=False, second_reader=False, shortcut_is_input=False,
+           shortcut_1x1=False, swap=False):
     """input -> conv a -> [relu] -> add(., shortcut) -> relu -> conv out; optionally a second
     reader of conv a's output."""
     rng = np.random.default_rng(0)
@@ -84,21 +85,30 @@ def _block(relu_before_add=False, second_reader=False, shortcut_is_input=False):
         a = "ar"
     shortcut = "input"
     if not shortcut_is_input:
-        nodes.append(helper.make_node("Conv", ["input", "w"], ["s"], name="conv_s",
-                                      pads=[1, 1, 1, 1]))
+        if shortcut_1x1:    # a ResNet downsample: fewer MACs per output than conv a
+            nodes.append(helper.make_node("Conv", ["input", "w1"], ["s"], name="conv_s"))
+        else:
+            nodes.append(helper.make_node("Conv", ["input", "w"], ["s"], name="conv_s",
+                                          pads=[1, 1, 1, 1]))
         shortcut = "s"
-    nodes.append(helper.make_node("Add", [a, shortcut], ["sum"], name="add"))
+    operands = [shortcut, a] if swap else [a, shortcut]
+    nodes.append(helper.make_node("Add", operands, ["sum"], name="add"))
     outputs = ["sum"]
     if second_reader:
         nodes.append(helper.make_node("Relu", ["a"], ["other"], name="other"))
         outputs.append("other")
     return onnx.load_from_string(model_bytes(
         nodes, [("input", TensorProto.FLOAT, [2, 4, 6, 6])],
-        [(name, TensorProto.FLOAT, [2, 4, 6, 6]) for name in outputs], [initializer("w", w)]))
+        [(name, TensorProto.FLOAT, [2, 4, 6, 6]) for name in outputs],
+        [initializer("w", w), initializer("w1", w[:, :, 1:2, 1:2] * 3)]))
 
 
 @pytest.mark.parametrize("variant, fused", [
-    (dict(), "conv_s"),                       # two convs meet: the second takes the add in
+    (dict(), "conv_s"),                       # two equal convs meet: the second takes it
+    # A 3x3 and a 1x1 conv meet: the one with more MACs per output takes the add in, in
+    # either operand order, and the other is computed first.
+    (dict(shortcut_1x1=True), "conv_a"),
+    (dict(shortcut_1x1=True, swap=True), "conv_a"),
     (dict(shortcut_is_input=True), "conv_a"),  # the conv adds its own input
     (dict(relu_before_add=True), "conv_s"),    # a ReLU cannot move past the add: conv s
     (dict(relu_before_add=True, shortcut_is_input=True), None),   # ... and nothing fuses
@@ -113,6 +123,11 @@ def test_which_convs_fuse(variant, fused):
     residuals = {name for name, node in ops.items() if "residual_shift" in node.attrs}
     assert residuals == ({fused} if fused else set())
     assert ("add" in ops) is (fused is None)
+    if fused is not None and variant.get("shortcut_is_input") is not True:
+        order = [node.name for node in integer.nodes]
+        other = ({"conv_a", "conv_s"} - {fused}).pop()
+        if other in order:
+            assert order.index(other) < order.index(fused)
     network = compile_network(graph, PRESETS["tiny"], calibration)
     x = calibration["input"][:2]
     reference = execute(network.graph, {"input": x}, keep=True)
