@@ -47,7 +47,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "netlist.json"
 # Every shipped preset on the family it ships for (`default` and `tiny` on ECP5),
 # smallest netlist first.
 PLAN = (("icebreaker", "ice40"), ("tiny", "ecp5"), ("ecpix5", "ecp5"), ("ulx3s", "ecp5"),
-        ("default", "ecp5"))
+        ("ecpix5-256", "ecp5"), ("default", "ecp5"))
 
 
 def conv_workload():
