@@ -31,6 +31,7 @@ the rows of presets not named in ``--configs``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import sys
@@ -61,8 +62,57 @@ def conv_workload():
                                       shift=6, relu=True), 1)
 
 
-def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
-    """Random programs and a conv layer on the core's gate-level model, against fsim."""
+# Programs per task of the worker processes (``--jobs``); progress is printed per task.
+CHUNK = 10
+# One worker process's gate-level and fsim backends, made at its first task.
+_BACKENDS: dict = {}
+
+
+def run_programs(config, build, seeds) -> tuple[list[dict], int]:
+    """Random programs ``seeds`` on the gate-level model ``build`` against fsim: (failures,
+    cycles on the gates); every third seed with 30 % DRAM backpressure."""
+    if _BACKENDS.get("key") != (config.hash, build.key):
+        _BACKENDS.clear()
+        _BACKENDS.update(key=(config.hash, build.key), fsim=get_backend("fsim", config), gates={
+            pressure: get_backend("rtl", config, build=build, backpressure=pressure, check=False)
+            for pressure in (0, 30)})
+    failures, cycles = [], 0
+    for seed in seeds:
+        program = generate(config, seed)
+        expected, _ = program.run(_BACKENDS["fsim"])
+        try:
+            actual, result = program.run(_BACKENDS["gates"][30 if seed % 3 == 2 else 0])
+        except Exception as error:  # a hang on the gates is a failure, not a crash
+            failures.append({"seed": seed, "error": f"{type(error).__name__}: {error}"[:500]})
+            continue
+        cycles += result.cycles or 0
+        if not np.array_equal(expected, actual):
+            failures.append({"seed": seed,
+                             "difference": program.describe_difference(expected, actual)})
+    return failures, cycles
+
+
+def run_all(config, build, seeds: range, jobs: int = 1) -> tuple[list[dict], int]:
+    """`run_programs` of ``seeds`` in tasks of `CHUNK` seeds, in ``jobs`` worker processes
+    (in this one when 1): (failures by seed, cycles on the gates); a line per task to stderr."""
+    from concurrent.futures import ProcessPoolExecutor
+    chunks = [seeds[start:start + CHUNK] for start in range(0, len(seeds), CHUNK)]
+    failures, cycles, run = [], 0, 0
+    with ProcessPoolExecutor(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
+        results = (pool.map(run_programs, [config] * len(chunks), [build] * len(chunks), chunks)
+                   if pool else (run_programs(config, build, chunk) for chunk in chunks))
+        for chunk, (chunk_failures, chunk_cycles) in zip(chunks, results):
+            failures += chunk_failures
+            cycles += chunk_cycles
+            run += len(chunk)
+            print(f"  {config.name}: {run} programs run on the gates, {len(failures)} failed",
+                  file=sys.stderr, flush=True)
+    return failures, cycles
+
+
+def check_chip(config, target: str, programs: int, first_seed: int, jobs: int = 1) -> dict:
+    """Random programs and a conv layer on the core's gate-level model, against fsim; the
+    programs in ``jobs`` worker processes (``run_seconds`` is then wall clock)."""
     from vdla.bench.layer_run import run_layer
     from vdla.hw.synth import core_netlist
     from vdla.sim.gate import GATE_OPT_FAST, cell_counts, gate_model
@@ -72,26 +122,8 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
     began = time.perf_counter()
     build = gate_model(config, target)
     build_seconds = time.perf_counter() - began
-    fsim = get_backend("fsim", config)
-    gates = {pressure: get_backend("rtl", config, build=build, backpressure=pressure, check=False)
-             for pressure in (0, 30)}
-    failures, cycles = [], 0
     began = time.perf_counter()
-    for seed in range(first_seed, first_seed + programs):
-        program = generate(config, seed)
-        expected, _ = program.run(fsim)
-        try:
-            actual, result = program.run(gates[30 if seed % 3 == 2 else 0])
-        except Exception as error:  # a hang on the gates is a failure, not a crash
-            failures.append({"seed": seed, "error": f"{type(error).__name__}: {error}"[:500]})
-            continue
-        cycles += result.cycles or 0
-        if (seed - first_seed + 1) % 10 == 0:
-            print(f"  {config.name}: {seed - first_seed + 1} programs run on the gates",
-                  file=sys.stderr, flush=True)
-        if not np.array_equal(expected, actual):
-            failures.append({"seed": seed,
-                             "difference": program.describe_difference(expected, actual)})
+    failures, cycles = run_all(config, build, range(first_seed, first_seed + programs), jobs)
     run_seconds = time.perf_counter() - began
     layer = run_layer(conv_workload(), config, "rtl", backend_options={"build": build})
     reference = run_layer(conv_workload(), config, "fsim")
@@ -99,7 +131,7 @@ def check_chip(config, target: str, programs: int, first_seed: int) -> dict:
             "synth_seconds": round(synth_seconds, 1), "build_seconds": round(build_seconds, 1),
             "build_cached": build.cached, "cold_build_seconds": build.manifest.get("build_seconds"),
             "opt_fast": GATE_OPT_FAST,
-            "programs": programs, "first_seed": first_seed,
+            "programs": programs, "first_seed": first_seed, "jobs": jobs,
             "passed": programs - len(failures), "failures": failures,
             "gate_cycles": cycles, "run_seconds": round(run_seconds, 1),
             "conv": {"op": layer.op, "correct": layer.correct, "fsim_correct": reference.correct,
@@ -122,6 +154,8 @@ def main(argv=None) -> int:
                         choices=[name for name, _ in PLAN])
     parser.add_argument("--programs", type=int, default=100, help="random programs per preset")
     parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes running a preset's programs on its gates")
     parser.add_argument("--cycles", type=int, default=1_000_000,
                         help="random cycles of the GEMM core miter (0: keep the results file's)")
     parser.add_argument("--chip-configs", nargs="*", default=[name for name, _ in PLAN
@@ -149,7 +183,7 @@ def main(argv=None) -> int:
         chip = None
         if name in args.chip_configs:
             try:
-                chip = check_chip(config, target, args.programs, args.first_seed)
+                chip = check_chip(config, target, args.programs, args.first_seed, args.jobs)
             except GateError as error:   # a netlist the cell models cannot simulate
                 report["chip_refused"] = str(error)
                 line += f"; core netlist not simulated: {error}"
