@@ -5,6 +5,7 @@ Usage::
     python benchmarks/netlist.py                 # every preset; whole cores but `default`'s
     python benchmarks/netlist.py --configs icebreaker --programs 20
     python benchmarks/netlist.py --chip-configs  # GEMM core miters only
+    python benchmarks/netlist.py --configs ecpix5-256 --cycles 0 --chip-configs ecpix5-256 --jobs 2
 
 For each preset x family (`PLAN`: ``icebreaker`` on iCE40, the others on
 ECP5) the netlist Yosys writes after technology mapping (`hw.synth.netlist`,
@@ -25,7 +26,10 @@ model that takes far longer to compile than the others; its GEMM core, where
 the DSP mapping happens, is checked by the miter). Prints one line per preset
 and writes ``benchmarks/results/netlist.json`` (the core netlist's cells,
 synthesis and Verilator build times, mismatch counts, failing seeds), keeping
-the rows of presets not named in ``--configs``.
+the rows of presets not named in ``--configs``. ``--jobs`` runs a preset's
+programs in that many worker processes; the row is written after every 10
+programs (``complete`` false until the last), so a run stopped early leaves
+what it checked.
 """
 
 from __future__ import annotations
@@ -92,9 +96,11 @@ def run_programs(config, build, seeds) -> tuple[list[dict], int]:
     return failures, cycles
 
 
-def run_all(config, build, seeds: range, jobs: int = 1) -> tuple[list[dict], int]:
+def run_all(config, build, seeds: range, jobs: int = 1,
+            on_progress=None) -> tuple[list[dict], int]:
     """`run_programs` of ``seeds`` in tasks of `CHUNK` seeds, in ``jobs`` worker processes
-    (in this one when 1): (failures by seed, cycles on the gates); a line per task to stderr."""
+    (in this one when 1): (failures by seed, cycles on the gates). After each task a line
+    to stderr and ``on_progress(failures, cycles, programs run)``."""
     from concurrent.futures import ProcessPoolExecutor
     chunks = [seeds[start:start + CHUNK] for start in range(0, len(seeds), CHUNK)]
     failures, cycles, run = [], 0, 0
@@ -107,12 +113,17 @@ def run_all(config, build, seeds: range, jobs: int = 1) -> tuple[list[dict], int
             run += len(chunk)
             print(f"  {config.name}: {run} programs run on the gates, {len(failures)} failed",
                   file=sys.stderr, flush=True)
+            if on_progress:
+                on_progress(failures, cycles, run)
     return failures, cycles
 
 
-def check_chip(config, target: str, programs: int, first_seed: int, jobs: int = 1) -> dict:
+def check_chip(config, target: str, programs: int, first_seed: int, jobs: int = 1,
+               on_progress=None) -> dict:
     """Random programs and a conv layer on the core's gate-level model, against fsim; the
-    programs in ``jobs`` worker processes (``run_seconds`` is then wall clock)."""
+    programs in ``jobs`` worker processes (``run_seconds`` is then wall clock).
+    ``on_progress`` is called with the report so far (``complete`` False) after every
+    `CHUNK` programs, so that a run stopped early leaves what it checked."""
     from vdla.bench.layer_run import run_layer
     from vdla.hw.synth import core_netlist
     from vdla.sim.gate import GATE_OPT_FAST, cell_counts, gate_model
@@ -123,25 +134,31 @@ def check_chip(config, target: str, programs: int, first_seed: int, jobs: int = 
     build = gate_model(config, target)
     build_seconds = time.perf_counter() - began
     began = time.perf_counter()
-    failures, cycles = run_all(config, build, range(first_seed, first_seed + programs), jobs)
-    run_seconds = time.perf_counter() - began
+
+    def report(failures, cycles, run, complete=False) -> dict:
+        return {"netlist_bytes": len(netlist), "cells": cell_counts(netlist),
+                "synth_seconds": round(synth_seconds, 1), "build_seconds": round(build_seconds, 1),
+                "build_cached": build.cached,
+                "cold_build_seconds": build.manifest.get("build_seconds"),
+                "opt_fast": GATE_OPT_FAST, "programs": programs, "first_seed": first_seed,
+                "jobs": jobs, "complete": complete, "programs_run": run,
+                "passed": run - len(failures), "failures": failures, "gate_cycles": cycles,
+                "run_seconds": round(time.perf_counter() - began, 1)}
+    failures, cycles = run_all(config, build, range(first_seed, first_seed + programs), jobs,
+                               on_progress and (lambda *state: on_progress(report(*state))))
+    done = report(failures, cycles, programs, complete=True)
     layer = run_layer(conv_workload(), config, "rtl", backend_options={"build": build})
     reference = run_layer(conv_workload(), config, "fsim")
-    return {"netlist_bytes": len(netlist), "cells": cell_counts(netlist),
-            "synth_seconds": round(synth_seconds, 1), "build_seconds": round(build_seconds, 1),
-            "build_cached": build.cached, "cold_build_seconds": build.manifest.get("build_seconds"),
-            "opt_fast": GATE_OPT_FAST,
-            "programs": programs, "first_seed": first_seed, "jobs": jobs,
-            "passed": programs - len(failures), "failures": failures,
-            "gate_cycles": cycles, "run_seconds": round(run_seconds, 1),
-            "conv": {"op": layer.op, "correct": layer.correct, "fsim_correct": reference.correct,
-                     "cycles": layer.cycles, "error": layer.error}}
+    return {**done, "conv": {"op": layer.op, "correct": layer.correct,
+                             "fsim_correct": reference.correct, "cycles": layer.cycles,
+                             "error": layer.error}}
 
 
 def _equal(report: dict) -> bool:
     chip = report.get("chip")
-    return report["gemm"]["mismatches"] == 0 and (
-        chip is None or (chip["passed"] == chip["programs"] and chip["conv"]["correct"]))
+    return report["gemm"]["mismatches"] == 0 and (chip is None or (
+        chip.get("complete", True) and chip["passed"] == chip["programs"]
+        and chip["conv"]["correct"]))
 
 
 def _rows(path: Path) -> list[dict]:
@@ -166,6 +183,17 @@ def main(argv=None) -> int:
     from vdla.sim.gate import GateError, gemm_core_check
     command = "python benchmarks/netlist.py " + " ".join(argv or sys.argv[1:])
     ok, reports = True, []
+
+    def save(rows_now: list[dict]) -> None:
+        # Read again: another run may have written other presets' rows meanwhile.
+        done = {row["config"] for row in rows_now}
+        rows = [row for row in _rows(args.output) if row["config"] not in done] + rows_now
+        rows.sort(key=lambda row: [plan for plan, _ in PLAN].index(row["config"]))
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({
+            "benchmark": "synthesised netlists (Yosys cell models, Verilator) vs RTL and fsim",
+            "machine": platform.platform(), "python": platform.python_version(),
+            "all_equal": all(_equal(row) for row in rows), "configs": rows}, indent=2) + "\n")
     for name, target in PLAN:
         if name not in args.configs:
             continue
@@ -183,7 +211,9 @@ def main(argv=None) -> int:
         chip = None
         if name in args.chip_configs:
             try:
-                chip = check_chip(config, target, args.programs, args.first_seed, args.jobs)
+                chip = check_chip(config, target, args.programs, args.first_seed, args.jobs,
+                                  lambda partial, row=report: save(reports + [{**row,
+                                                                               "chip": partial}]))
             except GateError as error:   # a netlist the cell models cannot simulate
                 report["chip_refused"] = str(error)
                 line += f"; core netlist not simulated: {error}"
@@ -197,15 +227,7 @@ def main(argv=None) -> int:
         print(line, flush=True)
         ok &= _equal(report)
         reports.append(report)
-        # Read again: another run may have written other presets' rows meanwhile.
-        done = {row["config"] for row in reports}
-        rows = [row for row in _rows(args.output) if row["config"] not in done] + reports
-        rows.sort(key=lambda row: [plan for plan, _ in PLAN].index(row["config"]))
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps({
-            "benchmark": "synthesised netlists (Yosys cell models, Verilator) vs RTL and fsim",
-            "machine": platform.platform(), "python": platform.python_version(),
-            "all_equal": all(_equal(row) for row in rows), "configs": rows}, indent=2) + "\n")
+        save(reports)
     print(f"wrote {args.output}")
     return 0 if ok else 1
 

@@ -64,7 +64,11 @@ def test_gate_programs_in_worker_processes_report_what_one_process_does(monkeypa
     monkeypatch.setattr(netlist, "CHUNK", 2)
     monkeypatch.setattr(netlist, "_BACKENDS", {})
     build = types.SimpleNamespace(key="fake")
-    one = netlist.run_all(config, build, range(1, 10), jobs=1)
+    progress = []
+    one = netlist.run_all(config, build, range(1, 10), jobs=1,
+                          on_progress=lambda failures, cycles, run: progress.append(
+                              (run, [failure["seed"] for failure in failures])))
+    assert progress == [(2, []), (4, [3]), (6, [3]), (8, [3, 7]), (9, [3, 7])]
     assert [failure["seed"] for failure in one[0]] == sorted(bad)
     assert all(failure["difference"].startswith("1 byte(s) differ") for failure in one[0])
     assert netlist.run_all(config, build, range(1, 10), jobs=3) == one
