@@ -156,7 +156,8 @@ def check_chip(config, target: str, programs: int, first_seed: int, jobs: int = 
 
 def _equal(report: dict) -> bool:
     chip = report.get("chip")
-    return report["gemm"]["mismatches"] == 0 and (chip is None or (
+    gemm = report.get("gemm")
+    return (gemm is None or gemm["mismatches"] == 0) and (chip is None or (
         chip.get("complete", True) and chip["passed"] == chip["programs"]
         and chip["conv"]["correct"]))
 
@@ -184,10 +185,25 @@ def main(argv=None) -> int:
     command = "python benchmarks/netlist.py " + " ".join(argv or sys.argv[1:])
     ok, reports = True, []
 
+    def kept(row: dict, rows: list[dict]) -> dict:
+        """``row`` with the parts this run did not check (the miter with ``--cycles 0``, the
+        whole core of a preset not in ``--chip-configs``) as ``rows`` (the results file now)
+        have them, each with the command that checked it."""
+        current = next((old for old in rows if old["config"] == row["config"]), {})
+        row = dict(row)
+        for part, skipped in (("gemm", args.cycles == 0),
+                              ("chip", row["config"] not in args.chip_configs)):
+            if skipped and current.get(part):
+                row[part] = {"command": current.get("command"), **current[part]}
+        return row
+
     def save(rows_now: list[dict]) -> None:
-        # Read again: another run may have written other presets' rows meanwhile.
+        # Read again: another run may have written rows meanwhile, other presets' or the
+        # parts of this run's presets that it does not check.
+        rows = _rows(args.output)
+        rows_now = [kept(row, rows) for row in rows_now]
         done = {row["config"] for row in rows_now}
-        rows = [row for row in _rows(args.output) if row["config"] not in done] + rows_now
+        rows = [row for row in rows if row["config"] not in done] + rows_now
         rows.sort(key=lambda row: [plan for plan, _ in PLAN].index(row["config"]))
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({
@@ -199,15 +215,16 @@ def main(argv=None) -> int:
             continue
         config = PRESETS[name]
         earlier = next((row for row in _rows(args.output) if row["config"] == name), {})
-        if args.cycles == 0 and "gemm" in earlier:   # the miter's last run, and its command
-            gemm = {"command": earlier.get("command"), **earlier["gemm"]}
+        if args.cycles == 0:   # the miter's last run, if any (`kept`, again when writing)
+            gemm = earlier.get("gemm") and {"command": earlier.get("command"), **earlier["gemm"]}
         else:
             check = gemm_core_check(config, target, cycles=args.cycles)
             gemm = {"cycles": check.cycles, "mismatches": check.mismatches,
                     "first_mismatch": check.first_mismatch, "seconds": check.seconds}
         report = {"config": name, "target": target, "command": command, "gemm": gemm}
-        line = (f"{name:10s} {target}: GEMM core {gemm['mismatches']} mismatches in "
-                f"{gemm['cycles']} cycles")
+        line = (f"{name:10s} {target}: GEMM core " + (
+            f"{gemm['mismatches']} mismatches in {gemm['cycles']} cycles" if gemm
+            else "miter not run"))
         chip = None
         if name in args.chip_configs:
             try:
