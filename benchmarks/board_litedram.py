@@ -75,12 +75,18 @@ def main() -> None:
         record["rtl_cycles"] = rtl.cycles
         record["board_over_rtl"] = round(board.cycles / rtl.cycles, 3)
     record["ms_at_clock"] = round(board.cycles / (record["clock_mhz"] * 1e3), 3)
-    for key, value in record.items():
-        print(f"{key}: {value}")
     record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
-    out = ROOT / "benchmarks" / "results" / "board_litedram.json"
+    save_record("board_litedram.json", args.memory, record)
+
+
+def save_record(filename: str, key: str, record: dict) -> None:
+    """Print ``record`` and store it under ``key`` in ``benchmarks/results/FILENAME``,
+    keeping the file's other keys (one record per memory kind)."""
+    for name, value in record.items():
+        print(f"{name}: {value}")
+    out = ROOT / "benchmarks" / "results" / filename
     records = json.loads(out.read_text()) if out.exists() else {}
-    records[args.memory] = record
+    records[key] = record
     out.write_text(json.dumps(records, indent=2) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 

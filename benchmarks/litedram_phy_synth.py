@@ -21,7 +21,6 @@ under the memory kind's name.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +30,8 @@ from vdla.hw.config import PRESETS
 from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, litedram_phy_verilog
 from vdla.hw.synth.flow import synthesize_rtlil
 from vdla.hw.synth.tools import run, tool_path
+
+from board_litedram import save_record  # benchmarks/, the script's own folder
 
 ROOT = Path(__file__).resolve().parent.parent
 # The ECP5 primitives of a DDR3 PHY, reported beside the logic.
@@ -74,13 +75,7 @@ def main() -> None:
               "synth_seconds": report.seconds, "cached": report.cached,
               "stage": "synth_ecp5 only (no place and route)",
               "date": time.strftime("%Y-%m-%d", time.gmtime())}
-    for key, value in record.items():
-        print(f"{key}: {value}")
-    out = ROOT / "benchmarks" / "results" / "litedram_phy_synth.json"
-    records = json.loads(out.read_text()) if out.exists() else {}
-    records[args.memory] = record
-    out.write_text(json.dumps(records, indent=2) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}")
+    save_record("litedram_phy_synth.json", args.memory, record)
 
 
 if __name__ == "__main__":
