@@ -28,6 +28,7 @@ import numpy as np
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.requant import CLAMP, check_fixed_point, requantize
 from vdla.hw import isa
+from vdla.runtime.layout import MAX_IDENTITY_SCALE
 
 __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accelerator_limits"]
 
@@ -37,9 +38,10 @@ MAX_PAD = (1 << isa.PAD_BITS) - 1
 MAX_STRIDE = (1 << isa.SIZE_BITS) - 1
 # Largest residual alignment: an int8 residual shifted by 24 still fits int32.
 MAX_RESIDUAL_SHIFT = 24
-# The part of a residual's alignment its identity weight block holds (2**6: the
-# largest power of two in an int8 weight); an ALU SHL adds the rest.
-IDENTITY_SHIFT = 6
+# The part of a residual's alignment its identity weight block holds (the largest
+# power of two in an int8 weight, `runtime.layout.MAX_IDENTITY_SCALE`); an ALU SHL
+# adds the rest.
+IDENTITY_SHIFT = MAX_IDENTITY_SCALE.bit_length() - 1
 
 
 def _pair(value, name: str) -> tuple[int, int]:
