@@ -1,6 +1,6 @@
 """The LiteDRAM controller with the board's real DRAM PHY, through Yosys's synth_ecp5.
 
-Generates (`hw.litedram_gen.litedram_phy_verilog`) the controller of
+Generates (`hw.litedram_gen.litedram_verilog(..., hardware=True)`) the controller of
 ``--memory`` (default ``litedram-ddr3``: the ECPIX-5's MT41K256M16 behind
 LiteDRAM's ``ECP5DDRPHY`` at 1:2, 100 MHz) with the real PHY in place of the
 simulation model, its DRAM pins and CSR bus as ports and a native user port
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from vdla.hw.board_table import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, litedram_phy_verilog
+from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, litedram_verilog
 from vdla.hw.synth.flow import synthesize_rtlil
 from vdla.hw.synth.tools import run, tool_path
 
@@ -51,7 +51,8 @@ def main() -> None:
     config = PRESETS[args.config or board.preset]
 
     began = time.perf_counter()
-    verilog, address_bits, data_bits, csrs = litedram_phy_verilog(dram, config.dram_bus_bits)
+    controller = litedram_verilog(dram, config.dram_bus_bits, hardware=True)
+    verilog = controller.verilog
     generated = time.perf_counter() - began
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
@@ -64,9 +65,9 @@ def main() -> None:
                               top_kind="litedram-phy", what=f"{args.memory} controller and PHY")
     record = {"memory": args.memory, "dram": dram.module, "phy": dram.phy, "rate": dram.rate,
               "clock_mhz": dram.clock_hz / 1e6, "board": board.name, "device": board.device,
-              "bus_bits": config.dram_bus_bits, "user_port_bits": data_bits,
-              "user_address_bits": address_bits,
-              "csrs": len(csrs), "verilog_bytes": len(verilog),
+              "bus_bits": config.dram_bus_bits, "user_port_bits": controller.data_bits,
+              "user_address_bits": controller.address_bits,
+              "csrs": len(controller.csrs), "verilog_bytes": len(verilog),
               "generate_seconds": round(generated, 1),
               "luts": report.luts, "ffs": report.ffs, "lutrams": report.lutrams,
               "brams": report.brams, "dsps": report.dsps,

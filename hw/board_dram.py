@@ -31,6 +31,17 @@ machine turns each burst into commands:
   until the access is done; the host link waits for it
   (`hw.board_host_link`).
 
+The controller's CSR bus (``csr_addr``, ``csr_write``, ``csr_wdata``,
+``csr_rdata``: LiteX's, word addressed, one cycle per access, read data the
+cycle after the address) goes to the host link, which runs the DRAM's init
+sequence and read leveling through it (`sim.dram_bringup`).
+
+In simulation the controller drives LiteDRAM's DRAM module model; for a
+bitstream (``pins`` given, `DramPins`) it drives the DRAM's real PHY on the
+board's pins, clocked as the board's clock generator makes its ``sys2x`` and
+``init`` domains (`hw.boards`), and tells it when to stop and reset the
+``sys2x`` clock during the PHY's start-up.
+
 Read and write bursts take turns when both wait. Addresses wrap at the
 DRAM's size. ``done`` of the accelerator comes after its last write was taken
 by the controller; a host read after it sees the data, since LiteDRAM keeps
@@ -39,21 +50,50 @@ a bank's commands in order.
 
 from __future__ import annotations
 
+import dataclasses
+
 from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
 
 from vdla.hw.board_memory import memory_ports
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import burst_beats_bits, log2
-from vdla.hw.litedram_gen import LITEDRAM_TOP_NAME, MODULES, litedram_verilog
+from vdla.hw.litedram_gen import (CSR_ADDRESS_BITS, CSR_DATA_BITS, LITEDRAM_PHY_TOP_NAME,
+                                  LITEDRAM_TOP_NAME, MODULES, litedram_verilog)
 
-__all__ = ["DramMemory", "DRAM_KINDS", "READ_FIFO_DEPTH"]
+__all__ = ["DramMemory", "DramPins", "DRAM_KINDS", "READ_FIFO_DEPTH", "csr_ports"]
 
 DRAM_KINDS = tuple(MODULES)
 # Read data buffered towards the accelerator (and reads in flight at most):
 # enough to cover the controller's read latency at one word per command.
 READ_FIFO_DEPTH = 16
+
+
+def csr_ports() -> dict:
+    """The controller's CSR bus, as the DRAM memory takes it from the host link."""
+    return {"csr_addr": In(CSR_ADDRESS_BITS), "csr_write": In(1),
+            "csr_wdata": In(CSR_DATA_BITS), "csr_rdata": Out(CSR_DATA_BITS)}
+
+
+@dataclasses.dataclass(frozen=True)
+class DramPins:
+    """What a bitstream's DRAM memory drives beyond its ports.
+
+    Attributes
+    ----------
+    pins : object
+        The platform's DRAM resource, requested with ``dir="-"`` (amaranth-boards'
+        ``ddr3``: ``a``, ``ba``, ``ras``, ``cas``, ``we``, ``clk_en``, ``odt``,
+        ``clk``, ``dq``, ``dqs``, ``dm``); the PHY drives the pins themselves.
+    eclk_stop, eclk_reset : Signal
+        To the clock generator's ``ECLKSYNCB`` stop and ``CLKDIVF`` reset.
+    """
+
+    pins: object
+    eclk_stop: Signal
+    eclk_reset: Signal
 
 
 class DramMemory(wiring.Component):
@@ -64,22 +104,50 @@ class DramMemory(wiring.Component):
     config : HwConfig
     kind : str
         One of `DRAM_KINDS` (`hw.litedram_gen.MODULES`).
+    pins : DramPins, optional
+        A bitstream's DRAM pins: the controller then drives the DRAM's PHY
+        (`hw.litedram_gen.LITEDRAM_PHY_TOP_NAME`) instead of the model.
     """
 
-    def __init__(self, config: HwConfig, kind: str):
+    def __init__(self, config: HwConfig, kind: str, pins: DramPins | None = None):
         if kind not in DRAM_KINDS:
             raise ValueError(f"kind: one of {', '.join(DRAM_KINDS)}, got {kind!r}")
         self.config = config
         self.kind = kind
+        self.pins = pins
         self.memory_bytes = MODULES[kind].size_bytes
-        super().__init__(memory_ports(config, host_busy=True))
+        super().__init__({**memory_ports(config, host_busy=True), **csr_ports()})
+
+    def _controller(self, ports: dict) -> Instance:
+        """The generated controller with ``ports`` (its user port) and the CSR bus:
+        the model's, or with ``pins`` the PHY's on the board's pins and clocks."""
+        csr = dict(i_csr_adr=self.csr_addr, i_csr_we=self.csr_write, i_csr_dat_w=self.csr_wdata,
+                   o_csr_dat_r=self.csr_rdata)
+        clocks = dict(i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal())
+        if self.pins is None:
+            return Instance(LITEDRAM_TOP_NAME, **clocks, **ports, **csr)
+        pins = self.pins.pins
+        # The raw pins: LiteDRAM's signals are the pins' levels (``ras_n`` is the
+        # pin of amaranth-boards' inverted ``ras``); a differential pair's ``p``
+        # pin, which the ECP5 drives as a pair by its SSTL15D I/O type.
+        wires = {"a": pins.a, "ba": pins.ba, "ras_n": pins.ras, "cas_n": pins.cas,
+                 "we_n": pins.we, "cke": pins.clk_en, "odt": pins.odt, "clk_p": pins.clk.p,
+                 "dm": pins.dm}
+        return Instance(
+            LITEDRAM_PHY_TOP_NAME, **clocks, **ports, **csr,
+            i_sys2x_clk=ClockSignal("sys2x"), i_sys2x_rst=0,
+            i_init_clk=ClockSignal("init"), i_init_rst=ResetSignal("init"),
+            o_eclk_stop=self.pins.eclk_stop, o_eclk_reset=self.pins.eclk_reset,
+            **{f"o_ddram_{name}": getattr(port, "io", port) for name, port in wires.items()},
+            io_ddram_dq=pins.dq.io, io_ddram_dqs_p=pins.dqs.p)
 
     def elaborate(self, platform):
         m = Module()
         config = self.config
         bus_bits, bus_bytes = config.dram_bus_bits, config.dram_bus_bytes
         word_shift = log2(bus_bytes)
-        _, address_bits, port_bits = litedram_verilog(MODULES[self.kind], bus_bits)
+        generated = litedram_verilog(MODULES[self.kind], bus_bits, hardware=self.pins is not None)
+        address_bits, port_bits = generated.address_bits, generated.data_bits
         port_bytes = port_bits // 8
         lanes = port_bits // bus_bits       # bus words per port word (2 for DDR3 at 64 bits)
         lane_bits = log2(lanes)
@@ -89,12 +157,11 @@ class DramMemory(wiring.Component):
         wdata_valid, wdata_ready = Signal(), Signal()
         wdata_data, wdata_we = Signal(port_bits), Signal(port_bytes)
         rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(port_bits)
-        m.submodules.controller = Instance(
-            LITEDRAM_TOP_NAME, i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal(),
+        m.submodules.controller = self._controller(dict(
             i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
             i_wdata_valid=wdata_valid, o_wdata_ready=wdata_ready, i_wdata_data=wdata_data,
             i_wdata_we=wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,
-            o_rdata_data=rdata_data)
+            o_rdata_data=rdata_data))
 
         # Read data: into a FIFO, out to the accelerator or (host reads) a word register.
         m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=port_bits, depth=READ_FIFO_DEPTH)

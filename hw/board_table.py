@@ -44,6 +44,12 @@ class Board:
         one colour of an RGB LED (``rgb_led.g``).
     memory_kind : str
         The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
+    dram : str or None
+        The board's DRAM that its bitstream reaches through LiteDRAM and the
+        DRAM's PHY (a `hw.litedram_gen.MODULES` kind, at this board's clock),
+        in place of the on-chip memory; None: the bitstream has the on-chip
+        memory. `rtlil` (the placement estimate of `hw.synth`) keeps the
+        on-chip memory either way.
     """
 
     name: str
@@ -56,6 +62,7 @@ class Board:
     clock_mhz: float
     led: str = "led"
     memory_kind: str = "bram"
+    dram: str | None = None
 
     def platform_instance(self):
         module, _, cls = self.platform.partition(":")
@@ -95,8 +102,10 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
           BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0),
     # The same core and board top on the ECPIX-5's speed-8 part, at its
     # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
+    # Its bitstream has the board's 512 MiB DDR3 through LiteDRAM (`hw.litedram_gen`).
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
-          BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g"),
+          BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0, led="rgb_led.g",
+          dram="litedram-ddr3"),
     # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`),
     # at 50 MHz from the PLL: its board top placed at a 100 MHz goal estimated 59.5
     # MHz (benchmarks/README.md, "ECPIX-5, 256 MACs").

@@ -22,7 +22,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 
 from vdla.hw.accelerator import Accelerator
-from vdla.hw.board_dram import DRAM_KINDS, DramMemory
+from vdla.hw.board_dram import DRAM_KINDS, DramMemory, DramPins
 from vdla.hw.board_host_link import HostLink
 from vdla.hw.board_memory import OnChipMemory
 from vdla.hw.board_uart import UartReceiver, UartTransmitter
@@ -64,13 +64,21 @@ class BoardTop(wiring.Component):
     core : wiring.Component, optional
         The accelerator (default ``Accelerator(config)``); tests of the board
         flow pass a small stand-in with the same ports.
+    dram_pins : hw.board_dram.DramPins, optional
+        A bitstream's DRAM pins and clock controls (with a DRAM ``memory_kind``):
+        the controller drives the DRAM's PHY on them instead of the model.
     """
 
     def __init__(self, config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
                  clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT,
-                 core: wiring.Component | None = None, memory_kind: str = "bram"):
+                 core: wiring.Component | None = None, memory_kind: str = "bram",
+                 dram_pins: DramPins | None = None):
+        if dram_pins is not None and memory_kind not in DRAM_KINDS:
+            raise ValueError(f"DRAM pins need a DRAM memory kind ({', '.join(DRAM_KINDS)}), "
+                             f"not {memory_kind!r}")
         self.config = config
         self.core = core
+        self.dram_pins = dram_pins
         self.memory_bytes = memory_bytes
         self.memory_kind = memory_kind
         self.clocks_per_bit = clocks_per_bit
@@ -79,10 +87,13 @@ class BoardTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.accelerator = accelerator = self.core or Accelerator(self.config)
-        m.submodules.link = link = HostLink(self.config, self.memory_bytes, self.memory_kind)
+        m.submodules.link = link = HostLink(self.config, self.memory_bytes, self.memory_kind,
+                                            dram_phy=self.dram_pins is not None)
         if self.memory_kind in DRAM_KINDS:
-            memory = DramMemory(self.config, self.memory_kind)
-            m.d.comb += link.host_busy.eq(memory.host_busy)
+            memory = DramMemory(self.config, self.memory_kind, self.dram_pins)
+            m.d.comb += [link.host_busy.eq(memory.host_busy), memory.csr_addr.eq(link.csr_addr),
+                         memory.csr_write.eq(link.csr_write), memory.csr_wdata.eq(link.csr_wdata),
+                         link.csr_rdata.eq(memory.csr_rdata)]
         else:
             memory = OnChipMemory(self.config, self.memory_bytes, self.memory_kind)
         m.submodules.memory = memory

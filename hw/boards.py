@@ -32,8 +32,10 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, S
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
+from vdla.hw.board_dram import DramPins
 from vdla.hw.board_table import BOARDS, Board
 from vdla.hw.board_top import BoardTop
+from vdla.hw.litedram_gen import MODULES, litedram_verilog
 from vdla.hw.config import HwConfig
 from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
     yowasp_env
@@ -58,18 +60,24 @@ class BitstreamReport:
         return dataclasses.asdict(self)
 
 
-def pll_verilog(board: Board, input_mhz: float, output_mhz: float) -> str:
-    """Verilog of a PLL module ``vdla_pll`` (``clkin`` -> ``clkout``, ``locked``) for
-    ``board``'s FPGA, from Project Trellis's ``ecppll`` or IceStorm's ``icepll``.
+def pll_verilog(board: Board, input_mhz: float, output_mhz: float,
+                second_mhz: float | None = None) -> str:
+    """Verilog of a PLL module ``vdla_pll`` (``clkin`` -> ``clkout``, ``locked``; with
+    ``second_mhz``, an ECP5's second output ``clkout1``) for ``board``'s FPGA, from
+    Project Trellis's ``ecppll`` or IceStorm's ``icepll``.
 
     On iCE40 it is an ``SB_PLL40_PAD``: its input must be the clock pin itself.
     """
+    if second_mhz is not None and board.target != "ecp5":
+        raise SynthError(f"a second PLL output is made on ECP5 only, not {board.target}")
     with tempfile.TemporaryDirectory(prefix="vdla-pll-") as work:
         path = Path(work) / "pll.v"
         if board.target == "ecp5":
             command = [tool_path("yowasp-ecppll"), "-n", "vdla_pll", "--clkin_name", "clkin",
                        "--clkout0_name", "clkout", "-i", f"{input_mhz:g}", "-o",
                        f"{output_mhz:g}", "-f", path.name]
+            if second_mhz is not None:
+                command += ["--clkout1_name", "clkout1", "--clkout1", f"{second_mhz:g}"]
         else:
             command = [tool_path("yowasp-icepll"), "-i", f"{input_mhz:g}", "-o", f"{output_mhz:g}",
                        "-p", "-m", "-n", "vdla_pll", "-q", "-f", path.name]
@@ -92,15 +100,22 @@ def pll_verilog(board: Board, input_mhz: float, output_mhz: float) -> str:
     return text
 
 
+# The DDR3 PHY's start-up clock (LiteX's ECP5 CRG: the DLL's init sequence).
+DDR_INIT_CLOCK_MHZ = 25.0
+
+
 class _BoardDesign(Elaboratable):
-    """`BoardTop` with a platform's UART pins and LED, clocked by the FPGA's PLL."""
+    """`BoardTop` with a platform's UART pins and LED, clocked by the FPGA's PLL;
+    with the board's DRAM (`Board.dram`) on its pins through LiteDRAM's PHY."""
 
     def __init__(self, board: Board, config: HwConfig, clock_mhz: float, core=None):
         self.board, self.config, self.clock_mhz, self.core = board, config, clock_mhz, core
 
-    def elaborate(self, platform):
-        m = Module()
-        # The `sync` domain runs on the PLL's output.
+    def _clocks(self, m: Module, platform) -> None:
+        """The `sync` domain on the PLL's output, held in reset until the PLL locks
+        (``locked`` is not of the PLL's output clock, so the reset is released
+        through a synchroniser: asserted at once, released on the clock, two
+        flip-flops deep)."""
         oscillator = platform.request(platform.default_clk, dir="-")
         platform.add_file("vdla_pll.v", pll_verilog(
             self.board, platform.default_clk_frequency / 1e6, self.clock_mhz))
@@ -113,10 +128,46 @@ class _BoardDesign(Elaboratable):
         locked = Signal()
         m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_clkout=ClockSignal("sync"),
                                     o_locked=locked)
-        # Held in reset until the PLL locks; `locked` is not of the PLL's output clock,
-        # so the reset is released through a synchroniser (asserted at once,
-        # released on the clock, two flip-flops deep).
         m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
+
+    def _ddr3_clocks(self, m: Module, platform) -> DramPins:
+        """LiteX's ECP5 DDR3 clocking (litex-boards' ECPIX-5 CRG): the PLL makes
+        twice the design clock, an edge-clock buffer (``ECLKSYNCB``) drives the
+        PHY's DDR gearing with it (`sys2x`) and a divider (``CLKDIVF``) makes the
+        design's `sync` clock from it, phase-aligned; a second PLL output clocks
+        the PHY's start-up (`init`). The PHY stops the edge clock and resets the
+        divider while its DLL starts (``eclk_stop``/``eclk_reset``); `sync` is
+        held in reset until the PLL locks and while the divider is reset."""
+        oscillator = platform.request(platform.default_clk, dir="-")
+        platform.add_file("vdla_pll.v", pll_verilog(
+            self.board, platform.default_clk_frequency / 1e6, 2 * self.clock_mhz,
+            DDR_INIT_CLOCK_MHZ))
+        m.submodules.oscillator = buffer = io.Buffer("i", oscillator)
+        m.domains.sync = ClockDomain("sync")
+        m.domains.sys2x = ClockDomain("sys2x", reset_less=True)
+        m.domains.init = ClockDomain("init")
+        locked, fast = Signal(), Signal()
+        dram = DramPins(platform.request("ddr3", 0, dir="-"), Signal(), Signal())
+        m.submodules.pll = Instance("vdla_pll", i_clkin=buffer.i, o_clkout=fast,
+                                    o_clkout1=ClockSignal("init"), o_locked=locked)
+        m.submodules.edge_clock = Instance("ECLKSYNCB", i_ECLKI=fast, i_STOP=dram.eclk_stop,
+                                           o_ECLKO=ClockSignal("sys2x"))
+        m.submodules.divider = Instance("CLKDIVF", p_DIV="2.0", i_ALIGNWD=0,
+                                        i_CLKI=ClockSignal("sys2x"), i_RST=dram.eclk_reset,
+                                        o_CDIVX=ClockSignal("sync"))
+        m.submodules.reset_sync = ResetSynchronizer(~locked | dram.eclk_reset, domain="sync")
+        m.submodules.init_reset_sync = ResetSynchronizer(~locked, domain="init")
+        return dram
+
+    def elaborate(self, platform):
+        m = Module()
+        dram_pins = None
+        if self.board.dram is not None:
+            dram_pins = self._ddr3_clocks(m, platform)
+            platform.add_file("litedram_phy.v", litedram_verilog(
+                MODULES[self.board.dram], self.config.dram_bus_bits, hardware=True).verilog)
+        else:
+            self._clocks(m, platform)
         uart = platform.request("uart", 0, dir="-")
         m.submodules.rx = rx = io.Buffer("i", uart.rx)
         m.submodules.tx = tx = io.Buffer("o", uart.tx)
@@ -124,8 +175,12 @@ class _BoardDesign(Elaboratable):
         led_port = platform.request(led, 0, dir="-")
         m.submodules.led = led = io.Buffer("o", getattr(led_port, colour) if colour else led_port)
         clocks_per_bit = self.board.clocks_per_bit(self.clock_mhz * 1e6)
-        m.submodules.top = top = BoardTop(self.config, self.board.memory_bytes, clocks_per_bit,
-                                          core=self.core, memory_kind=self.board.memory_kind)
+        memory_bytes, memory_kind = self.board.memory_bytes, self.board.memory_kind
+        if self.board.dram is not None:
+            memory_bytes, memory_kind = MODULES[self.board.dram].size_bytes, self.board.dram
+        m.submodules.top = top = BoardTop(self.config, memory_bytes, clocks_per_bit,
+                                          core=self.core, memory_kind=memory_kind,
+                                          dram_pins=dram_pins)
         m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx), led.o.eq(top.running)]
         return m
 
@@ -192,6 +247,9 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
             raise SynthError(f"unknown board {board!r} (available: {', '.join(BOARDS)})")
         board = BOARDS[board]
     config = config or board.config
+    if board.dram is not None and clock_mhz not in (None, board.clock_mhz):
+        raise SynthError(f"the {board.name}'s DRAM runs at {board.clock_mhz:g} MHz (its LiteDRAM "
+                         f"timings and PHY settings are for that clock), not {clock_mhz:g}")
     platform = board.platform_instance()
     began = time.monotonic()
     # As in `hw.board_top.board_rtlil`: no all-zero memory initialisation, which

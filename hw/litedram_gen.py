@@ -21,7 +21,16 @@ address bits, in port words; ``P`` the port's width, ``N`` or wider):
   read or written per command (LiteDRAM's native port);
 * ``wdata_valid``, ``wdata_ready``, ``wdata_data[P]``, ``wdata_we[P/8]``: the
   data of a write command, with byte enables;
-* ``rdata_valid``, ``rdata_ready``, ``rdata_data[P]``: read data, in command order.
+* ``rdata_valid``, ``rdata_ready``, ``rdata_data[P]``: read data, in command order;
+* ``csr_adr[14]``, ``csr_we``, ``csr_dat_w[32]``, ``csr_dat_r[32]``: LiteX's CSR
+  bus, word addressed, to the controller's DFI injector (and, in hardware, the
+  PHY's read-leveling CSRs); the host runs the DRAM's init sequence through it
+  (`sim.dram_bringup`). The injector leaves reset in hardware control, so the
+  model works without it.
+
+For a bitstream, ``hardware=True`` generates `LITEDRAM_PHY_TOP_NAME`: the same
+controller, port and CSR bus in front of the DRAM's real PHY (`PHYS`: the ECP5
+DDR3 PHY), with the DRAM's pins and the PHY's clocks as ports.
 
 The Verilog is deterministic (Migen names signals from the Python code) and
 cached by `hw.cache.get_or_build` (kind ``verilog``), keyed by the table's
@@ -37,12 +46,40 @@ from importlib import metadata
 from vdla.errors import VdlaError
 from vdla.hw import cache
 
-__all__ = ["DramError", "DramModule", "MODULES", "PHYS", "LITEDRAM_TOP_NAME", "litedram_verilog",
-           "litedram_versions", "LITEDRAM_PHY_TOP_NAME", "litedram_phy_verilog"]
+__all__ = ["DramError", "DramModule", "MODULES", "PHYS", "GeneratedController", "LITEDRAM_TOP_NAME",
+           "LITEDRAM_PHY_TOP_NAME", "litedram_verilog", "litedram_versions"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
-RECIPE_VERSION = 3
+LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
+RECIPE_VERSION = 4
 VERILOG_NAME = "litedram.v"
+# The CSR bus: LiteX's 32-bit words, a bank per 0x800 bytes (its default paging),
+# the PHY's bank first (as LiteX's SoCs number them).
+CSR_DATA_BITS = 32
+CSR_ADDRESS_BITS = 14
+CSR_PAGING = 0x800
+CSR_BANKS = {"ddrphy": 0, "sdram": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class GeneratedController:
+    """What `litedram_verilog` generates.
+
+    Attributes
+    ----------
+    verilog : str
+        The Verilog text.
+    address_bits, data_bits : int
+        The user port's address (in port words) and data widths.
+    csrs : dict of str to int
+        Each CSR's first word address on the CSR bus (``sdram_dfii_control``,
+        ``sdram_dfii_pi0_command``...; with the PHY, its ``ddrphy_*`` too).
+    """
+
+    verilog: str
+    address_bits: int
+    data_bits: int
+    csrs: dict
 
 
 class DramError(VdlaError):
@@ -113,7 +150,7 @@ def _ecp5_ddr3_phy(dram: DramModule, module):
     ``cke``, ``odt``, ``reset_n``, ``clk_p``, ``dq``, ``dqs_p``, ``dm``). The PHY
     computes its settings (CL/CWL for its DRAM clock, its read latency through
     the DDR input gearing), which the model takes; the hardware top
-    (`litedram_phy_verilog`) keeps the PHY itself."""
+    (`litedram_verilog(..., hardware=True)`) keeps the PHY itself."""
     from litedram.phy.ecp5ddrphy import ECP5DDRPHY
     from migen import Record
     geometry = module.geom_settings
@@ -168,104 +205,21 @@ def _user_port(core, bus_bits: int):
     return port, set(names)
 
 
-def _generate(dram: DramModule, bus_bits: int) -> tuple[str, int, int]:
-    """Verilog of the controller + module model, and its user port's address and data bits."""
-    module, phy, _ = _module(dram)
-    from litedram.core import LiteDRAMCore
-    from litedram.phy.model import SDRAMPHYModel
-    from migen import Module
-    from migen.fhdl.verilog import convert
-    clock_hz = dram.clock_hz
-    settings = phy.settings if phy is not None else None
-
-    class Top(Module):
-        def __init__(self):
-            self.submodules.phy = phy = SDRAMPHYModel(module, settings=settings,
-                                                      data_width=dram.data_bits,
-                                                      clk_freq=clock_hz)
-            self.submodules.core = core = LiteDRAMCore(phy, module.geom_settings,
-                                                       module.timing_settings, clock_hz)
-            self.port, self.ios = _user_port(core, bus_bits)
-
-    top = Top()
-    output = convert(top, ios=top.ios, name=LITEDRAM_TOP_NAME)
-    return str(output), top.port.address_width, top.port.data_width
-
-
-def litedram_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, int]:
-    """The generated controller's Verilog (from the cache), its user port's address
-    bits (in port words) and data bits (``bus_bits`` or the controller's wider word)."""
-    key = cache.key_of(f"recipe {RECIPE_VERSION}", dram.module, dram.memtype,
-                       str(dram.data_bits), dram.rate, str(bus_bits), repr(float(dram.clock_hz)),
-                       str(dram.phy), litedram_versions(), length=20)
-
-    def build(work):
-        text, address_bits, data_bits = _generate(dram, bus_bits)
-        (work / VERILOG_NAME).write_text(text)
-        (work / "port.json").write_text(json.dumps({"address_bits": address_bits,
-                                                    "data_bits": data_bits}))
-    entry = cache.get_or_build("verilog", f"litedram-{key}", build,
-                               [VERILOG_NAME, "port.json"], what="LiteDRAM controller")
-    port = json.loads((entry.directory / "port.json").read_text())
-    return (entry.directory / VERILOG_NAME).read_text(), port["address_bits"], port["data_bits"]
-
-
-# ---------------------------------------------------------------- for hardware
-# The controller with the board's real PHY instead of the model (issue 25,
-# part 3: generated and synthesised; not yet in a bitstream).
-LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
-CSR_DATA_BITS = 32
-CSR_ADDRESS_BITS = 14
-CSR_PAGING = 0x800          # bytes per CSR bank (LiteX's default)
-CSR_BANKS = {"ddrphy": 0, "sdram": 1}
-
-
-def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, int, dict[str, int]]:
-    """Verilog of the controller + the DRAM's PHY, its user port's address and data
-    bits, and its CSRs' word addresses on the CSR bus."""
-    module, phy, pads = _module(dram)
-    if phy is None:
-        raise DramError(f"{dram.module}: the table names no PHY for it (phy=None): "
-                        "only the model is generated")
-    from litedram.core import LiteDRAMCore
+def _add_csr_bus(top) -> set:
+    """Put ``top``'s CSRs (`CSR_BANKS`: the PHY's read leveling, the controller's DFI
+    injector) on one CSR bus, ``top.csr``; returns its signals (the module's ports)."""
     from litex.soc.interconnect import csr_bus
-    from litex.soc.interconnect.csr import AutoCSR
-    from migen import ClockDomain, Module
-    from migen.fhdl.verilog import convert
+    top.submodules.csrbanks = csr_bus.CSRBankArray(
+        top, lambda name, memory: CSR_BANKS.get(name) if memory is None else None,
+        data_width=CSR_DATA_BITS, address_width=CSR_ADDRESS_BITS, paging=CSR_PAGING)
+    top.csr = csr_bus.Interface(data_width=CSR_DATA_BITS, address_width=CSR_ADDRESS_BITS)
+    top.submodules.csrcon = csr_bus.Interconnect(top.csr, top.csrbanks.get_buses())
+    return {top.csr.adr, top.csr.we, top.csr.dat_w, top.csr.dat_r}
 
-    class Top(Module, AutoCSR):
-        def __init__(self):
-            # sys: the controller's (and the design's) clock; sys2x: the PHY's DDR
-            # gearing at twice it; init: the PHY's DLL start-up sequence.
-            self.clock_domains.cd_sys = ClockDomain()
-            self.clock_domains.cd_sys2x = ClockDomain()
-            self.clock_domains.cd_init = ClockDomain()
-            self.submodules.ddrphy = phy
-            self.submodules.sdram = core = LiteDRAMCore(phy, module.geom_settings,
-                                                        module.timing_settings, dram.clock_hz)
-            self.port, self.ios = _user_port(core, bus_bits)
-            # The PHY's and the controller's CSRs (DFI injector, read leveling) on one
-            # CSR bus, for the init sequence and the leveling a host will run.
-            self.submodules.csrbanks = csr_bus.CSRBankArray(
-                self, lambda name, memory: CSR_BANKS.get(name) if memory is None else None,
-                data_width=CSR_DATA_BITS, address_width=CSR_ADDRESS_BITS, paging=CSR_PAGING)
-            self.csr = csr_bus.Interface(data_width=CSR_DATA_BITS,
-                                         address_width=CSR_ADDRESS_BITS)
-            self.submodules.csrcon = csr_bus.Interconnect(self.csr, self.csrbanks.get_buses())
-            for field in pads.layout:
-                getattr(pads, field[0]).name_override = f"ddram_{field[0]}"
-            # The PHY's start-up sequence stops and resets the sys2x clock's
-            # ECLKSYNCB/CLKDIVF, which the board's clock generator holds.
-            phy.init.stop.name_override, phy.init.reset.name_override = "eclk_stop", "eclk_reset"
-            self.ios |= (set(pads.flatten()) | {self.csr.adr, self.csr.we, self.csr.dat_w,
-                                                self.csr.dat_r, phy.init.stop, phy.init.reset})
-            self.ios |= {signal for domain in (self.cd_sys, self.cd_sys2x, self.cd_init)
-                         for signal in (domain.clk, domain.rst)}
 
-    top = Top()
-    text = str(convert(top, ios=top.ios, name=LITEDRAM_PHY_TOP_NAME))
-    # Each CSR's first word (a CSR wider than a word takes several, most
-    # significant first), as LiteX's csr.csv would list it.
+def _csr_map(top) -> dict[str, int]:
+    """Each CSR's first word address (a CSR wider than a word takes several, most
+    significant first), as LiteX's csr.csv would list it."""
     bank_words = CSR_PAGING // (CSR_DATA_BITS // 8)
     csrs = {}
     for name, described, mapaddr, _ in top.csrbanks.banks:
@@ -273,36 +227,86 @@ def _generate_phy(dram: DramModule, bus_bits: int) -> tuple[str, int, int, dict[
         for csr in described:
             csrs[f"{name}_{csr.name}"] = address
             address += len(csr.get_simple_csrs()) if hasattr(csr, "get_simple_csrs") else 1
-    return text, top.port.address_width, top.port.data_width, csrs
+    return csrs
 
 
-def litedram_phy_verilog(dram: DramModule, bus_bits: int) -> tuple[str, int, int, dict[str, int]]:
-    """The controller with the DRAM's real PHY (`_generate_phy`), from the cache.
+def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedController:
+    """The controller in front of the DRAM module model (``hardware`` False) or of
+    the DRAM's real PHY, with its user port and CSR bus."""
+    module, phy, pads = _module(dram)
+    if hardware and phy is None:
+        raise DramError(f"{dram.module}: the table names no PHY for it (phy=None): "
+                        "only the model is generated")
+    from litedram.core import LiteDRAMCore
+    from litedram.phy.model import SDRAMPHYModel
+    from litex.soc.interconnect.csr import AutoCSR
+    from migen import ClockDomain, Module
+    from migen.fhdl.verilog import convert
 
-    Ports: those of the model's top (module docstring) but with ``sys2x_clk``,
-    ``sys2x_rst``, ``init_clk``, ``init_rst`` beside ``sys_clk``/``sys_rst``; the
-    DRAM's pins ``ddram_*``; the CSR bus ``csr_adr``/``csr_we``/``csr_dat_w``/
-    ``csr_dat_r`` (word addresses, 32-bit words; the returned map names each
-    CSR's address); ``eclk_stop``/``eclk_reset`` for the sys2x clock's
-    ECLKSYNCB/CLKDIVF.
+    class Top(Module, AutoCSR):
+        def __init__(self):
+            if hardware:
+                # sys: the controller's (and the design's) clock; sys2x: the PHY's
+                # DDR gearing at twice it; init: the PHY's DLL start-up sequence.
+                self.clock_domains.cd_sys = ClockDomain()
+                self.clock_domains.cd_sys2x = ClockDomain()
+                self.clock_domains.cd_init = ClockDomain()
+                self.submodules.ddrphy = dram_phy = phy
+            else:
+                self.submodules.ddrphy = dram_phy = SDRAMPHYModel(
+                    module, settings=phy.settings if phy is not None else None,
+                    data_width=dram.data_bits, clk_freq=dram.clock_hz)
+            self.submodules.sdram = core = LiteDRAMCore(dram_phy, module.geom_settings,
+                                                        module.timing_settings, dram.clock_hz)
+            self.port, self.ios = _user_port(core, bus_bits)
+            # The controller's CSRs (its DFI injector, through which the host runs
+            # the DRAM's init sequence) and the PHY's (read leveling), on one bus.
+            self.ios |= _add_csr_bus(self)
+            if hardware:
+                for field in pads.layout:
+                    getattr(pads, field[0]).name_override = f"ddram_{field[0]}"
+                # The PHY's start-up sequence stops and resets the sys2x clock's
+                # ECLKSYNCB/CLKDIVF, which the board's clock generator holds.
+                phy.init.stop.name_override = "eclk_stop"
+                phy.init.reset.name_override = "eclk_reset"
+                self.ios |= set(pads.flatten()) | {phy.init.stop, phy.init.reset}
+                self.ios |= {signal for domain in (self.cd_sys, self.cd_sys2x, self.cd_init)
+                             for signal in (domain.clk, domain.rst)}
+
+    top = Top()
+    name = LITEDRAM_PHY_TOP_NAME if hardware else LITEDRAM_TOP_NAME
+    return GeneratedController(str(convert(top, ios=top.ios, name=name)),
+                               top.port.address_width, top.port.data_width, _csr_map(top))
+
+
+def litedram_verilog(dram: DramModule, bus_bits: int,
+                     hardware: bool = False) -> GeneratedController:
+    """The generated controller (from the cache): in front of the DRAM module model
+    (module `LITEDRAM_TOP_NAME`, for simulation) or, ``hardware``, of the DRAM's
+    real PHY (`LITEDRAM_PHY_TOP_NAME`, for a bitstream).
+
+    The hardware module's ports are the model's (module docstring) with
+    ``sys2x_clk``, ``sys2x_rst``, ``init_clk``, ``init_rst`` beside
+    ``sys_clk``/``sys_rst``, the DRAM's pins ``ddram_*``, and
+    ``eclk_stop``/``eclk_reset`` for the sys2x clock's ECLKSYNCB/CLKDIVF.
 
     Raises
     ------
     DramError
-        A table row without a PHY, or one that contradicts itself.
+        ``hardware`` for a row without a PHY, or a row that contradicts itself.
     """
-    key = cache.key_of(f"recipe {RECIPE_VERSION}", "phy", dram.module, dram.memtype,
-                       str(dram.data_bits), dram.rate, str(bus_bits), repr(float(dram.clock_hz)),
-                       str(dram.phy), litedram_versions(), length=20)
+    key = cache.key_of(f"recipe {RECIPE_VERSION}", "phy" if hardware else "model", dram.module,
+                       dram.memtype, str(dram.data_bits), dram.rate, str(bus_bits),
+                       repr(float(dram.clock_hz)), str(dram.phy), litedram_versions(), length=20)
 
     def build(work):
-        text, address_bits, data_bits, csrs = _generate_phy(dram, bus_bits)
-        (work / VERILOG_NAME).write_text(text)
-        (work / "ports.json").write_text(json.dumps({"address_bits": address_bits,
-                                                     "data_bits": data_bits, "csrs": csrs},
-                                                    indent=1))
-    entry = cache.get_or_build("verilog", f"litedram-phy-{key}", build,
-                               [VERILOG_NAME, "ports.json"], what="LiteDRAM controller and PHY")
+        generated = _generate(dram, bus_bits, hardware)
+        (work / VERILOG_NAME).write_text(generated.verilog)
+        (work / "ports.json").write_text(json.dumps(
+            {"address_bits": generated.address_bits, "data_bits": generated.data_bits,
+             "csrs": generated.csrs}, indent=1))
+    entry = cache.get_or_build("verilog", f"litedram-{key}", build, [VERILOG_NAME, "ports.json"],
+                               what="LiteDRAM controller")
     ports = json.loads((entry.directory / "ports.json").read_text())
-    return ((entry.directory / VERILOG_NAME).read_text(), ports["address_bits"],
-            ports["data_bits"], ports["csrs"])
+    return GeneratedController((entry.directory / VERILOG_NAME).read_text(),
+                               ports["address_bits"], ports["data_bits"], ports["csrs"])

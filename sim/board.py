@@ -108,10 +108,13 @@ class BoardLink:
         return answer[:-1]
 
     def info(self) -> dict:
-        """Protocol version, bus bytes, memory bytes and config hash of the bitstream."""
+        """Protocol version, bus bytes, memory bytes, config hash and memory byte
+        (`board_protocol.memory_code`) of the bitstream."""
         data = self._command(Command.INFO, reply=protocol.reply_bytes(Command.INFO))
+        if data[0] != protocol.PROTOCOL_VERSION:   # the rest may be laid out otherwise
+            return {"version": data[0]}
         return {"version": data[0], "bus_bytes": data[1], "memory_bytes": 1 << data[2],
-                "config_hash": data[3:11].hex()}
+                "config_hash": data[3:11].hex(), "memory_code": data[11]}
 
     def write_memory(self, address: int, data: bytes) -> None:
         for offset in range(0, len(data), CHUNK_BYTES):
@@ -124,6 +127,15 @@ class BoardLink:
             size = min(CHUNK_BYTES, count - offset)
             out += self._command(Command.READ, address + offset, size, reply=size)
         return bytes(out)
+
+    def csr_read(self, address: int) -> int:
+        """A word of the DRAM controller's CSR bus (``CSR_READ``)."""
+        return int.from_bytes(self._command(Command.CSR_READ, address,
+                                            reply=protocol.CSR_BYTES), "little")
+
+    def csr_write(self, address: int, value: int) -> None:
+        """Write a word of the DRAM controller's CSR bus (``CSR_WRITE``)."""
+        self._command(Command.CSR_WRITE, address, value)
 
     def set_register(self, register: protocol.Register, value: int) -> None:
         self._command(Command.SET_REG, int(register), value)
@@ -143,6 +155,13 @@ class BoardLink:
         width = protocol.COUNTER_BYTES
         return {name: int.from_bytes(data[width * i:width * (i + 1)], "little")
                 for i, name in enumerate(names)}
+
+
+class _LinkCsrBus:
+    """The DRAM controller's CSR bus over a `BoardLink` (`sim.dram_bringup.CsrBus`)."""
+
+    def __init__(self, link: BoardLink):
+        self.read, self.write = link.csr_read, link.csr_write
 
 
 class BoardBackend:
@@ -179,6 +198,23 @@ class BoardBackend:
             raise BoardError(f"the board's bitstream is for config hash {info['config_hash']}, "
                              f"not {config.name!r} ({config.hash})")
         self.memory_bytes = info["memory_bytes"]
+        self.bring_up = self._bring_up_dram(info["memory_code"])
+
+    def _bring_up_dram(self, code: int):
+        """A board whose memory is a DRAM behind LiteDRAM: its init sequence (and,
+        with the real PHY, read leveling) over the CSR commands, before any use
+        (`sim.dram_bringup`); returns its report (None for on-chip memory)."""
+        from vdla.hw.litedram_gen import MODULES, litedram_verilog
+        try:
+            kind, phy = protocol.memory_of_code(tuple(MODULES), code)
+        except ValueError as error:
+            raise BoardError(str(error)) from None
+        if kind is None:
+            return None
+        from vdla.sim.dram_bringup import bring_up
+        # The CSR map of the controller the board has, from the same generator.
+        csrs = litedram_verilog(MODULES[kind], self.config.dram_bus_bits, hardware=phy).csrs
+        return bring_up(_LinkCsrBus(self.link), MODULES[kind], csrs)
 
     def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
         if dram.size > self.memory_bytes:

@@ -66,8 +66,8 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
         (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit,
                                                     memory_kind))
         if dram:
-            text, _, _ = litedram_verilog(MODULES[memory_kind], config.dram_bus_bits)
-            (work / "litedram.v").write_text(text)
+            (work / "litedram.v").write_text(
+                litedram_verilog(MODULES[memory_kind], config.dram_bus_bits).verilog)
         (work / "board_uart.cpp").write_text(harness)
         (work / "board_config.h").write_text(header)
         command = [str(verilator_bin()), *VERILATOR_FLAGS, "-j", str(os.cpu_count() or 2),

@@ -1,4 +1,4 @@
-"""The LiteDRAM controller with the board's real DRAM PHY (`hw.litedram_gen.litedram_phy_verilog`).
+"""The LiteDRAM controller with the board's real DRAM PHY (`hw.litedram_gen.litedram_verilog(..., hardware=True)`).
 
 The ECPIX-5's DDR3 behind LiteDRAM's ``ECP5DDRPHY``: the generated module's
 ports (the DRAM's pins, as amaranth-boards' ECPIX-5 ``ddr3`` resource has
@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, DramError, _generate_phy
+from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, DramError, _generate
 
 DDR3 = MODULES["litedram-ddr3"]
 
@@ -25,8 +25,10 @@ def _ports(text: str) -> dict[str, tuple[str, int]]:
 
 
 def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
-    text, address_bits, data_bits, csrs = _generate_phy(DDR3, 64)
-    assert _generate_phy(DDR3, 64) == (text, address_bits, data_bits, csrs)
+    generated = _generate(DDR3, 64, hardware=True)
+    assert _generate(DDR3, 64, hardware=True) == generated
+    text, address_bits, data_bits, csrs = (generated.verilog, generated.address_bits,
+                                           generated.data_bits, generated.csrs)
     # One port word per BL8 burst of 16 bits: 2**25 of them in 512 MiB.
     assert (address_bits, data_bits) == (25, 128)
     ddram = {name: port for name, port in _ports(text).items() if name.startswith("ddram_")}
@@ -60,6 +62,6 @@ def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
 
 def test_a_dram_without_a_phy_is_refused():
     with pytest.raises(DramError) as error:
-        _generate_phy(MODULES["litedram-sdram"], 64)
+        _generate(MODULES["litedram-sdram"], 64, hardware=True)
     assert str(error.value) == ("MT48LC16M16: the table names no PHY for it (phy=None): only the "
                                 "model is generated")

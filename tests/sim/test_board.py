@@ -88,7 +88,16 @@ def test_memory_round_trip_at_odd_addresses(board):
 def test_info_names_the_hardware(board):
     info = BoardLink(board).info()
     assert info == {"version": protocol.PROTOCOL_VERSION, "bus_bytes": TINY.dram_bus_bytes,
-                    "memory_bytes": MEMORY_BYTES, "config_hash": TINY.hash}
+                    "memory_bytes": MEMORY_BYTES, "config_hash": TINY.hash, "memory_code": 0}
+
+
+def test_csr_commands_are_unknown_without_a_dram(board):
+    # On-chip memory has no controller: the CSR commands are answered at once,
+    # before any argument byte (the host sends them only to a DRAM's board).
+    for command in protocol.CSR_COMMANDS:
+        board.write(bytes([command]))
+        assert board.read(1)[0] == protocol.Status.UNKNOWN
+    assert BoardLink(board).status() & protocol.STATUS_RUNNING == 0
 
 
 def test_unknown_command_is_answered(board):
@@ -149,6 +158,21 @@ def test_protocol_encoding_and_header():
     assert f"#define VDLA_BOARD_COUNTERS {len(RTL_COUNTERS)}  /* cycles load_busy " in header
     assert "#define VDLA_BOARD_COUNTERS 1  /* cycles */" in protocol.c_header(PRESETS["icebreaker"])
     assert protocol.reply_bytes(protocol.Command.COUNTERS, 1) == protocol.COUNTER_BYTES
+    assert protocol.encode_command(protocol.Command.CSR_READ, 512) == b"r" + bytes([0, 2, 0, 0])
+    assert protocol.reply_bytes(protocol.Command.CSR_READ) == 4
+    assert f"#define VDLA_BOARD_MEMORY_PHY 0x{protocol.MEMORY_PHY:02x}" in header
+
+
+def test_memory_byte_names_the_dram_and_its_phy():
+    kinds = ("sdram", "ddr3")
+    assert [protocol.memory_code(kinds, kind, phy) for kind, phy in
+            ((None, False), ("sdram", False), ("ddr3", False), ("ddr3", True))] == \
+        [0, 1, 2, 2 | protocol.MEMORY_PHY]
+    for code in (0, 1, 2, 0x82):
+        assert protocol.memory_code(kinds, *protocol.memory_of_code(kinds, code)) == code
+    with pytest.raises(ValueError, match=r"the board names DRAM kind 3, which this host does not "
+                                         r"know \(it knows 2: sdram, ddr3\)"):
+        protocol.memory_of_code(kinds, 0x83)
 
 
 def test_a_simulator_option_the_board_does_not_take_is_refused_in_one_line():
