@@ -1,4 +1,4 @@
-"""The LiteDRAM controller with the board's real DRAM PHY (`hw.litedram_gen.litedram_verilog(..., hardware=True)`).
+"""The LiteDRAM controller with the board's real DRAM PHY (`litedram_verilog(..., hardware=True)`).
 
 The ECPIX-5's DDR3 behind LiteDRAM's ``ECP5DDRPHY``: the generated module's
 ports (the DRAM's pins, as amaranth-boards' ECPIX-5 ``ddr3`` resource has
