@@ -40,8 +40,11 @@ LiteDRAM's ``litedram/init.py``; the same order, the same CSR writes):
    (with the ECP5's DQSBUFM pause toggle) are ``accessors.c``'s. One
    difference: the BIOS also centres every bitslip it scans, only to print
    it; that has no effect on the result, so it is not done here.
-4. ``sdram_software_control_off``: ``sdram_dfii_control`` = SEL (the
-   controller drives the DRAM).
+4. ``sdram_software_control_off``: ``sdram_dfii_control`` = SEL|CKE|ODT|RESET_N
+   (the controller drives the DRAM). LiteX writes SEL alone; under SEL the
+   controller's multiplexer holds CKE, ODT and RESET_N high itself, so the
+   other bits change nothing there, but they keep the DRAM out of reset and
+   clocked should software control be taken again.
 
 The LiteX BIOS's memory test after step 4 goes through the controller's user
 port, which the host link's DRAM read and write already reach; it is not part
@@ -531,6 +534,6 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
     host.control("CKE", "ODT", "RESET_N")
     host.init_sequence(entries)
     bitslips, delays, windows = host.read_leveling() if level else ([], [], [])
-    host.control("SEL", "CKE", "ODT", "RESET_N")
+    host.control("SEL", "CKE", "ODT", "RESET_N")        # step 4 (module docstring)
     return BringUpReport(leveled=level, bitslips=tuple(bitslips), delays=tuple(delays),
                          windows=tuple(windows), csr_reads=host.reads, csr_writes=host.writes)

@@ -329,6 +329,36 @@ def test_a_lane_without_a_working_window_is_refused(lanes, module, bitslip):
     assert fake.storage["sdram_dfii_control"] & CONTROL["SEL"] == 0
 
 
+class DriftingController(FakeController):
+    """Lane 0's window is gone after ``reads`` burst reads (the DRAM warmed up)."""
+
+    def __init__(self, dram, csrs, lanes, reads):
+        super().__init__(dram, csrs, lanes)
+        self.left = reads
+
+    def _read(self, data):
+        self.left -= 1
+        if self.left < 0:
+            self.lanes[0] = (self.lanes[0][0], ())
+        super()._read(data)
+
+
+def test_a_centre_that_fails_its_check_is_refused():
+    settings = _phy_settings(DDR3)
+    csrs = _phy_csrs()
+    # Lane 0 drifts away once LiteX's scan (every tap of every bitslip) and its
+    # centring scan (taps 0..3 to find the window start 2, then 3..7) are done:
+    # the check at the centre fails all 8 tries.
+    scans = settings.bitslips * settings.delays + (2 + 2) + (settings.delays - 3)
+    fake = DriftingController(DDR3, csrs, [(1, ((2, 5),)), (0, ((0, 7),))], reads=3 * scans)
+    with pytest.raises(DramBringUpError) as error:
+        bring_up(fake, DDR3, csrs, sleep=lambda seconds: None)
+    assert str(error.value) == (
+        "DRAM read leveling failed: module 0 fails the test pattern at its centred read delay 3 "
+        "(window 2-5, bitslip 1) in 8 tries; an untrained DRAM must not be used")
+    assert fake.delay[0] == 3
+
+
 @pytest.mark.parametrize("dram", [DDR3, SDRAM], ids=["ddr3", "sdram"])
 def test_model_map_runs_the_init_sequence_and_skips_leveling(dram):
     csrs = _model_csrs(dram)
