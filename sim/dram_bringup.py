@@ -191,8 +191,19 @@ def _init_sequence(phy_settings, timing_settings, bits):
 
 
 def init_sleeps(dram: DramModule) -> list[float]:
-    """The seconds `bring_up` sleeps after the init sequence's entries, in order (one per
-    entry with a nonzero ``cdelay``): ``CDELAY_CYCLES * loops / dram.clock_hz``."""
+    """The seconds `bring_up` sleeps in the init sequence (step 2), in order.
+
+    Parameters
+    ----------
+    dram : hw.litedram_gen.DramModule
+        The table row (its PHY settings, timings and clock).
+
+    Returns
+    -------
+    list of float
+        One per entry of LiteDRAM's init sequence with a nonzero ``cdelay``:
+        ``CDELAY_CYCLES * loops / dram.clock_hz``.
+    """
     phy_settings, timing_settings = _settings(dram)
     entries = _init_sequence(phy_settings, timing_settings, _dfii_bits(phy_settings, timing_settings))
     return [_seconds(dram, loops) for *_, loops in entries if loops]
