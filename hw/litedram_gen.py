@@ -47,11 +47,11 @@ from vdla.errors import VdlaError
 from vdla.hw import cache
 
 __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "GeneratedController", "LITEDRAM_TOP_NAME",
-           "LITEDRAM_PHY_TOP_NAME", "litedram_verilog", "litedram_versions"]
+           "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog", "litedram_versions"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
 LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
-RECIPE_VERSION = 4
+RECIPE_VERSION = 5
 VERILOG_NAME = "litedram.v"
 # The CSR bus: LiteX's 32-bit words, a bank per 0x800 bytes (its default paging),
 # the PHY's bank first (as LiteX's SoCs number them).
@@ -161,8 +161,19 @@ def _ecp5_ddr3_phy(dram: DramModule, module):
     return ECP5DDRPHY(pads, sys_clk_freq=dram.clock_hz), pads
 
 
-# The PHYs a `DramModule` may name: each builds the PHY and its pads.
+def _ecp5_primitives() -> dict:
+    """Migen's lowering of its generic I/O specials to ECP5 primitives, as LiteX's
+    Trellis flow does: a tristate becomes a ``TRELLIS_IO``, so the PHY's
+    tristate gearing (``TSHX2DQA``) drives the pad's ``T`` directly, as nextpnr
+    requires (a generic ``oe ? o : 'z`` leaves an inverter between them)."""
+    from litex.build.lattice.common import lattice_ecp5_trellis_special_overrides
+    return lattice_ecp5_trellis_special_overrides
+
+
+# The PHYs a `DramModule` may name: each builds the PHY and its pads, and gives
+# the FPGA's lowering of the PHY's I/O specials.
 PHYS = {"ECP5DDRPHY": _ecp5_ddr3_phy}
+PHY_PRIMITIVES = {"ECP5DDRPHY": _ecp5_primitives}
 
 
 def litedram_versions() -> str:
@@ -187,6 +198,19 @@ def _module(dram: DramModule):
         raise DramError(f"{dram.phy} runs {phy.settings.nphases} DFI phases per controller "
                         f"cycle (1:{phy.settings.nphases}), not {dram.rate}")
     return module, phy, pads
+
+
+def dram_settings(dram: DramModule) -> tuple:
+    """The PHY settings and the module's timing settings the controller is built
+    with: its PHY's (`PHYS`) or, for a row without one, the model's own for its
+    memory type. The host's bring-up (`sim.dram_bringup`) derives the init
+    sequence and the read leveling from them."""
+    module, phy, _ = _module(dram)
+    if phy is not None:
+        return phy.settings, module.timing_settings
+    from litedram.phy.model import get_sdram_phy_settings
+    return (get_sdram_phy_settings(memtype=dram.memtype, data_width=dram.data_bits,
+                                   clk_freq=dram.clock_hz), module.timing_settings)
 
 
 def _user_port(core, bus_bits: int):
@@ -254,8 +278,8 @@ def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedContr
                 self.submodules.ddrphy = dram_phy = phy
             else:
                 self.submodules.ddrphy = dram_phy = SDRAMPHYModel(
-                    module, settings=phy.settings if phy is not None else None,
-                    data_width=dram.data_bits, clk_freq=dram.clock_hz)
+                    module, settings=dram_settings(dram)[0], data_width=dram.data_bits,
+                    clk_freq=dram.clock_hz)
             self.submodules.sdram = core = LiteDRAMCore(dram_phy, module.geom_settings,
                                                         module.timing_settings, dram.clock_hz)
             self.port, self.ios = _user_port(core, bus_bits)
@@ -275,7 +299,9 @@ def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedContr
 
     top = Top()
     name = LITEDRAM_PHY_TOP_NAME if hardware else LITEDRAM_TOP_NAME
-    return GeneratedController(str(convert(top, ios=top.ios, name=name)),
+    overrides = PHY_PRIMITIVES[dram.phy]() if hardware else {}
+    return GeneratedController(str(convert(top, ios=top.ios, name=name,
+                                           special_overrides=overrides)),
                                top.port.address_width, top.port.data_width, _csr_map(top))
 
 

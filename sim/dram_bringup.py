@@ -1,7 +1,7 @@
 """DRAM bring-up from the host: LiteX BIOS's ``sdram_init`` run over the board's CSR bus.
 
 Why the host runs it. LiteDRAM's controller with a real PHY (the ECPIX-5's
-DDR3 behind ``ECP5DDRPHY``, `hw.litedram_gen.litedram_phy_verilog`) only
+DDR3 behind ``ECP5DDRPHY``, `hw.litedram_gen.litedram_verilog(..., hardware=True)`) only
 works after a software init sequence and, for that PHY, read leveling. In a
 LiteX SoC the BIOS does both, in C, on the soft CPU. A vdla board has no CPU:
 its host link (UART) gives the host a word read and a word write on the
@@ -13,7 +13,7 @@ control (the controller owns the DRAM) with every byte lane's read bitslip
 and read delay trained, and returns a `BringUpReport`; or it raises
 `DramBringUpError` (one line naming the module, or the CSR, at fault), after
 which the DRAM must not be used. ``csrs`` is the map of CSR name -> first word
-address that `litedram_phy_verilog` returns (the model's map, with only the
+address that `litedram_verilog` returns (the model's map, with only the
 ``sdram_*`` CSRs, is accepted too: then there is nothing to level). A CSR
 wider than 32 bits takes several words, most significant first (LiteX's CSR
 bus convention).
@@ -70,13 +70,11 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from vdla.errors import VdlaError
-from vdla.hw.litedram_gen import DramModule, _module
+from vdla.hw.litedram_gen import CSR_DATA_BITS, DramModule, dram_settings
 
 __all__ = ["CsrBus", "BringUpReport", "DramBringUpError", "bring_up", "init_sleeps",
-           "CDELAY_CYCLES", "CSR_WORD_BITS", "SEEDS"]
+           "CDELAY_CYCLES", "SEEDS"]
 
-# The CSR bus's data width (`hw.litedram_gen.CSR_DATA_BITS`: LiteX's csr_data_width).
-CSR_WORD_BITS = 32
 # Controller clock cycles per iteration of LiteX's ``cdelay`` loop (module docstring).
 CDELAY_CYCLES = 3
 # ``_seed_array`` of sdram.c: each test pattern is run once per seed.
@@ -102,8 +100,8 @@ class DramBringUpError(VdlaError):
 class CsrBus(Protocol):
     """The controller's CSR bus as the host reaches it (the host link's CSR commands).
 
-    Words are ``CSR_WORD_BITS`` wide, at word addresses (the values of the map
-    `hw.litedram_gen.litedram_phy_verilog` returns).
+    Words are ``CSR_DATA_BITS`` wide, at word addresses (the values of the map
+    `hw.litedram_gen.litedram_verilog(..., hardware=True)` returns).
     """
 
     def read(self, address: int) -> int:
@@ -142,17 +140,6 @@ class BringUpReport:
     def csr_accesses(self) -> int:
         """CSR words read or written in all."""
         return self.csr_reads + self.csr_writes
-
-
-def _settings(dram: DramModule):
-    """The PHY settings and the module's timing settings the controller was built with
-    (`hw.litedram_gen._generate`: the PHY's own, or the model's for ``memtype``)."""
-    module, phy, _ = _module(dram)
-    if phy is not None:
-        return phy.settings, module.timing_settings
-    from litedram.phy.model import get_sdram_phy_settings
-    return (get_sdram_phy_settings(memtype=dram.memtype, data_width=dram.data_bits,
-                                   clk_freq=dram.clock_hz), module.timing_settings)
 
 
 def _dfii_bits(phy_settings, timing_settings) -> dict[str, int]:
@@ -204,7 +191,7 @@ def init_sleeps(dram: DramModule) -> list[float]:
         One per entry of LiteDRAM's init sequence with a nonzero ``cdelay``:
         ``CDELAY_CYCLES * loops / dram.clock_hz``.
     """
-    phy_settings, timing_settings = _settings(dram)
+    phy_settings, timing_settings = dram_settings(dram)
     entries = _init_sequence(phy_settings, timing_settings, _dfii_bits(phy_settings, timing_settings))
     return [_seconds(dram, loops) for *_, loops in entries if loops]
 
@@ -235,7 +222,7 @@ class _Host:
         self.nphases = phy_settings.nphases
         self.strobes = phy_settings.strobes
         self.data_bytes = phy_settings.dfi_databits // 8         # DFII_PIX_DATA_BYTES
-        self.data_words = -(-phy_settings.dfi_databits // CSR_WORD_BITS)
+        self.data_words = -(-phy_settings.dfi_databits // CSR_DATA_BITS)
         self.xdr = 1 if phy_settings.memtype == "SDR" else 2
         self.dq_dqs_ratio = phy_settings.databits // phy_settings.strobes
         self.burstdet = phy_settings.phytype in _BURSTDET_PHYS
@@ -249,15 +236,15 @@ class _Host:
     def address(self, name: str) -> int:
         if name not in self.csrs:
             raise DramBringUpError(f"the CSR map has no {name}: not a LiteDRAM controller's "
-                                   "(hw.litedram_gen.litedram_phy_verilog's) map")
+                                   "(hw.litedram_gen.litedram_verilog's) map")
         return self.csrs[name]
 
     def write(self, name: str, value: int, words: int = 1) -> None:
         """Write a CSR of ``words`` words, most significant word first (csr_wr_buf)."""
         base = self.address(name)
-        mask = (1 << CSR_WORD_BITS) - 1
+        mask = (1 << CSR_DATA_BITS) - 1
         for index in range(words):
-            self.bus.write(base + index, (value >> (CSR_WORD_BITS * (words - 1 - index))) & mask)
+            self.bus.write(base + index, (value >> (CSR_DATA_BITS * (words - 1 - index))) & mask)
             self.writes += 1
 
     def read(self, name: str, words: int = 1) -> int:
@@ -266,10 +253,10 @@ class _Host:
         for index in range(words):
             word = self.bus.read(base + index)
             self.reads += 1
-            if not isinstance(word, int) or not 0 <= word < 1 << CSR_WORD_BITS:
+            if not isinstance(word, int) or not 0 <= word < 1 << CSR_DATA_BITS:
                 raise DramBringUpError(f"CSR bus read of {name} (word {base + index}) returned "
-                                       f"{word!r}, not a {CSR_WORD_BITS}-bit word")
-            value = value << CSR_WORD_BITS | word
+                                       f"{word!r}, not a {CSR_DATA_BITS}-bit word")
+            value = value << CSR_DATA_BITS | word
         return value
 
     def cdelay(self, loops: int) -> None:
@@ -502,7 +489,7 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
         The table row the controller was generated for (``MODULES[...]``): its PHY
         settings, timings and clock.
     csrs : mapping of str to int
-        CSR name -> first word address, as `hw.litedram_gen.litedram_phy_verilog`
+        CSR name -> first word address, as `hw.litedram_gen.litedram_verilog(..., hardware=True)`
         returns it; without the ``ddrphy_*`` CSRs (the model's map) leveling is skipped.
     sleep : callable
         Called with the seconds of each of the BIOS's ``cdelay`` waits (module
@@ -523,7 +510,7 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
     hw.litedram_gen.DramError
         A table row that contradicts itself, or LiteDRAM missing.
     """
-    phy_settings, timing_settings = _settings(dram)
+    phy_settings, timing_settings = dram_settings(dram)
     bits = _dfii_bits(phy_settings, timing_settings)
     entries = _init_sequence(phy_settings, timing_settings, bits)
     present = [name for name in csrs if name.startswith("ddrphy_")]

@@ -89,3 +89,56 @@ def test_board_reset_is_released_through_a_synchroniser():
     synchroniser = text.split("module \\top.reset_sync\n", 1)[1].split("\nend\n", 1)[0]
     assert synchroniser.count("cell $adff ") == 2
     assert "cell \\top.reset_sync \\reset_sync" in text
+
+
+def _build_plan(board, config, core):
+    """The files of ``board``'s bitstream build, without running a tool."""
+    import tempfile
+    from vdla.hw.boards import board_design
+    with tempfile.TemporaryDirectory() as build_dir:
+        return board.platform_instance().build(board_design(board, config, core), name="top",
+                                               build_dir=build_dir, do_build=False,
+                                               do_program=False).files
+
+
+def test_ecpix5_bitstream_reaches_the_ddr3_through_litedrams_phy():
+    """The ECPIX-5's bitstream: the board top's memory is LiteDRAM's controller on
+    the ECP5 DDR3 PHY, on amaranth-boards' ``ddr3`` pins, clocked as LiteX clocks
+    it (PLL at twice the design clock -> ECLKSYNCB -> CLKDIVF), and INFO tells the
+    host to bring the DRAM up."""
+    import re
+    from vdla.hw.board_host_link import info_bytes
+    from vdla.hw.board_protocol import MEMORY_PHY
+    from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
+    board = BOARDS["ecpix5-85f"]
+    config = board.config
+    assert board.dram == "litedram-ddr3" and MODULES[board.dram].clock_hz == board.clock_mhz * 1e6
+    files = _build_plan(board, config, StandIn(config))
+    assert f"module {LITEDRAM_PHY_TOP_NAME}(" in files["litedram_phy.v"]
+    # The PHY's tristates are the pads' own (TRELLIS_IO), as nextpnr packs them.
+    assert files["litedram_phy.v"].count("TRELLIS_IO #(") == 16 + 2
+    text = files["top.il"]
+    phy = text[text.index(f"cell \\{LITEDRAM_PHY_TOP_NAME} "):]
+    phy = phy[:phy.index("\n  end\n")]
+    pins = dict(re.findall(r"connect \\ddram_(\w+) \\ddr3_0__(\w+?)__", phy))
+    assert pins == {"a": "a", "ba": "ba", "ras_n": "ras", "cas_n": "cas", "we_n": "we",
+                    "cke": "clk_en", "odt": "odt", "clk_p": "clk", "dm": "dm", "dq": "dq",
+                    "dqs_p": "dqs"}
+    assert "cell \\ECLKSYNCB " in text and "cell \\CLKDIVF " in text
+    assert "parameter \\DIV \"2.0\"" in text
+    # Twice the design clock for the DDR gearing, 25 MHz for the PHY's start-up.
+    assert '(* FREQUENCY_PIN_CLKOP="200" *)' in files["vdla_pll.v"]
+    assert '(* FREQUENCY_PIN_CLKOS="25" *)' in files["vdla_pll.v"]
+    lpf = files["top.lpf"]
+    assert 'LOCATE COMP "ddr3_0__dq__io[15]" SITE "W2";' in lpf
+    assert re.search(r'IOBUF PORT "ddr3_0__clk__p" IO_TYPE=SSTL15D_I', lpf)
+    assert "ddr3_0__clk__n" not in lpf   # the ECP5 drives the pair from its p pin
+    # INFO: the DDR3 (the second kind of the table) behind its real PHY.
+    memory = info_bytes(config, MODULES[board.dram].size_bytes, board.dram, dram_phy=True)[-1]
+    assert memory == (2 | MEMORY_PHY)
+
+
+def test_a_dram_board_runs_at_its_drams_clock():
+    with pytest.raises(SynthError, match=r"the ecpix5-85f's DRAM runs at 100 MHz \(its LiteDRAM "
+                                         r"timings and PHY settings are for that clock\), not 95"):
+        build_bitstream("ecpix5-85f", Path("x.bit"), clock_mhz=95)

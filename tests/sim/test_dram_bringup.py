@@ -28,7 +28,7 @@ from litedram import modules
 from litedram.init import get_sdram_phy_init_sequence
 from litedram.phy.model import get_sdram_phy_settings
 
-from vdla.hw.litedram_gen import MODULES, _module, litedram_phy_verilog
+from vdla.hw.litedram_gen import MODULES, _module, litedram_verilog
 from vdla.sim.dram_bringup import DramBringUpError, bring_up, init_sleeps
 
 DDR3, SDRAM = MODULES["litedram-ddr3"], MODULES["litedram-sdram"]
@@ -56,7 +56,7 @@ def _geometry(dram):
 
 
 def _phy_csrs():
-    return litedram_phy_verilog(DDR3, 64)[3]
+    return litedram_verilog(DDR3, 64, hardware=True).csrs
 
 
 def _model_csrs(dram):
@@ -362,8 +362,10 @@ def test_a_centre_that_fails_its_check_is_refused():
 @pytest.mark.parametrize("dram", [DDR3, SDRAM], ids=["ddr3", "sdram"])
 def test_model_map_runs_the_init_sequence_and_skips_leveling(dram):
     csrs = _model_csrs(dram)
+    # The layout above is the generated model's map, and (DDR3) the real one
+    # without the PHY's CSRs.
+    assert csrs == litedram_verilog(dram, 64).csrs
     if dram is DDR3:
-        # The model's map is the real one without the PHY's CSRs.
         assert csrs == {name: address for name, address in _phy_csrs().items()
                         if name.startswith("sdram_")}
     fake = FakeController(dram, csrs)
@@ -425,7 +427,7 @@ def test_a_csr_missing_from_the_map_is_refused():
     with pytest.raises(DramBringUpError) as error:
         bring_up(FakeController(DDR3, csrs), DDR3, csrs, sleep=lambda seconds: None)
     assert str(error.value) == ("the CSR map has no sdram_dfii_pi1_rddata: not a LiteDRAM "
-                                "controller's (hw.litedram_gen.litedram_phy_verilog's) map")
+                                "controller's (hw.litedram_gen.litedram_verilog's) map")
 
 
 def test_a_partial_phy_map_is_refused_before_any_access():
