@@ -40,6 +40,10 @@ LiteDRAM's ``litedram/init.py``; the same order, the same CSR writes):
    (with the ECP5's DQSBUFM pause toggle) are ``accessors.c``'s. One
    difference: the BIOS also centres every bitslip it scans, only to print
    it; that has no effect on the result, so it is not done here.
+   Without leveling (the simulated module's map, or a PHY that does not
+   level), each module's test pattern (``sdram_write_read_check_test_pattern``
+   for the three seeds) must come back without an error instead: the DRAM
+   answers through the injector.
 4. ``sdram_software_control_off``: ``sdram_dfii_control`` = SEL|CKE|ODT|RESET_N
    (the controller drives the DRAM). LiteX writes SEL alone; under SEL the
    controller's multiplexer holds CKE, ODT and RESET_N high itself, so the
@@ -118,7 +122,8 @@ class BringUpReport:
     Attributes
     ----------
     leveled : bool
-        Whether read leveling ran (the PHY levels reads and its CSRs were in the map).
+        Whether read leveling ran (the PHY levels reads and its CSRs were in the map);
+        if not, every module's test pattern went through the DRAM without error.
     bitslips, delays : tuple of int
         Per module (byte lane, ``phy_settings.strobes`` of them) the read bitslip
         and delay tap left set; empty when leveling did not run.
@@ -225,7 +230,9 @@ class _Host:
         self.data_words = -(-phy_settings.dfi_databits // CSR_DATA_BITS)
         self.xdr = 1 if phy_settings.memtype == "SDR" else 2
         self.dq_dqs_ratio = phy_settings.databits // phy_settings.strobes
-        self.burstdet = phy_settings.phytype in _BURSTDET_PHYS
+        # The ECP5's burst detector, where its CSRs are (not on the model's map).
+        self.burstdet = (phy_settings.phytype in _BURSTDET_PHYS
+                         and "ddrphy_burstdet_seen" in csrs)
         # READ_CHECK_TEST_PATTERN_MAX_ERRORS, for all seeds.
         self.max_errors = len(SEEDS) * (8 * self.nphases * self.data_bytes // self.strobes)
         for phase in range(self.nphases):
@@ -355,9 +362,9 @@ class _Host:
             if half == 0:
                 pebo = nebo = 0
             ibo = (module * self.dq_dqs_ratio) % 8      # within a byte: x4 chips only
-            offsets = [pebo]
-            if self.xdr == 2:
-                offsets.append(nebo)
+            # SDR (one beat per phase): the module's one byte is at ``nebo`` (LiteX's
+            # ``pebo`` would be past the buffer; no SDR PHY levels there).
+            offsets = [pebo, nebo] if self.xdr == 2 else [nebo]
             for count, offset in enumerate(offsets):
                 if count == 1 and self.data_bytes == 1:
                     ibo = 4
@@ -532,6 +539,15 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
     host.control("CKE", "ODT", "RESET_N")
     host.init_sequence(entries)
     bitslips, delays, windows = host.read_leveling() if level else ([], [], [])
+    if not level:
+        # Nothing to level (the model, or a PHY without read leveling): the test
+        # pattern's round trip through the DFI injector shows the DRAM answers.
+        for module in range(phy_settings.strobes):
+            errors = host.run_pattern(module)
+            if errors:
+                raise DramBringUpError(f"the DRAM returned the test pattern with {errors} wrong "
+                                       f"bits on module {module} (through the DFI injector, "
+                                       "before any leveling); it must not be used")
     host.control("SEL", "CKE", "ODT", "RESET_N")        # step 4 (module docstring)
     return BringUpReport(leveled=level, bitslips=tuple(bitslips), delays=tuple(delays),
                          windows=tuple(windows), csr_reads=host.reads, csr_writes=host.writes)
