@@ -36,6 +36,9 @@ Command, Status = protocol.Command, protocol.Status
 # Bytes per WRITE/READ command: long enough to amortise the command, short
 # enough that a lost byte is noticed quickly.
 CHUNK_BYTES = 4096
+# The memory test after a DRAM's bring-up: bytes per place, and the pattern's seed.
+MEMORY_TEST_BYTES = 64
+MEMORY_TEST_SEED = 42
 
 
 class BoardError(SimulationError):
@@ -214,7 +217,24 @@ class BoardBackend:
         from vdla.sim.dram_bringup import bring_up
         # The CSR map of the controller the board has, from the same generator.
         csrs = litedram_verilog(MODULES[kind], self.config.dram_bus_bits, hardware=phy).csrs
-        return bring_up(_LinkCsrBus(self.link), MODULES[kind], csrs)
+        report = bring_up(_LinkCsrBus(self.link), MODULES[kind], csrs)
+        self._memory_test()
+        return report
+
+    def _memory_test(self) -> None:
+        """LiteX's memory test after the bring-up, short: pseudo-random bytes at a
+        few places across the DRAM's banks and rows (odd addresses among them),
+        written and read back through the controller. It overwrites them: the
+        host uploads a program's whole image before each run anyway."""
+        rng = np.random.default_rng(MEMORY_TEST_SEED)
+        size = self.memory_bytes
+        for address in (0, size // 3 | 5, size // 2 + 4093, size - MEMORY_TEST_BYTES):
+            data = rng.integers(0, 256, MEMORY_TEST_BYTES, dtype=np.uint8).tobytes()
+            self.link.write_memory(address, data)
+            wrong = sum(a != b for a, b in zip(data, self.link.read_memory(address, len(data))))
+            if wrong:
+                raise BoardError(f"the board's DRAM does not keep what the host writes after its "
+                                 f"bring-up: {wrong} of {len(data)} bytes wrong at 0x{address:x}")
 
     def run(self, dram: np.ndarray, insn_offset: int, insn_count: int) -> RunResult:
         if dram.size > self.memory_bytes:

@@ -40,10 +40,6 @@ LiteDRAM's ``litedram/init.py``; the same order, the same CSR writes):
    (with the ECP5's DQSBUFM pause toggle) are ``accessors.c``'s. One
    difference: the BIOS also centres every bitslip it scans, only to print
    it; that has no effect on the result, so it is not done here.
-   Without leveling (the simulated module's map, or a PHY that does not
-   level), each module's test pattern (``sdram_write_read_check_test_pattern``
-   for the three seeds) must come back without an error instead: the DRAM
-   answers through the injector.
 4. ``sdram_software_control_off``: ``sdram_dfii_control`` = SEL|CKE|ODT|RESET_N
    (the controller drives the DRAM). LiteX writes SEL alone; under SEL the
    controller's multiplexer holds CKE, ODT and RESET_N high itself, so the
@@ -51,8 +47,12 @@ LiteDRAM's ``litedram/init.py``; the same order, the same CSR writes):
    clocked should software control be taken again.
 
 The LiteX BIOS's memory test after step 4 goes through the controller's user
-port, which the host link's DRAM read and write already reach; it is not part
-of this module.
+port, which the host link's DRAM read and write reach: the host driver runs
+it (`sim.board.BoardBackend`), not this module. (LiteDRAM's DRAM module model
+takes a write's data only from the phases whose ``wrdata_en`` is set, while
+the injector sets it on the write phase alone, as the ECP5 PHY reads it; so
+the test pattern does not round-trip through the injector on the model, and
+a simulated board has nothing to level anyway.)
 
 Delays. ``cdelay(n)`` in LiteX is a busy loop of ``n`` iterations, each at
 least a nop, a decrement and a branch: three instructions, at least one
@@ -122,8 +122,7 @@ class BringUpReport:
     Attributes
     ----------
     leveled : bool
-        Whether read leveling ran (the PHY levels reads and its CSRs were in the map);
-        if not, every module's test pattern went through the DRAM without error.
+        Whether read leveling ran (the PHY levels reads and its CSRs were in the map).
     bitslips, delays : tuple of int
         Per module (byte lane, ``phy_settings.strobes`` of them) the read bitslip
         and delay tap left set; empty when leveling did not run.
@@ -539,15 +538,6 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
     host.control("CKE", "ODT", "RESET_N")
     host.init_sequence(entries)
     bitslips, delays, windows = host.read_leveling() if level else ([], [], [])
-    if not level:
-        # Nothing to level (the model, or a PHY without read leveling): the test
-        # pattern's round trip through the DFI injector shows the DRAM answers.
-        for module in range(phy_settings.strobes):
-            errors = host.run_pattern(module)
-            if errors:
-                raise DramBringUpError(f"the DRAM returned the test pattern with {errors} wrong "
-                                       f"bits on module {module} (through the DFI injector, "
-                                       "before any leveling); it must not be used")
     host.control("SEL", "CKE", "ODT", "RESET_N")        # step 4 (module docstring)
     return BringUpReport(leveled=level, bitslips=tuple(bitslips), delays=tuple(delays),
                          windows=tuple(windows), csr_reads=host.reads, csr_writes=host.writes)

@@ -29,7 +29,7 @@ from litedram.init import get_sdram_phy_init_sequence
 from litedram.phy.model import get_sdram_phy_settings
 
 from vdla.hw.litedram_gen import MODULES, _module, litedram_verilog
-from vdla.sim.dram_bringup import SEEDS, DramBringUpError, bring_up, init_sleeps
+from vdla.sim.dram_bringup import DramBringUpError, bring_up, init_sleeps
 
 DDR3, SDRAM = MODULES["litedram-ddr3"], MODULES["litedram-sdram"]
 # litedram/dfii.py's CSRField order: bit 0 first.
@@ -370,28 +370,13 @@ def test_model_map_runs_the_init_sequence_and_skips_leveling(dram):
                         if name.startswith("sdram_")}
     fake = FakeController(dram, csrs)
     report = bring_up(fake, dram, csrs, sleep=lambda seconds: None)
-    init = _expected_init(dram)
-    assert fake.log[:len(init)] == init and fake.log[-1] == ("control", HARDWARE)
+    expected = _expected_init(dram) + [("control", HARDWARE)]
+    assert fake.log == expected
     assert not report.leveled and report.bitslips == report.delays == report.windows == ()
-    # Then every module's test pattern through the injector, three seeds each:
-    # activate, write, read, precharge.
-    checks = fake.log[len(init):-1]
-    settings = _phy_settings(dram)
-    assert [event[2] for event in checks] == \
-        [ACTIVATE, WRITE, READ, PRECHARGE] * len(SEEDS) * settings.strobes
-    assert report.csr_reads == fake.reads > 0 and report.csr_writes == fake.writes
-
-
-@pytest.mark.parametrize("dram", [DDR3, SDRAM], ids=["ddr3", "sdram"])
-def test_without_leveling_a_dram_that_loses_data_is_refused(dram):
-    csrs = _model_csrs(dram)
-    # Every lane corrupts its data at every delay: nothing to level on the model's
-    # map, so the pattern check is what catches it.
-    fake = FakeController(dram, csrs, [(0, ())] * _phy_settings(dram).strobes)
-    with pytest.raises(DramBringUpError, match=r"the DRAM returned the test pattern with \d+ wrong "
-                                               r"bits on module 0 \(through the DFI injector, "
-                                               r"before any leveling\); it must not be used"):
-        bring_up(fake, dram, csrs, sleep=lambda seconds: None)
+    # One control write at each end; an init entry is address + bank + (control, or
+    # command + issue).
+    writes = 2 + sum(3 if event[0] == "control" else 4 for event in expected[1:-1])
+    assert (report.csr_reads, report.csr_writes) == (0, writes) == (fake.reads, fake.writes)
 
 
 def test_ddr3_init_sequence_comes_before_leveling_in_litex_order():
@@ -420,9 +405,7 @@ def test_sleeps_are_three_controller_cycles_per_cdelay_loop(dram):
     slept = []
     csrs = _model_csrs(dram)
     bring_up(FakeController(dram, csrs), dram, csrs, sleep=slept.append)
-    # Then the pattern checks' waits: cdelay(15) around each command.
-    assert slept[:len(expected)] == expected
-    assert set(slept[len(expected):]) == {3 * 15 / dram.clock_hz}
+    assert slept == expected
 
 
 def test_ddr3_sleeps_meet_jedec_init_minimums_and_leveling_waits():
