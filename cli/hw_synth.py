@@ -135,18 +135,21 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 
 @click.command("bitstream", cls=Command)
 @click.option("--board", required=True, metavar="NAME",
-              help="Board: ecpix5-85f or ulx3s-85f (ECP5), icebreaker (iCE40 UP5K).")
+              help="Board: ecpix5-85f (its DDR3 through LiteDRAM), ecpix5-85f-256 or ulx3s-85f "
+                   "(ECP5), icebreaker (iCE40 UP5K).")
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=POSITIVE, default=None,
-              help="The design's clock, from the FPGA's PLL (default: the board's: 100 MHz "
-                   "on ecpix5-85f, 50 on ulx3s-85f, 27 on icebreaker).")
+              help="The design's clock, from the FPGA's PLL (default: the board's: 85 MHz "
+                   "on ecpix5-85f, its DDR3's, which it must be; 50 on ulx3s-85f and "
+                   "ecpix5-85f-256, 27 on icebreaker).")
 @seed_option(None, "nextpnr's own")
 @netlist_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
-    """Build a board's bitstream: accelerator, on-chip memory, UART host link."""
+    """Build a board's bitstream: accelerator, memory (the ECPIX-5's DDR3 through
+    LiteDRAM, else on-chip), UART host link."""
     from vdla.hw.board_table import BOARDS
     from vdla.hw.boards import build_bitstream
     if board not in BOARDS:
@@ -167,7 +170,8 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     click.echo(f"wrote {output}: {report.bytes} bytes, config {config.name}, runs at "
                f"{report.clock_mhz:g} MHz (Fmax {clocks}), UART {chosen.baud} baud, "
                f"{report.seconds:g} s; host: vdla run PROGRAM --sim board --port PORT "
-               f"--baud {chosen.baud}")
+               f"--baud {chosen.baud}"
+               + (f" (it brings the {chosen.dram} up first)" if chosen.dram else ""))
 
 
 @click.command("board-header", cls=Command)

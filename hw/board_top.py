@@ -38,7 +38,7 @@ BOARD_TOP_NAME = "vdla_board"
 DEFAULT_MEMORY_BYTES = 64 * 1024
 # Received bytes buffered before the host link when the memory is a DRAM: a
 # host access waits for the controller (a DDR3 refresh holds it for tRFC, 104
-# cycles at 100 MHz, then the row opens), longer than a character at the small
+# controller cycles, then the row opens), longer than a character at the small
 # clocks-per-bit of simulation (40 cycles at 4), and the receiver keeps one
 # byte. The bytes that come meanwhile wait here; the link, faster than the
 # line between refreshes, catches up.

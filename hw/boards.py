@@ -1,20 +1,25 @@
 """Real boards: the board top on an `amaranth-boards` platform, and its bitstream.
 
 A `Board` names an `amaranth-boards` platform, the config preset that fits
-it (`hw.config.PRESETS`), the on-chip memory that stands in for DRAM and the
-UART's baud rate. `build_bitstream` wraps `hw.board_top.BoardTop` with the
-board's UART pins and a LED (lit while a program runs) and runs the
-platform's build with the YoWASP tools (yosys, nextpnr, ecppack / icepack),
-so a bitstream needs nothing beyond ``pip install``. The design runs on the
-board's PLL, which makes `Board.clock_mhz` (ECPIX-5 100 MHz from 100, ULX3S
-50 MHz from 25, iCEBreaker 27 MHz from 12) from the oscillator; nextpnr
-refuses a design that cannot meet it, so a bitstream that builds runs at that
-clock. A board's clock is one its
-preset's routed board top meets (benchmarks/README.md, "Synthesis, Fmax and
-time").
+it (`hw.config.PRESETS`), its memory and the UART's baud rate.
+`build_bitstream` wraps `hw.board_top.BoardTop` with the board's UART pins
+and a LED (lit while a program runs) and runs the platform's build with the
+YoWASP tools (yosys, nextpnr, ecppack / icepack), so a bitstream needs
+nothing beyond ``pip install``. The design runs on the board's PLL, which
+makes `Board.clock_mhz` (ECPIX-5 85 MHz from 100, ULX3S 50 MHz from 25,
+iCEBreaker 27 MHz from 12) from the oscillator; nextpnr refuses a design
+that cannot meet it, so a bitstream that builds runs at that clock. A
+board's clock is one its preset's routed board top meets
+(benchmarks/README.md, "Synthesis, Fmax and time").
+
+The memory is the board's DRAM where `Board.dram` names one (the ECPIX-5's
+DDR3): LiteDRAM's controller with the DRAM's PHY on the board's pins
+(`hw.litedram_gen`, `hw.board_dram`), clocked as LiteX clocks it; else
+on-chip memory standing in for DRAM.
 
 The host talks to the bitstream with `sim.board` (``vdla run --sim board
---port ...``) at the board's baud rate.
+--port ...``) at the board's baud rate; on a board with a DRAM it first
+brings the DRAM up over the link (`sim.dram_bringup`).
 """
 
 from __future__ import annotations
