@@ -44,6 +44,7 @@ from vdla.hw.litedram_gen import MODULES, litedram_verilog
 from vdla.hw.config import HwConfig
 from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
     yowasp_env
+from vdla.hw.synth.reports import UTILISATION
 
 __all__ = ["BitstreamReport", "board_design", "build_bitstream"]
 
@@ -60,6 +61,8 @@ class BitstreamReport:
     fmax_by_clock: dict[str, float]
     seconds: float
     seed: int | None = None
+    # nextpnr's "Device utilisation": cell type -> {"used", "available"} (used ones).
+    utilization: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -293,7 +296,10 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     fmax: dict[str, float] = {}
     for clock, mhz in _FMAX.findall(timing):
         fmax[clock] = float(mhz)  # the last report (after routing) wins
+    utilization = {name: {"used": int(used), "available": int(available)}
+                   for name, used, available in UTILISATION.findall(timing) if int(used)}
     return BitstreamReport(board=board.name, config=config.name, output=str(output),
                            bytes=len(bitstream),
                            clock_mhz=clock_mhz or board.clock_mhz, fmax_by_clock=fmax,
-                           seconds=round(time.monotonic() - began, 1), seed=seed)
+                           seconds=round(time.monotonic() - began, 1), seed=seed,
+                           utilization=utilization)
