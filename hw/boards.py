@@ -44,7 +44,7 @@ from vdla.hw.litedram_gen import MODULES, litedram_verilog
 from vdla.hw.config import HwConfig
 from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
     yowasp_env
-from vdla.hw.synth.reports import UTILISATION
+from vdla.hw.synth.reports import utilization
 
 __all__ = ["BitstreamReport", "board_design", "build_bitstream"]
 
@@ -119,23 +119,29 @@ class _BoardDesign(Elaboratable):
     def __init__(self, board: Board, config: HwConfig, clock_mhz: float, core=None):
         self.board, self.config, self.clock_mhz, self.core = board, config, clock_mhz, core
 
-    def _clocks(self, m: Module, platform) -> None:
-        """The `sync` domain on the PLL's output, held in reset until the PLL locks
-        (``locked`` is not of the PLL's output clock, so the reset is released
-        through a synchroniser: asserted at once, released on the clock, two
-        flip-flops deep)."""
+    def _pll(self, m: Module, platform, output_mhz: float, second_mhz: float | None = None,
+             **outputs) -> Signal:
+        """The FPGA's PLL from the board's oscillator, its outputs driving
+        ``outputs`` (``o_clkout=...``); returns its ``locked``."""
         oscillator = platform.request(platform.default_clk, dir="-")
         platform.add_file("vdla_pll.v", pll_verilog(
-            self.board, platform.default_clk_frequency / 1e6, self.clock_mhz))
+            self.board, platform.default_clk_frequency / 1e6, output_mhz, second_mhz))
         if self.board.target == "ice40":
             clock_in = oscillator.io  # SB_PLL40_PAD takes the pin itself
         else:
             m.submodules.oscillator = buffer = io.Buffer("i", oscillator)
             clock_in = buffer.i
-        m.domains.sync = ClockDomain("sync")
         locked = Signal()
-        m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_clkout=ClockSignal("sync"),
-                                    o_locked=locked)
+        m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_locked=locked, **outputs)
+        return locked
+
+    def _clocks(self, m: Module, platform) -> None:
+        """The `sync` domain on the PLL's output, held in reset until the PLL locks
+        (``locked`` is not of the PLL's output clock, so the reset is released
+        through a synchroniser: asserted at once, released on the clock, two
+        flip-flops deep)."""
+        m.domains.sync = ClockDomain("sync")
+        locked = self._pll(m, platform, self.clock_mhz, o_clkout=ClockSignal("sync"))
         m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
 
     def _ddr3_clocks(self, m: Module, platform) -> DramPins:
@@ -146,18 +152,13 @@ class _BoardDesign(Elaboratable):
         the PHY's start-up (`init`). The PHY stops the edge clock and resets the
         divider while its DLL starts (``eclk_stop``/``eclk_reset``); `sync` is
         held in reset until the PLL locks and while the divider is reset."""
-        oscillator = platform.request(platform.default_clk, dir="-")
-        platform.add_file("vdla_pll.v", pll_verilog(
-            self.board, platform.default_clk_frequency / 1e6, 2 * self.clock_mhz,
-            DDR_INIT_CLOCK_MHZ))
-        m.submodules.oscillator = buffer = io.Buffer("i", oscillator)
         m.domains.sync = ClockDomain("sync")
         m.domains.sys2x = ClockDomain("sys2x", reset_less=True)
         m.domains.init = ClockDomain("init")
-        locked, fast = Signal(), Signal()
+        fast = Signal()
+        locked = self._pll(m, platform, 2 * self.clock_mhz, DDR_INIT_CLOCK_MHZ, o_clkout=fast,
+                           o_clkout1=ClockSignal("init"))
         dram = DramPins(platform.request("ddr3", 0, dir="-"), Signal(), Signal())
-        m.submodules.pll = Instance("vdla_pll", i_clkin=buffer.i, o_clkout=fast,
-                                    o_clkout1=ClockSignal("init"), o_locked=locked)
         m.submodules.edge_clock = Instance("ECLKSYNCB", i_ECLKI=fast, i_STOP=dram.eclk_stop,
                                            o_ECLKO=ClockSignal("sys2x"))
         m.submodules.divider = Instance("CLKDIVF", p_DIV="2.0", i_ALIGNWD=0,
@@ -296,10 +297,8 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     fmax: dict[str, float] = {}
     for clock, mhz in _FMAX.findall(timing):
         fmax[clock] = float(mhz)  # the last report (after routing) wins
-    utilization = {name: {"used": int(used), "available": int(available)}
-                   for name, used, available in UTILISATION.findall(timing) if int(used)}
     return BitstreamReport(board=board.name, config=config.name, output=str(output),
                            bytes=len(bitstream),
                            clock_mhz=clock_mhz or board.clock_mhz, fmax_by_clock=fmax,
                            seconds=round(time.monotonic() - began, 1), seed=seed,
-                           utilization=utilization)
+                           utilization=utilization(timing))

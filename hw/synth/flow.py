@@ -42,8 +42,8 @@ from vdla.hw.config import HwConfig
 from vdla.hw.synth.clock import record_fmax
 from vdla.hw.synth.fit import FitEstimate, check_fits, estimate_rtlil
 from vdla.hw.synth.parts import FAMILIES, FpgaPart, lookup_part, synth_options
-from vdla.hw.synth.reports import (DOES_NOT_FIT, UTILISATION, SynthReport, count_resources,
-                                   critical_paths, overflows)
+from vdla.hw.synth.reports import (DOES_NOT_FIT, SynthReport, count_resources,
+                                   critical_paths, overflows, utilization)
 from vdla.hw.synth.tools import SynthError, keep_tail, run, tool_path, tool_versions
 
 __all__ = ["script_after_read", "netlist", "block_verilog", "block_netlist", "core_netlist",
@@ -252,17 +252,15 @@ def _place(work: Path, target: str, part: FpgaPart, clock: float, out_of_context
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         if DOES_NOT_FIT.search(log + result.stderr):
             # nextpnr states what it packed before it gives up: how far over it is.
-            utilization = {name: {"used": int(used), "available": int(available)}
-                           for name, used, available in UTILISATION.findall(log)
-                           if int(used)}
-            return {**fields, "fits": False, "fmax_by_clock": {}, "utilization": utilization}
+            return {**fields, "fits": False, "fmax_by_clock": {},
+                    "utilization": utilization(log)}
         tail = "\n".join((log + result.stderr).strip().splitlines()[-30:])
         raise SynthError(f"nextpnr failed (exit {result.returncode}); last lines:\n{tail}")
     pnr = json.loads((work / "pnr.json").read_text())
     fmax = {name: round(float(entry["achieved"]), 2) for name, entry in pnr.get("fmax", {}).items()}
-    utilization = {name: {"used": int(entry["used"]), "available": int(entry["available"])}
-                   for name, entry in pnr.get("utilization", {}).items() if entry.get("used")}
-    return {**fields, "fits": True, "fmax_by_clock": fmax, "utilization": utilization,
+    used = {name: {"used": int(entry["used"]), "available": int(entry["available"])}
+            for name, entry in pnr.get("utilization", {}).items() if entry.get("used")}
+    return {**fields, "fits": True, "fmax_by_clock": fmax, "utilization": used,
             "fmax_mhz": min(fmax.values()) if fmax else None,
             "critical_paths": critical_paths(pnr)}
 

@@ -9,7 +9,7 @@ import re
 from vdla.hw.synth.parts import PARTS, FpgaPart
 
 __all__ = ["SynthReport", "count_resources", "overflows", "critical_paths", "DOES_NOT_FIT",
-           "UTILISATION", "RESOURCE_NAMES"]
+           "UTILISATION", "utilization", "RESOURCE_NAMES"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +188,13 @@ DOES_NOT_FIT = re.compile(r"exceeds|Unable to place|Unable to find a placement|n
 
 # A line of nextpnr's "Device utilisation" block: "Info:  ICESTORM_LC:  7981/  5280  151%".
 UTILISATION = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.MULTILINE)
+
+
+def utilization(log: str) -> dict[str, dict[str, int]]:
+    """nextpnr's "Device utilisation" in ``log``: each cell type it uses -> ``{"used",
+    "available"}``."""
+    return {name: {"used": int(used), "available": int(available)}
+            for name, used, available in UTILISATION.findall(log) if int(used)}
 
 
 
