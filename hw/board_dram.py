@@ -38,9 +38,10 @@ sequence and read leveling through it (`sim.dram_bringup`).
 
 In simulation the controller drives LiteDRAM's DRAM module model; for a
 bitstream (``pins`` given, `DramPins`) it drives the DRAM's real PHY on the
-board's pins, clocked as the board's clock generator makes its ``sys2x`` and
-``init`` domains (`hw.boards`), and tells it when to stop and reset the
-``sys2x`` clock during the PHY's start-up.
+board's pins (`board_pin`), in the clock domains the PHY names, which the
+board's clock generator makes (`hw.boards`; the ECP5 DDR3 PHY's ``sys2x`` and
+``init``), and passes it the PHY's controls (the ECP5 DDR3 PHY stops and
+resets the ``sys2x`` clock during its start-up).
 
 Read and write bursts take turns when both wait. Addresses wrap at the
 DRAM's size. ``done`` of the accelerator comes after its last write was taken
@@ -53,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 
 from amaranth import Cat, ClockSignal, Instance, Module, Mux, ResetSignal, Signal
-from amaranth.lib import wiring
+from amaranth.lib import io, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
@@ -63,7 +64,7 @@ from vdla.hw.layouts import burst_beats_bits, log2
 from vdla.hw.litedram_gen import (CSR_ADDRESS_BITS, CSR_DATA_BITS, LITEDRAM_PHY_TOP_NAME,
                                   LITEDRAM_TOP_NAME, MODULES, litedram_verilog)
 
-__all__ = ["DramMemory", "DramPins", "DRAM_KINDS", "READ_FIFO_DEPTH", "csr_ports"]
+__all__ = ["DramMemory", "DramPins", "DRAM_KINDS", "READ_FIFO_DEPTH", "board_pin", "csr_ports"]
 
 DRAM_KINDS = tuple(MODULES)
 # Read data buffered towards the accelerator (and reads in flight at most):
@@ -85,15 +86,32 @@ class DramPins:
     ----------
     pins : object
         The platform's DRAM resource, requested with ``dir="-"`` (amaranth-boards'
-        ``ddr3``: ``a``, ``ba``, ``ras``, ``cas``, ``we``, ``clk_en``, ``odt``,
-        ``clk``, ``dq``, ``dqs``, ``dm``); the PHY drives the pins themselves.
-    eclk_stop, eclk_reset : Signal
-        To the clock generator's ``ECLKSYNCB`` stop and ``CLKDIVF`` reset.
+        ``ddr3`` or ``sdram``); the PHY drives the pins themselves.
+    controls : dict of str to Signal
+        The PHY's outputs to the board's clock generator, by name
+        (`hw.litedram_gen.PhyKind.controls`: the ECP5 DDR3 PHY's ``eclk_stop``
+        and ``eclk_reset``).
     """
 
     pins: object
-    eclk_stop: Signal
-    eclk_reset: Signal
+    controls: dict = dataclasses.field(default_factory=dict)
+
+
+def board_pin(pins, pad: str):
+    """The raw pin of amaranth-boards' DRAM resource ``pins`` that LiteDRAM's pad
+    ``pad`` drives and whether it is bidirectional, or None where the board has
+    none (the ECPIX-5's DDR3 ``reset_n``). LiteDRAM's ``ras_n``, ``cas_n``, ``we_n``, ``cs_n`` are the
+    levels of amaranth-boards' inverted ``ras``, ``cas``, ``we``, ``cs``; its
+    ``cke`` is ``clk_en``, its ``dm`` the SDRAM's ``dqm``; of a differential
+    pair (``clk_p``, ``dqs_p``) the ``p`` pin, which the ECP5 drives as a pair
+    by its differential I/O type."""
+    name = {"cke": "clk_en"}.get(pad, pad.removesuffix("_n").removesuffix("_p"))
+    if name == "dm" and not hasattr(pins, "dm"):
+        name = "dqm"
+    if not hasattr(pins, name):
+        return None
+    port = getattr(pins, name)
+    return (port.p if pad.endswith("_p") else port.io), port.direction == io.Direction.Bidir
 
 
 class DramMemory(wiring.Component):
@@ -118,28 +136,26 @@ class DramMemory(wiring.Component):
         self.memory_bytes = MODULES[kind].size_bytes
         super().__init__({**memory_ports(config, host_busy=True), **csr_ports()})
 
-    def _controller(self, ports: dict) -> Instance:
-        """The generated controller with ``ports`` (its user port) and the CSR bus:
-        the model's, or with ``pins`` the PHY's on the board's pins and clocks."""
+    def _controller(self, generated, ports: dict) -> Instance:
+        """The ``generated`` controller with ``ports`` (its user port) and the CSR
+        bus: the model's, or with ``pins`` the PHY's on the board's pins, in its
+        clock domains (the board's clock generator makes them)."""
         csr = dict(i_csr_adr=self.csr_addr, i_csr_we=self.csr_write, i_csr_dat_w=self.csr_wdata,
                    o_csr_dat_r=self.csr_rdata)
-        clocks = dict(i_sys_clk=ClockSignal(), i_sys_rst=ResetSignal())
+        clocks = {}
+        for name, domain in (("sys", "sync"), *((name, name) for name in generated.clocks)):
+            clocks[f"i_{name}_clk"] = ClockSignal(domain)
+            clocks[f"i_{name}_rst"] = ResetSignal(domain, allow_reset_less=True)
         if self.pins is None:
             return Instance(LITEDRAM_TOP_NAME, **clocks, **ports, **csr)
-        pins = self.pins.pins
-        # The raw pins: LiteDRAM's signals are the pins' levels (``ras_n`` is the
-        # pin of amaranth-boards' inverted ``ras``); a differential pair's ``p``
-        # pin, which the ECP5 drives as a pair by its SSTL15D I/O type.
-        wires = {"a": pins.a, "ba": pins.ba, "ras_n": pins.ras, "cas_n": pins.cas,
-                 "we_n": pins.we, "cke": pins.clk_en, "odt": pins.odt, "clk_p": pins.clk.p,
-                 "dm": pins.dm}
-        return Instance(
-            LITEDRAM_PHY_TOP_NAME, **clocks, **ports, **csr,
-            i_sys2x_clk=ClockSignal("sys2x"), i_sys2x_rst=0,
-            i_init_clk=ClockSignal("init"), i_init_rst=ResetSignal("init"),
-            o_eclk_stop=self.pins.eclk_stop, o_eclk_reset=self.pins.eclk_reset,
-            **{f"o_ddram_{name}": getattr(port, "io", port) for name, port in wires.items()},
-            io_ddram_dq=pins.dq.io, io_ddram_dqs_p=pins.dqs.p)
+        pins = {}
+        for pad in generated.pads:
+            found = board_pin(self.pins.pins, pad)
+            if found is not None:
+                pin, inout = found
+                pins[f"{'io' if inout else 'o'}_ddram_{pad}"] = pin
+        return Instance(LITEDRAM_PHY_TOP_NAME, **clocks, **ports, **csr, **pins,
+                        **{f"o_{name}": self.pins.controls[name] for name in generated.controls})
 
     def elaborate(self, platform):
         m = Module()
@@ -157,7 +173,7 @@ class DramMemory(wiring.Component):
         wdata_valid, wdata_ready = Signal(), Signal()
         wdata_data, wdata_we = Signal(port_bits), Signal(port_bytes)
         rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(port_bits)
-        m.submodules.controller = self._controller(dict(
+        m.submodules.controller = self._controller(generated, dict(
             i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
             i_wdata_valid=wdata_valid, o_wdata_ready=wdata_ready, i_wdata_data=wdata_data,
             i_wdata_we=wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,

@@ -98,8 +98,9 @@ class Board:
 
 
 BOARDS: dict[str, Board] = {board.name: board for board in (
+    # Its bitstream has the board's 32 MiB SDRAM through LiteDRAM (`hw.litedram_gen`).
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
-          BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0),
+          BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0, dram="litedram-sdram"),
     # The same core and board top on the ECPIX-5's speed-8 part, at its
     # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
     # Its bitstream has the board's 512 MiB DDR3 through LiteDRAM (`hw.litedram_gen`),

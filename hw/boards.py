@@ -69,10 +69,11 @@ class BitstreamReport:
 
 
 def pll_verilog(board: Board, input_mhz: float, output_mhz: float,
-                second_mhz: float | None = None) -> str:
+                second_mhz: float | None = None, second_phase: float = 0) -> str:
     """Verilog of a PLL module ``vdla_pll`` (``clkin`` -> ``clkout``, ``locked``; with
-    ``second_mhz``, an ECP5's second output ``clkout1``) for ``board``'s FPGA, from
-    Project Trellis's ``ecppll`` or IceStorm's ``icepll``.
+    ``second_mhz``, an ECP5's second output ``clkout1``, ``second_phase`` degrees
+    after the first) for ``board``'s FPGA, from Project Trellis's ``ecppll`` or
+    IceStorm's ``icepll``.
 
     On iCE40 it is an ``SB_PLL40_PAD``: its input must be the clock pin itself.
     """
@@ -85,7 +86,8 @@ def pll_verilog(board: Board, input_mhz: float, output_mhz: float,
                        "--clkout0_name", "clkout", "-i", f"{input_mhz:g}", "-o",
                        f"{output_mhz:g}", "-f", path.name]
             if second_mhz is not None:
-                command += ["--clkout1_name", "clkout1", "--clkout1", f"{second_mhz:g}"]
+                command += ["--clkout1_name", "clkout1", "--clkout1", f"{second_mhz:g}",
+                            "--phase1", f"{second_phase:g}"]
         else:
             command = [tool_path("yowasp-icepll"), "-i", f"{input_mhz:g}", "-o", f"{output_mhz:g}",
                        "-p", "-m", "-n", "vdla_pll", "-q", "-f", path.name]
@@ -120,12 +122,13 @@ class _BoardDesign(Elaboratable):
         self.board, self.config, self.clock_mhz, self.core = board, config, clock_mhz, core
 
     def _pll(self, m: Module, platform, output_mhz: float, second_mhz: float | None = None,
-             **outputs) -> Signal:
+             second_phase: float = 0, **outputs) -> Signal:
         """The FPGA's PLL from the board's oscillator, its outputs driving
         ``outputs`` (``o_clkout=...``); returns its ``locked``."""
         oscillator = platform.request(platform.default_clk, dir="-")
         platform.add_file("vdla_pll.v", pll_verilog(
-            self.board, platform.default_clk_frequency / 1e6, output_mhz, second_mhz))
+            self.board, platform.default_clk_frequency / 1e6, output_mhz, second_mhz,
+            second_phase))
         if self.board.target == "ice40":
             clock_in = oscillator.io  # SB_PLL40_PAD takes the pin itself
         else:
@@ -158,21 +161,38 @@ class _BoardDesign(Elaboratable):
         fast = Signal()
         locked = self._pll(m, platform, 2 * self.clock_mhz, DDR_INIT_CLOCK_MHZ, o_clkout=fast,
                            o_clkout1=ClockSignal("init"))
-        dram = DramPins(platform.request("ddr3", 0, dir="-"), Signal(), Signal())
-        m.submodules.edge_clock = Instance("ECLKSYNCB", i_ECLKI=fast, i_STOP=dram.eclk_stop,
+        stop, reset = Signal(), Signal()
+        m.submodules.edge_clock = Instance("ECLKSYNCB", i_ECLKI=fast, i_STOP=stop,
                                            o_ECLKO=ClockSignal("sys2x"))
         m.submodules.divider = Instance("CLKDIVF", p_DIV="2.0", i_ALIGNWD=0,
-                                        i_CLKI=ClockSignal("sys2x"), i_RST=dram.eclk_reset,
+                                        i_CLKI=ClockSignal("sys2x"), i_RST=reset,
                                         o_CDIVX=ClockSignal("sync"))
-        m.submodules.reset_sync = ResetSynchronizer(~locked | dram.eclk_reset, domain="sync")
+        m.submodules.reset_sync = ResetSynchronizer(~locked | reset, domain="sync")
         m.submodules.init_reset_sync = ResetSynchronizer(~locked, domain="init")
-        return dram
+        return DramPins(platform.request("ddr3", 0, dir="-"),
+                        {"eclk_stop": stop, "eclk_reset": reset})
+
+    def _sdram_clocks(self, m: Module, platform) -> DramPins:
+        """LiteX's SDR SDRAM clocking (litex-boards' ULX3S CRG): the design's `sync`
+        clock from the PLL, and the SDRAM's clock pin driven through a DDR output
+        register (high, then low) by a second output 90 degrees later, so the
+        SDRAM samples the PHY's commands and data mid-cycle."""
+        m.domains.sync = ClockDomain("sync")
+        m.domains.sdram_clock = ClockDomain("sdram_clock", reset_less=True)
+        locked = self._pll(m, platform, self.clock_mhz, self.clock_mhz, 90,
+                           o_clkout=ClockSignal("sync"), o_clkout1=ClockSignal("sdram_clock"))
+        m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
+        pins = platform.request("sdram", 0, dir="-")
+        m.submodules.sdram_clock = clock = io.DDRBuffer("o", pins.clk, o_domain="sdram_clock")
+        m.d.comb += [clock.o[0].eq(1), clock.o[1].eq(0)]
+        return DramPins(pins)
 
     def elaborate(self, platform):
         m = Module()
         dram_pins = None
         if self.board.dram is not None:
-            dram_pins = self._ddr3_clocks(m, platform)
+            clocking = {"ECP5DDRPHY": self._ddr3_clocks, "GENSDRPHY": self._sdram_clocks}
+            dram_pins = clocking[MODULES[self.board.dram].phy](m, platform)
             platform.add_file("litedram_phy.v", litedram_verilog(
                 MODULES[self.board.dram], self.config.dram_bus_bits, hardware=True).verilog)
         else:

@@ -41,17 +41,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from importlib import metadata
 
 from vdla.errors import VdlaError
 from vdla.hw import cache
 
-__all__ = ["DramError", "DramModule", "MODULES", "PHYS", "GeneratedController", "LITEDRAM_TOP_NAME",
-           "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog", "litedram_versions"]
+__all__ = ["DramError", "DramModule", "MODULES", "PHYS", "PhyKind", "GeneratedController",
+           "LITEDRAM_TOP_NAME", "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog", "litedram_versions"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
 LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
-RECIPE_VERSION = 5
+RECIPE_VERSION = 7
 VERILOG_NAME = "litedram.v"
 # The CSR bus: LiteX's 32-bit words, a bank per 0x800 bytes (its default paging),
 # the PHY's bank first (as LiteX's SoCs number them).
@@ -74,12 +75,20 @@ class GeneratedController:
     csrs : dict of str to int
         Each CSR's first word address on the CSR bus (``sdram_dfii_control``,
         ``sdram_dfii_pi0_command``...; with the PHY, its ``ddrphy_*`` too).
+    pads, clocks, controls : tuple of str
+        With the real PHY: LiteDRAM's names of the DRAM's pins (ports
+        ``ddram_<name>``), the PHY's clock domains beside ``sys`` (ports
+        ``<name>_clk``, ``<name>_rst``) and its outputs to the clock generator
+        (`PhyKind`); empty for the model.
     """
 
     verilog: str
     address_bits: int
     data_bits: int
     csrs: dict
+    pads: tuple[str, ...] = ()
+    clocks: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
 
 
 class DramError(VdlaError):
@@ -134,8 +143,9 @@ class DramModule:
 # The table of memory kinds (`hw.board_dram.DRAM_KINDS`, ``--board-memory``).
 MODULES = {
     # The ULX3S's 32 MB SDRAM (litex-boards' ulx3s target: MT48LC16M16, 16
-    # bits), at the ULX3S board's 50 MHz (`hw.board_table`).
-    "litedram-sdram": DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f"),
+    # bits, GENSDRPHY), at the ULX3S board's 50 MHz (`hw.board_table`).
+    "litedram-sdram": DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f",
+                                 phy="GENSDRPHY"),
     # The ECPIX-5's 512 MB DDR3 (litex-boards' ecpix5 target: MT41K256M16, 16
     # bits, ECP5DDRPHY at 1:2), at the ECPIX-5 board's 85 MHz: the DRAM at
     # 170 MHz, 340 MT/s (litex-boards runs it at 75 MHz by default).
@@ -161,19 +171,77 @@ def _ecp5_ddr3_phy(dram: DramModule, module):
     return ECP5DDRPHY(pads, sys_clk_freq=dram.clock_hz), pads
 
 
+def _sdram_phy(dram: DramModule, module):
+    """LiteDRAM's generic SDR PHY (`GENSDRPHY`, registers in the I/O cells) and its
+    pads (``a``, ``ba``, ``cs_n``, ``cke``, ``ras_n``, ``cas_n``, ``we_n``, ``dq``,
+    ``dm``; the SDRAM's clock is the board's, `hw.boards`)."""
+    from litedram.phy.gensdrphy import GENSDRPHY
+    from migen import Record
+    geometry = module.geom_settings
+    pads = Record([("a", geometry.addressbits), ("ba", geometry.bankbits), ("cs_n", 1),
+                   ("cke", 1), ("ras_n", 1), ("cas_n", 1), ("we_n", 1), ("dq", dram.data_bits),
+                   ("dm", dram.data_bits // 8)])
+    return GENSDRPHY(pads, sys_clk_freq=dram.clock_hz), pads
+
+
 def _ecp5_primitives() -> dict:
     """Migen's lowering of its generic I/O specials to ECP5 primitives, as LiteX's
     Trellis flow does: a tristate becomes a ``TRELLIS_IO``, so the PHY's
     tristate gearing (``TSHX2DQA``) drives the pad's ``T`` directly, as nextpnr
-    requires (a generic ``oe ? o : 'z`` leaves an inverter between them)."""
+    requires (a generic ``oe ? o : 'z`` leaves an inverter between them). Unlike
+    LiteX's, the ``TRELLIS_IO``'s pad is connected as an inout, so the generated
+    module's tristate pins are ``inout`` ports (LiteX's platform declares them
+    itself)."""
     from litex.build.lattice.common import lattice_ecp5_trellis_special_overrides
-    return lattice_ecp5_trellis_special_overrides
+    from migen import Instance, Module
+    from migen.fhdl.specials import Tristate
+
+    class TrellisTristate(Module):
+        def __init__(self, pad, o, oe, i):
+            for bit in range(len(pad)):
+                self.specials += Instance("TRELLIS_IO", p_DIR="BIDIR", io_B=pad[bit], i_I=o[bit],
+                                          o_O=i[bit], i_T=~oe)
+
+        @staticmethod
+        def lower(special):
+            return TrellisTristate(special.target, special.o, special.oe, special.i)
+
+    return {**lattice_ecp5_trellis_special_overrides, Tristate: TrellisTristate}
 
 
-# The PHYs a `DramModule` may name: each builds the PHY and its pads, and gives
-# the FPGA's lowering of the PHY's I/O specials.
-PHYS = {"ECP5DDRPHY": _ecp5_ddr3_phy}
-PHY_PRIMITIVES = {"ECP5DDRPHY": _ecp5_primitives}
+@dataclasses.dataclass(frozen=True)
+class PhyKind:
+    """A LiteDRAM PHY a `DramModule` may name.
+
+    Attributes
+    ----------
+    build : callable
+        ``(dram, module) -> (phy, pads)``: the PHY for the row at its clock, and
+        its pads (a Migen record whose fields are LiteDRAM's pin names).
+    clocks : tuple of str
+        Its clock domains beside ``sys`` (the generated module's ``<name>_clk``
+        and ``<name>_rst`` ports; the board's clock generator makes them).
+    controls : callable
+        ``phy -> {port: signal}``: what the PHY tells the clock generator.
+    primitives : callable
+        ``() -> overrides``: the board FPGA's lowering of Migen's I/O specials.
+    """
+
+    build: Callable
+    clocks: tuple[str, ...]
+    controls: Callable
+    primitives: Callable
+
+
+# The PHYs a `DramModule` may name. The ECP5's DDR3 PHY runs its DDR gearing at
+# twice the controller's clock (``sys2x``) and its DLL's start-up on ``init``,
+# stopping and resetting the ``sys2x`` clock's ECLKSYNCB/CLKDIVF meanwhile.
+PHYS = {
+    "ECP5DDRPHY": PhyKind(_ecp5_ddr3_phy, ("sys2x", "init"),
+                          lambda phy: {"eclk_stop": phy.init.stop, "eclk_reset": phy.init.reset},
+                          _ecp5_primitives),
+    "GENSDRPHY": PhyKind(_sdram_phy, (), lambda phy: {}, _ecp5_primitives),
+}
 
 
 def litedram_versions() -> str:
@@ -193,7 +261,7 @@ def _module(dram: DramModule):
         raise DramError(f"{dram.module} is a {module.memtype} module, not {dram.memtype}")
     if dram.phy is not None and dram.phy not in PHYS:
         raise DramError(f"phy: one of {', '.join(PHYS)}, got {dram.phy!r}")
-    phy, pads = PHYS[dram.phy](dram, module) if dram.phy else (None, None)
+    phy, pads = PHYS[dram.phy].build(dram, module) if dram.phy else (None, None)
     if phy is not None and dram.rate != f"1:{phy.settings.nphases}":
         raise DramError(f"{dram.phy} runs {phy.settings.nphases} DFI phases per controller "
                         f"cycle (1:{phy.settings.nphases}), not {dram.rate}")
@@ -267,14 +335,14 @@ def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedContr
     from migen import ClockDomain, Module
     from migen.fhdl.verilog import convert
 
+    kind = PHYS[dram.phy] if hardware else None
+
     class Top(Module, AutoCSR):
         def __init__(self):
             if hardware:
-                # sys: the controller's (and the design's) clock; sys2x: the PHY's
-                # DDR gearing at twice it; init: the PHY's DLL start-up sequence.
-                self.clock_domains.cd_sys = ClockDomain()
-                self.clock_domains.cd_sys2x = ClockDomain()
-                self.clock_domains.cd_init = ClockDomain()
+                # sys: the controller's (and the design's) clock; the PHY's own.
+                self.domains = [ClockDomain(name) for name in ("sys", *kind.clocks)]
+                self.clock_domains += self.domains
                 self.submodules.ddrphy = dram_phy = phy
             else:
                 self.submodules.ddrphy = dram_phy = SDRAMPHYModel(
@@ -286,23 +354,25 @@ def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedContr
             # The controller's CSRs (its DFI injector, through which the host runs
             # the DRAM's init sequence) and the PHY's (read leveling), on one bus.
             self.ios |= _add_csr_bus(self)
+            self.pads, self.controls = (), {}
             if hardware:
-                for field in pads.layout:
-                    getattr(pads, field[0]).name_override = f"ddram_{field[0]}"
-                # The PHY's start-up sequence stops and resets the sys2x clock's
-                # ECLKSYNCB/CLKDIVF, which the board's clock generator holds.
-                phy.init.stop.name_override = "eclk_stop"
-                phy.init.reset.name_override = "eclk_reset"
-                self.ios |= set(pads.flatten()) | {phy.init.stop, phy.init.reset}
-                self.ios |= {signal for domain in (self.cd_sys, self.cd_sys2x, self.cd_init)
+                self.pads = tuple(field[0] for field in pads.layout)
+                for name in self.pads:
+                    getattr(pads, name).name_override = f"ddram_{name}"
+                self.controls = kind.controls(phy)
+                for name, signal in self.controls.items():
+                    signal.name_override = name
+                self.ios |= set(pads.flatten()) | set(self.controls.values())
+                self.ios |= {signal for domain in self.domains
                              for signal in (domain.clk, domain.rst)}
 
     top = Top()
     name = LITEDRAM_PHY_TOP_NAME if hardware else LITEDRAM_TOP_NAME
-    overrides = PHY_PRIMITIVES[dram.phy]() if hardware else {}
+    overrides = kind.primitives() if hardware else {}
     return GeneratedController(str(convert(top, ios=top.ios, name=name,
                                            special_overrides=overrides)),
-                               top.port.address_width, top.port.data_width, _csr_map(top))
+                               top.port.address_width, top.port.data_width, _csr_map(top),
+                               top.pads, kind.clocks if hardware else (), tuple(top.controls))
 
 
 def litedram_verilog(dram: DramModule, bus_bits: int,
@@ -328,11 +398,11 @@ def litedram_verilog(dram: DramModule, bus_bits: int,
     def build(work):
         generated = _generate(dram, bus_bits, hardware)
         (work / VERILOG_NAME).write_text(generated.verilog)
-        (work / "ports.json").write_text(json.dumps(
-            {"address_bits": generated.address_bits, "data_bits": generated.data_bits,
-             "csrs": generated.csrs}, indent=1))
+        ports = {**dataclasses.asdict(generated), "verilog": None}     # the text: beside
+        (work / "ports.json").write_text(json.dumps(ports, indent=1))
     entry = cache.get_or_build("verilog", f"litedram-{key}", build, [VERILOG_NAME, "ports.json"],
                                what="LiteDRAM controller")
     ports = json.loads((entry.directory / "ports.json").read_text())
-    return GeneratedController((entry.directory / VERILOG_NAME).read_text(),
-                               ports["address_bits"], ports["data_bits"], ports["csrs"])
+    return GeneratedController(**{**ports, "verilog": (entry.directory / VERILOG_NAME).read_text(),
+                                  **{name: tuple(ports[name])
+                                     for name in ("pads", "clocks", "controls")}})
