@@ -142,3 +142,27 @@ def test_a_dram_board_runs_at_its_drams_clock():
     with pytest.raises(SynthError, match=r"the ecpix5-85f's DRAM runs at 85 MHz \(its LiteDRAM "
                                          r"timings and PHY settings are for that clock\), not 95"):
         build_bitstream("ecpix5-85f", Path("x.bit"), clock_mhz=95)
+
+
+def test_ulx3s_bitstream_reaches_the_sdram_through_litedrams_generic_phy():
+    """The ULX3S's bitstream: LiteDRAM's controller with the generic SDR PHY on
+    amaranth-boards' ``sdram`` pins, and the SDRAM's clock from a DDR output
+    register on a PLL output 90 degrees after the design's, as litex-boards'
+    ULX3S CRG makes it."""
+    import re
+    from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
+    board = BOARDS["ulx3s-85f"]
+    config = board.config
+    assert board.dram == "litedram-sdram" and MODULES[board.dram].phy == "GENSDRPHY"
+    files = _build_plan(board, config, StandIn(config))
+    text = files["top.il"]
+    phy = text[text.index(f"cell \\{LITEDRAM_PHY_TOP_NAME} "):]
+    phy = phy[:phy.index("\n  end\n")]
+    assert dict(re.findall(r"connect \\ddram_(\w+) \\sdram_0__(\w+?)__", phy)) == {
+        "a": "a", "ba": "ba", "cs_n": "cs", "cke": "clk_en", "ras_n": "ras", "cas_n": "cas",
+        "we_n": "we", "dq": "dq", "dm": "dqm"}
+    assert "sys2x_clk" not in phy and "eclk" not in phy
+    # The SDRAM's clock pin: high then low from a DDR register, on the shifted clock.
+    assert "cell \\ODDRX1F " in text
+    assert "output clkout1, // 50 MHz, 90 deg" in files["vdla_pll.v"]
+    assert 'LOCATE COMP "sdram_0__clk__io" SITE "F19";' in files["top.lpf"]

@@ -34,6 +34,8 @@ def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
     ddram = {name: port for name, port in _ports(text).items() if name.startswith("ddram_")}
     # 15 address lines and 3 bank bits (32768 rows x 8 banks), 16 data bits,
     # two byte lanes of strobes and masks.
+    assert generated.pads == tuple(name.removeprefix("ddram_") for name in ddram)
+    assert (generated.clocks, generated.controls) == (("sys2x", "init"), ("eclk_stop", "eclk_reset"))
     assert ddram == {"ddram_a": ("output", 15), "ddram_ba": ("output", 3),
                      "ddram_ras_n": ("output", 1), "ddram_cas_n": ("output", 1),
                      "ddram_we_n": ("output", 1), "ddram_cke": ("output", 1),
@@ -60,8 +62,26 @@ def test_ecp5_ddr3_controller_and_phy_ports_primitives_and_csrs():
         <= set(csrs)
 
 
+def test_ulx3s_sdram_controller_and_generic_phy():
+    """The ULX3S's SDRAM behind LiteDRAM's generic SDR PHY: its pins (the clock is
+    the board's, not the PHY's), no clock domain beside ``sys``, no controls,
+    the PHY's registers in the I/O cells, no PHY CSR (nothing to level)."""
+    generated = _generate(MODULES["litedram-sdram"], 64, hardware=True)
+    ports = _ports(generated.verilog)
+    assert {name: port for name, port in ports.items() if name.startswith("ddram_")} == {
+        "ddram_a": ("output", 13), "ddram_ba": ("output", 2), "ddram_cs_n": ("output", 1),
+        "ddram_cke": ("output", 1), "ddram_ras_n": ("output", 1), "ddram_cas_n": ("output", 1),
+        "ddram_we_n": ("output", 1), "ddram_dq": ("inout", 16), "ddram_dm": ("output", 2)}
+    assert generated.clocks == generated.controls == () and "sys2x_clk" not in ports
+    assert generated.pads == ("a", "ba", "cs_n", "cke", "ras_n", "cas_n", "we_n", "dq", "dm")
+    assert generated.verilog.count("TRELLIS_IO #(") == 16
+    assert not any(name.startswith("ddrphy_") for name in generated.csrs)
+
+
 def test_a_dram_without_a_phy_is_refused():
+    from vdla.hw.litedram_gen import DramModule
+    dram = DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f")
     with pytest.raises(DramError) as error:
-        _generate(MODULES["litedram-sdram"], 64, hardware=True)
+        _generate(dram, 64, hardware=True)
     assert str(error.value) == ("MT48LC16M16: the table names no PHY for it (phy=None): only the "
                                 "model is generated")

@@ -90,7 +90,7 @@ def test_ddr3_takes_the_ecp5_phys_settings():
     from litedram import modules
     dram = MODULES["litedram-ddr3"]
     module = getattr(modules, dram.module)(dram.clock_hz, dram.rate)
-    settings = PHYS[dram.phy](dram, module)[0].settings
+    settings = PHYS[dram.phy].build(dram, module)[0].settings
     # 1:2 at 85 MHz: the DRAM clock at 170 MHz, CL 6 / CWL 5 (JEDEC's lowest
     # bin), 64 DFI bits per phase (4 beats of 16), the PHY's read gearing.
     assert (settings.phytype, settings.memtype, settings.nphases, settings.dfi_databits,
@@ -104,7 +104,7 @@ def test_ddr3_takes_the_ecp5_phys_settings():
     (DramModule("MT41K256M16", "DDR3", 16, "1:4", 100e6, "ecpix5-85f", phy="ECP5DDRPHY"),
      "ECP5DDRPHY runs 2 DFI phases per controller cycle (1:2), not 1:4"),
     (DramModule("MT41K256M16", "DDR3", 16, "1:2", 100e6, "ecpix5-85f", phy="A7DDRPHY"),
-     "phy: one of ECP5DDRPHY, got 'A7DDRPHY'"),
+     "phy: one of ECP5DDRPHY, GENSDRPHY, got 'A7DDRPHY'"),
 ])
 def test_inconsistent_table_rows_are_refused(dram, message):
     with pytest.raises(DramError) as error:
