@@ -48,7 +48,8 @@ from vdla.errors import VdlaError
 from vdla.hw import cache
 
 __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "PhyKind", "GeneratedController",
-           "LITEDRAM_TOP_NAME", "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog", "litedram_versions"]
+           "LITEDRAM_TOP_NAME", "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog",
+           "litedram_versions"]
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
 LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
