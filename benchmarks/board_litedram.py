@@ -4,7 +4,7 @@ Runs ``--layer`` (default C2) of ResNet-18 on ``--sim board-sim`` with the
 board's memory replaced by the LiteDRAM controller and DRAM module model of
 ``--memory`` (`hw.litedram_gen.MODULES`: ``litedram-sdram``, the default, the
 ULX3S's MT48LC16M16 SDRAM at 50 MHz; ``litedram-ddr3``, the ECPIX-5's
-MT41K256M16 DDR3 behind the ECP5 DDR3 PHY's settings at 85 MHz), compiled for
+MT41K256M16 DDR3 behind the ECP5 DDR3 PHY's settings at 80 MHz), compiled for
 ``--config`` (default: the preset of that DRAM's board, ``ulx3s`` or
 ``ecpix5``), checks its output bit-exactly against the functional
 simulator's and numpy's, and reports its cycles beside those of the RTL tier

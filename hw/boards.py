@@ -6,7 +6,7 @@ it (`hw.config.PRESETS`), its memory and the UART's baud rate.
 and a LED (lit while a program runs) and runs the platform's build with the
 YoWASP tools (yosys, nextpnr, ecppack / icepack), so a bitstream needs
 nothing beyond ``pip install``. The design runs on the board's PLL, which
-makes `Board.clock_mhz` (ECPIX-5 85 MHz from 100, ULX3S 50 MHz from 25,
+makes `Board.clock_mhz` (ECPIX-5 80 MHz from 100, ULX3S 50 MHz from 25,
 iCEBreaker 27 MHz from 12) from the oscillator; nextpnr refuses a design
 that cannot meet it, so a bitstream that builds runs at that clock. A
 board's clock is one its preset's routed board top meets

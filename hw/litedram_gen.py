@@ -148,9 +148,9 @@ MODULES = {
     "litedram-sdram": DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f",
                                  phy="GENSDRPHY"),
     # The ECPIX-5's 512 MB DDR3 (litex-boards' ecpix5 target: MT41K256M16, 16
-    # bits, ECP5DDRPHY at 1:2), at the ECPIX-5 board's 85 MHz: the DRAM at
-    # 170 MHz, 340 MT/s (litex-boards runs it at 75 MHz by default).
-    "litedram-ddr3": DramModule("MT41K256M16", "DDR3", 16, "1:2", 85e6, "ecpix5-85f",
+    # bits, ECP5DDRPHY at 1:2), at the ECPIX-5 board's 80 MHz: the DRAM at
+    # 160 MHz, 320 MT/s (litex-boards runs it at 75 MHz by default).
+    "litedram-ddr3": DramModule("MT41K256M16", "DDR3", 16, "1:2", 80e6, "ecpix5-85f",
                                 phy="ECP5DDRPHY"),
 }
 

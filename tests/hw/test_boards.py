@@ -139,7 +139,7 @@ def test_ecpix5_bitstream_reaches_the_ddr3_through_litedrams_phy():
 
 
 def test_a_dram_board_runs_at_its_drams_clock():
-    with pytest.raises(SynthError, match=r"the ecpix5-85f's DRAM runs at 85 MHz \(its LiteDRAM "
+    with pytest.raises(SynthError, match=r"the ecpix5-85f's DRAM runs at 80 MHz \(its LiteDRAM "
                                          r"timings and PHY settings are for that clock\), not 95"):
         build_bitstream("ecpix5-85f", Path("x.bit"), clock_mhz=95)
 

@@ -267,6 +267,6 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
     # default, at its own board's clock, and its Fmax is remembered apart.
     ecpix5 = synth.place_and_route(PRESETS["ecpix5"], "ecp5")
     assert built[-1] == ("ecpix5-85f", "ecpix5") and ecpix5.top == "board"
-    assert (ecpix5.device, ecpix5.clock_mhz) == ("LFE5UM5G-85F-8BG554", 85.0)
+    assert (ecpix5.device, ecpix5.clock_mhz) == ("LFE5UM5G-85F-8BG554", 80.0)
     assert synth.known_fmax(PRESETS["ecpix5"])["device"] == ecpix5.device
     assert synth.known_fmax(PRESETS["ulx3s"])["device"] == "LFE5U-85F"

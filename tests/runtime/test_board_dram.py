@@ -91,7 +91,7 @@ def test_ddr3_takes_the_ecp5_phys_settings():
     dram = MODULES["litedram-ddr3"]
     module = getattr(modules, dram.module)(dram.clock_hz, dram.rate)
     settings = PHYS[dram.phy].build(dram, module)[0].settings
-    # 1:2 at 85 MHz: the DRAM clock at 170 MHz, CL 6 / CWL 5 (JEDEC's lowest
+    # 1:2 at 80 MHz: the DRAM clock at 160 MHz, CL 6 / CWL 5 (JEDEC's lowest
     # bin), 64 DFI bits per phase (4 beats of 16), the PHY's read gearing.
     assert (settings.phytype, settings.memtype, settings.nphases, settings.dfi_databits,
             settings.cl, settings.cwl) == ("ECP5DDRPHY", "DDR3", 2, 64, 6, 5)
