@@ -53,7 +53,7 @@ __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "PhyKind", "GeneratedCo
 
 LITEDRAM_TOP_NAME = "vdla_litedram"
 LITEDRAM_PHY_TOP_NAME = "vdla_litedram_phy"
-RECIPE_VERSION = 7
+RECIPE_VERSION = 8
 VERILOG_NAME = "litedram.v"
 # The CSR bus: LiteX's 32-bit words, a bank per 0x800 bytes (its default paging),
 # the PHY's bank first (as LiteX's SoCs number them).
@@ -189,25 +189,16 @@ def _ecp5_primitives() -> dict:
     """Migen's lowering of its generic I/O specials to ECP5 primitives, as LiteX's
     Trellis flow does: a tristate becomes a ``TRELLIS_IO``, so the PHY's
     tristate gearing (``TSHX2DQA``) drives the pad's ``T`` directly, as nextpnr
-    requires (a generic ``oe ? o : 'z`` leaves an inverter between them). Unlike
-    LiteX's, the ``TRELLIS_IO``'s pad is connected as an inout, so the generated
-    module's tristate pins are ``inout`` ports (LiteX's platform declares them
-    itself)."""
+    requires (a generic ``oe ? o : 'z`` leaves an inverter between them). As in
+    LiteX, the ``TRELLIS_IO``'s pad pin ``B`` is connected as an input, so the
+    generated module declares its tristate pins (``dq``, ``dqs_p``) ``input``:
+    Yosys then leaves the top's inout pin to that pad, which nextpnr merges with
+    it. (Connected as an inout, Yosys gave the top's pin a constant driver of its
+    own, nextpnr placed a second buffer there, and the PHY's I/O registers were
+    left without a pin: "IOLOGIC functionality ... can only be used with
+    pin-constrained PIO".)"""
     from litex.build.lattice.common import lattice_ecp5_trellis_special_overrides
-    from migen import Instance, Module
-    from migen.fhdl.specials import Tristate
-
-    class TrellisTristate(Module):
-        def __init__(self, pad, o, oe, i):
-            for bit in range(len(pad)):
-                self.specials += Instance("TRELLIS_IO", p_DIR="BIDIR", io_B=pad[bit], i_I=o[bit],
-                                          o_O=i[bit], i_T=~oe)
-
-        @staticmethod
-        def lower(special):
-            return TrellisTristate(special.target, special.o, special.oe, special.i)
-
-    return {**lattice_ecp5_trellis_special_overrides, Tristate: TrellisTristate}
+    return lattice_ecp5_trellis_special_overrides
 
 
 @dataclasses.dataclass(frozen=True)
