@@ -9,10 +9,11 @@ bitstream's size and the build's wall time.
 
 Usage::
 
-    python benchmarks/bitstream.py [--board ecpix5-85f] [--seeds 1,2]
+    python benchmarks/bitstream.py [--board ecpix5-85f] [--seeds default,1,2]
 
 Prints the figures and writes them into ``benchmarks/results/bitstream.json``
-under ``<board> seed <n>`` (other records are kept).
+under ``<board> seed <n>`` (other records are kept). ``default`` is nextpnr's
+own seed, the one ``vdla hw bitstream`` uses without ``--seed``.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ from board_litedram import save_record  # benchmarks/, the script's own folder
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="ecpix5-85f", choices=sorted(BOARDS))
-    parser.add_argument("--seeds", default="1", help="comma-separated nextpnr seeds")
+    parser.add_argument("--seeds", default="default",
+                        help="comma-separated nextpnr seeds ('default': nextpnr's own)")
     args = parser.parse_args()
     board = BOARDS[args.board]
-    for seed in (int(text) for text in args.seeds.split(",")):
+    for text in args.seeds.split(","):
+        seed = None if text == "default" else int(text)
         record = {"board": board.name, "config": board.preset, "device": board.device,
                   "memory": board.dram or f"{board.memory_kind} ({board.memory_bytes} B on chip)",
                   "clock_mhz": board.clock_mhz, "seed": seed}
@@ -50,7 +53,7 @@ def main() -> None:
                 record.update(met=True, bytes=report.bytes, fmax_by_clock=report.fmax_by_clock,
                               utilization=report.utilization, seconds=report.seconds)
         record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
-        save_record("bitstream.json", f"{board.name} seed {seed}", record)
+        save_record("bitstream.json", f"{board.name} seed {text}", record)
 
 
 if __name__ == "__main__":
