@@ -305,7 +305,9 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
             # nextpnr's own first error says why (e.g. a clock it cannot meet).
             cause = next((line.removeprefix("ERROR: ") for line in lines
                           if line.startswith("ERROR:")), str(error))
-            hint = "; a lower --clock-mhz may meet timing" if "FAIL at" in cause else ""
+            # A DRAM's board runs at the DRAM's clock: another placement, not another clock.
+            remedy = "another --seed" if board.dram else "a lower --clock-mhz"
+            hint = f"; {remedy} may meet timing" if "FAIL at" in cause else ""
             tail = "\n".join(lines[-20:])
             raise SynthError(f"building the {board.name} bitstream failed: {cause}{hint}\n"
                              f"{tail}") from None
