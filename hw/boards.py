@@ -13,7 +13,7 @@ board's clock is one its preset's routed board top meets
 (benchmarks/README.md, "Synthesis, Fmax and time").
 
 The memory is the board's DRAM where `Board.dram` names one (the ECPIX-5's
-DDR3): LiteDRAM's controller with the DRAM's PHY on the board's pins
+DDR3, the ULX3S's SDRAM): LiteDRAM's controller with the DRAM's PHY on the board's pins
 (`hw.litedram_gen`, `hw.board_dram`), clocked as LiteX clocks it; else
 on-chip memory standing in for DRAM.
 
@@ -116,7 +116,8 @@ DDR_INIT_CLOCK_MHZ = 25.0
 
 class _BoardDesign(Elaboratable):
     """`BoardTop` with a platform's UART pins and LED, clocked by the FPGA's PLL;
-    with the board's DRAM (`Board.dram`) on its pins through LiteDRAM's PHY."""
+    with the board's DRAM (`Board.dram`) on its pins through LiteDRAM's PHY,
+    clocked as that PHY needs."""
 
     def __init__(self, board: Board, config: HwConfig, clock_mhz: float, core=None):
         self.board, self.config, self.clock_mhz, self.core = board, config, clock_mhz, core
