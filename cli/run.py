@@ -132,9 +132,10 @@ def _draw_timeline(path: str, result, program, window) -> str:
 @click.option("--baud", type=click.IntRange(min=1), default=None,
               help=f"--sim board: the bitstream's UART baud rate (default {BAUD}).")
 @click.option("--board-memory", type=click.Choice(sorted(DRAM_MODULES)), default=None,
-              help="--sim board-sim: a DRAM behind a LiteDRAM controller in place of the "
-                   "board's on-chip memory (litedram-sdram: the ULX3S's 32 MiB SDRAM; "
-                   "litedram-ddr3: the ECPIX-5's 512 MiB DDR3; needs the dram extra).")
+              help="--sim board-sim: the DRAM behind a LiteDRAM controller (litedram-sdram: "
+                   "the ULX3S's 32 MiB SDRAM; litedram-ddr3: the ECPIX-5's 512 MiB DDR3; "
+                   "needs the dram extra). Default: the memory of the config's board as its "
+                   "bitstream has it (ulx3s: the SDRAM, ecpix5: the DDR3), else on-chip.")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option

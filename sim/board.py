@@ -272,11 +272,15 @@ def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
     from vdla.hw.board_table import BOARDS
     from vdla.hw.litedram_gen import MODULES
     from vdla.sim.board_sim import SimulatedBoard
-    # A board preset's config is simulated with its board's memory, unless
-    # ``memory_kind`` names another (a DRAM of `hw.litedram_gen.MODULES`: its size).
-    board_of = next((b for b in BOARDS.values() if b.config.same_hardware(config)), None)
+    # A board preset's config is simulated with its board's memory, as the board's
+    # bitstream has it (its DRAM, `Board.dram`, or on-chip memory), unless
+    # ``memory_kind`` names another (a DRAM of `hw.litedram_gen.MODULES`: its
+    # size). The board whose preset the config is, else one with its hardware
+    # (`ulx3s` and `ecpix5` are one hardware on two boards).
+    same = [b for b in BOARDS.values() if b.config.same_hardware(config)]
+    board_of = next((b for b in same if b.preset == config.name), same[0] if same else None)
     if memory_kind is None:
-        memory_kind = board_of.memory_kind if board_of else "bram"
+        memory_kind = (board_of.dram or board_of.memory_kind) if board_of else "bram"
     kinds = (*MEMORY_KINDS, *MODULES)
     if memory_kind not in kinds:
         raise BoardError(f"memory_kind: one of {', '.join(kinds)}, got {memory_kind!r}")

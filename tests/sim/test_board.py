@@ -17,6 +17,7 @@ from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
 from vdla.hw.board_table import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
+from vdla.hw.litedram_gen import MODULES
 from vdla.sim.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.runner import AccelRunner
 from vdla.sim.backends import get_backend
@@ -55,8 +56,9 @@ def test_compiled_layer_runs_bit_exactly_through_the_uart(op):
 
 @pytest.mark.parametrize("name", ["icebreaker", "ecpix5-85f"])
 def test_board_preset_runs_a_layer_on_its_board_top(name):
-    """A board's own board top (its preset, its memory kind: the iCEBreaker's
-    single-port RAMs, the ECPIX-5's block RAM): a layer whose DRAM image is
+    """A board's own board top (its preset, its memory as its bitstream has it:
+    the iCEBreaker's single-port RAMs, the ECPIX-5's DDR3 behind LiteDRAM, its
+    model here, brought up by the host first): a layer whose DRAM image is
     larger than a few KiB, against numpy; the counters the preset has come back
     over the UART (the iCEBreaker's only one, ``cycles``)."""
     board = BOARDS[name]
@@ -67,8 +69,10 @@ def test_board_preset_runs_a_layer_on_its_board_top(name):
     assert program.dram_bytes > 4096
     inputs = op.random_inputs(np.random.default_rng(5))
     backend = get_backend("board-sim", config)
-    assert backend.memory_bytes == board.memory_bytes
-    assert backend.link.transport.memory_kind == board.memory_kind
+    kind = board.dram or board.memory_kind
+    assert backend.link.transport.memory_kind == kind
+    assert backend.memory_bytes == (MODULES[kind].size_bytes if board.dram else board.memory_bytes)
+    assert (backend.bring_up is not None) == (board.dram is not None)
     result = AccelRunner(config, sim="board-sim").run(program, inputs)
     np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
     # COUNTERS sends the counters the preset has (`event_counters` 0: cycles only).
