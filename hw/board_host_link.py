@@ -69,7 +69,7 @@ class HostLink(wiring.Component):
         self.dram_phy = dram_phy
         self.has_csr = memory_kind in DRAM_KINDS
         # A DRAM keeps a read's word in a register once ``host_busy`` falls.
-        self.read_latency = 1 if memory_kind in DRAM_KINDS else read_latency(memory_kind)
+        self.read_latency = 1 if self.has_csr else read_latency(memory_kind)
         members = {
             "rx": In(stream.Signature(8)),
             "tx": Out(stream.Signature(8)),

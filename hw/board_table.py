@@ -101,12 +101,11 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
     # Its bitstream has the board's 32 MiB SDRAM through LiteDRAM (`hw.litedram_gen`).
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
           BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0, dram="litedram-sdram"),
-    # The same core and board top on the ECPIX-5's speed-8 part, at its
-    # oscillator's 100 MHz (benchmarks/README.md, "ECPIX-5").
-    # Its bitstream has the board's 512 MiB DDR3 through LiteDRAM (`hw.litedram_gen`),
+    # The same core on the ECPIX-5's speed-8 part (benchmarks/README.md, "ECPIX-5"),
+    # its bitstream with the board's 512 MiB DDR3 through LiteDRAM (`hw.litedram_gen`),
     # at 80 MHz: with the controller and PHY the board top routed at 90.9-94.7 MHz
     # at a 100 MHz goal, 83.9-89.9 at 85 (three placements each), so it runs at 80
-    # (benchmarks/README.md, "The ECPIX-5's bitstream with its DDR3").
+    # (benchmarks/README.md, "The boards' bitstreams with their DRAMs").
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
           BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=80.0, led="rgb_led.g",
           dram="litedram-ddr3"),

@@ -139,13 +139,15 @@ class _BoardDesign(Elaboratable):
         m.submodules.pll = Instance("vdla_pll", i_clkin=clock_in, o_locked=locked, **outputs)
         return locked
 
-    def _clocks(self, m: Module, platform) -> None:
+    def _clocks(self, m: Module, platform, second_mhz: float | None = None,
+                second_phase: float = 0, **outputs) -> None:
         """The `sync` domain on the PLL's output, held in reset until the PLL locks
         (``locked`` is not of the PLL's output clock, so the reset is released
         through a synchroniser: asserted at once, released on the clock, two
-        flip-flops deep)."""
+        flip-flops deep); ``outputs`` takes the PLL's second output, if any."""
         m.domains.sync = ClockDomain("sync")
-        locked = self._pll(m, platform, self.clock_mhz, o_clkout=ClockSignal("sync"))
+        locked = self._pll(m, platform, self.clock_mhz, second_mhz, second_phase,
+                           o_clkout=ClockSignal("sync"), **outputs)
         m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
 
     def _ddr3_clocks(self, m: Module, platform) -> DramPins:
@@ -178,11 +180,8 @@ class _BoardDesign(Elaboratable):
         clock from the PLL, and the SDRAM's clock pin driven through a DDR output
         register (high, then low) by a second output 90 degrees later, so the
         SDRAM samples the PHY's commands and data mid-cycle."""
-        m.domains.sync = ClockDomain("sync")
         m.domains.sdram_clock = ClockDomain("sdram_clock", reset_less=True)
-        locked = self._pll(m, platform, self.clock_mhz, self.clock_mhz, 90,
-                           o_clkout=ClockSignal("sync"), o_clkout1=ClockSignal("sdram_clock"))
-        m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
+        self._clocks(m, platform, self.clock_mhz, 90, o_clkout1=ClockSignal("sdram_clock"))
         pins = platform.request("sdram", 0, dir="-")
         m.submodules.sdram_clock = clock = io.DDRBuffer("o", pins.clk, o_domain="sdram_clock")
         m.d.comb += [clock.o[0].eq(1), clock.o[1].eq(0)]

@@ -266,11 +266,16 @@ def dram_settings(dram: DramModule) -> tuple:
     memory type. The host's bring-up (`sim.dram_bringup`) derives the init
     sequence and the read leveling from them."""
     module, phy, _ = _module(dram)
+    return _phy_settings(dram, phy), module.timing_settings
+
+
+def _phy_settings(dram: DramModule, phy):
+    """``phy``'s settings, or the model's own for ``dram``'s memory type (no PHY)."""
     if phy is not None:
-        return phy.settings, module.timing_settings
+        return phy.settings
     from litedram.phy.model import get_sdram_phy_settings
-    return (get_sdram_phy_settings(memtype=dram.memtype, data_width=dram.data_bits,
-                                   clk_freq=dram.clock_hz), module.timing_settings)
+    return get_sdram_phy_settings(memtype=dram.memtype, data_width=dram.data_bits,
+                                  clk_freq=dram.clock_hz)
 
 
 def _user_port(core, bus_bits: int):
@@ -338,7 +343,7 @@ def _generate(dram: DramModule, bus_bits: int, hardware: bool) -> GeneratedContr
                 self.submodules.ddrphy = dram_phy = phy
             else:
                 self.submodules.ddrphy = dram_phy = SDRAMPHYModel(
-                    module, settings=dram_settings(dram)[0], data_width=dram.data_bits,
+                    module, settings=_phy_settings(dram, phy), data_width=dram.data_bits,
                     clk_freq=dram.clock_hz)
             self.submodules.sdram = core = LiteDRAMCore(dram_phy, module.geom_settings,
                                                         module.timing_settings, dram.clock_hz)

@@ -68,6 +68,8 @@ mode register 0 (tMOD: 12 clocks = 60 ns) and after ZQ calibration (tZQinit:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import operator
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -158,6 +160,11 @@ def _dfii_bits(phy_settings, timing_settings) -> dict[str, int]:
     return bits
 
 
+def _combine(bits: dict[str, int], names) -> int:
+    """The DFII bits ``names`` OR-ed together."""
+    return functools.reduce(operator.or_, (bits[name] for name in names), 0)
+
+
 def _init_sequence(phy_settings, timing_settings, bits):
     """`get_sdram_phy_init_sequence` as (comment, address, bank, is_control, value, loops)."""
     from litedram.init import get_sdram_phy_init_sequence
@@ -174,10 +181,7 @@ def _init_sequence(phy_settings, timing_settings, bits):
         if not is_control and not all(name.startswith("DFII_COMMAND_") for name in names):
             raise DramBringUpError(f"init sequence entry {comment!r} mixes control and "
                                    f"command bits: {command}")
-        value = 0
-        for name in names:
-            value |= bits[name]
-        entries.append((comment, address, bank, is_control, value, loops))
+        entries.append((comment, address, bank, is_control, _combine(bits, names), loops))
     return entries
 
 
@@ -209,10 +213,6 @@ def _lfsr32(previous: int) -> int:
     lsb = previous & 1
     previous >>= 1
     return previous ^ _LFSR32_TAPS if lsb else previous
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
 
 
 class _Host:
@@ -268,28 +268,28 @@ class _Host:
     def cdelay(self, loops: int) -> None:
         self.sleep(_seconds(self.dram, loops))
 
+    def at(self, phase: int, address: int = 0, bank: int = 0) -> None:
+        """Phase ``phase``'s address and bank address (``sdram_dfii_pi*_address``,
+        ``_baddress``), as the BIOS writes them before a command."""
+        self.write(f"sdram_dfii_pi{phase}_address", address)
+        self.write(f"sdram_dfii_pi{phase}_baddress", bank)
+
     def command(self, phase: int, command: int) -> None:
         """``command_p<phase>``: the command, then command_issue."""
         self.write(f"sdram_dfii_pi{phase}_command", command)
         self.write(f"sdram_dfii_pi{phase}_command_issue", 1)
 
     def command_bits(self, *names: str) -> int:
-        value = 0
-        for name in names:
-            value |= self.bits[f"DFII_COMMAND_{name}"]
-        return value
+        return _combine(self.bits, [f"DFII_COMMAND_{name}" for name in names])
 
     def control(self, *names: str) -> None:
-        value = 0
-        for name in names:
-            value |= self.bits[f"DFII_CONTROL_{name}"]
-        self.write("sdram_dfii_control", value)
+        self.write("sdram_dfii_control",
+                   _combine(self.bits, [f"DFII_CONTROL_{name}" for name in names]))
 
     # ------------------------------------------------------------ init sequence
     def init_sequence(self, entries) -> None:
         for _, address, bank, is_control, value, loops in entries:
-            self.write("sdram_dfii_pi0_address", address)
-            self.write("sdram_dfii_pi0_baddress", bank)
+            self.at(0, address, bank)
             if is_control:
                 self.write("sdram_dfii_control", value)
             else:
@@ -324,8 +324,7 @@ class _Host:
 
     def row_command(self, command: int) -> None:
         """Phase 0 at bank 0, address 0 (activate / precharge the test row), then cdelay(15)."""
-        self.write("sdram_dfii_pi0_address", 0)
-        self.write("sdram_dfii_pi0_baddress", 0)
+        self.at(0)
         self.command(0, command)
         self.cdelay(_COMMAND_LOOPS)
 
@@ -337,14 +336,12 @@ class _Host:
             # csr_wr_buf_uint8: byte 0 is the most significant byte of the CSR.
             self.write(f"sdram_dfii_pi{phase}_wrdata", int.from_bytes(data, "big"), self.data_words)
         wrphase, rdphase = int(self.settings.wrphase), int(self.settings.rdphase)
-        self.write(f"sdram_dfii_pi{wrphase}_address", 0)
-        self.write(f"sdram_dfii_pi{wrphase}_baddress", 0)
+        self.at(wrphase)
         self.command(wrphase, self.command_bits("CAS", "WE", "CS", "WRDATA"))
         self.cdelay(_COMMAND_LOOPS)
         if self.burstdet:
             self.write("ddrphy_burstdet_clr", 1)
-        self.write(f"sdram_dfii_pi{rdphase}_address", 0)
-        self.write(f"sdram_dfii_pi{rdphase}_baddress", 0)
+        self.at(rdphase)
         self.command(rdphase, self.command_bits("CAS", "CS", "RDDATA"))
         self.cdelay(_COMMAND_LOOPS)
         self.row_command(self.command_bits("RAS", "WE", "CS"))
@@ -369,8 +366,8 @@ class _Host:
                     ibo = 4
                 lanes = [offset, offset + 1] if self.dq_dqs_ratio == 16 else [offset]
                 for lane in lanes:
-                    errors += _popcount(((written[phase][lane] >> ibo) & mask)
-                                        ^ ((read_bytes[lane] >> ibo) & mask))
+                    errors += (((written[phase][lane] >> ibo) & mask)
+                               ^ ((read_bytes[lane] >> ibo) & mask)).bit_count()
         if self.burstdet and not (self.read("ddrphy_burstdet_seen") >> module) & 1:
             errors += 1
         return errors
