@@ -5,15 +5,25 @@ grid of `Tiling.grid` blocks of `Tiling.threads` threads. Every shape is a
 compile-time constant (a kernel is generated per layer), so the index
 arithmetic folds and the loops unroll. Each block:
 
-1. for each K step of ``block_k`` reduction words: stages an A tile
+1. for each K step of ``block_k`` reduction words: stores the step's A tile
    (``block_k x block_m`` words gathered from the NCHW input, 4 int8 channels
-   packed per word, zeros for padding) and a B tile (``block_k x block_n``
-   words of the packed weights, `Tiling.pack_weight`) in shared memory;
-2. after a barrier, each thread accumulates its ``thread_m x thread_n``
-   register tile with ``__dp4a`` (int8) or FMAs (fp16/fp32, fp32 accumulate);
+   packed per word, zeros for padding) and B tile (``block_k x block_n``
+   words of the packed weights, `Tiling.pack_weight`) in shared memory from
+   registers, where the previous step fetched them;
+2. after a barrier, fetches the *next* step's words into registers (their
+   loads in flight while this step computes), then each thread accumulates
+   its ``thread_m x thread_n`` register tile with ``__dp4a`` (int8) or FMAs
+   (fp16/fp32, fp32 accumulate);
 3. writes each output through the epilogue: int8 is REQUANT (`hw.isa`):
    wrapping add of the bias, arithmetic shift, clip to [-128, 127] (or
    [0, 127] with relu); floats ``relu((acc + bias) * 2**-shift)``.
+
+Every fetch is an unconditional load (from offset 0 where the word is not
+valid) masked after, and its conditions use C's ``&``, not ``&&``: on the
+H200, the first kernel's guarded loads compiled to branches and ran one after
+another, 24 memory round trips per K step at C8 (its SASS, and
+`benchmarks/gpu_sweep.py`'s times, which followed the staged words per
+thread, not the arithmetic); now ptxas issues a step's loads together.
 
 Every index expression comes from `compiler.gpu.tiling.Tiling` evaluated on
 `Sym` values, the formulas `compiler.gpu.model` executes.
@@ -76,50 +86,76 @@ __device__ __forceinline__ float vdla_requant(float acc, float bias) {
 }
 
 
-def _stage_a(tiling: Tiling, types: dict, mode: str) -> list[str]:
+def _fetch(tiling: Tiling, mode: str) -> list[str]:
+    """Load the A and B words of the K step at ``kf`` into ``a_next`` / ``b_next``.
+
+    Every load is unconditional, from offset 0 where its word is not valid,
+    and masked after: ptxas then issues all of a step's loads before their
+    first use. (Guarded loads compiled to branches and ran one after another,
+    a memory latency each: measured on an H200, `benchmarks/gpu_sweep.py`.)
+    """
     s, lines = tiling.schedule, []
-    tid, k0 = Sym("tid"), Sym("k0")
+    types = ELEMENT_TYPES[mode]
+    tid, kf = Sym("tid"), Sym("kf")
+    zero = "0" if mode == "int8" else "0.0f"
     for slot in range(tiling.a_slots):
-        kk, mm, in_tile = tiling.a_stage(tid, slot)
-        sources = tiling.a_source(Sym("block_m") * s.block_m + mm, k0 + kk,
+        kk, mm, _ = tiling.a_stage(tid, slot)
+        sources = tiling.a_source(Sym("block_m") * s.block_m + mm, kf + kk,
                                   Sym("block_n") * s.block_n)
-        body = []
         if mode == "int8":
-            body.append("unsigned word = 0u;")
+            parts = []
             for q, (valid, offset) in enumerate(sources):
-                body.append(f"if ({_text(valid)}) word |= (unsigned)(unsigned char)"
-                            f"data[{_text(offset)}] << {8 * q};")
-            body.append(f"a_tile[{_text(tiling.a_shared(kk, mm))}] = (int)word;")
+                load, value = _masked_load(f"a{slot}_{q}", "unsigned char", "data", valid,
+                                           offset, "0")
+                lines.append(load)
+                parts.append(f"(unsigned){value} << {8 * q}")
+            lines.append(f"a_next[{slot}] = (int)({' | '.join(parts)});")
         else:
             (valid, offset), = sources
-            load = f"data[{_text(offset)}]" if mode == "fp32" else \
-                f"__half2float(data[{_text(offset)}])"
-            body.append(f"a_tile[{_text(tiling.a_shared(kk, mm))}] = "
-                        f"{_text(valid)} ? {load} : 0.0f;")
-        lines.append(_guarded(in_tile, body))
+            load, value = _masked_load(f"a{slot}", types["data"], "data", valid, offset, zero)
+            lines += [load, f"a_next[{slot}] = {value};"]
+    for slot in range(tiling.b_slots):
+        kk, nn, _ = tiling.b_stage(tid, slot)
+        valid, offset = tiling.b_source(kf + kk, Sym("block_n") * s.block_n + nn)
+        load, value = _masked_load(f"b{slot}", types["weight"], "weight", valid, offset, zero)
+        lines += [load, f"b_next[{slot}] = {value};"]
     return lines
 
 
-def _stage_b(tiling: Tiling, mode: str) -> list[str]:
-    s, lines = tiling.schedule, []
-    tid, k0 = Sym("tid"), Sym("k0")
+def _masked_load(name: str, ctype: str, array: str, valid, offset, zero: str) -> tuple[str, str]:
+    """(the C that loads ``name`` from ``array`` unconditionally, its value masked by ``valid``)."""
+    if valid is True:
+        return f"const {ctype} {name} = {array}[{_text(offset)}];", _as_word(name, ctype)
+    if valid is False:
+        return f"const {ctype} {name} = {array}[0];", zero
+    return (f"const bool {name}_ok = {_text(valid)};\n"
+            f"const {ctype} {name} = {array}[{name}_ok ? {_text(offset)} : 0];",
+            f"({name}_ok ? {_as_word(name, ctype)} : {zero})")
+
+
+def _as_word(name: str, ctype: str) -> str:
+    """A loaded element as a shared-memory word's type (fp16 widens to float)."""
+    return f"__half2float({name})" if ctype == "__half" else name
+
+
+def _store(tiling: Tiling) -> list[str]:
+    """Write the fetched words to the shared tiles (each thread its slots inside the tile)."""
+    tid, lines = Sym("tid"), []
+    for slot in range(tiling.a_slots):
+        kk, mm, in_tile = tiling.a_stage(tid, slot)
+        lines.append(_guarded(in_tile, f"a_tile[{_text(tiling.a_shared(kk, mm))}] = a_next[{slot}];"))
     for slot in range(tiling.b_slots):
         kk, nn, in_tile = tiling.b_stage(tid, slot)
-        valid, offset = tiling.b_source(k0 + kk, Sym("block_n") * s.block_n + nn)
-        load = f"weight[{_text(offset)}]"
-        if mode == "fp16":
-            load = f"__half2float({load})"
-        zero = "0" if mode == "int8" else "0.0f"
-        lines.append(_guarded(in_tile, [f"b_tile[{_text(tiling.b_shared(kk, nn))}] = "
-                                        f"{_text(valid)} ? {load} : {zero};"]))
+        lines.append(_guarded(in_tile, f"b_tile[{_text(tiling.b_shared(kk, nn))}] = b_next[{slot}];"))
     return lines
 
 
-def _guarded(condition, body: list[str]) -> str:
-    inner = "\n      ".join(body)
-    if condition is True:
-        return "    {\n      " + inner + "\n    }"
-    return f"    if ({_text(condition)}) {{\n      " + inner + "\n    }"
+def _indent(lines: list[str], spaces: int) -> str:
+    return "\n".join(" " * spaces + line for text in lines for line in text.split("\n"))
+
+
+def _guarded(condition, statement: str) -> str:
+    return statement if condition is True else f"if ({_text(condition)}) {statement}"
 
 
 def generate_cuda(problem: CpuProblem, schedule: GpuSchedule, mode: str, shift: int,
@@ -165,6 +201,7 @@ def generate_cuda(problem: CpuProblem, schedule: GpuSchedule, mode: str, shift: 
             channel = _text(Sym("block_n") * s.block_n + Sym(col[j]))
             stores.append(f"  if ({_text(valid)}) out[{_text(offset)}] = "
                           f"vdla_requant(acc[{i}][{j}], bias[{channel}]);")
+    fetch = _fetch(tiling, mode)
     includes = "#include <cuda_fp16.h>" if mode == "fp16" else ""
     constants = (f"#define SHIFT {min(shift, 31)}\n#define LOW {0 if relu else -128}\n"
                  if mode == "int8" else
@@ -189,11 +226,25 @@ extern "C" __global__ void __launch_bounds__({tiling.threads}, 1)
   for (int i = 0; i < {s.thread_m}; ++i)
 #pragma unroll
     for (int j = 0; j < {s.thread_n}; ++j) acc[i][j] = 0;
+  /* Software pipeline: step k0's words wait in registers while step k0 - block_k computes. */
+  {types['word']} a_next[{tiling.a_slots}], b_next[{tiling.b_slots}];
+  {{
+    const int kf = 0;
+""",
+        _indent(fetch, 4),
+        f"""
+  }}
   for (int k0 = 0; k0 < {tiling.words}; k0 += {s.block_k}) {{
 """,
-        "\n".join(_stage_a(tiling, types, mode) + _stage_b(tiling, mode)),
+        _indent(_store(tiling), 4),
         f"""
     __syncthreads();
+    {{  /* unconditional: past the last step every word is invalid and reads offset 0 */
+      const int kf = k0 + {s.block_k};
+""",
+        _indent(fetch, 6),
+        f"""
+    }}
 #pragma unroll
     for (int kk = 0; kk < {s.block_k}; ++kk) {{
       {types['word']} a[{s.thread_m}], b[{s.thread_n}];

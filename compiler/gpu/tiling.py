@@ -44,8 +44,10 @@ def _text(value) -> str:
 class Sym:
     """A C expression of type ``int`` that Python arithmetic extends.
 
-    ``//`` prints as ``/``, ``&`` (only ever applied to conditions here) as
-    ``&&``; literals fold where both sides are Python ints.
+    ``//`` prints as ``/``; ``&`` is only ever applied to conditions (0 or 1)
+    here, and prints as C's ``&``, which evaluates both sides: ``&&`` would
+    compile to a branch per operand, and the kernel's loads must not wait on
+    branches; literals fold where both sides are Python ints.
     """
 
     def __init__(self, text: str):
@@ -101,10 +103,10 @@ class Sym:
     def __and__(self, other):
         if other is True:
             return self
-        return self._binary(other, "&&")
+        return self._binary(other, "&")
 
     def __rand__(self, other):
-        return self if other is True else self._binary(other, "&&", True)
+        return self if other is True else self._binary(other, "&", True)
 
 
 def select(condition, if_true, if_false):

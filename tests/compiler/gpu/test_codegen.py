@@ -42,6 +42,24 @@ def test_source_is_one_specialised_kernel(mode, step):
     assert ("#define SHIFT 10" in source) == (mode == "int8")
 
 
+
+@pytest.mark.parametrize("op", [RESNET_LAYERS["C8/b1"], ODD_SHAPES[2], ODD_SHAPES[8]],
+                         ids=describe)
+@pytest.mark.parametrize("mode", ["int8", "fp16", "fp32"])
+def test_every_load_is_unconditional_and_prefetched(op, mode):
+    """Guarded loads compiled to branches and serialised on the GPU: each global load is a
+    declaration of its own, at a masked offset, and the next step's are fetched in the loop."""
+    source, tiling = _source(op, mode)
+    assert "&&" not in source and "||" not in source
+    loads = [line.strip() for line in source.splitlines()
+             if "data[" in line or "weight[" in line]
+    assert all(line.startswith("const ") for line in loads)
+    # a prologue fetch and one in the loop, each with every slot's loads
+    per_fetch = tiling.a_slots * (4 if mode == "int8" else 1) + tiling.b_slots
+    assert len(loads) == 2 * per_fetch
+    loop = source[source.index("for (int k0"):]
+    assert loop.index("const int kf = k0 + ") < loop.index("for (int kk")
+
 def _check(report, tiling, mode):
     assert report.spill_stores == report.spill_loads == report.stack_bytes == 0, report
     assert report.registers <= H100["registers_per_thread"]

@@ -125,7 +125,7 @@ def test_sym_prints_c_and_folds_identities():
     x = Sym("x")
     assert (x // 4 + 3 * x % 2).text == "((x / 4) + ((3 * x) % 2))"
     assert (x * 1 + 0).text == "x" and x * 0 == 0 and (x % 1) == 0
-    assert ((x < 3) & (x >= 0)).text == "((x < 3) && (x >= 0))"
+    assert ((x < 3) & (x >= 0)).text == "((x < 3) & (x >= 0))"
     assert select(x < 1, 2, x).text == "((x < 1) ? 2 : x)"
     np.testing.assert_array_equal(select(np.arange(3) < 1, 2, np.arange(3)), [2, 1, 2])
 
