@@ -143,7 +143,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 @click.option("--clock-mhz", type=POSITIVE, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's: 80 MHz "
                    "on ecpix5-85f and 50 on ulx3s-85f, their DRAMs' clocks, which they must "
-                   "be; 50 on ecpix5-85f-256, 27 on icebreaker).")
+                   "be; 100 on ecpix5-85f-256, 27 on icebreaker).")
 @seed_option(None, "nextpnr's own")
 @netlist_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

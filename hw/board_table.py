@@ -44,6 +44,9 @@ class Board:
         one colour of an RGB LED (``rgb_led.g``).
     memory_kind : str
         The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
+    router : str or None
+        nextpnr's router for this board's designs (None: the family's,
+        `hw.synth.parts.FAMILIES`); place and route and the bitstream use it.
     dram : str or None
         The board's DRAM that its bitstream reaches through LiteDRAM and the
         DRAM's PHY (a `hw.litedram_gen.MODULES` kind, at this board's clock),
@@ -63,6 +66,7 @@ class Board:
     led: str = "led"
     memory_kind: str = "bram"
     dram: str | None = None
+    router: str | None = None
 
     def platform_instance(self):
         module, _, cls = self.platform.partition(":")
@@ -109,12 +113,13 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
           BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=80.0, led="rgb_led.g",
           dram="litedram-ddr3"),
-    # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`),
-    # at 50 MHz from the PLL: its board top placed at a 100 MHz goal estimated 59.5
-    # MHz (benchmarks/README.md, "ECPIX-5, 256 MACs").
+    # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`,
+    # 1x32x8) at 100 MHz, with its on-chip memory: its board top routed at 107.7
+    # MHz with router1; router2's overused wires fell for 23 iterations, then rose
+    # (benchmarks/README.md, "ECPIX-5, 256 MACs").
     Board("ecpix5-85f-256", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5-256",
-          128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=50.0,
-          led="rgb_led.g"),
+          128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0,
+          led="rgb_led.g", router="router1"),
     # The UP5K's four single-port RAMs (128 KiB) hold the memory; its block RAMs
     # are the accelerator's. 27 MHz: the PLL makes it exactly from 12, 27 clocks
     # per UART bit, and the board top routes above it (benchmarks/README.md, "iCEBreaker").

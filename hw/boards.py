@@ -42,8 +42,8 @@ from vdla.hw.board_table import BOARDS, Board
 from vdla.hw.board_top import BoardTop
 from vdla.hw.litedram_gen import MODULES, litedram_verilog
 from vdla.hw.config import HwConfig
-from vdla.hw.synth import FAMILIES, SynthError, script_after_read, synth_options, tool_path, \
-    yowasp_env
+from vdla.hw.synth import SynthError, nextpnr_options, script_after_read, synth_options, \
+    tool_path, yowasp_env
 from vdla.hw.synth.reports import utilization
 
 __all__ = ["BitstreamReport", "board_design", "build_bitstream"]
@@ -287,8 +287,9 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
     with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools(), \
             _without_zero_memory_init():
         try:
-            # nextpnr with the options `hw.synth` places with (ECP5: static placer, router2).
-            options = (*FAMILIES[board.target]["nextpnr_options"],
+            # nextpnr with the options `hw.synth` places the board with (ECP5: static
+            # placer, the board's router).
+            options = (*nextpnr_options(board.target, board.router),
                        *(("--seed", str(seed)) if seed is not None else ()))
             plan = platform.build(board_design(board, config, core, clock_mhz), name="top",
                                   build_dir=build_dir, do_build=False, do_program=False,

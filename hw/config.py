@@ -50,7 +50,7 @@ _HASH_NEUTRAL = {"max_acc_banks": 4, "fetch_buffer_depth": 16, "dram_addr_bits":
                  "ram_collision_dont_care": 0, "sequencer_gap": 0, "two_cycle_alu": 0,
                  "gemm_operand_stage": 0, "registered_load_walk": 0, "registered_dispatch": 0,
                  "registered_control": 0, "registered_load_data": 0, "gemm_tree_stage": 0,
-                 "memory": "ideal", "lut_products": 0}
+                 "memory": "ideal", "lut_products": 0, "gemm_operand_copies": 1}
 # The 0/1 switches among the fields.
 _SWITCHES = ("event_counters", "shared_load_engine", "narrow_walkers", "ram_collision_dont_care",
              "sequencer_gap", "two_cycle_alu", "gemm_operand_stage", "registered_load_walk",
@@ -231,6 +231,13 @@ class HwConfig(JsonRecord):
         to write, at the same rate. On the ECPIX-5's ECP5 the tree, mapped by
         Yosys into LUT compressors and a carry chain, was the board top's
         longest path once the control paths were registered.
+    gemm_operand_copies : int
+        With ``gemm_operand_stage``: how many copies of the registered inp
+        operand the GEMM unit keeps, each feeding ``block_out /
+        gemm_operand_copies`` output rows of the core's multipliers (`hw.gemm`).
+        One register drives all ``block_out`` rows; on ECP5 that net's wire was
+        the GEMM core's longest path (an int8 input bit into 16 rows of LUT
+        multipliers and DSPs). Timing only: every cycle is the same.
     lut_products : int
         How many of the GEMM core's ``batch * block_in * block_out`` 8x8
         products synthesis builds from LUTs and carry chains instead of DSP
@@ -333,6 +340,7 @@ class HwConfig(JsonRecord):
     gemm_tree_stage: int = 0
     memory: str = "ideal"
     lut_products: int = 0
+    gemm_operand_copies: int = 1
     name: str = "custom"
 
     record_kind: ClassVar[str] = "config"
@@ -420,6 +428,12 @@ class HwConfig(JsonRecord):
         if not 0 <= self.lut_products <= self.macs_per_cycle:
             raise ConfigError(f"lut_products: must be 0..{self.macs_per_cycle} (the GEMM core's "
                               f"products), got {self.lut_products}")
+        if self.block_out % self.gemm_operand_copies:
+            raise ConfigError(f"gemm_operand_copies: must divide block_out {self.block_out}, "
+                              f"got {self.gemm_operand_copies}")
+        if self.gemm_operand_copies > 1 and not self.gemm_operand_stage:
+            raise ConfigError("gemm_operand_copies: copies of the registered operand need "
+                              "gemm_operand_stage")
         if self.registered_load_data and not self.registered_load_walk:
             raise ConfigError("registered_load_data: needs registered_load_walk")
         if self.dram_reads_in_flight > 256:
@@ -631,17 +645,21 @@ PRESETS: dict[str, HwConfig] = {
 # ECPIX-5 (ECP5 LFE5UM5G-85F, speed grade 8): the ``ulx3s`` core on the faster
 # part (benchmarks/README.md, "ECPIX-5"), the same cycles.
 PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
-# VTA's 1x16x16 GEMM (256 MACs per cycle) on the ECPIX-5's ECP5-85, beside its
-# board's 128 KiB on-chip memory (64 of the 208 block RAMs): ``ulx3s``'s timing
-# and area switches; buffers as large as the block RAMs allow (a 2048-bit wgt
-# entry takes 57 block RAMs at any depth up to 512; each 512-bit acc bank 15, so
-# two banks), 118 block RAMs in all; of the 156 18x18 multipliers the ALU takes
-# 3 per lane (48) and 104 of the 256 products the rest, the other 152 products
-# are LUTs (`lut_products`). Measured in benchmarks/README.md ("ECPIX-5, 256 MACs").
+# VTA's 256 MACs per cycle on the ECPIX-5's ECP5-85, beside its board's 128 KiB
+# on-chip memory (64 of the 208 block RAMs), as a 1x32x8 GEMM: ALU lanes, not
+# MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 12 k LUTs and 24
+# multipliers off the 1x16x16 this preset was (+7.6 % ResNet-18 cycles: twice
+# the ALU micro-ops). ``ulx3s``'s timing and area switches; buffers as large as
+# the block RAMs allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up
+# to 512; each 256-bit acc bank of 1024 entries 15, so two banks), 118 block
+# RAMs in all; of the 156 18x18 multipliers the ALU takes 3 per lane (24) and
+# 132 of the 256 products the rest, the other 124 products are LUTs
+# (`lut_products`); the inp operand in 8 copies, one per output row
+# (`gemm_operand_copies`). Measured in benchmarks/README.md ("ECPIX-5, 256 MACs").
 PRESETS["ecpix5-256"] = dataclasses.replace(
-    PRESETS["ulx3s"], block_out=16, uop_buffer_bytes=8 * 1024, inp_buffer_bytes=32 * 1024,
-    wgt_buffer_bytes=128 * 1024, acc_buffer_bytes=64 * 1024, max_acc_banks=2,
-    lut_products=152, name="ecpix5-256")
+    PRESETS["ulx3s"], block_in=32, block_out=8, uop_buffer_bytes=8 * 1024,
+    inp_buffer_bytes=32 * 1024, wgt_buffer_bytes=128 * 1024, acc_buffer_bytes=64 * 1024,
+    max_acc_banks=2, lut_products=124, gemm_operand_copies=8, name="ecpix5-256")
 
 
 def load_config(spec: str | Path | None) -> HwConfig:

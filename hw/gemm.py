@@ -78,7 +78,9 @@ class GemmCore(wiring.Component):
 
     Ports
     -----
-    inp : In(inp element bits)
+    inp : In(inp element bits x ``gemm_operand_copies``)
+        The same inp element once per copy (`hw.unit_pipeline` registers the
+        copies): copy ``c`` feeds output rows ``c * block_out / copies`` on.
     wgt : In(wgt element bits)
     product : Out(acc element bits)
         Registered; the product of the operands given `latency` cycles earlier.
@@ -88,7 +90,7 @@ class GemmCore(wiring.Component):
         self.config = config
         self.latency = 2 + config.gemm_tree_stage
         super().__init__({
-            "inp": In(config.element_bytes("inp") * 8),
+            "inp": In(config.element_bytes("inp") * 8 * config.gemm_operand_copies),
             "wgt": In(config.element_bytes("wgt") * 8),
             "product": Out(config.element_bytes("acc") * 8),
         })
@@ -99,8 +101,12 @@ class GemmCore(wiring.Component):
         in_bits, wgt_bits, acc_bits = (config.element_bits(k) for k in ("inp", "wgt", "acc"))
         block_in = config.block_in
 
-        def inp(b, k):
-            return self.inp.word_select(b * block_in + k, in_bits).as_signed()
+        element_bits = config.element_bytes("inp") * 8
+        rows_per_copy = config.block_out // config.gemm_operand_copies
+
+        def inp(b, o, k):
+            copy = self.inp.word_select(o // rows_per_copy, element_bits)
+            return copy.word_select(b * block_in + k, in_bits).as_signed()
 
         def wgt(o, k):
             return self.wgt.word_select(o * block_in + k, wgt_bits).as_signed()
@@ -116,7 +122,7 @@ class GemmCore(wiring.Component):
                     mark = PRODUCT if index < first_lut else LUT_PRODUCT
                     product = Signal(signed(in_bits + wgt_bits), name=f"product_{b}_{o}_{k}",
                                      reset_less=True, attrs={mark: 1})
-                    m.d.sync += product.eq(inp(b, k) * wgt(o, k))
+                    m.d.sync += product.eq(inp(b, o, k) * wgt(o, k))
                     products.append(product)
                 if config.gemm_tree_stage:
                     size = _group_size(block_in)

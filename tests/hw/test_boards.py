@@ -166,3 +166,26 @@ def test_ulx3s_bitstream_reaches_the_sdram_through_litedrams_generic_phy():
     assert "cell \\ODDRX1F " in text
     assert "output clkout1, // 50 MHz, 90 deg" in files["vdla_pll.v"]
     assert 'LOCATE COMP "sdram_0__clk__io" SITE "F19";' in files["top.lpf"]
+
+
+@pytest.mark.parametrize("name, router", [("ecpix5-85f-256", "router1"), ("ecpix5-85f", "router2")])
+def test_a_boards_router_reaches_nextpnr(name, router, monkeypatch):
+    """`Board.router` (the 256-MAC board top routes with router1, where router2 diverged):
+    its bitstream's nextpnr options and its place and route name it, and both place with
+    the static placer."""
+    from vdla.hw.synth.flow import _board_part, _placement
+    board = BOARDS[name]
+    seen = {}
+    platform = board.platform_instance()
+
+    def build(*args, nextpnr_opts, **kwargs):
+        seen["options"] = nextpnr_opts
+        raise RuntimeError("stop before any tool")
+
+    monkeypatch.setattr(platform, "build", build)
+    monkeypatch.setattr(type(board), "platform_instance", lambda self: platform)
+    with pytest.raises(SynthError, match="stop before any tool"):
+        build_bitstream(board, Path("x.bit"), core=StandIn(board.config))
+    assert seen["options"] == ["--placer", "static", "--router", router]
+    placement = _placement(board.config, "ecp5", _board_part(board.config, "ecp5"), None)
+    assert placement["router"] == board.router and placement["clock_mhz"] == board.clock_mhz

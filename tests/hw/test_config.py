@@ -49,6 +49,11 @@ def test_default_matches_vta_buffers():
     ({"registered_control": 2}, "registered_control: must be 0 or 1, got 2"),
     ({"registered_load_data": 2}, "registered_load_data: must be 0 or 1, got 2"),
     ({"registered_load_data": 1}, "registered_load_data: needs registered_load_walk"),
+    ({"gemm_operand_copies": 0}, "gemm_operand_copies: must be positive, got 0"),
+    ({"gemm_operand_copies": 3, "gemm_operand_stage": 1},
+     "gemm_operand_copies: must divide block_out 16, got 3"),
+    ({"gemm_operand_copies": 2}, "gemm_operand_copies: copies of the registered operand need "
+     "gemm_operand_stage"),
     # Valid shapes Amaranth cannot elaborate (an AssertionError inside it, before).
     ({"block_in": 128, "block_out": 128},
      r"block_out x block_in: one wgt SRAM entry \(128x128 x 8 bits\) is 131,072 bits wide, "

@@ -107,6 +107,22 @@ def test_register_copies_survive_synthesis(target):
     assert (one.ffs, four.ffs) == (128 + 1, 128 + 4)
 
 
+
+def test_gemm_operand_copies_survive_synthesis():
+    """``gemm_operand_copies``: the GEMM unit's registered inp operand, once per copy in the
+    netlist (each copy a REPLICA register), and nothing else added."""
+    from vdla.hw.config import PRESETS
+    from vdla.hw.unit_pipeline import unit_variant
+    base = PRESETS["tiny"].replace(gemm_operand_stage=1)
+    reports = []
+    for count in (1, 2):
+        config = base.replace(gemm_operand_copies=count, name=f"copies-{count}")
+        unit = unit_variant(config, "gemm")(config)
+        reports.append(synthesize_rtlil(_rtlil(unit), "top", "ecp5"))
+    inp_bits = base.element_bytes("inp") * 8
+    assert reports[1].ffs - reports[0].ffs == inp_bits
+    assert reports[1].dsps == reports[0].dsps == base.macs_per_cycle
+
 def test_estimate_says_when_it_does_not_fit():
     device = PARTS["iCE40HX1K"]
     report = synthesize_rtlil(_rtlil(Registers(device.ffs + 100)), "top", "ice40", "iCE40HX1K")
