@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/synth.py [--configs default,ulx3s,ecpix5,ecpix5-256,icebreaker] [--estimate]
-                               [--jobs 2]
+                               [--jobs 2] [--seed 1]
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
@@ -64,13 +64,13 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
     return result.total_cycles, "RTL run"
 
 
-def board_report(name: str, estimate_only: bool):
+def board_report(name: str, estimate_only: bool, seed: int):
     """`hw.synth` report of a board preset's board top on its board's part (placed at
     the board's clock, as `place_and_route` places a board preset)."""
     from vdla.hw.board_top import BOARD_TOP_NAME
     board = next(b for b in BOARDS.values() if b.preset == name)
     if not estimate_only:
-        return place_and_route(board.config, board.target, board.device), board
+        return place_and_route(board.config, board.target, board.device, seed=seed), board
     return synthesize_rtlil(board.rtlil(), BOARD_TOP_NAME, board.target, board.device,
                             top_kind="board"), board
 
@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--configs", default="default,ulx3s,ecpix5,ecpix5-256,icebreaker")
     parser.add_argument("--estimate", action="store_true", help="synthesis only (no Fmax)")
     parser.add_argument("--jobs", type=int, default=2, help="RTL workers for missing cycles")
+    parser.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "synth.json"))
     args = parser.parse_args()
     command = "python benchmarks/synth.py " + " ".join(sys.argv[1:])
@@ -100,13 +101,13 @@ def main() -> int:
         config = PRESETS[name]
         began = time.monotonic()
         if any(board.preset == name for board in BOARDS.values()):
-            report, board = board_report(name, args.estimate)
+            report, board = board_report(name, args.estimate, args.seed)
             where = f"{board.name} board top"
         else:
             where = "core, out of context"
             try:
                 report = (estimate(config, "ecp5") if args.estimate
-                          else place_and_route(config, "ecp5"))
+                          else place_and_route(config, "ecp5", seed=args.seed))
             except DoesNotFit as error:   # refused before synthesis: Yosys's counts instead
                 print(error, flush=True)
                 report, where = estimate(config, "ecp5"), f"{where}, synthesis only (does not fit)"

@@ -114,9 +114,9 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
           BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=80.0, led="rgb_led.g",
           dram="litedram-ddr3"),
     # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`,
-    # 1x32x8) at 100 MHz, with its on-chip memory: its board top routed at 107.7
-    # MHz with router1; router2's overused wires fell for 23 iterations, then rose
-    # (benchmarks/README.md, "ECPIX-5, 256 MACs").
+    # 1x32x8) at 100 MHz, with its on-chip memory: its board top routed at 105.7
+    # MHz with router1 at seed 2 (94.3 at seed 1); router2's overused wires fell
+    # for 23 iterations, then rose (benchmarks/README.md, "ECPIX-5, 256 MACs").
     Board("ecpix5-85f-256", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5-256",
           128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=100.0,
           led="rgb_led.g", router="router1"),

@@ -647,7 +647,7 @@ PRESETS: dict[str, HwConfig] = {
 PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # VTA's 256 MACs per cycle on the ECPIX-5's ECP5-85, beside its board's 128 KiB
 # on-chip memory (64 of the 208 block RAMs), as a 1x32x8 GEMM: ALU lanes, not
-# MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 12 k LUTs and 24
+# MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 13 k LUTs and 24
 # multipliers off the 1x16x16 this preset was (+7.6 % ResNet-18 cycles: twice
 # the ALU micro-ops). ``ulx3s``'s timing and area switches; buffers as large as
 # the block RAMs allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up
