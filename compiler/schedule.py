@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import ConvGeometry
@@ -48,7 +48,7 @@ from vdla.hw.records import JsonRecord
 from vdla.ints import ceil_div
 
 __all__ = ["Schedule", "TilePlan", "AXES", "plan_tiles", "load_schedule", "compact_axes",
-           "max_virtual_threads", "group_blocks", "acc_bank_stride", "reserved_bias", "ceil_div"]
+           "max_virtual_threads", "group_blocks", "AccLayout", "acc_layout", "reserved_bias", "ceil_div"]
 
 AXES = "bkhw"
 
@@ -219,15 +219,17 @@ class TilePlan:
         (`hw.isa`): thread ``t``'s epilogue reads its slot and the bias while
         thread ``t + 1``'s GEMMs write theirs, an instruction at a time, so the
         rows of slot ``t + 1`` lying in a bank the epilogue uses wait. The
-        slots lie as the virtual-threads pass lays them out: a bank each where
-        they fit (`acc_bank_stride`), else packed one after another, the bias
-        after them.
+        slots lie as the virtual-threads pass lays them out: on banks of their
+        own where they fit (`acc_layout`), else packed one after another, the
+        bias after them.
         """
         threads, rows = self.threads, self.config.acc_bank_rows
         slot = self.slot_entries()["acc"]
         if threads < 2 or not slot:
             return 0.0
-        step = acc_bank_stride(self.config, threads, slot, self.bias_entries) or slot
+        layout = (acc_layout(self.config, threads, slot, self.bias_entries)
+                  or AccLayout(slot, shared_copied=False))
+        step = layout.stride
 
         def banks(low: int, size: int) -> set[int]:
             return set(range(low // rows, (low + size - 1) // rows + 1)) if size else set()
@@ -236,8 +238,11 @@ class TilePlan:
             return sum(min(low + size, (bank + 1) * rows) - max(low, bank * rows)
                        for bank in banks(low, size) & taken)
 
-        bias = banks(threads * step, self.bias_entries)
-        waiting = sum(rows_in((t + 1) % threads * step, slot, banks(t * step, slot) | bias)
+        def bias(t: int) -> set[int]:
+            return banks(t * step + slot if layout.shared_copied else threads * step,
+                         self.bias_entries)
+
+        waiting = sum(rows_in((t + 1) % threads * step, slot, banks(t * step, slot) | bias(t))
                       for t in range(threads))
         return 1 - waiting / (threads * slot)
 
@@ -315,21 +320,41 @@ def group_blocks(geometry: ConvGeometry, config: HwConfig) -> tuple[int, int]:
             ceil_div(geometry.in_channels // groups, config.block_in))
 
 
-def acc_bank_stride(config: HwConfig, threads: int, slot: int, shared: int) -> int | None:
-    """Entries from one thread's acc slot to the next when each gets its own acc bank.
+class AccLayout(NamedTuple):
+    """Where the virtual threads' acc slots lie (`acc_layout`).
+
+    Thread ``t``'s slot starts at entry ``t * stride``; with ``shared_copied``
+    each thread holds its own copy of the shared acc buffers right after its
+    slot, else they lie once after the last slot.
+    """
+
+    stride: int
+    shared_copied: bool
+
+
+def acc_layout(config: HwConfig, threads: int, slot: int, shared: int) -> AccLayout | None:
+    """Lay the threads' acc slots (``slot`` entries each) out on banks of their own.
 
     The compute units may only run side by side on different acc banks
     (`hw.isa`), and the ALU epilogue of one thread runs beside the GEMMs of the
-    next: so with several threads each acc slot (``slot`` entries) starts a
-    bank, and the shared acc buffers (``shared`` entries: the bias, read by
-    every thread's epilogue) get a bank of their own after them. None when that
-    does not fit: the virtual-threads pass then packs the slots and fewer
+    next, reading its slot and the shared acc buffers (``shared`` entries: the
+    bias, read by every thread's epilogue). So each slot starts a bank and
+    spans whole banks, and the shared buffers get a bank of their own after
+    the slots; where no bank is left for them, each thread gets a copy of them
+    in its own banks, after its slot (loaded once per thread). None when
+    neither fits: the virtual-threads pass then packs the slots and fewer
     epilogues overlap the GEMMs (`TilePlan.epilogue_overlap`).
     """
-    rows = config.acc_bank_rows
-    if threads < 2 or slot > rows or threads * rows + shared > config.depth("acc"):
+    rows, depth = config.acc_bank_rows, config.depth("acc")
+    if threads < 2:
         return None
-    return rows
+    stride = ceil_div(slot, rows) * rows
+    if threads * stride + shared <= depth:
+        return AccLayout(stride, shared_copied=False)
+    stride = ceil_div(slot + shared, rows) * rows
+    if threads * stride <= depth:
+        return AccLayout(stride, shared_copied=True)
+    return None
 
 
 def reserved_bias(geometry: ConvGeometry, config: HwConfig, k_blocks: int, tile_k: int) -> int:

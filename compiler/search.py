@@ -23,11 +23,14 @@ from vdla.ints import ceil_div
 
 __all__ = ["default_schedule"]
 
-# The default search ranks without the epilogue stalls: they are real, but the
-# smaller output tiles that avoid them load more, and on a narrow bus the
-# estimate undercounts those loads, so ranking with them picks slower defaults
-# (benchmarks/README.md, "Autotuning": the default search and the epilogue
-# stalls). The tuners measure, so they rank with them.
+# The default search ranks the tilings of one thread count without the
+# epilogue stalls: they are real, but the smaller output tiles that avoid them
+# load more, and on a narrow bus the estimate undercounts those loads, so
+# ranking with them picks slower defaults (benchmarks/README.md, "Autotuning":
+# the default search and the epilogue stalls). Between thread counts it ranks
+# their best tilings with them: more threads than the acc banks can keep apart
+# (`compiler.schedule.acc_layout`) stall every epilogue, whatever the tiling.
+# The tuners measure, so they rank with them throughout.
 _DEFAULT_EPILOGUE_STALLS = False
 # The loop orders the default search tries: output channels innermost (input
 # tiles reused) or outermost (weights reused).
@@ -167,9 +170,11 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
     The search prefers two or three virtual threads (loads of one thread
     overlap compute of the other; a third gives the ALU and the store of a
     finished tile a longer window) whenever such a legal schedule exists and
-    the token queues allow them (`max_virtual_threads`), then takes the
-    minimum of `estimate_cost` over the candidates of `_default_tilings`, each
-    with its cheapest resident variant (`_cheapest_variant`).
+    the token queues allow them (`max_virtual_threads`). For each thread count
+    it takes the minimum of the estimate without epilogue stalls over the
+    candidates of `_default_tilings`, each with its cheapest resident variant
+    (`_cheapest_variant`), then the thread count whose pick `estimate_cost`
+    (stalls included) ranks first.
 
     Parameters
     ----------
@@ -212,11 +217,13 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
             f"token_queue_depth ({config.token_queue_depth}) of config {config.name!r}")
     space = schedule_space(geometry, config, latency_hiding)
     for group in _thread_preference(config, virtual_threads, latency_hiding):
-        candidates = (_cheapest_variant(plan) for threads in group
-                      for plan in _default_tilings(space, threads))
-        best = min(candidates, key=lambda pick: pick[1], default=None)
+        picks = [min(map(_cheapest_variant, _default_tilings(space, threads)),
+                     key=lambda pick: pick[1], default=None) for threads in group]
+        best = min((pick[0] for pick in picks if pick is not None),
+                   key=lambda schedule: estimate(schedule.check(geometry, config))[0],
+                   default=None)
         if best is not None:
-            return best[0]
+            return best
     if virtual_threads is not None and virtual_threads > 1:
         raise ScheduleError(
             f"no schedule with {virtual_threads} virtual threads fits {describe} on config "

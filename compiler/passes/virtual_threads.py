@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from vdla.compiler import ir
-from vdla.compiler.schedule import acc_bank_stride
+from vdla.compiler.schedule import AccLayout, acc_layout
 
 __all__ = ["assign_virtual_threads"]
 
@@ -62,36 +62,40 @@ def assign_virtual_threads(function: ir.Function) -> ir.Function:
     return function
 
 
-def _acc_bank_stride(function: ir.Function, threads: int) -> int | None:
-    """`compiler.schedule.acc_bank_stride` of this function's acc buffers."""
+def _acc_layout(function: ir.Function, threads: int) -> AccLayout | None:
+    """`compiler.schedule.acc_layout` of this function's acc buffers."""
     slot = sum(b.entries for b in function.buffers
                if b.scope == "acc" and b.name in _REPLICATED)
     shared = sum(b.entries for b in function.buffers
                  if b.scope == "acc" and b.name not in _REPLICATED)
-    return acc_bank_stride(function.config, threads, slot, shared)
+    return acc_layout(function.config, threads, slot, shared)
 
 
 def _replicate(function: ir.Function, threads: int) -> list[dict[str, ir.Buffer]]:
-    """Give each thread its own copy of each tile buffer; the bias stays shared."""
+    """Give each thread its own copy of each tile buffer; the bias stays shared
+    unless each thread keeps a copy of it in its own acc banks (`acc_layout`)."""
+    layout = _acc_layout(function, threads)
+    replicated = _REPLICATED + (("bias",) if layout and layout.shared_copied else ())
     per_thread = [dict() for _ in range(threads)]
     buffers, next_base = [], {"inp": 0, "wgt": 0, "acc": 0}
-    acc_stride = _acc_bank_stride(function, threads)
     for buffer in function.buffers:
-        if buffer.name not in _REPLICATED:
+        if buffer.name not in replicated:
             continue
         for thread in range(threads):
             base = next_base[buffer.scope]
-            if buffer.scope == "acc" and acc_stride is not None:
-                base += thread * acc_stride
-            copy = ir.Buffer(f"{buffer.name}.t{thread}", buffer.scope, buffer.entries, base)
-            if buffer.scope != "acc" or acc_stride is None:
+            if buffer.scope == "acc" and layout is not None:
+                base += thread * layout.stride      # offset within the thread's banks
+            else:
                 next_base[buffer.scope] += buffer.entries
+            copy = ir.Buffer(f"{buffer.name}.t{thread}", buffer.scope, buffer.entries, base)
             per_thread[thread][buffer.name] = copy
             buffers.append(copy)
-    if acc_stride is not None:
-        next_base["acc"] = threads * acc_stride
+        if buffer.scope == "acc" and layout is not None:
+            next_base["acc"] += buffer.entries
+    if layout is not None:
+        next_base["acc"] = threads * layout.stride
     for buffer in function.buffers:
-        if buffer.name not in _REPLICATED:
+        if buffer.name not in replicated:
             buffer.base = next_base[buffer.scope]
             next_base[buffer.scope] += buffer.entries
             buffers.append(buffer)

@@ -25,6 +25,9 @@ DEFAULT, TINY = PRESETS["default"], PRESETS["tiny"]
 BATCH2 = HwConfig(batch=2, block_in=4, block_out=8, uop_buffer_bytes=2048, inp_buffer_bytes=2048,
                   wgt_buffer_bytes=4096, acc_buffer_bytes=8192, dram_bus_bits=64,
                   name="batch2")
+# Two acc banks, a thread's each: each thread keeps its own copy of the bias
+# (`compiler.schedule.acc_layout`), as on ``ecpix5-256``.
+TWO_BANKS = dataclasses.replace(TINY, max_acc_banks=2, name="tiny-2-banks")
 
 
 def _informative_shift(op) -> int:
@@ -80,7 +83,7 @@ def _random_conv(rng, config, padding):
     return dataclasses.replace(op, shift=_informative_shift(op))
 
 
-@pytest.mark.parametrize("config", [TINY, DEFAULT, BATCH2], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, DEFAULT, BATCH2, TWO_BANKS], ids=lambda c: c.name)
 @pytest.mark.parametrize("seed", range(6))
 def test_random_odd_convolutions(config, seed):
     rng = np.random.default_rng(100 + seed)
@@ -105,11 +108,26 @@ def test_strided_kernels_narrower_than_stride(config, kernel, stride):
         assert unordered_compute_conflicts(program.instructions, program.uops) == []
 
 
-@pytest.mark.parametrize("config", [TINY, DEFAULT, BATCH2], ids=lambda c: c.name)
+@pytest.mark.parametrize("config", [TINY, DEFAULT, BATCH2, TWO_BANKS], ids=lambda c: c.name)
 @pytest.mark.parametrize("shape", [(1, 16, 16), (5, 100, 37), (3, 7, 130), (33, 200, 45)])
 def test_dense(config, shape):
     op = Dense(*shape, bias=True, relu=shape[0] % 2 == 1)
     run_and_check(dataclasses.replace(op, shift=_informative_shift(op)), config)
+
+
+@pytest.mark.parametrize("out_channels", [8, 12, 200])
+def test_bias_copied_per_thread_on_two_banks(out_channels):
+    """With a thread's own copy of the bias, resident (8, 12 channels) or reloaded per
+    tile (200: too large to keep), its epilogues run beside the other thread's GEMMs."""
+    op = Conv2d(1, 12, out_channels, 9, 10, kernel=3, padding=1, bias=True, shift=8, relu=True)
+    program, *_ = run_and_check(op, TWO_BANKS, virtual_threads=2)
+    compute = [i for i in program.instructions if isinstance(i, (isa.Gemm, isa.Alu))]
+    # The GEMM after each REQUANT (the other thread's) runs beside it.
+    after = [compute[n + 1] for n, i in enumerate(compute[:-1])
+             if isinstance(i, isa.Alu) and i.alu_op == isa.AluOp.REQUANT]
+    assert after and all(isinstance(i, isa.Gemm) and i.overlap for i in after)
+    assert unordered_conflicts(program.instructions, program.uops) == []
+    assert unordered_compute_conflicts(program.instructions, program.uops) == []
 
 
 def test_large_dense_default():

@@ -1,5 +1,7 @@
 """Latency hiding: balanced tokens, every dependency ordered, independent stages free."""
 
+import dataclasses
+
 import pytest
 
 from vdla.compiler import Conv2d, Dense, Schedule, compile_op
@@ -10,14 +12,16 @@ from tests.compiler.happens_before import (LOAD, COMPUTE, compute_done_before, m
                                            unordered_conflicts)
 
 TINY = PRESETS["tiny"]
+# Two acc banks: one per thread, and none left for the bias (each thread keeps a copy).
+TWO_BANKS = dataclasses.replace(TINY, max_acc_banks=2, name="tiny-2-banks")
 CONV = Conv2d(1, 6, 6, 8, 8, kernel=3, padding=1, bias=True, shift=2, relu=True)
 
 
-def _program(threads, latency_hiding=True, op=CONV, **knobs):
+def _program(threads, latency_hiding=True, op=CONV, config=TINY, **knobs):
     schedule = Schedule(tile_h=knobs.get("tile_h", 2), tile_w=knobs.get("tile_w", 8),
                         tile_k=knobs.get("tile_k", 1), tile_c=knobs.get("tile_c", 1),
                         virtual_threads=threads, latency_hiding=latency_hiding)
-    return compile_op(op, TINY, schedule)
+    return compile_op(op, config, schedule)
 
 
 @pytest.mark.parametrize("threads, latency_hiding", [(1, True), (2, True), (3, True), (2, False)])
@@ -80,11 +84,12 @@ def _alus(program, op=None, reset=None):
             and (op is None or insn.alu_op == op) and (reset is None or insn.reset == reset)]
 
 
+@pytest.mark.parametrize("config", [TINY, TWO_BANKS], ids=["4-banks", "2-banks"])
 @pytest.mark.parametrize("op", [CONV, Conv2d(1, 8, 8, 8, 8, kernel=1, stride=2, bias=True,
                                             shift=3, relu=True)], ids=["3x3", "1x1s2"])
-def test_two_threads_run_resets_and_epilogues_beside_gemms(op):
+def test_two_threads_run_resets_and_epilogues_beside_gemms(op, config):
     """The ALU work of one thread overlaps the other thread's GEMMs, race-free."""
-    program = _program(2, op=op, tile_h=2, tile_w=8 if op is CONV else 4)
+    program = _program(2, op=op, config=config, tile_h=2, tile_w=8 if op is CONV else 4)
     instructions = program.instructions
     requants = _alus(program, isa.AluOp.REQUANT)
     resets = _alus(program, reset=True)

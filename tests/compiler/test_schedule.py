@@ -1,5 +1,6 @@
 """Schedules: JSON, validation against buffers, and the default search."""
 
+import dataclasses
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vdla.compiler import Conv2d, Dense, Schedule, ScheduleError, default_schedule, load_schedule
-from vdla.compiler.schedule import plan_tiles
+from vdla.compiler.schedule import AccLayout, acc_layout, plan_tiles
 from vdla.compiler.space import schedule_space
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
 
@@ -280,17 +281,45 @@ def test_chunk_loads_are_the_programs_loads(op, schedule):
 
 
 def test_epilogue_stalls_where_acc_banks_are_shared():
-    """Four threads' slots and the bias cannot each have one of 4 acc banks: the estimate
-    then charges the epilogue share on shared banks; with a bank each it charges none."""
+    """Three threads' slots cannot each have one of 2 acc banks: the estimate then
+    charges the epilogue share on shared banks; two threads take a bank each, each
+    with its own copy of the bias (`acc_layout`), and it charges none."""
     from vdla.compiler.cost import estimate_cost
     op = Conv2d(1, 128, 256, 28, 28, kernel=1, stride=2, bias=True, shift=10, relu=True)
-    config = PRESETS["default"]
+    config = dataclasses.replace(PRESETS["default"], max_acc_banks=2, name="two-banks")
     costs = {}
-    for threads in (3, 4):
+    for threads in (2, 3):
         plan = Schedule(tile_h=14, tile_w=2, tile_k=6, tile_c=2, virtual_threads=threads,
                         loop_order="bkhw", resident_weights=True).check(op.geometry(), config)
         stall = estimate_cost(plan) - estimate_cost(plan, epilogue_stalls=False)
         costs[threads] = (plan.epilogue_overlap(), stall)
-    assert costs[3] == (1.0, 0.0)
-    overlap, stall = costs[4]
+    assert costs[2] == (1.0, 0.0)
+    overlap, stall = costs[3]
     assert overlap < 1 and stall > 0
+
+
+@pytest.mark.parametrize("banks, threads, slot, shared, layout", [
+    # A bank per slot, the shared buffers in a bank after them.
+    (4, 2, 300, 16, AccLayout(512, shared_copied=False)),
+    (4, 3, 512, 16, AccLayout(512, shared_copied=False)),
+    # A slot over two banks, still a bank left for the shared buffers.
+    (8, 3, 300, 16, AccLayout(512, shared_copied=False)),
+    # No bank left for them: a copy per thread, after its slot, in its own banks.
+    (2, 2, 1000, 16, AccLayout(1024, shared_copied=True)),
+    (4, 4, 300, 16, AccLayout(512, shared_copied=True)),
+    (4, 2, 600, 16, AccLayout(1024, shared_copied=True)),
+    # Neither fits: packed (None).
+    (2, 2, 1020, 16, None),
+    (2, 3, 100, 0, None),
+    (4, 1, 100, 16, None),
+])
+def test_acc_layout_gives_each_thread_banks_of_its_own(banks, threads, slot, shared, layout):
+    config = dataclasses.replace(PRESETS["default"], max_acc_banks=banks, name="banks")
+    assert config.depth("acc") == 2048
+    assert acc_layout(config, threads, slot, shared) == layout
+    if layout is not None:
+        rows = config.acc_bank_rows
+        spans = [set(range(t * layout.stride // rows,
+                           (t * layout.stride + slot + shared * layout.shared_copied - 1) // rows
+                           + 1)) for t in range(threads)]
+        assert all(not (a & b) for i, a in enumerate(spans) for b in spans[i + 1:])

@@ -1,5 +1,7 @@
 """Virtual threads: per-thread SRAM slots and the interleaved, pipelined stage order."""
 
+import dataclasses
+
 import pytest
 
 from vdla.compiler import Conv2d, Schedule, ir
@@ -12,10 +14,10 @@ from vdla.hw.config import PRESETS
 TINY = PRESETS["tiny"]
 
 
-def _function(threads, rows=2, op=None, tile_c=1):
+def _function(threads, rows=2, op=None, tile_c=1, config=TINY):
     op = op or Conv2d(1, 8, 4, 8, 8, kernel=3, padding=1, bias=True)
     schedule = Schedule(tile_h=rows, tile_w=8, tile_k=1, tile_c=tile_c, virtual_threads=threads)
-    function = lower(schedule.check(op.geometry(), TINY))
+    function = lower(schedule.check(op.geometry(), config))
     for run in (tensorize, lower_epilogues, assign_virtual_threads):
         run(function)
     return function
@@ -31,6 +33,27 @@ def test_slots_are_disjoint_and_fit(threads):
         assert spans[-1][1] <= TINY.depth(scope)
     replicated = [b for b in function.buffers if b.name.startswith("inp_tile")]
     assert len(replicated) == threads
+
+
+@pytest.mark.parametrize("banks, copied", [(4, False), (2, True)])
+def test_each_threads_acc_lies_in_banks_of_its_own(banks, copied):
+    """Each thread's acc slot starts a bank; the bias gets a bank after them (4 banks)
+    or, with no bank left for it (2), a copy per thread after its slot, which the
+    thread's epilogues load and read."""
+    config = dataclasses.replace(TINY, max_acc_banks=banks, name=f"tiny-{banks}-banks")
+    function = _function(2, config=config)
+    rows = config.acc_bank_rows
+    acc = {b.name: b for b in function.buffers if b.scope == "acc"}
+    assert [acc[f"acc_tile.t{t}"].base for t in (0, 1)] == [0, rows]
+    biases = sorted(name for name in acc if name.startswith("bias"))
+    assert biases == (["bias.t0", "bias.t1"] if copied else ["bias"])
+    for t in (0, 1):
+        bias = acc["bias.t%d" % t] if copied else acc["bias"]
+        assert bias.base // rows == (t if copied else 2)
+    for tile in function.tiles:
+        for stmt in ir.walk(tile.epilogue.body):
+            if isinstance(stmt, ir.Copy) and stmt.memory == "acc":
+                assert stmt.buffer.name == (f"bias.t{tile.thread}" if copied else "bias")
 
 
 def test_tiles_use_their_threads_slot():

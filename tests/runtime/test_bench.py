@@ -306,7 +306,7 @@ def test_default_baseline_path_is_per_config():
     assert baseline_path(TINY) == REPO / "bench" / "baselines" / "tiny.json"
 
 
-@pytest.mark.parametrize("name", ["tiny", "default"])
+@pytest.mark.parametrize("name", ["tiny", "default", "ecpix5-256"])
 def test_committed_baselines_cover_c2_to_c11(name):
     data = load_baseline(REPO / "bench" / "baselines" / f"{name}.json")
     assert data["config_hash"] == PRESETS[name].hash
@@ -455,6 +455,21 @@ def test_tiny_c2_to_c11_on_rtl_match_the_baseline_exactly(tmp_path):
         assert 0 < compute["busy"] <= layer["cycles"]
     assert report["baseline"]["ok"] is True
     assert _is_png(png)
+
+
+@pytest.mark.rtl
+def test_ecpix5_256_c2_to_c11_on_rtl_match_the_baseline_exactly(tmp_path):
+    """The 1x32x8 preset's two acc banks: each thread's epilogues beside the other's
+    GEMMs (a bias copy per thread), 95 % of the GEMM core's cycles over the network."""
+    out = tmp_path / "e256.json"
+    result = invoke(["resnet18", "--config", "ecpix5-256", "--jobs", "2", "--check-baseline",
+                     "--json", out])
+    assert result.exit_code == 0, result.output
+    report, baseline = json.loads(out.read_text()), _committed("ecpix5-256")
+    assert {layer["name"]: layer["cycles"] for layer in report["layers"]} == \
+        {name: entry["cycles"] for name, entry in baseline["layers"].items()}
+    assert all(layer["correct"] for layer in report["layers"])
+    assert report["resnet18_gemm_utilization"] > 0.95
 
 
 @pytest.mark.rtl
