@@ -648,9 +648,10 @@ PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # VTA's 256 MACs per cycle on the ECPIX-5's ECP5-85, beside its board's 128 KiB
 # on-chip memory (64 of the 208 block RAMs), as a 1x32x8 GEMM: ALU lanes, not
 # MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 13 k LUTs and 24
-# multipliers off the 1x16x16 this preset was (+7.6 % ResNet-18 cycles: twice
-# the ALU micro-ops). ``ulx3s``'s timing and area switches; buffers as large as
-# the block RAMs allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up
+# multipliers off the 1x16x16 this preset was (twice the ALU micro-ops, hidden
+# beside the GEMMs: each thread's acc in a bank of its own, with its own copy
+# of the bias, `compiler.schedule.acc_layout`). ``ulx3s``'s timing and area
+# switches; buffers as large as the block RAMs allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up
 # to 512; each 256-bit acc bank of 1024 entries 15, so two banks), 118 block
 # RAMs in all; of the 156 18x18 multipliers the ALU takes 3 per lane (24) and
 # 132 of the 256 products the rest, the other 124 products are LUTs
