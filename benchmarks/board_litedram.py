@@ -17,7 +17,8 @@ Usage::
     python benchmarks/board_litedram.py [--memory litedram-ddr3] [--layer C2] [--config ecpix5]
 
 Prints the figures and writes them into ``benchmarks/results/board_litedram.json``
-under the memory kind's name (the other kinds' records are kept).
+under the memory kind's name, followed by the config's where that is not the
+board's preset (the other records are kept).
 """
 
 from __future__ import annotations
@@ -76,7 +77,10 @@ def main() -> None:
         record["board_over_rtl"] = round(board.cycles / rtl.cycles, 3)
     record["ms_at_clock"] = round(board.cycles / (record["clock_mhz"] * 1e3), 3)
     record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
-    save_record("board_litedram.json", args.memory, record)
+    # One record per memory kind on its board's preset, and per (kind, config) otherwise.
+    board_preset = args.config == BOARDS[dram.board].preset
+    save_record("board_litedram.json", args.memory if board_preset else
+                f"{args.memory} {args.config}", record)
 
 
 def save_record(filename: str, key: str, record: dict) -> None:
