@@ -136,14 +136,14 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 @click.command("bitstream", cls=Command)
 @click.option("--board", required=True, metavar="NAME",
               help="Board: ecpix5-85f (its DDR3 through LiteDRAM), ulx3s-85f (its SDRAM), "
-                   "ecpix5-85f-256 (ECP5), icebreaker (iCE40 UP5K).")
+                   "ecpix5-85f-256 (256 MACs, its DDR3), icebreaker (iCE40 UP5K).")
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Bitstream file to write.")
 @click.option("--clock-mhz", type=POSITIVE, default=None,
               help="The design's clock, from the FPGA's PLL (default: the board's: 80 MHz "
-                   "on ecpix5-85f and 50 on ulx3s-85f, their DRAMs' clocks, which they must "
-                   "be; 100 on ecpix5-85f-256, 27 on icebreaker).")
+                   "on ecpix5-85f and ecpix5-85f-256 and 50 on ulx3s-85f, their DRAMs' "
+                   "clocks, which they must be; 27 on icebreaker).")
 @seed_option(None, "nextpnr's own")
 @netlist_check_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
