@@ -18,7 +18,7 @@ Usage::
 
 Prints the figures and writes them into ``benchmarks/results/board_litedram.json``
 under the memory kind's name, followed by the config's where that is not the
-board's preset (the other records are kept).
+board's preset and the layer's where that is not C2 (the other records are kept).
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ def main() -> None:
         record["board_over_rtl"] = round(board.cycles / rtl.cycles, 3)
     record["ms_at_clock"] = round(board.cycles / (record["clock_mhz"] * 1e3), 3)
     record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
-    # One record per memory kind on its board's preset, and per (kind, config) otherwise.
-    board_preset = args.config == BOARDS[dram.board].preset
-    save_record("board_litedram.json", args.memory if board_preset else
-                f"{args.memory} {args.config}", record)
+    # A record per memory kind for C2 on its board's preset; the config and the layer
+    # join the key where they are others.
+    key = " ".join([args.memory] + [args.config] * (args.config != BOARDS[dram.board].preset)
+                   + [args.layer] * (args.layer != "C2"))
+    save_record("board_litedram.json", key, record)
 
 
 def save_record(filename: str, key: str, record: dict) -> None:
