@@ -79,8 +79,11 @@ def main() -> None:
     record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
     # A record per memory kind for C2 on its board's preset; the config and the layer
     # join the key where they are others.
-    key = " ".join([args.memory] + [args.config] * (args.config != BOARDS[dram.board].preset)
-                   + [args.layer] * (args.layer != "C2"))
+    key = args.memory
+    if args.config != BOARDS[dram.board].preset:
+        key += f" {args.config}"
+    if args.layer != "C2":
+        key += f" {args.layer}"
     save_record("board_litedram.json", key, record)
 
 

@@ -60,7 +60,7 @@ def _resident_variants(plan: TilePlan) -> list[TilePlan]:
     return variants
 
 
-def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
+def _cheapest_variant(plan: TilePlan) -> tuple[TilePlan, float]:
     """The best of a plan's `_resident_variants` and its estimate.
 
     On equal estimates a congested plan (see `_CONGESTED`) gives way to a
@@ -75,7 +75,7 @@ def _cheapest_variant(plan: TilePlan) -> tuple[Schedule, float]:
                     and variant_pressure <= pressure + 1e-9)
         if variant_cost < cost - 1e-9 or relieves:
             cost, pressure, pick = variant_cost, variant_pressure, variant
-    return pick.schedule, cost
+    return pick, cost
 
 
 def _default_tilings(space: ScheduleSpace, threads: int) -> Iterator[TilePlan]:
@@ -220,10 +220,9 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
         picks = [min(map(_cheapest_variant, _default_tilings(space, threads)),
                      key=lambda pick: pick[1], default=None) for threads in group]
         best = min((pick[0] for pick in picks if pick is not None),
-                   key=lambda schedule: estimate(schedule.check(geometry, config))[0],
-                   default=None)
+                   key=lambda plan: estimate(plan)[0], default=None)
         if best is not None:
-            return best
+            return best.schedule
     if virtual_threads is not None and virtual_threads > 1:
         raise ScheduleError(
             f"no schedule with {virtual_threads} virtual threads fits {describe} on config "

@@ -651,12 +651,13 @@ PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # multipliers off the 1x16x16 this preset was (twice the ALU micro-ops, hidden
 # beside the GEMMs: each thread's acc in a bank of its own, with its own copy
 # of the bias, `compiler.schedule.acc_layout`). ``ulx3s``'s timing and area
-# switches; buffers as large as the block RAMs allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up
-# to 512; each 256-bit acc bank of 1024 entries 15, so two banks), 118 block
-# RAMs in all; of the 156 18x18 multipliers the ALU takes 3 per lane (24) and
-# 132 of the 256 products the rest, the other 124 products are LUTs
-# (`lut_products`); the inp operand in 8 copies, one per output row
-# (`gemm_operand_copies`). Measured in benchmarks/README.md ("ECPIX-5, 256 MACs").
+# switches; buffers as large as the block RAMs allow (a 2048-bit wgt entry takes
+# 57 block RAMs at any depth up to 512; each 256-bit acc bank of 1024 entries 15,
+# so two banks), 118 block RAMs in all; of the 156 18x18 multipliers the ALU
+# takes 3 per lane (24) and 132 of the 256 products the rest, the other 124
+# products are LUTs (`lut_products`); the inp operand in 8 copies, one per
+# output row (`gemm_operand_copies`). Measured in benchmarks/README.md
+# ("ECPIX-5, 256 MACs").
 PRESETS["ecpix5-256"] = dataclasses.replace(
     PRESETS["ulx3s"], block_in=32, block_out=8, uop_buffer_bytes=8 * 1024,
     inp_buffer_bytes=32 * 1024, wgt_buffer_bytes=128 * 1024, acc_buffer_bytes=64 * 1024,

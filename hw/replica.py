@@ -1,7 +1,8 @@
 """Registers kept in several copies, to split a wide fan-out between them.
 
 A one-bit register that selects a multiplexer across every lane of a vector
-drives hundreds of LUTs; on an FPGA that net spreads over the lanes' logic and
+(or an operand that feeds every row of the GEMM core's multipliers) drives
+hundreds of LUTs; on an FPGA that net spreads over the lanes' logic and
 its wire is a path's longest part. `copies` registers the bit once per group
 of lanes, each copy driving its own. Synthesis merges identical registers
 (Yosys's ``opt_merge``), so each copy's wire carries `REPLICA` and the
@@ -23,8 +24,10 @@ REPLICA = "vdla_replica"
 KEEP_REPLICAS = f"setattr -set keep 1 a:{REPLICA} %ci1:+$dff[Q] t:$dff %i"
 
 
-def copies(name: str, count: int) -> list[Signal]:
-    """``count`` one-bit registers to assign the same value (one plain signal when 1)."""
+def copies(name: str, count: int, shape=1, **options) -> list[Signal]:
+    """``count`` registers of ``shape`` (``options``: further `Signal` arguments, e.g.
+    ``reset_less``) to assign the same value (one plain signal when 1)."""
     if count == 1:
-        return [Signal(name=name)]
-    return [Signal(name=f"{name}_{index}", attrs={REPLICA: 1}) for index in range(count)]
+        return [Signal(shape, name=name, **options)]
+    return [Signal(shape, name=f"{name}_{index}", attrs={REPLICA: 1}, **options)
+            for index in range(count)]

@@ -83,7 +83,7 @@ from vdla.hw.config import HwConfig
 from vdla.hw.gemm import GemmCore
 from vdla.hw.layouts import (instruction_layout, sram_read_signature, sram_write_signature,
                              uop_layout)
-from vdla.hw.replica import REPLICA, copies
+from vdla.hw.replica import copies
 from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
 
 __all__ = ["UnitPipeline", "GemmUnit", "AluUnit", "TwoCycleAluUnit", "unit_variant", "UNITS",
@@ -435,11 +435,8 @@ class GemmUnit(UnitPipeline):
             # S2r: the inp / wgt data registered, inp in `gemm_operand_copies` copies.
             s2 = p.stage(s2, "s2r", ("dst",))
             for kind, value in operands.items():
-                registers = [p.data(len(value), name=f"s2r_{kind}")]
-                if kind == "inp" and config.gemm_operand_copies > 1:
-                    registers = [Signal(len(value), reset_less=True, name=f"s2r_inp_{c}",
-                                        attrs={REPLICA: 1})
-                                 for c in range(config.gemm_operand_copies)]
+                count = config.gemm_operand_copies if kind == "inp" else 1
+                registers = copies(f"s2r_{kind}", count, len(value), reset_less=True)
                 m.d.sync += [register.eq(value) for register in registers]
                 operands[kind] = Cat(*registers)
         if config.gemm_tree_stage:
