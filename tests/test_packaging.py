@@ -59,9 +59,11 @@ def test_version_is_the_distributions():
     assert vdla.__version__ == version("vdla")
 
 
-def test_python_dash_m_vdla_runs_the_cli():
+def test_python_dash_m_vdla_runs_the_cli(tmp_path):
+    # From an empty folder: the one above the checkout holds the checkout itself, which git names
+    # ``vdla`` by default and which would shadow the installed package as a namespace package.
     result = subprocess.run([sys.executable, "-m", "vdla", "--version"], capture_output=True,
-                            text=True, cwd=REPO.parent)
+                            text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"vdla, version {vdla.__version__}"
 
