@@ -9,6 +9,7 @@ real install: these tests catch that statically and through a built wheel.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -82,3 +83,15 @@ def test_wheel_holds_only_vdla_with_its_data(tmp_path):
                    "vdla/bench/baselines/default.json", "vdla/bench/baselines/tiny.json",
                    "vdla/testing/cocotb/bench_chip.py", "vdla/__main__.py", "vdla/compiler/cpu/pool.c"]:
         assert needed in names
+
+
+def test_pytest_without_xdist_says_what_to_install():
+    """pyproject.toml's addopts pass ``-n auto``; without pytest-xdist, pytest names the install command."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
+                             "--collect-only", "-q", "tests/test_packaging.py"],
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    message = result.stderr.strip()
+    assert re.fullmatch(r"ERROR: pytest-xdist is missing, and pyproject\.toml's addopts run the tests with "
+                        r"-n auto: install the test extras with "
+                        r"pip install -c constraints\.txt -e '\.\[test\]'", message), message
