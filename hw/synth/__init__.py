@@ -6,7 +6,8 @@ vendor tool, nothing outside ``pip install``. One job per module:
 `hw.synth.parts`
     The FPGA parts (`FpgaPart`, `PARTS`) and families (`FAMILIES`).
 `hw.synth.tools`
-    Finding and running the tools (`SynthError`).
+    Finding and running the tools (`SynthError`), whether their first run
+    (which compiles them) is still ahead, progress on stderr.
 `hw.synth.reports`
     `SynthReport`, resources from Yosys's cells, nextpnr's critical paths.
 `hw.synth.fit`
@@ -28,11 +29,13 @@ from vdla.hw.synth.flow import (block_netlist, block_verilog, check_config_fits,
 from vdla.hw.synth.parts import (FAMILIES, PARTS, FpgaPart, lookup_part, nextpnr_options,
                                  synth_options)
 from vdla.hw.synth.reports import SynthReport, critical_paths, overflows
-from vdla.hw.synth.tools import SynthError, tool_path, yowasp_env
+from vdla.hw.synth.tools import (SynthError, first_run_note, progress_on_stderr, tool_path,
+                                 uncompiled, yowasp_env)
 
 __all__ = ["SynthError", "DoesNotFit", "SynthReport", "FitEstimate", "FpgaPart", "PARTS",
            "FAMILIES", "lookup_part", "synth_options", "nextpnr_options", "estimate", "place_and_route",
            "fit_estimate", "check_config_fits", "check_fits", "estimate_rtlil",
            "critical_paths", "overflows", "synthesize_rtlil", "yowasp_env", "tool_path",
            "record_fmax", "known_fmax", "clock_for", "netlist", "block_netlist",
-           "block_verilog", "core_netlist", "script_after_read"]
+           "block_verilog", "core_netlist", "script_after_read", "uncompiled", "first_run_note",
+           "progress_on_stderr"]

@@ -32,6 +32,8 @@ never served stale.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import time
 from pathlib import Path
@@ -269,6 +271,7 @@ def _place(work: Path, target: str, part: FpgaPart, clock: float, out_of_context
 
 
 # ------------------------------------------------------------------ the accelerator
+@functools.lru_cache(maxsize=4)
 def _core_rtlil(config: HwConfig) -> str:
     from vdla.hw.generate import TOP_NAME, rtlil_text  # Amaranth loads only when synthesising
     return rtlil_text(config, name=TOP_NAME, keep_memory_init=False)
@@ -348,24 +351,40 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
     return report
 
 
-def fit_estimate(config: HwConfig, target: str = "ecp5",
-                 device: str | None = None) -> tuple[FitEstimate, FpgaPart, str]:
+def fit_estimate(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
+                 place: bool = True) -> tuple[FitEstimate, FpgaPart, str]:
     """The estimate before synthesis (`hw.synth.fit`) of what `place_and_route` places
-    for ``config`` (the core, or a board preset's board top), its part, and a label.
+    for ``config`` (the core, or a board preset's board top), its part, and a label;
+    with ``place`` False, of the core alone, which `estimate` synthesises.
 
-    Seconds (Amaranth's conversion and a count), no tool runs.
+    Seconds (Amaranth's conversion and a count), no tool runs; remembered by config
+    and `hw.generate.hw_source_digest`, as `estimate`'s reports are.
     """
+    from vdla.hw.generate import hw_source_digest
     device = device or _board_part(config, target)
-    placement = _placement(config, target, device, None)
     chosen = lookup_part(target, device)
-    return (estimate_rtlil(placement["rtlil"], target, chosen), chosen,
-            f"config {config.name} ({placement['top_kind']})")
+    key = cache.key_of(hw_source_digest(), repr((target, chosen.name, place)), length=16)
+
+    def produce(work: Path) -> None:
+        if place:
+            placement = _placement(config, target, device, None)
+            rtlil, kind = placement["rtlil"], placement["top_kind"]
+        else:
+            rtlil, kind = _core_rtlil(config), "core"
+        fit = dataclasses.asdict(estimate_rtlil(rtlil, target, chosen))
+        (work / "fit.json").write_text(json.dumps({**fit, "kind": kind}) + "\n")
+    entry = cache.get_or_build("synth/fit", f"{config.hash}-{key}", produce, ["fit.json"],
+                               what="fit estimate")
+    fit = json.loads((entry.directory / "fit.json").read_text())
+    kind = fit.pop("kind")
+    fit["memories"] = tuple(tuple(memory) for memory in fit["memories"])
+    return FitEstimate(**fit), chosen, f"config {config.name} ({kind})"
 
 
-def check_config_fits(config: HwConfig, target: str = "ecp5",
-                      device: str | None = None) -> FitEstimate:
+def check_config_fits(config: HwConfig, target: str = "ecp5", device: str | None = None, *,
+                      place: bool = True) -> FitEstimate:
     """`fit_estimate`, raising `hw.synth.fit.DoesNotFit` when it is over the part."""
-    estimate_, chosen, what = fit_estimate(config, target, device)
+    estimate_, chosen, what = fit_estimate(config, target, device, place=place)
     check_fits(estimate_, chosen, what)
     return estimate_
 

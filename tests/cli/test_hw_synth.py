@@ -6,6 +6,8 @@ The flows themselves are tested in `tests.hw.test_synth` and `tests.hw.test_boar
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from vdla.cli.hw import command as hw_command
@@ -95,3 +97,26 @@ def test_vdla_hw_synth_refuses_a_config_that_cannot_fit_at_once():
     assert result.output == ("Error: config default (core) cannot fit the LFE5U-85F: block RAMs: "
                              "237 of 208 (29 over); DSPs: 304 of 156 (148 over) (estimated "
                              "before synthesis)\n")
+
+
+def test_an_estimate_of_a_config_that_cannot_fit_is_refused_at_once(monkeypatch):
+    """The README's ``vdla hw synth --target ice40 --estimate``: the default core on the UP5K."""
+    _stop_synthesis(monkeypatch)
+    result = invoke(hw_command, ["synth", "--target", "ice40", "--estimate"])
+    assert result.exit_code == 1
+    assert re.fullmatch(r"Error: config default \(core\) cannot fit the iCE40UP5K: block RAMs: 1066 of 30 "
+                        r"\(1036 over\); DSPs: 304 of 8 \(296 over\); LUTs: about \d+ of 5280 "
+                        r"\(\d+ over\) \(estimated before synthesis\)\n", result.output), result.output
+
+
+def test_an_estimate_that_yosys_puts_over_the_part_is_refused(monkeypatch):
+    from vdla.hw import synth
+    over = synth.SynthReport(luts=6000, ffs=100, brams=2, dsps=8, fmax_mhz=None, device="iCE40UP5K",
+                             fits=False, target="ice40", over=["LUTs: 6000 of 5280 (720 over)"])
+    monkeypatch.setattr(synth, "estimate", lambda *args, **kwargs: over)
+    result = invoke(hw_command, ["synth", "--config", "icebreaker", "--target", "ice40", "--estimate",
+                                 "--no-netlist-check"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == ("Error: config icebreaker does not fit the iCE40UP5K "
+                                              "after synthesis: LUTs: 6000 of 5280 (720 over)")
+    assert "config icebreaker:" not in result.stdout
