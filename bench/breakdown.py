@@ -115,7 +115,7 @@ def end_to_end(network, model_path: Path, image: np.ndarray, calibration: np.nda
     try:
         from vdla.bench.onnx_network import peer_models, time_block, time_model
     except ImportError:
-        return "not measured (pip install 'vdla[compare]')"
+        return "not measured (pip install onnxruntime: a dependency of vdla)"
     name = network.graph.inputs[0]
     timing, _ = time_block("vdla cpu int8", lambda: network.run({name: image}, target="cpu",
                                                                 threads=1), threads=1)

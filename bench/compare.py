@@ -11,8 +11,8 @@ Columns (per layer, and in total weighted by each layer's ``uses``):
 - ``ort fp32`` (Conv + Relu), ``ort qlinear u8`` (QLinearConv with uint8
   activations, MLAS's fast path), ``ort qlinear s8`` (int8 activations),
   ``ort convinteger`` (ConvInteger, uint8 activations, int32 out): onnxruntime
-  with the same threads, when ``onnxruntime`` and ``onnx`` are installed
-  (``pip install 'vdla[compare]'``); otherwise "not measured";
+  with the same threads (``onnxruntime`` and ``onnx`` are dependencies of
+  vdla; where one is missing, "not measured");
 - ``numpy fp32``: im2col and one matmul (numpy's BLAS, its own threads);
 - with target ``gpu``: the gpu target and PyTorch cuDNN on the CUDA device,
   at batch 1 and 8 (`bench.gpu_compare`), or "not measured (no CUDA device)".
@@ -123,7 +123,7 @@ def _layer_inputs(workload: Workload, seed: int) -> dict[str, np.ndarray]:
     return workload.op.random_inputs(rng)
 
 
-def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
+def _accel_column(workloads, config, clock_mhz, inputs, references, progress) -> Column:
     from vdla.bench.baseline import baseline_path, load_baseline
     from vdla.compiler import compile_op
     from vdla.runtime.runner import AccelRunner
@@ -144,6 +144,7 @@ def _accel_column(workloads, config, clock_mhz, inputs, references) -> Column:
         return column
     device = AccelRunner(config, sim="fsim")
     for workload in workloads:
+        progress(f"accel: {workload.name} on fsim")
         cycles = baseline["layers"][workload.name]["cycles"]
         column.seconds[workload.name] = cycles / (clock_mhz * 1e6)
         result = device.run(compile_op(workload.op, config), inputs[workload.name])
@@ -192,7 +193,8 @@ def _ort_version() -> tuple[str | None, str | None]:
         import onnx  # noqa: F401
         import onnxruntime
     except ImportError as error:
-        return None, f"not measured: {error.name} is not installed (pip install 'vdla[compare]')"
+        return None, (f"not measured: {error.name} is not installed (a dependency of vdla: "
+                      f"pip install {error.name})")
     return onnxruntime.__version__, None
 
 
@@ -324,6 +326,10 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
         the GPU columns' event-timed samples per layer).
     seed : int
         Seeds the layers' inputs and the blocks' order.
+    progress : callable, optional
+        Called with a line of what runs now: ``numpy reference C2``, ``accel: C2
+        on fsim``, then, timing each layer in turn, lines that begin with the
+        layer's name and a colon (``C2: building``, ``C2: round 1/5: cpu int8``).
     calls, warmup : int
         Timed and untimed calls of each block.
     only : sequence of str, optional
@@ -357,8 +363,7 @@ def run_comparison(config, targets: Sequence[str] = ("accel", "cpu"),
                               "inputs": inputs[w.name], "op": w.op}
     columns = []
     if "accel" in targets:
-        progress("accel: baseline cycles, fsim check")
-        columns.append(_accel_column(workloads, config, clock_mhz, inputs, references))
+        columns.append(_accel_column(workloads, config, clock_mhz, inputs, references, progress))
     timing = (warmup, calls, repeats, random.Random(seed))
     columns += _timed_columns(workloads, names, threads, timing, inputs, references, progress)
     gpu = None

@@ -11,7 +11,7 @@ onnxruntime as it is added and keeps its output in ``values``, so a script can
 set a node's parameters from the data that reaches it (BatchNormalization
 statistics from the activations of the convolution before it) while each node
 is computed once.  ``onnx`` (and, with ``feed``, ``onnxruntime``) are needed:
-``pip install 'vdla[compare]'``.
+both are dependencies of vdla.
 """
 
 from __future__ import annotations

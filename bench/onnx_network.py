@@ -13,7 +13,7 @@ them on one input:
 
 `run_all` runs a model over many inputs (in the batch size it takes) and
 `compare_outputs` says how far an int8 peer's outputs are from fp32's.
-``onnx`` and ``onnxruntime`` are needed (``pip install 'vdla[compare]'``).
+``onnx`` and ``onnxruntime`` are needed (both dependencies of vdla).
 """
 
 from __future__ import annotations

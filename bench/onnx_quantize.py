@@ -32,7 +32,7 @@ Schemes (``scheme``):
 `qdq_scales` reads a QDQ model's scales and `quantized_tensors` runs it with
 every quantised activation exposed, for tensor-by-tensor comparisons, which
 `node_differences` makes against vdla's integer graph.
-``onnx`` and ``onnxruntime`` are needed (``pip install 'vdla[compare]'``).
+``onnx`` and ``onnxruntime`` are needed (both dependencies of vdla).
 """
 
 from __future__ import annotations

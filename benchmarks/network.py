@@ -88,7 +88,7 @@ def onnxruntime_per_node(integer, images) -> dict[str, dict[str, float]] | str:
         import onnx
         import onnxruntime as ort
     except ImportError:
-        return "not measured (pip install 'vdla[compare]')"
+        return "not measured (pip install onnxruntime: a dependency of vdla)"
     from vdla.graph.export import to_qdq
     model = to_qdq(integer)
     computed = [n for n, t in integer.tensors.items() if t.dtype == np.int8 and not t.constant]

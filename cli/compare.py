@@ -81,13 +81,22 @@ def command(network, targets, config, clock_mhz, threads, repeats, calls, warmup
         except ValueError as error:
             fail(f"--only: {error}")
 
+    from tqdm import tqdm
+    layer_names = [w.name for w in workloads]
+    # Layers timed so far, and what runs now (`run_comparison`'s progress lines).
+    bar = tqdm(total=len(layer_names), desc=f"compare {network}", unit="layer", file=sys.stderr,
+               leave=False, dynamic_ncols=True)
+
     def progress(message: str) -> None:
-        if sys.stderr.isatty():
-            click.echo(f"\r{message:<40}", nl=False, err=True)
-    report = run_comparison(config, names, clock_mhz, threads, repeats, workloads,
-                            seed, progress, calls, warmup, only)
-    if sys.stderr.isatty():
-        click.echo("\r" + " " * 41 + "\r", nl=False, err=True)
+        layer = message.partition(":")[0]
+        if layer in layer_names:
+            bar.n = layer_names.index(layer)
+        bar.set_postfix_str(message)
+    try:
+        report = run_comparison(config, names, clock_mhz, threads, repeats, workloads,
+                                seed, progress, calls, warmup, only)
+    finally:
+        bar.close()
     report["command"] = "vdla compare " + " ".join(sys.argv[2:])
     try:
         if json_path:

@@ -95,3 +95,33 @@ def test_pytest_without_xdist_says_what_to_install():
     assert re.fullmatch(r"ERROR: pytest-xdist is missing, and pyproject\.toml's addopts run the tests with "
                         r"-n auto: install the test extras with "
                         r"pip install -c constraints\.txt -e '\.\[test\]'", message), message
+
+
+def _requirements(names):
+    from packaging.requirements import Requirement
+    return [Requirement(text) for text in names]
+
+
+def test_every_dependency_is_pinned_in_constraints_within_its_range():
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+    lines = (REPO / "constraints.txt").read_text().splitlines()
+    pins = {canonicalize_name(name): Version(version)
+            for name, _, version in (line.partition("==") for line in lines
+                                     if line.strip() and not line.startswith("#"))}
+    project = PYPROJECT["project"]
+    texts = [*project["dependencies"], *(text for extra in project["optional-dependencies"].values()
+                                         for text in extra)]
+    for requirement in _requirements(texts):
+        if requirement.name == "vdla":
+            continue
+        pin = pins.get(canonicalize_name(requirement.name))
+        assert pin is not None and pin in requirement.specifier, (str(requirement), pin)
+
+
+def test_a_plain_install_brings_onnxruntime():
+    """``pip install -e .`` (the README's set-up) runs every column of ``vdla compare`` and the
+    model references: onnxruntime is no extra."""
+    names = {requirement.name for requirement in _requirements(PYPROJECT["project"]["dependencies"])}
+    assert {"onnx", "onnxruntime"} <= names
+    assert PYPROJECT["project"]["optional-dependencies"]["compare"] == []

@@ -4,6 +4,7 @@ clock: tests/bench/test_compare.py)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -64,3 +65,15 @@ def test_cli_json_and_layers(fake, tmp_path):
     assert report["columns"]["cpu int8"]["round_totals"] == pytest.approx([1e-3, 2e-3, 3e-3])
     assert report["ratio_ranges"] == pytest.approx({"cpu int8 / ort fp32": [0.5, 1.5]})
     assert set(fake.log) == {"cpu int8", "ort fp32"}
+
+
+def test_cli_shows_each_layer_and_step_on_stderr(fake):
+    result = invoke(compare_command, FAKE)
+    assert result.exit_code == 0, result.output
+    # tqdm's line, redrawn as each step starts: the layers timed so far and the step.
+    assert re.search(r"\rcompare resnet18:\s+0%\|.*\| 0/2 \[.*, numpy reference C90\]", result.stderr)
+    assert re.search(r"\rcompare resnet18:\s+0%\|.*\| 0/2 \[.*, C90: round 1/3: cpu int8\]",
+                     result.stderr)
+    assert re.search(r"\rcompare resnet18:\s+50%\|.*\| 1/2 \[.*, C91: round 3/3: numpy fp32\]",
+                     result.stderr)
+    assert "compare resnet18" not in result.stdout
