@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from vdla.files import read_bounded
+from vdla.files import open_for_reading, read_bounded
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 
 __all__ = ["load", "from_bytes", "OPSETS", "MAX_MODEL_BYTES", "MAX_TENSOR_ELEMENTS",
-           "supported_operators"]
+           "MAX_BATCH", "supported_operators"]
 
 # The default-domain opsets whose semantics the converters follow.
 OPSETS = range(9, 22)
@@ -36,6 +37,8 @@ OPSETS = range(9, 22)
 MAX_MODEL_BYTES = 1 << 30
 # Any one tensor, constant or activation (1 GiB of float32).
 MAX_TENSOR_ELEMENTS = 1 << 28
+# A larger batch makes each input a tensor of more than MAX_TENSOR_ELEMENTS.
+MAX_BATCH = MAX_TENSOR_ELEMENTS
 
 _DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
            11: np.float64}
@@ -103,13 +106,18 @@ class _Importer:
                              f"{str(error).splitlines()[0] if str(error) else ''})") from None
 
     def _read_external(self, proto, what: str, nbytes: int) -> None:
-        """Fill ``proto.raw_data`` from its external file, which must lie in the model's folder."""
+        """Fill ``proto.raw_data`` from its external file, which must be a regular file in the
+        model's folder holding the declared bytes (read as `vdla.files` reads any user file:
+        opened without blocking, never more than ``nbytes``)."""
         onnx = _onnx()
         entries = {entry.key: entry.value for entry in proto.external_data}
         location = entries.get("location", "")
         if self.folder is None:
             raise GraphError(f"{what}: external data {location!r} cannot be read for a model "
                              "given as bytes (load it from its file)")
+        if "\0" in location:
+            raise GraphError(f"{what}: external data location {location!r} holds a NUL byte; "
+                             "not a file name")
         folder = self.folder.resolve()
         path = (folder / location).resolve()
         if not location or os.path.isabs(location) or folder not in path.parents:
@@ -123,7 +131,17 @@ class _Importer:
             raise GraphError(f"{what}: external data of {length} bytes at offset {offset}, "
                              f"but its shape needs {nbytes}")
         try:
-            with open(path, "rb") as handle:
+            with open_for_reading(path) as handle:
+                status = os.fstat(handle.fileno())
+                if not stat.S_ISREG(status.st_mode):
+                    raise GraphError(f"{what}: external data {location!r} is not a regular "
+                                     "file")
+                # Checked before seeking: an offset past the end (or past what an offset
+                # can hold) is a file too short for the declared bytes.
+                if offset + nbytes > status.st_size:
+                    raise GraphError(f"{what}: external data file {location!r} is truncated "
+                                     f"({status.st_size} bytes; {nbytes} needed at offset "
+                                     f"{offset})")
                 handle.seek(offset)
                 data = handle.read(nbytes)
         except OSError as error:
@@ -140,10 +158,11 @@ class _Importer:
     def run(self, batch: int | None) -> Graph:
         onnx = _onnx()
         graph = self.model.graph
-        self._check_opset()
+        self._check_versions()
         for proto in graph.initializer:
             self.constant(proto.name, self.initializer(proto))
         inputs = [value for value in graph.input if value.name not in self.tensors]
+        self.inputs = {value.name for value in inputs}
         if not inputs:
             raise GraphError(f"{self.source}: the model has no input (every graph input is an "
                              "initializer)")
@@ -168,15 +187,35 @@ class _Importer:
             self._convert(proto, index)
         outputs = [value.name for value in graph.output]
         for name in outputs:
+            if outputs.count(name) > 1:
+                raise GraphError(f"{self.source}: graph output {name!r} is listed "
+                                 f"{outputs.count(name)} times")
             if name not in self.tensors:
                 raise GraphError(f"{self.source}: graph output {name!r} is never computed")
+            if name in self.inputs:
+                raise GraphError(f"{self.source}: graph output {name!r} is a graph input; vdla "
+                                 "compiles outputs computed from the inputs")
+            if self.tensors[name].constant:
+                raise GraphError(f"{self.source}: graph output {name!r} is a constant (an "
+                                 "initializer, or computed from constants only); vdla "
+                                 "compiles outputs computed from the inputs")
         return Graph(self.tensors, self.nodes, [v.name for v in inputs], outputs).check().prune()
 
-    def _check_opset(self) -> None:
-        versions = {entry.domain: entry.version for entry in self.model.opset_import}
-        version = versions.get("", versions.get("ai.onnx"))
-        if version is None:
+    def _check_versions(self) -> None:
+        """The IR version and the one default-domain opset the file claims."""
+        onnx = _onnx()
+        if not 0 <= self.model.ir_version <= onnx.IR_VERSION:
+            raise GraphError(f"{self.source}: IR version {self.model.ir_version} is not one "
+                             f"this onnx package knows (0-{onnx.IR_VERSION}); refused")
+        defaults = [entry.version for entry in self.model.opset_import
+                    if entry.domain in ("", "ai.onnx")]
+        if len(defaults) > 1:
+            raise GraphError(f"{self.source}: the model imports the default-domain opset "
+                             f"{len(defaults)} times (versions "
+                             f"{', '.join(map(str, defaults))}); it must name one")
+        if not defaults:
             raise GraphError(f"{self.source}: the model imports no default-domain opset")
+        version = defaults[0]
         if version not in OPSETS:
             raise GraphError(f"{self.source}: opset {version} is not supported (vdla reads "
                              f"opsets {OPSETS.start}-{OPSETS.stop - 1})")
@@ -236,9 +275,11 @@ class _Importer:
             raise GraphError(f"{what}: onnx shape inference found no tensor shape for it")
         tensor_type = info.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
-        if any(d is None or d <= 0 for d in dims):
+        if any(d is None for d in dims):
             raise GraphError(f"{what}: shape {dims} is not static (vdla needs every size known; "
                              "pass the batch)")
+        if any(d <= 0 for d in dims):
+            raise GraphError(f"{what}: shape {dims} is empty (a size below 1)")
         dtype = _DTYPES.get(tensor_type.elem_type)
         if dtype is None:
             raise GraphError(f"{what}: element type {_type_name(tensor_type.elem_type)} is not "
@@ -340,11 +381,23 @@ class _OnnxNode:
             raise self.fail(f"its {what} ({self.inputs[index]!r}) must be a constant")
         return value
 
+    def finite(self, what: str, value) -> None:
+        """Refuse NaN or infinite values in a weight, bias, bound or other constant operand
+        (they would quantise to arbitrary integers, where the float model computes NaN)."""
+        array = np.asarray(value)
+        if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+            kind = "NaN" if np.any(np.isnan(array)) else "infinite"
+            raise self.fail(f"its {what} holds {kind} values; vdla needs finite weights, "
+                            "biases and bounds")
+
     def emit(self, op: str, inputs: list[str] | None = None, **attrs) -> None:
         """Add the IR node (its outputs declared from shape inference)."""
         if len(self.outputs) != 1:
             raise self.fail(f"expected one output, got {len(self.outputs)} (training outputs "
                             "are not supported)")
+        for name in self.inputs if inputs is None else inputs:
+            if self.importer.value(name) is not None:
+                self.finite(f"constant input {name!r}", self.importer.value(name))
         self.importer._declare(self.outputs[0], f"{self.where}: output {self.outputs[0]!r}")
         self.importer.nodes.append(Node(self.name, op, list(self.inputs if inputs is None
                                                               else inputs),
@@ -390,6 +443,13 @@ def _spatial(node: _OnnxNode, kernel: tuple[int, int],
         pads = (begin[0], begin[1], end[0], end[1])
     if any(p < 0 for p in pads) or any(s <= 0 for s in stride):
         raise node.fail(f"negative pads {pads} or non-positive strides {stride}")
+    sizes = node.importer.shape(node.inputs[0])[2:]
+    for axis, size, k, d, low, high in zip(("height", "width"), sizes, kernel, dilation,
+                                           pads[:2], pads[2:]):
+        if size + low + high < (k - 1) * d + 1:
+            raise node.fail(f"its kernel spans {(k - 1) * d + 1} in {axis} (size {k}, dilation "
+                            f"{d}) but the padded input has {size + low + high} ({size} + pads "
+                            f"{low}, {high}): the output would be empty")
     return {"kernel": kernel, "stride": stride, "pads": pads}
 
 
@@ -448,19 +508,38 @@ def _batchnorm(node: _OnnxNode) -> None:
     if node.attr("training_mode", 0, (0,)) or len(node.outputs) != 1:
         raise node.fail("training mode (running statistics outputs) is not supported")
     node.ignore("momentum", "spatial", "is_test", "consumed_inputs")
-    node.emit("batchnorm", epsilon=float(node.attr("epsilon", 1e-5)))
+    epsilon = float(node.attr("epsilon", 1e-5))
+    node.finite("epsilon", epsilon)
+    variance = node.importer.value(node.inputs[4])
+    if variance is not None and np.any(variance.astype(np.float64) + epsilon <= 0):
+        raise node.fail(f"its variance ({node.inputs[4]!r}) plus epsilon is not positive "
+                        "everywhere (its square root would be NaN)")
+    node.emit("batchnorm", epsilon=epsilon)
 
 
 def _clip(node: _OnnxNode) -> None:
+    """Bounds left out are infinite; bounds given must be finite numbers."""
     if node.importer.opset < 11:
         node.arity(1)
-        low, high = node.attr("min", -np.inf), node.attr("max", np.inf)
+        bounds = [node.attr(name) for name in ("min", "max")]
+        for name, bound in zip(("min", "max"), bounds):
+            if bound is not None:
+                node.finite(f"{name} attribute", float(bound))
     else:
         node.arity(1, 3)
-        bounds = [node.constant_input(i, ("min", "max")[i - 1]).item()
-                  if i < len(node.inputs) and node.inputs[i] else (-np.inf, np.inf)[i - 1]
-                  for i in (1, 2)]
-        low, high = bounds
+        bounds = []
+        for index, name in ((1, "min"), (2, "max")):
+            if index < len(node.inputs) and node.inputs[index]:
+                bound = node.constant_input(index, name)
+                if bound.size != 1:
+                    raise node.fail(f"its {name} ({node.inputs[index]!r}) must hold one "
+                                    f"value, not {bound.size}")
+                node.finite(f"{name} ({node.inputs[index]!r})", bound)
+                bounds.append(bound.item())
+            else:
+                bounds.append(None)
+    low, high = (-np.inf if bounds[0] is None else bounds[0],
+                 np.inf if bounds[1] is None else bounds[1])
     node.emit("clip", [node.inputs[0]], min=float(low), max=float(high))
 
 
@@ -710,6 +789,9 @@ def from_bytes(data: bytes, *, batch: int | None = None, folder: str | Path | No
     if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool)
                               or batch <= 0):
         raise GraphError(f"batch: expected a positive integer, got {batch!r}")
+    if batch is not None and batch > MAX_BATCH:
+        raise GraphError(f"batch {batch}: more than vdla's limit of {MAX_BATCH:,} (each input "
+                         "would exceed the per-tensor element limit)")
     try:
         model = onnx.load_model_from_string(bytes(data))
     except Exception as error:  # noqa: BLE001 - protobuf's DecodeError and friends

@@ -238,3 +238,176 @@ def test_grouped_dilated_and_padded_convs_match_onnxruntime():
     x = images(4, seed=2)
     expected = ort.InferenceSession(model).run(None, {"input": x})[0]
     np.testing.assert_allclose(execute(graph, {"input": x})["logits"], expected, atol=1e-6)
+
+
+def _external_model(folder: Path, entries: dict[str, str]) -> Path:
+    """A one-Conv model in ``folder`` whose weight (3, 2, 3, 3) is external data ``entries``."""
+    weight = initializer("w", np.zeros((3, 2, 3, 3), np.float32))
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    for key, value in entries.items():
+        weight.external_data.add(key=key, value=value)
+    path = folder / "m.onnx"
+    path.write_bytes(_single(helper.make_node("Conv", ["x", "w"], ["y"]), [weight]))
+    return path
+
+
+@pytest.mark.parametrize("entries, message", [
+    ({"location": "w\0.bin"}, r"external data location 'w\\x00.bin' holds a NUL byte; not a "
+                              r"file name$"),
+    ({"location": "w.bin", "offset": str(2 ** 63)},
+     r"external data file 'w.bin' is truncated \(216 bytes; 216 needed at offset "
+     r"9223372036854775808\)$"),
+    ({"location": "w.bin", "offset": "1"},
+     r"external data file 'w.bin' is truncated \(216 bytes; 216 needed at offset 1\)$"),
+    ({"location": "sub"}, r"cannot read external data 'sub' \(Is a directory\)$"),
+])
+def test_external_data_locations_and_offsets_are_checked_before_reading(tmp_path, entries,
+                                                                          message):
+    (tmp_path / "w.bin").write_bytes(np.full(54, 0.5, np.float32).tobytes())
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(GraphError, match=r"^initializer 'w': " + message):
+        load(_external_model(tmp_path, entries))
+
+
+def test_external_data_in_a_fifo_is_refused_without_blocking(tmp_path):
+    import threading
+    os.mkfifo(tmp_path / "w.bin")
+    path = _external_model(tmp_path, {"location": "w.bin"})
+    outcome = []
+
+    def import_it():
+        try:
+            load(path)
+        except GraphError as error:
+            outcome.append(str(error))
+
+    thread = threading.Thread(target=import_it, daemon=True)
+    thread.start()
+    thread.join(20)
+    if thread.is_alive():       # blocked in open(): a writer lets it go
+        os.close(os.open(tmp_path / "w.bin", os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(20)
+        pytest.fail("the import blocked on a FIFO")
+    assert outcome == ["initializer 'w': external data 'w.bin' is not a regular file"]
+
+
+CONV = helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c")
+CLIP = helper.make_node("Clip", ["x", "low", "high"], ["y"], name="clip")
+BATCHNORM = helper.make_node("BatchNormalization", ["x", "s", "beta", "mean", "var"], ["y"],
+                             name="bn")
+
+
+def _vector(name, *values):
+    return initializer(name, np.array(values, np.float32))
+
+
+def _scalar(name, value):
+    return initializer(name, np.array(value, np.float32))
+
+
+@pytest.mark.parametrize("node, inits, opset, message", [
+    (CONV, [initializer("w", np.full((3, 2, 3, 3), np.nan, np.float32)), _vector("b", 0, 0, 0)],
+     17, r"node 'c' \(Conv\): its constant input 'w' holds NaN values"),
+    (CONV, [WEIGHT, _vector("b", 0, np.nan, 0)], 17,
+     r"node 'c' \(Conv\): its constant input 'b' holds NaN values"),
+    (CONV, [WEIGHT, _vector("b", 0, np.inf, 0)], 17,
+     r"node 'c' \(Conv\): its constant input 'b' holds infinite values"),
+    (helper.make_node("Add", ["x", "b"], ["y"], name="add"), [_vector("b", 1, -np.inf)], 17,
+     r"node 'add' \(Add\): its constant input 'b' holds infinite values"),
+    (CLIP, [_scalar("low", np.nan), _scalar("high", 6)], 17,
+     r"node 'clip' \(Clip\): its min \('low'\) holds NaN values"),
+    (CLIP, [_scalar("low", 0), _scalar("high", np.nan)], 17,
+     r"node 'clip' \(Clip\): its max \('high'\) holds NaN values"),
+    (CLIP, [_scalar("low", 0), _scalar("high", np.inf)], 17,
+     r"node 'clip' \(Clip\): its max \('high'\) holds infinite values"),
+    (helper.make_node("Clip", ["x"], ["y"], name="clip", min=float("nan"), max=6.0), [], 10,
+     r"node 'clip' \(Clip\): its min attribute holds NaN values"),
+    (BATCHNORM, [_vector("s", 1, 1), _vector("beta", 0, 0), _vector("mean", 0, 0),
+                 _vector("var", 1, np.nan)], 17,
+     r"node 'bn' \(BatchNormalization\): its constant input 'var' holds NaN values"),
+    (BATCHNORM, [_vector("s", 1, 1), _vector("beta", 0, 0), _vector("mean", 0, 0),
+                 _vector("var", 1, -1)], 17,
+     r"node 'bn' \(BatchNormalization\): its variance \('var'\) plus epsilon is not positive "
+     r"everywhere \(its square root would be NaN\)$"),
+])
+def test_nan_or_infinite_constants_are_refused_naming_the_tensor(node, inits, opset, message):
+    """onnxruntime computes NaN (or infinities) from these; int8 cannot, so they are refused."""
+    shape = (1, 2) if node.op_type == "Add" else (1, 2, 4, 4)
+    with pytest.raises(GraphError, match=f"^{message}"):
+        from_bytes(_single(node, inits, shape=shape, opset=opset))
+
+
+def test_finite_clip_bounds_and_left_out_ones_import():
+    graph = from_bytes(_single(CLIP, [_scalar("low", -1), _scalar("high", 6)]))
+    assert graph.nodes[0].attrs == {"min": -1.0, "max": 6.0}
+    graph = from_bytes(_single(helper.make_node("Clip", ["x", "", "high"], ["y"]),
+                               [_scalar("high", 6)]))
+    assert graph.nodes[0].attrs == {"min": -np.inf, "max": 6.0}
+
+
+def _graph_outputs(outputs, extra_inits=()):
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="r")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 2]) for name in outputs],
+        list(extra_inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("outputs, message", [
+    (["y", "y"], r"graph output 'y' is listed 2 times$"),
+    (["y", "k"], r"graph output 'k' is a constant \(an initializer, or computed from constants "
+                 r"only\); vdla compiles outputs computed from the inputs$"),
+    (["y", "x"], r"graph output 'x' is a graph input; vdla compiles outputs computed from the "
+                 r"inputs$"),
+])
+def test_graph_outputs_are_computed_and_listed_once(outputs, message):
+    model = _graph_outputs(outputs, [initializer("k", np.ones((1, 2), np.float32))])
+    with pytest.raises(GraphError, match=f"^model: {message}"):
+        from_bytes(model.SerializeToString())
+
+
+def test_ir_versions_newer_than_onnx_knows_are_refused_as_onnxruntime_does():
+    model = residual_cnn()
+    model.ir_version = onnx.IR_VERSION
+    from_bytes(model.SerializeToString())
+    model.ir_version = 99
+    with pytest.raises(GraphError, match=rf"^model: IR version 99 is not one this onnx package "
+                                         rf"knows \(0-{onnx.IR_VERSION}\); refused$"):
+        from_bytes(model.SerializeToString())
+    ort = pytest.importorskip("onnxruntime")
+    with pytest.raises(Exception, match="ir_version|IR version"):
+        ort.InferenceSession(model.SerializeToString())
+
+
+def test_two_default_domain_opsets_are_refused():
+    model = residual_cnn()
+    model.opset_import.append(helper.make_opsetid("ai.onnx", 13))
+    with pytest.raises(GraphError, match=r"^model: the model imports the default-domain opset 2 "
+                                         r"times \(versions 17, 13\); it must name one$"):
+        from_bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize("node, inits, message", [
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", pads=[1, 1, 1, 1]),
+     [initializer("w", np.ones((3, 2, 9, 9), np.float32))],
+     r"node 'c' \(Conv\): its kernel spans 9 in height \(size 9, dilation 1\) but the padded "
+     r"input has 6 \(4 \+ pads 1, 1\): the output would be empty$"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="c", dilations=[1, 1000]), [WEIGHT],
+     r"node 'c' \(Conv\): its kernel spans 2001 in width \(size 3, dilation 1000\) but the "
+     r"padded input has 4 \(4 \+ pads 0, 0\): the output would be empty$"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[5, 5]), [],
+     r"node 'p' \(MaxPool\): its kernel spans 5 in height \(size 5, dilation 1\) but the "
+     r"padded input has 4 \(4 \+ pads 0, 0\): the output would be empty$"),
+])
+def test_a_kernel_larger_than_its_padded_input_is_named(node, inits, message):
+    with pytest.raises(GraphError, match=f"^{message}"):
+        from_bytes(_single(node, inits))
+
+
+def test_a_batch_beyond_the_limit_is_refused():
+    with pytest.raises(GraphError, match=r"^batch 9223372036854775808: more than vdla's limit of "
+                                         r"268,435,456 \(each input would exceed the per-tensor "
+                                         r"element limit\)$"):
+        from_bytes(residual_cnn().SerializeToString(), batch=2 ** 63)
