@@ -14,7 +14,7 @@ from vdla.cli.options import USER_ERRORS, Group, one_line
 
 # Each module defines a click command (or group) called ``command``.
 SUBCOMMANDS = ["isa", "hw", "run", "inspect", "compile", "bench", "compare", "tune", "dse", "demo",
-               "config", "inputs", "quantize", "bench_net"]
+               "config", "inputs", "quantize", "bench_net", "cache"]
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

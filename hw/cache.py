@@ -35,6 +35,19 @@ The checks guard against damage and stale or foreign files; a user who can
 write the cache while a library is being loaded can run code as that user
 anyway. This module imports nothing heavy: the simulators ask for their
 entries without loading Amaranth.
+
+Size and pruning. `usage` sums the root by kind (`KINDS`: besides the
+entries, the crash reports of ``crash/``, the sweep logs of ``dse/``, the
+tools YoWASP compiled in ``yowasp/`` and wasmtime's cache in ``tools/``);
+`prune` removes what was least recently used (an entry's folder is touched
+each time it is handed out) by age or down to a size (``vdla cache``). It
+removes only what it recognises as vdla's (an entry whose manifest names it,
+a file named as vdla or the tool names it), so a root set to the wrong
+folder loses nothing else; an entry whose lock is held (being built or
+healed) is left alone, and one is removed as `get_or_build` removes a
+damaged one: renamed aside first, so a reader sees it whole or not at all
+(a library already loaded stays mapped). Fmax records (``synth/fmax``) are
+measurements, an hour of place and route each, and are never pruned.
 """
 
 from __future__ import annotations
@@ -59,7 +72,7 @@ from vdla.errors import VdlaError
 
 __all__ = ["cache_root", "tool_cache_environment", "cpu_fingerprint", "CacheError", "Entry",
            "key_of", "get_or_build", "lookup", "entry_problem", "run_tool", "tool_failure",
-           "MANIFEST_NAME", "BUILD_LOG"]
+           "MANIFEST_NAME", "BUILD_LOG", "KINDS", "Item", "Usage", "Pruned", "usage", "prune"]
 
 MANIFEST_NAME = "manifest.json"
 BUILD_LOG = "build.log"
@@ -233,10 +246,13 @@ def entry_problem(directory: Path) -> str | None:
 
 
 def _found(directory: Path) -> Entry | str:
-    """The verified entry ``directory`` (found in the cache), or its problem."""
+    """The verified entry ``directory`` (found in the cache), or its problem; a found one
+    is marked used now (its folder's time), for `prune`."""
     checked = _verified(directory)
     if isinstance(checked, str):
         return checked
+    with contextlib.suppress(OSError):   # a read-only cache is used all the same
+        os.utime(directory)
     return Entry(directory, directory.name, True, checked["info"])
 
 
@@ -441,3 +457,234 @@ def run_tool(command: list[str], work: Path, what: str, error: type[Exception], 
         raise error(tool_failure(what, result.returncode, output, command=command,
                                  tail_lines=tail_lines))
     return output
+
+
+# ------------------------------------------------------------------ size and pruning
+# The folders of the cache root, what they hold.
+KINDS = {
+    "rtl": "RTL models (Verilator)",
+    "board": "board models (Verilator)",
+    "cocotb": "cocotb builds",
+    "gate": "gate-level netlist simulations",
+    "verilog": "Verilog",
+    "synth": "synthesis reports, netlists, fit estimates, Fmax records",
+    "cpu": "cpu target libraries",
+    "gpu": "gpu target kernels, ptxas reports",
+    "yowasp": "YoWASP's compiled tools",
+    "tools": "the tools' own caches (wasmtime)",
+    "crash": "crash reports",
+    "dse": "dse sweep logs",
+}
+# Kept by `prune`: records of measurements, not builds.
+_RECORDS = ("synth/fmax",)
+# What `prune` recognises as vdla's outside the entries, by kind: (pattern of the path
+# below the kind's folder, matched against each file).
+_FILES = {
+    "crash": re.compile(r"vdla-crash-[0-9-]+\.txt"),
+    "dse": re.compile(r"[0-9a-f]{16}\.jsonl"),
+    "yowasp": re.compile(r"yowasp_\w+/[\w.-]+\.wasm/[0-9a-f]{40}"),
+    "tools": re.compile(r"wasmtime/.+"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Item:
+    """One thing `prune` may remove: an entry's folder, or a file.
+
+    Attributes
+    ----------
+    kind : str
+        Its folder of the root (a `KINDS` key).
+    path : Path
+    bytes : int
+        Its size (every file's, links not followed).
+    used : float
+        When it was last used (seconds since the epoch): an entry's folder's
+        time, a file's later of its access and modification times.
+    entry : bool
+        A `get_or_build` entry (removed under its key's lock).
+    """
+
+    kind: str
+    path: Path
+    bytes: int
+    used: float
+    entry: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """The cache root's size by kind (`usage`).
+
+    Attributes
+    ----------
+    root : Path
+    kinds : dict of str to (int, int)
+        Each folder of the root that holds anything: its bytes, and how many
+        items `prune` could remove there (``other``: what is not vdla's).
+    items : list of Item
+        The removable items, least recently used first.
+    """
+
+    root: Path
+    kinds: dict
+    items: list
+
+    @property
+    def bytes(self) -> int:
+        """The root's total size."""
+        return sum(size for size, _ in self.kinds.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Pruned:
+    """What `prune` removed (or, dry, would remove).
+
+    Attributes
+    ----------
+    before : Usage
+    removed : list of Item
+    busy : list of Item
+        Chosen, but left alone: their lock was held (being built or healed).
+    dry_run : bool
+    """
+
+    before: Usage
+    removed: list
+    busy: list
+    dry_run: bool
+
+    @property
+    def freed(self) -> int:
+        return sum(item.bytes for item in self.removed)
+
+    @property
+    def after(self) -> int:
+        """The root's size once the removed items are gone."""
+        return self.before.bytes - self.freed
+
+
+def _size(path: Path) -> int:
+    """Bytes of the file or folder ``path``: its files' sizes (links not followed)."""
+    if path.is_symlink() or not path.is_dir():
+        try:
+            return path.lstat().st_size
+        except OSError:
+            return 0
+    total = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def _entries(folder: Path, kind: str):
+    """The entries under ``folder`` (the kind ``kind``, or its sub-kinds'), as `Item`s."""
+    for child in sorted(folder.iterdir()):
+        if child.name.startswith(".") or child.is_symlink() or not child.is_dir():
+            continue   # lock files, build and discard folders: their builders' own
+        manifest = _read_manifest(child)
+        if manifest is None:
+            if not (child / MANIFEST_NAME).exists():
+                yield from _entries(child, f"{kind}/{child.name}")   # a sub-kind
+            continue
+        if manifest.get("kind") != kind or manifest.get("key") != child.name or kind in _RECORDS:
+            continue
+        yield Item(kind.split("/")[0], child, _size(child), child.lstat().st_mtime, True)
+
+
+def _files(folder: Path, kind: str):
+    """The files of ``folder`` that `_FILES` names vdla's (or its tools'), as `Item`s."""
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = Path(parent) / name
+            if path.is_symlink() or not _FILES[kind].fullmatch(path.relative_to(folder).as_posix()):
+                continue
+            with contextlib.suppress(OSError):
+                info = path.lstat()
+                yield Item(kind, path, info.st_size, max(info.st_atime, info.st_mtime), False)
+
+
+def usage() -> Usage:
+    """The cache root's size by kind, and the items `prune` may remove.
+
+    Returns
+    -------
+    Usage
+        Every folder or file of the root counts: a folder of `KINDS` under its
+        name, anything else as ``other``.
+    """
+    root = cache_root()
+    kinds: dict[str, tuple[int, int]] = {}
+    items: list[Item] = []
+    if root.is_dir():
+        for child in sorted(root.iterdir()):
+            name = child.name if child.name in KINDS and child.is_dir() \
+                and not child.is_symlink() else "other"
+            found = []
+            if name != "other":
+                found = list((_files if name in _FILES else _entries)(child, name))
+            size, count = kinds.get(name, (0, 0))
+            kinds[name] = (size + _size(child), count + len(found))
+            items += found
+    items.sort(key=lambda item: item.used)
+    return Usage(root, kinds, items)
+
+
+def _remove_item(item: Item) -> bool:
+    """Remove ``item``; False when it is an entry whose lock is held (left alone)."""
+    if not item.entry:
+        with contextlib.suppress(FileNotFoundError):
+            item.path.unlink()
+        return True
+    with _locked(_lock_path(item.path.parent, item.path.name), blocking=False) as free:
+        if free:
+            _remove(item.path, f"{item.kind} entry", "pruned")
+        return free
+
+
+def _busy(item: Item) -> bool:
+    if not item.entry:
+        return False
+    with _locked(_lock_path(item.path.parent, item.path.name), blocking=False) as free:
+        return not free
+
+
+def prune(*, older_than: float | None = None, max_bytes: int | None = None,
+          dry_run: bool = False, now: float | None = None) -> Pruned:
+    """Remove what was not used for ``older_than`` seconds, then the least recently used
+    items until the root holds at most ``max_bytes``.
+
+    Parameters
+    ----------
+    older_than : float, optional
+        Seconds since an item's last use beyond which it goes.
+    max_bytes : int, optional
+        The size to bring the root down to (what is not removable still counts).
+    dry_run : bool
+        Remove nothing; say what would go.
+    now : float, optional
+        The time ages are counted from (default: now).
+
+    Returns
+    -------
+    Pruned
+    """
+    before = usage()
+    now = time.time() if now is None else now
+    old = [older_than is not None and now - item.used > older_than for item in before.items]
+    left = before.bytes - sum(item.bytes for item, go in zip(before.items, old) if go)
+    chosen = []
+    for item, go in zip(before.items, old):   # least recently used first
+        if not go and max_bytes is not None and left > max_bytes:
+            go, left = True, left - item.bytes
+        if go:
+            chosen.append(item)
+    removed, busy = [], []
+    for item in chosen:
+        if _busy(item) if dry_run else not _remove_item(item):
+            busy.append(item)
+        else:
+            removed.append(item)
+    return Pruned(before, removed, busy, dry_run)
