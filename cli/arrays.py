@@ -1,8 +1,10 @@
 """The arrays and output files the commands take: ``.npy`` inputs read safely, outputs checked.
 
 `read_npy` reads an array only after its header is checked against what is
-expected, so a huge or hostile ``.npy`` costs nothing; `output_paths` and
-`writable` check ``--output``-like paths before anything runs.
+expected, so a huge or hostile ``.npy`` costs nothing; `read_inputs` checks
+the names of a program's or a network's inputs before it reads any of them;
+`output_paths` and `writable` check ``--output``-like paths before anything
+runs, and `write_outputs` writes each exactly where it was named, atomically.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from vdla.cli.options import fail
+from vdla.cli.options import fail, write_output
 from vdla.files import open_for_reading
 from vdla.runtime.runner import describe_array
 
-__all__ = ["read_npy", "output_paths", "writable", "MAX_NPY_BYTES"]
+__all__ = ["read_npy", "read_inputs", "output_paths", "writable", "write_outputs",
+           "MAX_NPY_BYTES"]
 
 
 # What numpy's .npy header parser raises on damaged headers (it tokenizes and
@@ -30,13 +33,15 @@ _NPY_HEADER_ERRORS = (ValueError, EOFError, SyntaxError, TypeError, KeyError,
 MAX_NPY_BYTES = 1 << 30
 
 
-def read_npy(path: str, what: str, expected=None) -> np.ndarray:
+def read_npy(path: str, what: str, expected=None, any_float: bool = False) -> np.ndarray:
     """One ``.npy`` array, its header checked before any data is read.
 
-    ``expected`` (a `TensorRegion`) bounds what is read: an array of another
-    dtype or shape is refused from its header, so a file announcing a huge
-    shape (or a special file such as ``/dev/zero``) is never read in. Without
-    it, a numeric array of at most `MAX_NPY_BYTES` is read.
+    ``expected`` (a `TensorRegion`, or anything with its ``dtype`` and
+    ``shape``) bounds what is read: an array of another dtype or shape is
+    refused from its header, so a file announcing a huge shape (or a special
+    file such as ``/dev/zero``) is never read in; with ``any_float``, any
+    float dtype of that shape is taken (a network converts its float inputs).
+    Without ``expected``, a numeric array of at most `MAX_NPY_BYTES` is read.
     """
     from numpy.lib import format as npy
     try:
@@ -57,10 +62,12 @@ def read_npy(path: str, what: str, expected=None) -> np.ndarray:
                 if dtype.itemsize * int(np.prod(shape, dtype=object)) > MAX_NPY_BYTES:
                     fail(f"{what}: {path} announces {describe_array(dtype, shape)}, more than "
                          f"the {MAX_NPY_BYTES}-byte limit")
-            elif ((dtype, tuple(shape))
-                  != (want := (np.dtype(expected.dtype), tuple(expected.shape)))):
-                fail(f"{what}: expected {describe_array(*want)}, got "
-                     f"{describe_array(dtype, shape)} ({path})")
+            else:
+                want = (np.dtype(expected.dtype), tuple(expected.shape))
+                if (tuple(shape) != want[1]
+                        or dtype != want[0] and not (any_float and dtype.kind == "f")):
+                    fail(f"{what}: expected {describe_array(*want)}, got "
+                         f"{describe_array(dtype, shape)} ({path})")
             handle.seek(0)
             array = np.load(handle, allow_pickle=False)
     except FileNotFoundError:
@@ -70,6 +77,29 @@ def read_npy(path: str, what: str, expected=None) -> np.ndarray:
     except (OSError, ValueError, EOFError) as error:
         fail(f"{what}: cannot read {path} as a .npy array ({error})")
     return array
+
+
+def read_inputs(pairs: dict[str, str], expected: dict, owner: str = "program",
+                any_float: bool = False) -> dict[str, np.ndarray]:
+    """The arrays of ``pairs`` (input name to ``.npy`` path), each read bounded by its
+    ``expected`` entry (anything with ``dtype`` and ``shape``, as for `read_npy`).
+
+    Unknown and missing names are refused, all of them named, before any file is
+    read: only a known shape bounds a read. ``owner`` names what takes the inputs.
+    """
+    unknown = [name for name in pairs if name not in expected]
+    if unknown:
+        fail(f"unknown input{'s' if len(unknown) > 1 else ''} "
+             f"{', '.join(map(repr, unknown))}: the {owner}'s inputs are "
+             f"{', '.join(sorted(expected)) or 'none'}")
+    missing = [name for name in expected if name not in pairs]
+    if missing:
+        shapes = [describe_array(expected[name].dtype, expected[name].shape)
+                  for name in missing]
+        fail(f"missing input{'s' if len(missing) > 1 else ''} "
+             f"{' and '.join(map(repr, missing))}: expected {' and '.join(shapes)}")
+    return {name: read_npy(path, f"input {name!r}", expected[name], any_float)
+            for name, path in pairs.items()}
 
 
 def output_paths(values, program) -> dict[str, Path]:
@@ -104,3 +134,15 @@ def writable(path: str, option: str, exists_ok_special: bool = True) -> Path:
     if not exists_ok_special and path.exists() and not path.is_file():
         fail(f"{option} {path}: not a regular file")
     return path
+
+
+def write_outputs(paths: dict[str, Path], arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    """Write each array of ``arrays`` named in ``paths`` to its ``.npy`` file, atomically
+    (`cli.options.write_output`), at exactly that path; the paths written, by name."""
+    written = {}
+    for name, path in paths.items():
+        # Through a handle: np.save(path) would append ".npy" to other names.
+        write_output(path, lambda handle, array=arrays[name]: np.save(
+            handle, array, allow_pickle=False), f"output {name!r}")
+        written[name] = str(path)
+    return written

@@ -7,13 +7,14 @@ or the compiler's estimates on an untimed tier) become milliseconds at the
 clock. Every node is also timed on this machine as the cpu target runs it
 (`bench.breakdown.node_times`). Printed: one row per node, the two totals and
 the time per kind of work (the TVM paper's figure, ``--plot`` draws it);
-written: the same as JSON (``-o``).
+written: the same as JSON (``-o``), and each file written is named.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import click
 import numpy as np
@@ -53,15 +54,18 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
     check_sim(sim)
     output = output or f"{Path(model_path).name}.bench.json"
     writable(output, "-o")
+    if plot_path is not None:
+        writable(plot_path, "--plot")
     network, calibration = _network(model_path, calibration_path, batch, config)
     clock = clock_for(network.config, clock_mhz)
     if clock is None:
         fail(f"cycles become time at a clock: pass --clock-mhz (no Fmax is known for config "
              f"{network.config.name!r}; vdla hw synth finds it)")
     (name,) = network.graph.inputs
-    shape = network.input_specs()[name][1]
-    if input_path is not None:
-        images = read_npy(input_path, "--input")
+    dtype, shape = network.input_specs()[name]
+    if input_path is not None:   # float samples of the input's shape, read no further
+        images = read_npy(input_path, f"input {name!r}",
+                          SimpleNamespace(dtype=dtype, shape=shape), any_float=True)
     elif calibration is not None and len(calibration) >= shape[0]:
         images = calibration[:shape[0]]
     else:
@@ -83,13 +87,16 @@ def command(model_path, input_path, calibration_path, batch, sim, clock_mhz, out
               "nodes": rows, "breakdown_ms": shares,
               "total_ms": {bar: round(sum(kinds.values()), 4) for bar, kinds in shares.items()}}
     write_output(output, json.dumps(report, indent=1) + "\n", "--output")
+    files = {"results": str(output)}
     if plot_path is not None:
-        plot_breakdown(shares, f"{Path(model_path).stem}, batch {shape[0]}, accelerator at "
-                       f"{clock[0]:g} MHz", Path(plot_path))
+        title = f"{Path(model_path).stem}, batch {shape[0]}, accelerator at {clock[0]:g} MHz"
+        # Drawn into a handle: written aside and renamed, as the results are.
+        write_output(plot_path, lambda handle: plot_breakdown(shares, title, handle), "--plot")
+        files["plot"] = str(plot_path)
     if as_json:
-        click.echo(json.dumps(report))
+        click.echo(json.dumps({**report, "files": files}))
         return
-    for line in _lines(report):
+    for line in _lines(report) + [f"{what}: {path}" for what, path in files.items()]:
         click.echo(line)
 
 

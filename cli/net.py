@@ -14,7 +14,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import click
-import numpy as np
 
 from vdla.cli.clock import clock_option
 from vdla.cli.options import Command, Group, config_option, fail
@@ -104,47 +103,85 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                    f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")
 
 
-def run_network(program_file, sim, input_pairs: dict[str, str], outputs, target, threads,
-                as_json, config, backend_options, clock_mhz=None) -> None:
-    """``vdla run`` of a network file."""
-    from vdla.cli.arrays import output_paths, read_npy
+def _network_runners(request, network) -> list[tuple[str, str | None]]:
+    """The runners a run of ``network`` uses: the simulator of its accelerator layers (none
+    with --target cpu) and the cpu target, where any layer runs as C."""
+    target = request.target or "accel"
     if target not in ("accel", "cpu"):
         fail(f"--target {target}: a network runs on the accelerator (--sim ...) or with "
              "--target cpu")
+    places = set(network.placement.values())
+    runners = [("accel", request.simulator)] if target == "accel" and "accel" in places else []
+    if request.sim is not None and not runners:
+        fail(f"--sim {request.sim} does not apply to {request.program_file}: "
+             + ("--target cpu runs every layer as C" if target == "cpu"
+                else "the network runs no layer on the accelerator"))
+    return runners + ([("cpu", None)] if target == "cpu" or "cpu" in places else [])
+
+
+# Options that record one program's run into one file: a network runs many.
+_ONE_RUN = ("--trace", "--timeline", "--timeline-window")
+
+
+def run_network(request) -> None:
+    """``vdla run`` of a network file (``request``: a `cli.run.Request`)."""
+    from vdla.cli.arrays import output_paths, read_inputs, write_outputs
+    from vdla.cli.backend_options import options_for, progress_options
     from vdla.graph.network_file import load
-    network = load(program_file, config)
+    network = load(request.program_file, request.config)
+    for flag in _ONE_RUN:
+        if request.option(flag) is not None:
+            fail(f"{flag} records the run of one program; {request.program_file} is a "
+                 f"network of {len(network.graph.nodes)} nodes")
+    runners = _network_runners(request, network)
+    options = options_for(request.backend, runners)
+    accel = next((options[r] | progress_options(r) for r in runners if r[0] == "accel"), {})
+    host = options.get(("cpu", None), {})   # threads=, for the layers that run as C
     # run's --output parsing, over the network's outputs.
     outputs_view = SimpleNamespace(outputs=[SimpleNamespace(name=name)
                                             for name in network.graph.outputs])
-    paths = output_paths(outputs, outputs_view)
-    arrays = {name: read_npy(path, f"input {name!r}") for name, path in input_pairs.items()}
-    result = network.run(arrays, sim, target=target, threads=threads, **backend_options)
-    for name, path in paths.items():
-        np.save(path, result.outputs[name])
-    from vdla.cli.clock import time_report, time_text
-    report = {"sim": "cpu" if target == "cpu" else sim, "layers": result.layers,
-              "accel_cycles": result.accel_cycles,
-              "accel_time": time_report(network.config, result.accel_cycles, clock_mhz),
-              "repacks": result.repacks, "copied_bytes": result.copied_bytes,
-              "seconds": round(sum(row["seconds"] for row in result.layers), 6),
-              "outputs": {name: [array.dtype.name, list(array.shape)]
-                          for name, array in result.outputs.items()}}
-    if as_json:
-        click.echo(json.dumps(report))
-        return
-    click.echo(f"{'node':<28} {'op':<18} {'place':<6} {'cycles':>10} {'ms':>9}")
-    for row in result.layers:
+    paths = output_paths(request.outputs, outputs_view)
+    specs = {name: SimpleNamespace(dtype=dtype, shape=shape)
+             for name, (dtype, shape) in network.input_specs().items()}
+    arrays = read_inputs(request.inputs, specs, "network", any_float=True)
+    result = network.run(arrays, request.simulator, target=request.target or "accel",
+                         **host, **accel)
+    written = write_outputs(paths, result.outputs)
+    report = _network_report(request, network, result, written)
+    click.echo(json.dumps(report) if request.as_json else "\n".join(_network_lines(report)))
+
+
+def _network_report(request, network, result, written: dict[str, str]) -> dict:
+    from vdla.cli.clock import time_report
+    return {"sim": "cpu" if request.target == "cpu" else request.simulator,
+            "layers": result.layers, "accel_cycles": result.accel_cycles,
+            "accel_time": time_report(network.config, result.accel_cycles, request.clock_mhz),
+            "repacks": result.repacks, "copied_bytes": result.copied_bytes,
+            "build_seconds": round(result.build_seconds, 6),
+            "seconds": round(sum(row["seconds"] for row in result.layers), 6),
+            "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
+                               "file": written.get(name)}
+                        for name, array in result.outputs.items()}}
+
+
+def _network_lines(report: dict) -> list[str]:
+    from vdla.cli.clock import time_text
+    lines = [f"{'node':<28} {'op':<18} {'place':<6} {'cycles':>10} {'ms':>9}"]
+    for row in report["layers"]:
         cycles = "-" if row["cycles"] is None else f"{row['cycles']:,}"
-        click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {row['place']:<6} {cycles:>10} "
-                   f"{row['seconds'] * 1e3:>9.3f}")
+        lines.append(f"{row['name'][:28]:<28} {row['op']:<18} {row['place']:<6} {cycles:>10} "
+                     f"{row['seconds'] * 1e3:>9.3f}")
+    lines.append(f"built before the run (not in ms): {report['build_seconds'] * 1e3:.3f} ms")
     if report["accel_cycles"] is not None:
-        click.echo(f"accelerator cycles: {report['accel_cycles']:,}"
-                   + (f" ({time_text(report['accel_time'])})" if report["accel_time"] else ""))
-    click.echo(f"host repacks (logical <-> blocked layout): {result.repacks}")
-    click.echo(f"bytes the host copied into DRAM: {result.copied_bytes:,}")
-    for name, array in result.outputs.items():
-        click.echo(f"output {name}: {array.dtype.name} {tuple(array.shape)}"
-                   + (f" -> {paths[name]}" if name in paths else ""))
+        lines.append(f"accelerator cycles: {report['accel_cycles']:,}"
+                     + (f" ({time_text(report['accel_time'])})" if report["accel_time"]
+                        else ""))
+    lines.append(f"host repacks (logical <-> blocked layout): {report['repacks']}")
+    lines.append(f"bytes the host copied into DRAM: {report['copied_bytes']:,}")
+    for name, output in report["outputs"].items():
+        where = f" -> {output['file']}" if output["file"] is not None else ""
+        lines.append(f"output {name}: {output['dtype']} {tuple(output['shape'])}{where}")
+    return lines
 
 
 def inspect_network(program_file, as_json, config) -> None:

@@ -1,37 +1,43 @@
-"""``vdla run``: run a compiled ``.vdla`` program on a simulation backend.
+"""``vdla run``: run a compiled ``.vdla`` program, or a network, on its target.
 
-Inputs come from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy``
-files; the report (sim, cycles, instruction counts, GEMM utilization, counters:
+A program runs on the target its file records: the accelerator on a
+simulation backend (``--sim``, fsim by default), or the cpu or gpu target;
+a network file runs each node where it was placed (`cli.net`). Inputs come
+from ``.npy`` files (``--input NAME=FILE``), outputs go to ``.npy`` files;
+the report (sim, cycles, instruction counts, GEMM utilization, counters:
 `cli.run_report`) is human text or, with ``--json``, one JSON object on the last
 line of stdout. ``--config`` is optional: a program file carries the config it
-was compiled for, and a ``--config`` that names other hardware is refused. ``--timeline``
-(rtl only) draws what the load, compute and store modules did over the run
-(`bench.plots.timeline`), optionally zoomed with ``--timeline-window``; the
-activity record itself is left out of the JSON report (its segment counts
-stay). Every user error
-(bad file, bad ``NAME=FILE``, mistyped tensor, a program that deadlocks) is one
+was compiled for, and a ``--config`` that names other hardware is refused.
+
+The options that belong to one backend (``--trace``, ``--port``,
+``--threads`` ...) are taken, refused and documented from the backends' own
+declarations (`cli.backend_options`). ``--timeline`` (rtl) draws what the
+load, compute and store modules did over the run (`bench.plots.timeline`),
+optionally zoomed with ``--timeline-window``; the activity record itself is
+left out of the JSON report (its segment counts stay). Every user error (bad
+file, bad ``NAME=FILE``, mistyped tensor, a program that deadlocks) is one
 line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import click
-import numpy as np
 
-from vdla.cli.arrays import output_paths, read_npy, writable
-from vdla.cli.clock import clock_option, time_report, time_text
-from vdla.cli.options import Command, check_sim, fail, program_config_option, write_output
+from vdla.cli.arrays import output_paths, read_inputs, writable, write_outputs
+from vdla.cli.backend_options import (BackendOption, backend_option, given_options, label,
+                                      options_for, progress_options)
+from vdla.cli.clock import clock_option, time_report
+from vdla.cli.options import Command, check_sim, fail, program_config_option
 from vdla.cli.run_report import run_report, text_lines
 from vdla.compiler.runners import make_runner
 from vdla.hw.board_protocol import BAUD
 from vdla.hw.litedram_gen import MODULES as DRAM_MODULES
 from vdla.runtime.program_file import load
-
-# Seconds between progress lines of a long run (rtl cycles, fsim micro-ops).
-PROGRESS_SECONDS = 10
 
 
 def _parse_pairs(values, option: str) -> dict[str, str]:
@@ -44,16 +50,6 @@ def _parse_pairs(values, option: str) -> dict[str, str]:
             fail(f"{option} {name!r} given twice")
         pairs[name] = path
     return pairs
-
-
-def _read_inputs(pairs: dict[str, str], program) -> dict[str, np.ndarray]:
-    expected = {region.name: region for region in program.inputs}
-    for name in pairs:          # before any file is read: only a known shape bounds a read
-        if name not in expected:
-            fail(f"unknown input {name!r}: the program's inputs are "
-                 f"{', '.join(sorted(expected)) or 'none'}")
-    return {name: read_npy(path, f"input {name!r}", expected[name])
-            for name, path in pairs.items()}
 
 
 def _check_trace_path(trace: str) -> None:
@@ -102,140 +98,134 @@ def _draw_timeline(path: str, result, program, window) -> str:
     return "exact" if bins == 1 else f"binned, {bins:,} cycles per bin"
 
 
+@dataclasses.dataclass
+class Request:
+    """What ``vdla run`` was asked: the program and network paths both read it.
+
+    ``sim`` and ``target`` are None where not given (a program runs on the
+    target its file records; a simulator is ``fsim`` unless named);
+    ``backend`` holds the backend options given (`cli.backend_options`).
+    """
+
+    program_file: str
+    sim: str | None
+    target: str | None
+    inputs: dict[str, str]
+    outputs: tuple[str, ...]
+    clock_mhz: float | None
+    as_json: bool
+    config: Any
+    backend: dict[BackendOption, Any]
+
+    @property
+    def simulator(self) -> str:
+        return self.sim or "fsim"
+
+    def option(self, flag: str):
+        """The value of backend option ``flag`` (None where not given)."""
+        return next((value for option, value in self.backend.items() if option.flag == flag),
+                    None)
+
+
 @click.command("run", cls=Command)
 @click.argument("program_file", metavar="PROGRAM.vdla")
-@click.option("--sim", default="fsim", show_default=True, metavar="NAME",
-              help="Simulation backend (any registered one, e.g. fsim, rtl).")
+@click.option("--sim", default=None, metavar="NAME",
+              help="The accelerator's simulation backend (any registered one, e.g. fsim, "
+                   "rtl). Default: fsim.")
 @click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy",
               help="An input tensor from a .npy file; repeat for each input.")
 @click.option("--output", "outputs", multiple=True, metavar="[NAME=]FILE.npy",
               help="Where to write an output tensor (NAME= only needed with several).")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None,
-              help="Waveform/trace file, for backends that trace (passed as trace=).")
-@click.option("--cycle-limit", type=click.IntRange(min=1), default=None,
-              help="Stop a timed backend after N cycles (passed as cycle_limit=).")
-@click.option("--work-limit", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Refuse programs asking for more than N GEMM/ALU micro-op executions "
-                   "(default 2^32).")
-@click.option("--timeline", "timeline_path", type=click.Path(dir_okay=False), default=None,
-              metavar="FILE.png",
-              help="Draw each module's activity over the cycles of the run (rtl only).")
-@click.option("--timeline-window", "timeline_window", default=None, metavar="START:END",
-              help="Record and draw only cycles START to END (exclusive) of the run.")
-@click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default="accel",
-              show_default=True,
-              help="Run on the simulated accelerator, on this CPU or on the CUDA GPU.")
-@click.option("--threads", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Threads of --target cpu.")
-@click.option("--port", default=None, metavar="DEVICE",
-              help="--sim board: the board's serial port (e.g. /dev/ttyUSB1).")
-@click.option("--baud", type=click.IntRange(min=1), default=None,
-              help=f"--sim board: the bitstream's UART baud rate (default {BAUD}).")
-@click.option("--board-memory", type=click.Choice(sorted(DRAM_MODULES)), default=None,
-              help="--sim board-sim: the DRAM behind a LiteDRAM controller (litedram-sdram: "
-                   "the ULX3S's 32 MiB SDRAM; litedram-ddr3: the ECPIX-5's 512 MiB DDR3; "
-                   "needs the dram extra). Default: the memory of the config's board as its "
-                   "bitstream has it (ulx3s: the SDRAM, ecpix5: the DDR3), else on-chip.")
+@backend_option("--trace", keyword="trace", type=click.Path(dir_okay=False),
+                help="Write a waveform of the run to this file.")
+@backend_option("--cycle-limit", keyword="cycle_limit", type=click.IntRange(min=1),
+                help="Stop the run after N cycles.")
+@backend_option("--work-limit", keyword="max_uop_executions", type=click.IntRange(min=1),
+                metavar="N",
+                help="Refuse programs asking for more than N GEMM/ALU micro-op executions "
+                     "(default 2^32).")
+@backend_option("--timeline", "timeline_path", keyword="activity",
+                convert=lambda path: True, type=click.Path(dir_okay=False), metavar="FILE.png",
+                help="Draw each module's activity over the cycles of the run.")
+@backend_option("--timeline-window", "timeline_window", keyword="activity_window",
+                convert=_parse_window, metavar="START:END",
+                help="Record and draw only cycles START to END (exclusive) of the run.")
+@click.option("--target", type=click.Choice(["accel", "cpu", "gpu"]), default=None,
+              help="Run on the simulated accelerator, on this CPU or on the CUDA GPU. "
+                   "Default: the target the program was compiled for (a network: its "
+                   "placement; --target cpu runs every layer as C).")
+@backend_option("--threads", keyword="threads", type=click.IntRange(min=1),
+                help="Threads of the cpu target (default 2).")
+@backend_option("--port", keyword="port", metavar="DEVICE",
+                help="The board's serial port (e.g. /dev/ttyUSB1).")
+@backend_option("--baud", keyword="baud", type=click.IntRange(min=1),
+                help=f"The bitstream's UART baud rate (default {BAUD}).")
+@backend_option("--board-memory", keyword="memory_kind",
+                type=click.Choice(sorted(DRAM_MODULES)),
+                help="The DRAM behind a LiteDRAM controller (litedram-sdram: the ULX3S's "
+                     "32 MiB SDRAM; litedram-ddr3: the ECPIX-5's 512 MiB DDR3; needs the dram "
+                     "extra). Default: the memory of the config's board as its bitstream has "
+                     "it (ulx3s: the SDRAM, ecpix5: the DDR3), else on-chip.")
 @clock_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @program_config_option
-def command(program_file, sim, inputs, outputs, trace, cycle_limit, work_limit, timeline_path,
-            timeline_window, target, threads, port, baud, board_memory, clock_mhz, as_json,
-            config):
-    """Run PROGRAM.vdla with inputs from .npy files and report cycles and counters."""
-    check_sim(sim)
-    if timeline_path is not None and sim != "rtl":
-        fail(f"--timeline needs cycle-accurate module activity, which only --sim rtl records "
-              f"(got --sim {sim})")
-    if timeline_window is not None and timeline_path is None:
-        fail("--timeline-window needs --timeline FILE.png")
-    window = _parse_window(timeline_window)
-    input_paths = _parse_pairs(inputs, "--input")
+def command(program_file, sim, inputs, outputs, target, clock_mhz, as_json, config,
+            **_backend):
+    """Run PROGRAM.vdla (a layer's program or a network) with inputs from .npy files and
+    report cycles and counters."""
     from vdla.graph.network_file import is_network_file
+    if sim is not None:
+        check_sim(sim)
+    request = Request(program_file, sim, target, _parse_pairs(inputs, "--input"), outputs,
+                      clock_mhz, as_json, config, given_options(click.get_current_context()))
     if is_network_file(program_file):
         from vdla.cli.net import run_network
-        return run_network(program_file, sim, input_paths, outputs, target, threads, as_json,
-                           config, {} if cycle_limit is None else {"cycle_limit": cycle_limit},
-                           clock_mhz)
-    program = load(program_file, config)
-    output_files = output_paths(outputs, program)
+        return run_network(request)
+    _run_program(request)
+
+
+def _program_runner(request: Request, program) -> tuple[str, str | None]:
+    """The runner of ``program``: its file's target (an explicit --target must agree) and,
+    on the accelerator, the simulator."""
+    target = program.target
+    if request.target not in (None, target):
+        fail(f"--target {request.target}: {request.program_file} was compiled for target "
+             f"{target!r} (leave --target out to run it there)")
+    if target != "accel" and request.sim is not None:
+        fail(f"--sim {request.sim} does not apply to {label((target, None))} "
+             f"({request.program_file} was compiled for it; it runs no simulator)")
+    return target, (request.simulator if target == "accel" else None)
+
+
+def _run_program(request: Request) -> None:
+    program = load(request.program_file, request.config)
+    runner = _program_runner(request, program)
+    options = options_for(request.backend, [runner])[runner] | progress_options(runner)
+    trace, timeline_path = request.option("--trace"), request.option("--timeline")
+    window = options.get("activity_window")
+    if window is not None and timeline_path is None:
+        fail("--timeline-window needs --timeline FILE.png")
+    output_files = output_paths(request.outputs, program)
     if trace is not None:
         _check_trace_path(trace)
     if timeline_path is not None:
         writable(timeline_path, "--timeline")
-    arrays = _read_inputs(input_paths, program)
-    options = {}
-    if (port is not None or baud is not None) and sim != "board":
-        fail(f"--port and --baud are for --sim board (got --sim {sim})")
-    if board_memory is not None:
-        if sim != "board-sim":
-            fail(f"--board-memory is for --sim board-sim (got --sim {sim})")
-        options["memory_kind"] = board_memory
-    if port is not None:
-        options["port"] = port
-    if baud is not None:
-        options["baud"] = baud
-    if trace is not None:
-        options["trace"] = trace
-    if cycle_limit is not None:
-        options["cycle_limit"] = cycle_limit
-    if work_limit is not None:
-        options["max_uop_executions"] = work_limit
-    if timeline_path is not None:
-        options["activity"] = True
-        if window is not None:
-            options["activity_window"] = window
-    if sim in ("rtl", "fsim") and target == "accel":
-        # A cold Verilator build (about a minute) and long runs say so first.
-        def progress(text: str) -> None:
-            if text.startswith("building"):
-                text += " (first run for this hardware only, about a minute)..."
-            click.echo(text, err=True)
-        options["progress"] = progress
-        options["progress_every"] = PROGRESS_SECONDS
-    if target == "cpu":
-        if options:
-            fail("--trace, --cycle-limit and --timeline are simulator options; "
-                 "--target cpu runs no simulator")
-        options = {"threads": threads}
-    elif target == "gpu":
-        if options:
-            fail("--trace, --cycle-limit and --timeline are simulator options; "
-                 "--target gpu runs no simulator")
-    runner = make_runner(target, program.config, sim, **options)
-    result = runner.run(program, arrays)
-    written = {}
-    for name, path in output_files.items():
-        # Through a handle: np.save(path) would append ".npy" to other names.
-        write_output(path, lambda handle, array=result.outputs[name]: np.save(
-            handle, array, allow_pickle=False), f"output {name!r}")
-        written[name] = str(path)
+    arrays = read_inputs(request.inputs, {region.name: region for region in program.inputs})
+    result = make_runner(runner[0], program.config, runner[1], **options).run(program, arrays)
+    written = write_outputs(output_files, result.outputs)
     if trace is not None and not (Path(trace).is_file() and Path(trace).stat().st_size):
         fail(f"--trace {trace}: the simulator wrote no trace there")
-    drawn = None
     if window is not None and window[0] >= result.cycles:
-        fail(f"--timeline-window {timeline_window}: the run took only {result.cycles:,} cycles")
+        fail(f"--timeline-window {request.option('--timeline-window')}: the run took only "
+             f"{result.cycles:,} cycles")
+    report = run_report(request.program_file, program, result, written)
+    if runner[0] == "accel":   # cycles become time at a clock only on the accelerator
+        report["time"] = time_report(program.config, result.cycles, request.clock_mhz)
+    lines = text_lines(report, program)
     if timeline_path is not None:
         drawn = _draw_timeline(timeline_path, result, program, window)
-    report = run_report(program_file, program, result, written)
-    # cycles become time at a clock only on the accelerator; the cpu target is timed
-    report["time"] = None if target != "accel" else time_report(program.config, result.cycles,
-                                                              clock_mhz)
-    if as_json:
-        if timeline_path is not None:
-            report["timeline"] = {"file": str(timeline_path), "window": list(window) if window
-                                  else None, "resolution": drawn}
-        click.echo(json.dumps(report))
-        return
-    click.echo("\n".join(text_lines(report, program)))
-    if result.sim == "cpu":
-        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms ({result.details['threads']} "
-                   f"threads, {result.details['mode']}, {result.details['isa']})")
-    if result.sim == "gpu":
-        click.echo(f"time: {result.details['seconds'] * 1e3:.3f} ms with copies "
-                   f"({result.details['device']}, {result.details['mode']})")
-    if report["time"] is not None:
-        click.echo(f"time: {time_text(report['time'])}")
-    if timeline_path is not None:
+        report["timeline"] = {"file": str(timeline_path), "window": list(window) if window
+                              else None, "resolution": drawn}
         span = f" (cycles {window[0]:,} to {window[1]:,})" if window else ""
-        click.echo(f"timeline{span}, {drawn}: {timeline_path}")
+        lines.append(f"timeline{span}, {drawn}: {timeline_path}")
+    click.echo(json.dumps(report) if request.as_json else "\n".join(lines))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vdla.cli.clock import time_text
 from vdla.compiler.dump import summarize
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import op_from_dict
@@ -67,6 +68,9 @@ def _jsonable(value):
 def run_report(program_file: str, program, result, written: dict[str, str]) -> dict:
     """The JSON report of a `runtime.runner.ProgramResult` of ``program``.
 
+    A program of a host target (cpu, gpu) is reported by what applies to it:
+    no config, cycles, instructions or counters, which only the accelerator has.
+
     Parameters
     ----------
     program_file : str
@@ -80,14 +84,20 @@ def run_report(program_file: str, program, result, written: dict[str, str]) -> d
     if "activity" in details:
         details["activity_segments"] = {module: len(rows)
                                         for module, rows in details.pop("activity").items()}
+    outputs = {name: {"shape": list(array.shape), "dtype": array.dtype.name,
+                      "file": written.get(name)}
+               for name, array in result.outputs.items()}
+    head = {"program": str(program_file), "op": program.metadata.get("op_description"),
+            "target": program.target}
+    if program.target != "accel":
+        return {**head, "outputs": outputs, "details": _jsonable(details)}
     counters = {name: int(value) for name, value in result.counters.items()}
     macs, cycles = useful_macs(program), result.cycles
     peak = program.config.macs_per_cycle
     timed = bool(cycles)
     chip_counter = counters.get("cycles") if result.sim == "rtl" else None
     return {
-        "program": str(program_file), "op": program.metadata.get("op_description"),
-        "config": program.config.name, "sim": result.sim,
+        **head, "config": program.config.name, "sim": result.sim,
         "cycles": cycles, "chip_cycle_counter": chip_counter,
         "instructions": result.instructions,
         "instructions_per_module": summarize(program)["per_module"],
@@ -95,11 +105,7 @@ def run_report(program_file: str, program, result, written: dict[str, str]) -> d
         "gemm_utilization": macs / (cycles * peak) if timed and macs is not None else None,
         # The backend's: accumulating GEMM micro-ops per cycle, padded lanes included.
         "gemm_uops_per_cycle": details.get("gemm_uops_per_cycle") if timed else None,
-        "counters": counters,
-        "outputs": {name: {"shape": list(array.shape), "dtype": array.dtype.name,
-                           "file": written.get(name)}
-                    for name, array in result.outputs.items()},
-        "details": _jsonable(details),
+        "counters": counters, "outputs": outputs, "details": _jsonable(details),
     }
 
 
@@ -132,23 +138,48 @@ def _utilization_line(report: dict) -> str | None:
 
 
 def text_lines(report: dict, program) -> list[str]:
-    """The human report: what ran, cycles, utilization, the tier's counters, the outputs."""
+    """The human report: what ran; on the accelerator cycles, utilization and the tier's
+    counters; the outputs; the time (``report["time"]`` at a clock, or a host target's)."""
     layer = report["op"] or program.metadata.get("layer") or "a hand-built program"
-    lines = [f"program: {report['program']} ({layer}; compiled for {report['config']})",
-             f"sim: {report['sim']}", _cycles_line(report)]
-    modules = ", ".join(f"{module} {count}"
-                        for module, count in report["instructions_per_module"].items())
-    lines.append(f"instructions: {report['instructions']} ({modules})")
-    utilization = _utilization_line(report)
-    if utilization:
-        lines.append(utilization)
-    counters = report["counters"]
-    lines.append("counters (the chip's, hw/counters.py):" if report["sim"] == "rtl"
-                 else f"counters ({report['sim']}'s):")
-    width = max((len(name) for name in counters), default=0)
-    lines += [f"  {name:<{width}}  {value}" for name, value in counters.items()]
+    if report["target"] != "accel":
+        lines = [f"program: {report['program']} ({layer}; for the {report['target']} "
+                 "target)"]
+    else:
+        lines = [f"program: {report['program']} ({layer}; compiled for {report['config']})",
+                 f"sim: {report['sim']}", _cycles_line(report)]
+        modules = ", ".join(f"{module} {count}"
+                            for module, count in report["instructions_per_module"].items())
+        lines.append(f"instructions: {report['instructions']} ({modules})")
+        utilization = _utilization_line(report)
+        if utilization:
+            lines.append(utilization)
+        lines += _counter_lines(report)
     for name, output in report["outputs"].items():
         where = (f" -> {output['file']}" if output["file"] is not None
                  else " (not saved; use --output)")
         lines.append(f"output {name}: {output['dtype']} {tuple(output['shape'])}{where}")
-    return lines
+    if report["details"].get("trace"):
+        lines.append(f"trace: {report['details']['trace']}")
+    time = _time_line(report)
+    return lines + ([time] if time else [])
+
+
+def _counter_lines(report: dict) -> list[str]:
+    counters = report["counters"]
+    if not counters:
+        return []
+    width = max(len(name) for name in counters)
+    return ["counters (the chip's, hw/counters.py):" if report["sim"] == "rtl"
+            else f"counters ({report['sim']}'s):",
+            *(f"  {name:<{width}}  {value}" for name, value in counters.items())]
+
+
+def _time_line(report: dict) -> str | None:
+    details = report["details"]
+    if report["target"] == "cpu":
+        return (f"time: {details['seconds'] * 1e3:.3f} ms ({details['threads']} threads, "
+                f"{details['mode']}, {details['isa']})")
+    if report["target"] == "gpu":
+        return (f"time: {details['seconds'] * 1e3:.3f} ms with copies ({details['device']}, "
+                f"{details['mode']})")
+    return f"time: {time_text(report['time'])}" if report.get("time") else None

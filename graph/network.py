@@ -60,7 +60,8 @@ class NetworkResult:
         constants left out), in its logical layout.
     layers : list of dict
         Per node: ``name``, ``op``, ``place``, ``seconds`` (host wall time,
-        packing and the simulator included), from timed tiers ``cycles``, and
+        packing and the simulator included, building left out: ``build_seconds``),
+        from timed tiers ``cycles``, and
         for cpu layers ``kernel_seconds`` (the generated C's own call).
     repacks : int
         Conversions between the logical and the blocked layout (`graph.layout`):
@@ -70,6 +71,10 @@ class NetworkResult:
         the tensors it computed itself (code and constants are placed once,
         before the first run); with an image per layer, each whole image and
         the layer's input, and the output copied back out.
+    build_seconds : float
+        Host wall time spent before the first node, building what the run needs
+        and earlier runs had not built (the simulator, the cpu layers' C, the
+        arena's code and constants); no node's ``seconds`` include it.
     """
 
     outputs: dict[str, np.ndarray]
@@ -77,6 +82,7 @@ class NetworkResult:
     layers: list[dict[str, Any]]
     repacks: int = 0
     copied_bytes: int = 0
+    build_seconds: float = 0.0
 
     @property
     def accel_cycles(self) -> int | None:
@@ -118,15 +124,18 @@ class Network:
         """The inputs as float32 arrays of the graph's shapes, or one `GraphError`."""
         from vdla.runtime.runner import describe_array
         specs = self.input_specs()
-        for name in inputs:
-            if name not in specs:
-                raise GraphError(f"unknown input {name!r}: the network's inputs are "
-                                 f"{', '.join(specs)}")
+        unknown = [name for name in inputs if name not in specs]
+        if unknown:
+            raise GraphError(f"unknown input{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, unknown))}: the network's inputs are "
+                             f"{', '.join(specs)}")
+        missing = [name for name in specs if name not in inputs]
+        if missing:
+            raise GraphError(f"missing input{'s' if len(missing) > 1 else ''} "
+                             f"{' and '.join(map(repr, missing))}: expected "
+                             f"{' and '.join(describe_array(*specs[n]) for n in missing)}")
         checked = {}
         for name, (dtype, shape) in specs.items():
-            if name not in inputs:
-                raise GraphError(f"missing input {name!r}: expected "
-                                 f"{describe_array(dtype, shape)}")
             array = inputs[name]
             if not isinstance(array, np.ndarray) or array.dtype.kind != "f" \
                     or tuple(array.shape) != shape:
@@ -165,11 +174,20 @@ class Network:
         if target not in ("accel", "cpu"):
             raise GraphError(f"target: expected accel or cpu, got {target!r}")
         key = (sim, tuple(sorted(backend_options.items())))
+        # Everything a run builds is built before any node is timed.
+        building = time.perf_counter()
         if target == "accel" and key not in self._devices and "accel" in self.placement.values():
             # Kept between runs: a simulator is built once.
             self._devices[key] = AccelRunner(self.config, sim, **backend_options)
+        for node in self.graph.nodes:
+            if self.placement[node.name] == "cpu" or (target == "cpu" and
+                                                      self.placement[node.name] == "accel"):
+                self._cpu_kernel(node)
         config, repacks = self.config, 0
         blocking = self.runs_in_arena
+        if target == "accel" and blocking:
+            self._arena_image()
+        build_seconds = time.perf_counter() - building
 
         converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
 
@@ -235,7 +253,7 @@ class Network:
             rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
                          "seconds": seconds, "kernel_seconds": kernel_seconds})
         outputs = {name: logical(name) for name in self.graph.outputs}
-        return NetworkResult(outputs, tensors, rows, repacks, copied)
+        return NetworkResult(outputs, tensors, rows, repacks, copied, build_seconds)
 
     @property
     def runs_in_arena(self) -> bool:

@@ -136,8 +136,7 @@ class DramModule:
     @property
     def size_bytes(self) -> int:
         """The DRAM's capacity: what the controller's user port addresses."""
-        from litedram import modules
-        cls = getattr(modules, self.module)
+        cls = getattr(_litedram_modules(self), self.module)
         return cls.nbanks * cls.nrows * cls.ncols * self.data_bits // 8
 
 
@@ -240,15 +239,20 @@ def litedram_versions() -> str:
     return " ".join(f"{name} {metadata.version(name)}" for name in ("litedram", "litex", "migen"))
 
 
-def _module(dram: DramModule):
-    """The `litedram.modules` instance of ``dram`` at its clock and rate, and its PHY
-    and pads (None without a PHY); `DramError` for a row that contradicts itself."""
+def _litedram_modules(dram: DramModule):
+    """`litedram.modules`, or `DramError` saying which extra installs it."""
     try:
         from litedram import modules
     except ImportError:
         raise DramError(f"the {dram.module} DRAM needs LiteDRAM: "
                         "pip install 'vdla[dram]'") from None
-    module = getattr(modules, dram.module)(dram.clock_hz, dram.rate)
+    return modules
+
+
+def _module(dram: DramModule):
+    """The `litedram.modules` instance of ``dram`` at its clock and rate, and its PHY
+    and pads (None without a PHY); `DramError` for a row that contradicts itself."""
+    module = getattr(_litedram_modules(dram), dram.module)(dram.clock_hz, dram.rate)
     if module.memtype != dram.memtype:
         raise DramError(f"{dram.module} is a {module.memtype} module, not {dram.memtype}")
     if dram.phy is not None and dram.phy not in PHYS:

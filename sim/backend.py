@@ -5,16 +5,20 @@ hardware would after the host wrote the image and pulsed ``start``: it fetches
 ``insn_count`` instructions from byte ``insn_offset`` and leaves its results in
 the same image (modified in place). Each tier registers its factory here when
 it is imported (`register_backend`); `sim.backends` finds them by name.
+
+A tier also declares, when it registers, which of its factory's keyword
+options a user sets (`RUN_OPTIONS`): ``vdla run`` accepts, refuses and
+documents its options from that table alone (`cli.backend_options`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 
-__all__ = ["RunResult", "Backend", "register_backend", "REGISTRY"]
+__all__ = ["RunResult", "Backend", "register_backend", "REGISTRY", "RUN_OPTIONS"]
 
 
 @dataclasses.dataclass
@@ -54,7 +58,24 @@ class Backend(Protocol):
 # Every registered factory by name (read through `sim.backends`).
 REGISTRY: dict[str, Callable[..., Backend]] = {}
 
+# The keyword options of each registered factory that a user sets (read through
+# `sim.backends.run_options`).
+RUN_OPTIONS: dict[str, tuple[str, ...]] = {}
 
-def register_backend(name: str, factory: Callable[..., Backend]) -> None:
-    """Make ``factory(config, **options)`` available as backend ``name``."""
+
+def register_backend(name: str, factory: Callable[..., Backend],
+                     run_options: Iterable[str] = ()) -> None:
+    """Make ``factory(config, **options)`` available as backend ``name``.
+
+    Parameters
+    ----------
+    name : str
+    factory : callable
+        ``factory(config, **options)`` returns the `Backend`.
+    run_options : iterable of str
+        The keyword options of ``factory`` that a user of ``vdla run`` sets
+        (``trace``, ``cycle_limit``, ``port`` ...); its other keywords are for
+        callers in Python (a prebuilt model, a transport).
+    """
     REGISTRY[name] = factory
+    RUN_OPTIONS[name] = tuple(run_options)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 
 from vdla.hw.config import HwConfig
-from vdla.sim.backend import REGISTRY, Backend
+from vdla.sim.backend import REGISTRY, RUN_OPTIONS, Backend
 from vdla.sim.errors import OptionError
 
-__all__ = ["get_backend", "backend_names", "BUILTIN"]
+__all__ = ["get_backend", "backend_names", "run_options", "BUILTIN"]
 
 # The modules of the built-in tiers, each registering its backends on import.
 BUILTIN = ("vdla.sim.fsim", "vdla.sim.rtl", "vdla.sim.board")
@@ -24,6 +24,15 @@ def backend_names() -> list[str]:
     """Names of every registered backend, sorted (the built-in ones included)."""
     _load_builtin()
     return sorted(REGISTRY)
+
+
+def run_options(name: str) -> tuple[str, ...]:
+    """The keyword options backend ``name`` declares a user may set
+    (`sim.backend.register_backend`); `OptionError` for an unknown name."""
+    _load_builtin()
+    if name not in REGISTRY:
+        raise OptionError(f"unknown simulator {name!r} (available: {', '.join(sorted(REGISTRY))})")
+    return RUN_OPTIONS.get(name, ())
 
 
 def get_backend(name: str, config: HwConfig, **options) -> Backend:

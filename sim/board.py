@@ -295,5 +295,5 @@ def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
     return backend
 
 
-register_backend("board", _serial_board)
-register_backend("board-sim", _simulated_board)
+register_backend("board", _serial_board, run_options=("port", "baud"))
+register_backend("board-sim", _simulated_board, run_options=("memory_kind",))

@@ -242,4 +242,5 @@ class _Machine(ProgramChecker):
                                              insn.imm))
 
 
-register_backend("fsim", FunctionalSimulator)
+register_backend("fsim", FunctionalSimulator,
+                 run_options=("max_uop_executions", "progress", "progress_every"))

@@ -234,4 +234,6 @@ class RtlSimulator:
         return RunResult(cycles=cycles, counters=counters, details=details)
 
 
-register_backend("rtl", RtlSimulator)
+register_backend("rtl", RtlSimulator,
+                 run_options=("trace", "cycle_limit", "max_uop_executions", "activity",
+                              "activity_window", "progress", "progress_every"))

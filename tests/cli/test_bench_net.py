@@ -48,7 +48,20 @@ def test_breakdown_of_an_onnx_model(model, tmp_path):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = result.stdout.splitlines()
     assert "50 MHz (--clock-mhz); estimated cycles; outputs bit-exact" in lines[0]
-    assert lines[-1].split()[0] == "total"
+    # The files written, named after the table.
+    assert lines[-3].split()[0] == "total"
+    assert lines[-2:] == [f"results: {out}", f"plot: {plot}"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["r.json", "r.png"]
+
+
+def test_the_default_results_file_is_named(model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke(cli, ["bench-net", model / "m.onnx", "--calibration", model / "cal.npy",
+                          "--input", model / "x.npy", "--batch", 2, "--sim", "fsim",
+                          "--clock-mhz", 50, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["files"] == {"results": "m.onnx.bench.json"}
+    assert json.loads((tmp_path / "m.onnx.bench.json").read_text())["batch"] == 2
 
 
 def test_network_file_input_and_errors(model, tmp_path):
@@ -74,7 +87,11 @@ def test_network_file_input_and_errors(model, tmp_path):
     result = invoke(cli, ["bench-net", net, "--input", tmp_path / "bad.npy", "--sim", "fsim",
                           "--clock-mhz", 100, "-o", tmp_path / "r.json"])
     assert result.stderr.strip() == ("Error: input 'input': expected float32 (2, 1, 8, 8), "
-                                     "got float32 (3, 1, 8, 8)")
+                                     f"got float32 (3, 1, 8, 8) ({tmp_path / 'bad.npy'})")
+    result = invoke(cli, ["bench-net", net, "--input", model / "x.npy", "--sim", "fsim",
+                          "--clock-mhz", 100, "--plot", tmp_path / "no" / "p.png"])
+    assert result.stderr.strip() == (f"Error: --plot {tmp_path / 'no' / 'p.png'}: the folder "
+                                     f"{tmp_path / 'no'} does not exist")
 
 
 @pytest.mark.rtl

@@ -31,7 +31,9 @@ def test_cli_compiles_and_runs_for_the_cpu(tmp_path):
                                          "--output", str(out)])
     assert result.exit_code == 0, result.output
     np.testing.assert_array_equal(np.load(out), op.reference(**inputs))
-    result = runner.invoke(run_command, [str(program), *args])
+    # The file records its target: --target may be left out, not contradicted.
+    assert runner.invoke(run_command, [str(program), *args]).exit_code == 0
+    result = runner.invoke(run_command, [str(program), "--target", "accel", *args])
     assert result.exit_code != 0
     assert "compiled for target 'cpu'" in result.output and "Traceback" not in result.output
     assert load(program).target == "cpu"

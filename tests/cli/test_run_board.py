@@ -7,6 +7,7 @@ is checked against numpy and its time against cycles / clock.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -60,15 +61,17 @@ def test_run_on_the_simulated_board_with_its_dram_behind_litedram(conv, kind):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--board-memory", "litedram-sdram"], "--board-memory is for --sim board-sim "
-                                           "(got --sim fsim)"),
+    (["--board-memory", "litedram-sdram"], "--board-memory does not apply to --sim fsim "
+                                           "(it applies to --sim board-sim)"),
     (["--sim", "board-sim", "--board-memory", "ddr9"], "Invalid value for '--board-memory': "
                                                        "'ddr9' is not one of 'litedram-ddr3', "
                                                        "'litedram-sdram'"),
     (["--sim", "board"], "--sim board needs the board's serial port (--port /dev/ttyUSB1)"),
     (["--sim", "board", "--port", "/nonexistent/tty"], "cannot open serial port /nonexistent/tty"),
-    (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port and --baud are for --sim board "
-                                                  "(got --sim fsim)"),
+    (["--sim", "fsim", "--port", "/dev/ttyUSB1"], "--port does not apply to --sim fsim "
+                                                  "(it applies to --sim board)"),
+    (["--sim", "board-sim", "--baud", "9600"], "--baud does not apply to --sim board-sim "
+                                               "(it applies to --sim board)"),
     (["--clock-mhz", "0"], "--clock-mhz: must be positive, got 0"),
     (["--clock-mhz", "nan"], "--clock-mhz: expected a finite number, got nan"),
     (["--clock-mhz", "-inf"], "--clock-mhz: expected a finite number, got -inf"),
@@ -79,3 +82,16 @@ def test_run_board_errors(conv, extra, message):
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_dram_without_litedram_names_the_extra_to_install(conv, monkeypatch):
+    """LiteDRAM is installed here: its absence is simulated (an import of it fails)."""
+    path, args, _, _ = conv
+    for module in ("litedram", "litedram.modules"):
+        monkeypatch.setitem(sys.modules, module, None)
+    result = invoke(run_command, [path, *args, "--sim", "board-sim", "--board-memory",
+                                  "litedram-sdram"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr.strip() == ("Error: the MT48LC16M16 DRAM needs LiteDRAM: "
+                                     "pip install 'vdla[dram]'")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -111,3 +112,35 @@ def test_rtl_announces_a_model_build(padded, chip_build, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "building the RTL model of config 'tiny' (first run for this hardware only, " \
            "about a minute)" in result.stderr
+
+
+def test_a_cpu_program_is_reported_by_what_applies_to_it(tmp_path):
+    """No config, cycles, instructions or counters: the cpu target has none of them."""
+    from vdla.compiler.cpu.program import compile_cpu
+    path = save(compile_cpu(PADDED, "int8"), tmp_path / "cpu.vdla")
+    inputs = PADDED.random_inputs(np.random.default_rng(3))
+    args = []
+    for name, array in inputs.items():
+        np.save(tmp_path / f"{name}.npy", array)
+        args += ["--input", f"{name}={tmp_path / name}.npy"]
+    result = invoke("run", path, *args, "--threads", 1, "--output", tmp_path / "out.npy")
+    assert result.exit_code == 0, result.output
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), PADDED.reference(**inputs))
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"program: {path} ({PADDED.describe()}; for the cpu target)"
+    assert lines[1] == f"output out: int8 (1, 6, 6, 6) -> {tmp_path / 'out.npy'}"
+    assert re.fullmatch(r"time: \d+\.\d{3} ms \(1 threads, int8, [\w-]+\)", lines[2])
+    assert len(lines) == 3
+    report = json.loads(invoke("run", path, *args, "--json").stdout)
+    assert sorted(report) == ["details", "op", "outputs", "program", "target"]
+    assert report["target"] == "cpu" and report["details"]["threads"] == 2
+
+
+@pytest.mark.rtl
+def test_rtl_names_the_trace_it_wrote(padded, tmp_path):
+    _, path, args, _ = padded
+    trace = tmp_path / "wave.fst"
+    result = invoke("run", path, *args, "--sim", "rtl", "--trace", trace)
+    assert result.exit_code == 0, result.output
+    assert f"trace: {trace}" in result.stdout.splitlines()
+    assert trace.stat().st_size > 0

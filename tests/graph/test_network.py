@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from tests.graph.models import general_convs, images, residual_cnn
 from vdla.frontend.onnx import from_bytes
 from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph, Tensor
 from vdla.graph.kernels import execute
-from vdla.graph.network import compile_network
+from vdla.graph.network import Network, compile_network
 from vdla.graph.placement import place
 from vdla.hw.config import PRESETS
 
@@ -110,3 +113,34 @@ def test_placement_by_cost_follows_the_clock(clock_mhz, place):
     assert sorted(costs) == sorted(layers) and all(c["cpu_ms"] > 0 for c in costs.values())
     x = images(3, seed=2)
     _assert_bit_exact(network, network.run({"input": x}, keep=True), x)
+
+
+def test_every_missing_or_unknown_input_is_named():
+    graph = Graph({name: Tensor(name, (2, 3), np.float32) for name in "ab"}, [], ["a", "b"],
+                  ["a"])
+    network = Network(graph, {}, {}, PRESETS["tiny"])
+    with pytest.raises(GraphError, match=r"^missing inputs 'a' and 'b': expected float32 "
+                                         r"\(2, 3\) and float32 \(2, 3\)$"):
+        network.run({})
+    zeros = np.zeros((2, 3), np.float32)
+    with pytest.raises(GraphError, match=r"^unknown inputs 'c', 'd': the network's inputs "
+                                         r"are a, b$"):
+        network.run({"a": zeros, "b": zeros, "c": zeros, "d": zeros})
+
+
+def test_a_run_builds_what_it_needs_before_it_times_any_node(monkeypatch):
+    from vdla.compiler.cpu import kernel
+    build = kernel.CpuKernel.__init__
+
+    def slow_build(self, *args, **options):
+        time.sleep(0.3)
+        build(self, *args, **options)
+    monkeypatch.setattr(kernel.CpuKernel, "__init__", slow_build)
+    network = _network(on_cpu=["conv2"])
+    x = images(3, seed=11)
+    first = network.run({"input": x})
+    assert first.build_seconds >= 0.3
+    assert all(row["seconds"] < 0.3 for row in first.layers)
+    again = network.run({"input": x})   # built once, for every run
+    assert again.build_seconds < 0.3
+    np.testing.assert_array_equal(again.outputs["probs"], first.outputs["probs"])

@@ -211,8 +211,7 @@ def test_cli_timeline_window_json(layer_file, chip_build):
 
 @pytest.mark.parametrize("extra, message", [
     (["--sim", "fsim", "--timeline", "t.png"],
-     "Error: --timeline needs cycle-accurate module activity, which only --sim rtl records "
-     "(got --sim fsim)"),
+     "Error: --timeline does not apply to --sim fsim (it applies to --sim rtl)"),
     (["--sim", "rtl", "--timeline-window", "0:10"],
      "Error: --timeline-window needs --timeline FILE.png"),
     (["--sim", "rtl", "--timeline", "t.png", "--timeline-window", "20:10"],
