@@ -200,7 +200,7 @@ def _progress_bar(total: int, description: str):
                 dynamic_ncols=True)
 
 
-@click.command("bench", cls=Command)
+@click.command("bench", cls=Command, short_help="Run NETWORK's layers, check them and report cycles.")
 @click.argument("benchmark", metavar="NETWORK")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",
               help="Simulator: rtl (cycle-accurate) or fsim (functional: correctness only).")

@@ -25,7 +25,8 @@ from vdla.cli.options import Command, check_sim, config_option, fail, write_outp
 __all__ = ["command"]
 
 
-@click.command("bench-net", cls=Command)
+@click.command("bench-net", cls=Command,
+               short_help="Time a network per node: CPU only against CPU + accelerator.")
 @click.argument("model_path", metavar="MODEL")
 @click.option("--input", "input_path", default=None, metavar="FILE.npy",
               help="The inputs, one batch of float samples (default: the first of "

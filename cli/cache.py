@@ -112,7 +112,7 @@ def _pruned_lines(pruned, max_bytes) -> list[str]:
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def command(older_than, max_size, dry_run, as_json):
-    """Show the build cache's size by kind; prune it by age or to a size."""
+    """Show the build cache's size by kind, or prune it."""
     from vdla.hw import cache
     if older_than is not None and older_than < 0:
         fail(f"--older-than: must be 0 or more days, got {older_than:g}")

@@ -37,7 +37,8 @@ def _choices(option: str, value: str, known) -> list[str]:
     return names
 
 
-@click.command("compare", cls=Command)
+@click.command("compare", cls=Command,
+               short_help="Compare the accelerator with the cpu target and CPU libraries.")
 @click.argument("network", type=click.Choice(list(NETWORKS)))
 @click.option("--targets", default="accel,cpu", show_default=True,
               help="Which of accel,cpu,gpu to measure (the CPU libraries always run; "

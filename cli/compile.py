@@ -139,7 +139,7 @@ def _common(function):
     ])
 
 
-@click.group("compile", cls=ModelGroup)
+@click.group("compile", cls=ModelGroup, short_help="Compile a layer, or an ONNX model, to a program file.")
 def command():
     """Compile a layer to an accelerator program, or a model (MODEL.onnx) to a network."""
 

@@ -50,7 +50,7 @@ def list_presets():
                "left out take default's values) works wherever --config does.")
 
 
-@command.command("show")
+@command.command("show", short_help="Print a config (a preset, or a JSON file, completed).")
 @click.argument("spec", metavar="PRESET|FILE.json", default="default")
 @click.option("--derived", "with_derived", is_flag=True,
               help="Add the figures derived from it (MACs per cycle, SRAM depths, hash).")

@@ -78,7 +78,7 @@ def report_lines(layer: LayerResult, sim: str) -> list[str]:
     return lines
 
 
-@click.command("demo", cls=Command)
+@click.command("demo", cls=Command, short_help="Compile a ResNet-18 layer, run it, check it, report cycles.")
 @click.option("--layer", default="C2", show_default=True, metavar="NAME",
               help=f"ResNet-18 layer ({', '.join(w.name for w in RESNET18)}).")
 @click.option("--sim", default="rtl", show_default=True, metavar="NAME",

@@ -33,7 +33,7 @@ def default_log(space, workloads) -> Path:
     return cache_root() / "dse" / f"{hashlib.sha256(sweep).hexdigest()[:16]}.jsonl"
 
 
-@click.command("dse", cls=Command)
+@click.command("dse", cls=Command, short_help="Find the best accelerator config per unit of area.")
 @click.option("--space", "space_path", required=True, metavar="SPACE.json",
               help="Configurations to sweep (see `vdla.tune.dse`).")
 @click.option("--workload", default="resnet18", show_default=True, help="Network to run.")

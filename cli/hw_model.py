@@ -27,7 +27,7 @@ C_ABI = ("vdla_create", "vdla_destroy", "vdla_dram_resize", "vdla_dram_write", "
          "vdla_activity_bin_cycles")
 
 
-@click.command("model", cls=Command)
+@click.command("model", cls=Command, short_help="Build the Verilator model of the accelerator.")
 @config_option
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory to write the model into (created if missing).")

@@ -90,7 +90,7 @@ def check_fit(config, target: str, device: str | None, place: bool = True) -> No
                err=True)
 
 
-@click.command("synth", cls=Command)
+@click.command("synth", cls=Command, short_help="Synthesise the accelerator: resources, fit, Fmax.")
 @config_option
 @click.option("--target", type=click.Choice(["ecp5", "ice40"]), default="ecp5", show_default=True,
               help="FPGA family.")
@@ -139,7 +139,7 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
         click.echo(report.critical_path_text())
 
 
-@click.command("bitstream", cls=Command)
+@click.command("bitstream", cls=Command, short_help="Build a board's bitstream (accelerator, memory, UART).")
 @click.option("--board", required=True, metavar="NAME",
               help="Board: ecpix5-85f (its DDR3 through LiteDRAM), ulx3s-85f (its SDRAM), "
                    "ecpix5-85f-256 (256 MACs, its DDR3), icebreaker (iCE40 UP5K).")
@@ -184,7 +184,7 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
                + (f" (it brings the {chosen.dram} up first)" if chosen.dram else ""))
 
 
-@click.command("board-header", cls=Command)
+@click.command("board-header", cls=Command, short_help="Write the board's UART protocol as a C header.")
 @config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the header here (default: standard output).")

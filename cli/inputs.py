@@ -85,7 +85,7 @@ def _describe(array_or_region) -> str:
     return f"{np.dtype(array_or_region.dtype).name:<5} {tuple(array_or_region.shape)}"
 
 
-@click.command("inputs", cls=Command)
+@click.command("inputs", cls=Command, short_help="List the inputs a program needs; -o writes example ones.")
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("-o", "--output-dir", "output_dir", default=None,
               type=click.Path(file_okay=False, path_type=Path),

@@ -156,7 +156,8 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
         echo(f"  {key}: {json.dumps(value)}")
 
 
-@click.command("inspect", cls=Command)
+@click.command("inspect", cls=Command,
+               short_help="Show a program's config, instructions, tokens and DRAM plan.")
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--all-uops", is_flag=True, help="List every micro-op, not only the first ones.")

@@ -10,7 +10,7 @@ from vdla.cli.options import Command, config_option, write_output
 from vdla.hw.isa import reference_markdown
 
 
-@click.command("isa", cls=Command)
+@click.command("isa", cls=Command, short_help="Print the ISA reference (docs/isa.md) for a config.")
 @config_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the reference to FILE instead of printing it.")

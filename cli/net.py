@@ -40,7 +40,7 @@ def _names(value: str | None) -> list[str]:
     return [name for name in (value or "").split(",") if name]
 
 
-@click.command("model", cls=Command)
+@click.command("model", cls=Command, short_help="Compile a whole ONNX model (float or QDQ) to a network.")
 @click.argument("model_path", metavar="MODEL.onnx")
 @click.option("--calibration", "calibration_path", default=None, metavar="FILE.npy",
               help="Sample inputs (count, ...) for post-training quantisation (not needed for "

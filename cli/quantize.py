@@ -16,7 +16,7 @@ from vdla.cli.net import per_channel_option
 from vdla.cli.options import Command, fail
 
 
-@click.command("quantize", cls=Command)
+@click.command("quantize", cls=Command, short_help="Quantise a float ONNX model to int8 and write it as QDQ.")
 @click.argument("model_path", metavar="MODEL.onnx")
 @click.option("--calibration", "calibration_path", required=True, metavar="FILE.npy",
               help="Sample inputs (count, ...) to calibrate the scales on.")

@@ -127,7 +127,7 @@ class Request:
                     None)
 
 
-@click.command("run", cls=Command)
+@click.command("run", cls=Command, short_help="Run a program on inputs from .npy files; report cycles.")
 @click.argument("program_file", metavar="PROGRAM.vdla")
 @click.option("--sim", default=None, metavar="NAME",
               help="The accelerator's simulation backend (any registered one, e.g. fsim, "

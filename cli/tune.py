@@ -52,7 +52,7 @@ def _tune_options(function):
     return function
 
 
-@click.group("tune", cls=Group)
+@click.group("tune", cls=Group, short_help="Tune a layer's schedule with measurements.")
 def command():
     """Tune a layer's schedule with measurements (grid, random or XGBoost-guided)."""
 

@@ -112,3 +112,22 @@ def test_every_command_reports_domain_errors_itself():
         return found
     assert isinstance(cli, click.Group) and len(cli.commands) > 10
     assert plain(cli, "vdla") == []
+
+
+def test_every_command_summary_is_a_whole_sentence_in_80_columns():
+    """``vdla --help`` (and each group's) lists every command on one line, its summary whole."""
+    import re
+
+    import click
+    from click.testing import CliRunner
+
+    from vdla.cli.main import cli
+    groups = [[], *([name] for name, command in cli.commands.items() if isinstance(command, click.Group))]
+    for group in groups:
+        result = CliRunner().invoke(cli, [*group, "--help"], terminal_width=80)
+        assert result.exit_code == 0, result.output
+        listed = result.output.split("Commands:\n")[1].splitlines()
+        names = (cli if not group else cli.commands[group[0]]).commands
+        assert len(listed) == len(names), listed   # a summary that wraps takes two lines
+        for line in listed:
+            assert re.fullmatch(r"  [a-z0-9-]+ +[A-Z][^\n]*[^.]\.", line), (group, line)
