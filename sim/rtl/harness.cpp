@@ -242,6 +242,11 @@ constexpr bool kWriteResponse = VDLA_MEMORY_WRITE_RESPONSE_LATENCY > 0;
 constexpr bool kHalfDuplex = VDLA_MEMORY_HALF_DUPLEX != 0;
 constexpr uint64_t kPageBytes = VDLA_MEMORY_PAGE_BYTES;
 constexpr uint64_t kBanks = VDLA_MEMORY_BANKS;
+constexpr uint64_t kBoundaryBytes = VDLA_MEMORY_BOUNDARY_BYTES;
+constexpr uint64_t kRefreshInterval = VDLA_MEMORY_REFRESH_INTERVAL;
+// A divisor that a config may set to 0 (the feature off): the code it divides in does
+// not run then, but the compiler still sees the constant division, so it divides by 1.
+constexpr uint64_t nonzero(uint64_t divisor) { return divisor ? divisor : 1; }
 enum Direction { kReadDirection, kWriteDirection };
 
 // Memory-side statistics, indexed by the names in vdla_memory_stat_name().
@@ -313,9 +318,9 @@ struct Harness {
     // One clock cycle. Returns false on a memory protocol or range error.
     // Refresh: whether this cycle is in a refresh window (closing the rows as one starts).
     bool refreshing() {
-        if (!VDLA_MEMORY_REFRESH_INTERVAL) return false;
-        const uint64_t phase = run_cycles % (VDLA_MEMORY_REFRESH_INTERVAL + 0ull);
-        const uint64_t first = VDLA_MEMORY_REFRESH_INTERVAL - VDLA_MEMORY_REFRESH_CYCLES;
+        if (!kRefreshInterval) return false;
+        const uint64_t phase = run_cycles % nonzero(kRefreshInterval);
+        const uint64_t first = kRefreshInterval - VDLA_MEMORY_REFRESH_CYCLES;
         if (phase == first) open_rows.assign(open_rows.size(), UINT64_MAX);
         if (phase < first) return false;
         ++stats[kRefreshCycles];
@@ -325,10 +330,10 @@ struct Harness {
     // Whether the row of byte `addr` is open; if not, open it, the bus idle meanwhile.
     bool row_open(uint64_t addr) {
         if (!kPageBytes) return true;
-        const uint64_t page = addr / kPageBytes;
-        uint64_t& open = open_rows[page % kBanks];
-        if (open == page / kBanks) return true;
-        open = page / kBanks;
+        const uint64_t page = addr / nonzero(kPageBytes);
+        uint64_t& open = open_rows[page % nonzero(kBanks)];
+        if (open == page / nonzero(kBanks)) return true;
+        open = page / nonzero(kBanks);
         bus_free_cycle = cycle_count + VDLA_MEMORY_ROW_MISS_CYCLES;
         ++stats[kRowMisses];
         return false;
@@ -457,8 +462,8 @@ struct Harness {
                           VDLA_MEMORY_MAX_BURST_BEATS);
             return fail(text);
         }
-        const uint64_t boundary = VDLA_MEMORY_BOUNDARY_BYTES;
-        if (boundary && addr / boundary != (addr + beats * kBusBytes - 1) / boundary) {
+        const uint64_t boundary = nonzero(kBoundaryBytes);
+        if (kBoundaryBytes && addr / boundary != (addr + beats * kBusBytes - 1) / boundary) {
             std::snprintf(text, sizeof text, "%s burst of %llu beats at byte 0x%llx crosses a "
                           "%llu-byte boundary", kind, (unsigned long long)beats,
                           (unsigned long long)addr, (unsigned long long)boundary);

@@ -160,3 +160,13 @@ def test_trace_writes_fst(tmp_path, tiny, standin_verilog_tiny):
     # The untraced model refuses a trace rather than silently writing nothing.
     with pytest.raises(ValueError, match="trace"):
         RtlSimulator(tiny, trace=wave, build=build_model(tiny, verilog=standin_verilog_tiny))
+
+
+def test_the_harness_compiles_without_a_warning(standin_build, tiny):
+    """Nothing for the compiler to warn about, at a config whose memory turns the page,
+    boundary and refresh models off (their divisors 0)."""
+    memory = tiny.memory_system
+    assert (memory.page_bytes, memory.boundary_bytes, memory.refresh_interval) == (0, 0, 0)
+    log = (standin_build.directory / "build.log").read_text()
+    assert "harness.cpp" in log
+    assert [line for line in log.splitlines() if "harness.cpp:" in line and "warning:" in line] == []
