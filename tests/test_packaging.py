@@ -126,17 +126,3 @@ def test_a_plain_install_brings_onnxruntime():
     assert {"onnx", "onnxruntime"} <= names
     assert PYPROJECT["project"]["optional-dependencies"]["compare"] == []
 
-
-# The options through which the README's commands name the files they write.
-_WRITES = re.compile(r"(?:-o|--output|--plot|--json-out|--log|--timeline|--roofline|--dump|>) +"
-                     r"([\w./-]+)")
-
-
-@pytest.mark.skipif(not (REPO / ".git").exists(), reason="not a git checkout")
-def test_what_the_readmes_commands_write_is_ignored_by_git():
-    written = sorted({name.rstrip("/") + ("/x.npy" if name.endswith("/") else "")
-                      for name in _WRITES.findall((REPO / "README.md").read_text())})
-    assert "k.c" in written and "in/x.npy" in written
-    result = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO,
-                            capture_output=True, text=True)
-    assert sorted(result.stdout.split()) == written
