@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from vdla.files import read_bounded
+from vdla.files import read_bounded, write_atomic
 from vdla.compiler.requant import CLAMP
 from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.graph.errors import GraphError
@@ -159,11 +159,11 @@ def _with_metadata(program, metadata):
 
 
 def save(network: Network, path: str | Path) -> Path:
-    """Write ``network`` to ``path``; returns the path."""
+    """Write ``network`` to ``path`` (atomically: a failed write keeps the old file)."""
     path = Path(path)
     data = dumps(network)
     try:
-        path.write_bytes(data)
+        write_atomic(path, lambda handle: handle.write(data))
     except OSError as error:
         raise GraphError(f"{path}: cannot write ({error.strerror or error})") from None
     return path
