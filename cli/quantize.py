@@ -13,7 +13,7 @@ import json
 import click
 
 from vdla.cli.net import per_channel_option
-from vdla.cli.options import Command, fail
+from vdla.cli.options import Command, fail, write_output
 
 
 @click.command("quantize", cls=Command, short_help="Quantise a float ONNX model to int8 and write it as QDQ.")
@@ -32,7 +32,6 @@ from vdla.cli.options import Command, fail
 @per_channel_option
 def command(model_path, calibration_path, batch, output, as_json, per_channel, fuse_residuals):
     """Quantise a float ONNX model to int8 (power-of-two scales) and write it as QDQ."""
-    import onnx
     from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load
     from vdla.graph.export import to_qdq
@@ -44,7 +43,7 @@ def command(model_path, calibration_path, batch, output, as_json, per_channel, f
              "calibrates a single-input model")
     samples = read_npy(calibration_path, "--calibration")
     integer = quantize_graph(graph, {graph.inputs[0]: samples}, per_channel, fuse_residuals)
-    onnx.save(to_qdq(integer), output)
+    write_output(output, to_qdq(integer).SerializeToString(), "-o")
     layers = {node.name: node.attrs["shift"] for node in integer.nodes if "shift" in node.attrs}
     if as_json:
         click.echo(json.dumps({"output": output, "shifts": layers}))

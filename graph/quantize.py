@@ -21,8 +21,12 @@ operators:
 Exponents come from the tensor (a QDQ model's, `graph.passes.qdq`) or from
 calibration: the largest magnitude seen over sample inputs, ``e =
 floor(log2(127 / max))``, so the range fits without clipping (weights from
-their own largest magnitude). When the output would want a finer scale than
-the accumulator has, the shift is 0 and the output keeps the accumulator's.
+their own largest magnitude). A tensor whose range the exponents cannot hold
+(`exponent_for`) is refused, never saturated; all-zero weights take the
+scale that keeps the bias exact (`_Quantizer.constant_scale`). When the
+output would want a finer scale than the accumulator has (an output that is
+zero on every sample wants the finest), the shift is 0 and the output keeps
+the accumulator's.
 """
 
 from __future__ import annotations
@@ -46,17 +50,43 @@ __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantizati
 MAX_SHIFT = (1 << SHIFT_BITS) - 1
 # How many exponents calibration weighs per tensor (the no-clipping one and finer).
 CANDIDATES = 3
-# Exponents outside this range mean a tensor of (almost) only zeros or absurd values.
+# The exponents calibration chooses from. Values beyond the int8 range of the coarsest,
+# 2**24 (127 * 2**24, about 2.1e9), would saturate, and values below half a step of the
+# finest, 2**-30, would all quantise to zero: such tensors are refused, never quantised.
 _EXPONENT_RANGE = (-24, 30)
+# The least magnitude the finest scale rounds away from zero.
+_SMALLEST = 2.0 ** -(_EXPONENT_RANGE[1] + 1)
 
 
-def exponent_for(magnitude: float) -> int:
-    """The finest power-of-two exponent whose int8 range holds ``magnitude``."""
+def exponent_for(magnitude: float, what: str = "a tensor") -> int:
+    """The finest power-of-two exponent whose int8 range holds ``magnitude``.
+
+    Parameters
+    ----------
+    magnitude : float
+        The largest magnitude the scale must hold (0, no values: the finest scale).
+    what : str
+        The tensor, for messages (``"tensor 'conv1'"``).
+
+    Raises
+    ------
+    GraphError
+        For a magnitude that is not finite, beyond the int8 range of the
+        coarsest scale ``2**24``, or so small that even the finest scale,
+        ``2**-30``, rounds it to zero.
+    """
     if not np.isfinite(magnitude):
-        raise GraphError(f"calibration saw a non-finite value ({magnitude})")
-    if magnitude <= 0:
+        raise GraphError(f"{what}: calibration saw a non-finite value ({magnitude})")
+    if magnitude == 0:
         return _EXPONENT_RANGE[1]
-    return int(np.clip(math.floor(math.log2(127.0 / magnitude)), *_EXPONENT_RANGE))
+    coarse, fine = _EXPONENT_RANGE
+    largest = 127.0 * 2.0 ** -coarse
+    if not _SMALLEST <= magnitude <= largest:
+        raise GraphError(f"{what}: its largest magnitude {magnitude:.6g} is outside what "
+                         f"vdla's power-of-two scales 2**{-coarse} to 2**-{fine} hold in int8 "
+                         f"({_SMALLEST:.6g} to {largest:.6g}); refused rather than "
+                         f"{'saturated' if magnitude > largest else 'rounded to zero'}")
+    return min(math.floor(math.log2(127.0 / magnitude)), fine)
 
 
 def quantization_error(array: np.ndarray, exponent: int) -> float:
@@ -66,9 +96,11 @@ def quantization_error(array: np.ndarray, exponent: int) -> float:
     return float(np.sum((q / scale - array) ** 2))
 
 
-def best_exponent(array: np.ndarray, candidates: int = CANDIDATES) -> int:
-    """Of the exponent that holds the range and the next finer ones, the least-error one."""
-    first = exponent_for(float(np.max(np.abs(array))) if array.size else 0.0)
+def best_exponent(array: np.ndarray, candidates: int = CANDIDATES, what: str = "a tensor"
+                  ) -> int:
+    """Of the exponent that holds the range and the next finer ones, the least-error one
+    (``what`` names the tensor in `exponent_for`'s messages)."""
+    first = exponent_for(float(np.max(np.abs(array))) if array.size else 0.0, what)
     return min(range(first, first + candidates),
                key=lambda e: quantization_error(array, e))
 
@@ -93,8 +125,10 @@ def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
 
         for input_name in graph.inputs:
             samples_only(input_name, feeds[input_name])
-        execute(graph, feeds, hook=lambda node, outputs: [
-            samples_only(tensor, array) for tensor, array in zip(node.outputs, outputs)])
+        # A float model may overflow float32 on hostile weights: the recorded range says so.
+        with np.errstate(over="ignore", invalid="ignore"):
+            execute(graph, feeds, hook=lambda node, outputs: [
+                samples_only(tensor, array) for tensor, array in zip(node.outputs, outputs)])
 
 
 def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
@@ -117,10 +151,20 @@ def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
     ranges: dict[str, float] = {}
 
     def largest(name: str, array: np.ndarray) -> None:
-        ranges[name] = max(ranges.get(name, 0.0), float(np.max(np.abs(array))))
+        # np.max over both keeps a NaN (Python's max may drop it): `exponent_for` refuses it.
+        ranges[name] = float(np.max([np.max(np.abs(array), initial=0.0),
+                                     ranges.get(name, 0.0)]))
 
     _observe(graph, samples, largest)
-    first = {name: exponent_for(value) for name, value in ranges.items()}
+    first = {}
+    for name in graph.inputs:
+        if ranges[name] == 0:
+            raise GraphError(f"graph input {name!r} is zero in every calibration sample: it has "
+                             "no range to choose a scale from (calibrate with real samples)")
+        first[name] = exponent_for(ranges[name], f"graph input {name!r}")
+    for name, value in ranges.items():
+        if name not in first:
+            first[name] = exponent_for(value, f"tensor {name!r}")
     errors = {name: np.zeros(CANDIDATES) for name in first}
 
     def error(name: str, array: np.ndarray) -> None:
@@ -146,6 +190,18 @@ def real_scale(scale: Scale) -> float:
 def step_attrs(scale: Scale) -> dict:
     """A quantize_input or dequantize_output node's attributes for ``scale``."""
     return {"exponent": scale[0]} if scale[0] is not None else {"scale": scale[1]}
+
+
+def _check_float32(node: Node, what: str, values, scales: str) -> None:
+    """Refuse a scale product or ratio that float32 arithmetic (onnxruntime's, and the
+    kernels') cannot hold as a normal number: it would be 0, subnormal or infinite."""
+    values = np.asarray(values, np.float64).reshape(-1)
+    finfo = np.finfo(np.float32)
+    bad = values[~((values >= finfo.tiny) & (values <= finfo.max))]
+    if bad.size:
+        raise GraphError(f"{node.describe()}: {what} {float(bad[0]):.6g} leaves float32's "
+                         f"normal range ({finfo.tiny:.6g} to {finfo.max:.6g}); its scales: "
+                         f"{scales}")
 
 
 class _Quantizer:
@@ -248,12 +304,13 @@ class _Quantizer:
         bias = graph.value(node.inputs[2]) if len(node.inputs) == 3 else None
         if len(node.inputs) == 3 and bias is None:
             raise GraphError(f"{node.describe()}: its bias {node.inputs[2]!r} must be a constant")
-        x_scale, w_scale = self.input_scale(node), self.constant_scale(node.inputs[1], weight)
+        x_scale = self.input_scale(node)
+        y_scale = self.scale((node if residual is None else residual[0]).outputs[0])
+        w_scale = self.constant_scale(node.inputs[1], weight, x_scale, y_scale)
         attrs, extra = {}, []
         if residual is not None:
             add, r_name = residual
             r_scale = self.input_scale(add, add.inputs.index(r_name))
-            y_scale = self.scale(add.outputs[0])
             if None in (x_scale[0], w_scale[0], y_scale[0], r_scale[0]):
                 return False
             shifts = fused_shifts(x_scale[0] + w_scale[0], r_scale[0], y_scale[0])
@@ -264,7 +321,6 @@ class _Quantizer:
             attrs["residual_shift"] = shifts[0]
             extra = [r_name]
         else:
-            y_scale = self.scale(node.outputs[0])
             if None in (x_scale[0], w_scale[0], y_scale[0]):
                 return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale,
                                                y_scale)
@@ -283,8 +339,9 @@ class _Quantizer:
         if np.any(np.abs(q_bias) >= 2 ** 31):
             if residual is not None:
                 return False
-            raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
-                             f"2**-{e_acc}")
+            raise GraphError(f"{node.describe()}: its bias (up to {np.abs(acc_bias).max():.6g}) "
+                             f"does not fit int32 at the accumulator's scale 2**-{e_acc} (the "
+                             f"input's 2**-{e_x} times the weight's 2**-{e_w})")
         w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), (e_w, None))
         b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), (e_acc, None))
         self.emit(node, op, [node.inputs[0], w_name, b_name, *extra], (e_y, None),
@@ -311,8 +368,15 @@ class _Quantizer:
             dead = ~q_weight.reshape(channels, -1).any(axis=1)
             if dead.any() and not dead.all():
                 s_w = np.where(dead, np.float32(np.median(s_w[~dead])), s_w)
-        s_acc = (s_x * s_w).astype(np.float32)
-        factors = (s_acc / s_y).astype(np.float32)
+        with np.errstate(over="ignore", under="ignore"):    # checked just below
+            s_acc = (s_x * s_w).astype(np.float32)
+            factors = (s_acc / s_y).astype(np.float32)
+        scales = (f"input {float(s_x):.6g} ({node.inputs[0]!r}), weight "
+                  f"{float(s_w.min()):.6g} ({node.inputs[1]!r}), output {float(s_y):.6g} "
+                  f"({node.outputs[0]!r})")
+        _check_float32(node, "the accumulator's scale (input's times weight's)", s_acc, scales)
+        _check_float32(node, "the requantisation factor (accumulator's over output's)",
+                       factors, scales)
         q_bias = np.rint((np.zeros(channels) if bias is None else bias.astype(np.float64))
                          / s_acc.astype(np.float64))
         if np.any(np.abs(q_bias) >= 2 ** 31):
@@ -332,15 +396,36 @@ class _Quantizer:
         self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
                   relu=bool(node.attrs.get("relu")), multiplier=multiplier, pre_shift=pre_shift)
 
-    def constant_scale(self, name: str, value: np.ndarray) -> Scale:
+    def constant_scale(self, name: str, value: np.ndarray, x_scale: Scale | None = None,
+                       y_scale: Scale | None = None) -> Scale:
         """A weight's scale: the model's, else from its values (per output channel with
-        ``per_channel``: powers of two that differ make it a per-channel scale)."""
+        ``per_channel``: powers of two that differ make it a per-channel scale).
+
+        Zeros have no range: any scale holds them exactly. All-zero weights take the
+        one that puts the accumulator at the output's scale ``y_scale`` (from the
+        input's ``x_scale``), so the bias, all the layer computes, is quantised at
+        the output's step; a channel of zeros (or of values the finest scale rounds
+        to zero) takes the scale most other channels have, so that it does not make a
+        per-tensor scale per-channel.
+        """
         tensor = self.graph.tensors[name]
         if tensor.quantized:
             return tensor.exponent, tensor.scale
+        what = f"tensor {name!r}"
+        if not np.any(value) and x_scale is not None and y_scale is not None:
+            ratio = math.log2(real_scale(x_scale) / real_scale(y_scale))
+            return int(np.clip(round(ratio), *_EXPONENT_RANGE)), None
         if not self.per_channel:
-            return best_exponent(value), None
-        exponents = np.array([best_exponent(row) for row in value])
+            return best_exponent(value, what=what), None
+        # A channel the finest scale rounds to zero is a dead one (beside the others); a
+        # NaN is not below it, and `exponent_for` refuses it.
+        rows = [None if np.max(np.abs(row)) < _SMALLEST else best_exponent(row, what=what)
+                for row in value]
+        live = [e for e in rows if e is not None]
+        if not live:
+            return best_exponent(value, what=what), None
+        common = max(sorted(set(live)), key=live.count)
+        exponents = np.array([common if e is None else e for e in rows])
         if np.unique(exponents).size == 1:
             return int(exponents[0]), None
         return None, 2.0 ** -exponents.astype(np.float64)
@@ -383,9 +468,14 @@ class _Quantizer:
         relu = bool(node.attrs.get("relu"))
         if None in (a[0], b[0], y[0]):  # onnxruntime's QLinearAdd: float32 scale ratios
             s_y = np.float32(real_scale(y))
-            self.emit(node, "qadd", node.inputs, y, relu=relu,
-                      scale_a=float(np.float32(real_scale(a)) / s_y),
-                      scale_b=float(np.float32(real_scale(b)) / s_y))
+            with np.errstate(over="ignore", under="ignore"):    # checked just below
+                ratios = [np.float32(real_scale(a)) / s_y, np.float32(real_scale(b)) / s_y]
+            _check_float32(node, "the ratio of an operand's scale to the output's", ratios,
+                           f"{real_scale(a):.6g} ({node.inputs[0]!r}), {real_scale(b):.6g} "
+                           f"({node.inputs[1]!r}), output {float(s_y):.6g} "
+                           f"({node.outputs[0]!r})")
+            self.emit(node, "qadd", node.inputs, y, relu=relu, scale_a=float(ratios[0]),
+                      scale_b=float(ratios[1]))
             return
         e_a, e_b = a[0], b[0]
         common = max(e_a, e_b)

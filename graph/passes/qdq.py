@@ -28,19 +28,30 @@ from vdla.graph.ir import Graph, Node
 __all__ = ["read_qdq", "scale_exponent", "read_scale"]
 
 
-def read_scale(scale: np.ndarray, where: str, per_channel: bool = False
+# Scales are float32 and requantisation multiplies them in float32 (as onnxruntime does): a
+# subnormal one has lost its precision, and its products underflow to zero.
+_FLOAT32 = np.finfo(np.float32)
+
+
+def read_scale(scale: np.ndarray, where: str, per_channel: bool = False, name: str | None = None
                ) -> tuple[int | None, float | np.ndarray | None]:
     """``(exponent, None)`` for a power-of-two scale ``2**-exponent``, else ``(None, scale)``.
 
     With ``per_channel`` (a weight's or bias's, along its output channels), a
     scale that differs between channels is ``(None, array)``. Raises
-    `GraphError` for non-finite or non-positive scales and, without
-    ``per_channel``, for per-channel ones.
+    `GraphError` for non-finite or non-positive scales, for scales outside
+    float32's normal range (subnormal ones: a float32 ``1e-45``), and, without
+    ``per_channel``, for per-channel ones. ``name``, the scale's tensor, is
+    named in messages.
     """
     values = np.asarray(scale, np.float64).reshape(-1)
     for value in values:
         if not (math.isfinite(value) and value > 0):
             raise GraphError(f"{where}: scale {value:.6g} is not a finite positive number")
+        if not _FLOAT32.tiny <= value <= _FLOAT32.max:
+            raise GraphError(f"{where}: scale {value:.6g}{f' ({name!r})' if name else ''} is "
+                             f"outside float32's normal range ({_FLOAT32.tiny:.6g} to "
+                             f"{_FLOAT32.max:.6g}); refused")
     if np.unique(values).size != 1:
         if not per_channel:
             raise GraphError(f"{where}: per-channel scales are supported for weights and "
@@ -81,7 +92,7 @@ def read_qdq(graph: Graph) -> Graph:
             continue
         _check_zero(graph, node)
         exponent, scale = read_scale(graph.value(node.inputs[1]), node.describe(),
-                                     per_channel=True)
+                                     per_channel=True, name=node.inputs[1])
         constant = graph.value(node.inputs[0]).astype(np.float64)
         if isinstance(scale, np.ndarray):  # per output channel: the constant's first axis
             if node.attrs["axis"] % max(constant.ndim, 1) != 0 or len(scale) != len(constant):
@@ -99,7 +110,7 @@ def read_qdq(graph: Graph) -> Graph:
         if node.op != "quantize":
             continue
         _check_zero(graph, node)
-        scale = read_scale(graph.value(node.inputs[1]), node.describe())
+        scale = read_scale(graph.value(node.inputs[1]), node.describe(), name=node.inputs[1])
         source = graph.tensors[node.inputs[0]]
         readers = graph.consumers(node.outputs[0])
         if node.outputs[0] in graph.outputs or not readers or any(
@@ -108,7 +119,8 @@ def read_qdq(graph: Graph) -> Graph:
                              "nodes only (the QDQ form)")
         for reader in readers:
             _check_zero(graph, reader)
-            if read_scale(graph.value(reader.inputs[1]), reader.describe()) != scale:
+            if read_scale(graph.value(reader.inputs[1]), reader.describe(),
+                          name=reader.inputs[1]) != scale:
                 raise GraphError(f"{reader.describe()}: its scale differs from its "
                                  f"QuantizeLinear's ({node.name!r})")
             graph.nodes.remove(reader)

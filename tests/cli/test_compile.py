@@ -134,3 +134,92 @@ def test_a_conv_with_a_residual_from_the_command_line(tmp_path):
         "compile", "conv2d", "--in-channels", "8", "--out-channels", "8", "--height", "6",
         "--width", "6", "--residual-shift", "25", "-o", str(tmp_path / "bad.vdla")])
     assert result.exit_code == 2 and "25 is not in the range 0<=x<=24" in result.output
+
+
+# -- a model: hostile files are refused in one line, outputs are written whole -------------
+
+def _hostile_models(folder):
+    """Models that crashed, hung or compiled wrongly before, by name, and their calibration."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tests.graph.models import initializer, model_bytes
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+
+    def conv(name, w, bias=None):
+        inputs = ["x", "w"] + ([] if bias is None else ["b"])
+        inits = [initializer("w", w)] + ([] if bias is None else [initializer("b", bias)])
+        (folder / name).write_bytes(model_bytes(
+            [helper.make_node("Conv", inputs, ["y"], name="conv")],
+            [("x", TensorProto.FLOAT, [1, 2, 6, 6])], [("y", TensorProto.FLOAT, None)], inits))
+
+    conv("m.onnx", weight)
+    conv("nan.onnx", weight, np.array([0, np.nan, 0], np.float32))
+    conv("huge.onnx", weight * 1e30)
+    external = onnx.load_from_string((folder / "m.onnx").read_bytes())
+    proto = external.graph.initializer[0]
+    proto.ClearField("raw_data")
+    proto.data_location = TensorProto.EXTERNAL
+    proto.external_data.add(key="location", value="w\0.bin")
+    (folder / "nul.onnx").write_bytes(external.SerializeToString())
+    proto.external_data[0].value = "w.bin"
+    proto.external_data.add(key="offset", value=str(2 ** 63))
+    (folder / "offset.onnx").write_bytes(external.SerializeToString())
+    (folder / "w.bin").write_bytes(weight.tobytes())
+    np.save(folder / "cal.npy", rng.standard_normal((4, 2, 6, 6)).astype(np.float32))
+    np.save(folder / "zero.npy", np.zeros((4, 2, 6, 6), np.float32))
+
+
+@pytest.mark.filterwarnings("error")    # a numpy RuntimeWarning would be an exit 70 here
+@pytest.mark.parametrize("model, args, message", [
+    ("nan.onnx", [], "node 'conv' (Conv): its constant input 'b' holds NaN values; vdla needs "
+                     "finite weights, biases and bounds"),
+    ("huge.onnx", [], "tensor 'y': its largest magnitude "),
+    ("m.onnx", ["--calibration", "zero.npy"], "graph input 'x' is zero in every calibration "
+                                              "sample"),
+    ("nul.onnx", [], "initializer 'w': external data location 'w\\x00.bin' holds a NUL byte"),
+    ("offset.onnx", [], "initializer 'w': external data file 'w.bin' is truncated (216 bytes; "
+                        "216 needed at offset 9223372036854775808)"),
+    ("m.onnx", ["--batch", 2 ** 63], "batch 9223372036854775808: more than vdla's limit of "
+                                     "268,435,456"),
+])
+@pytest.mark.parametrize("command", ["compile", "quantize"])
+def test_hostile_models_are_refused_in_one_line(tmp_path, command, model, args, message):
+    from tests.cli.click_runner import invoke as invoke_cli
+    _hostile_models(tmp_path)
+    if "--calibration" not in args:
+        args = [*args, "--calibration", "cal.npy"]
+    args = [tmp_path / a if str(a).endswith((".npy", ".onnx")) else a for a in args]
+    result = invoke_cli(cli, [command, tmp_path / model, *args, "-o", tmp_path / "out.bin"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("Error: "), result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "out.bin").exists()
+
+
+@pytest.mark.parametrize("command, message", [
+    ("compile", "Error: {out}: cannot write (File too large)"),
+    ("quantize", "Error: -o: cannot write {out} (File too large)"),
+])
+def test_a_failed_model_output_write_keeps_the_old_file(tmp_path, command, message):
+    """Under a file-size limit the network (or QDQ model) does not fit: one line naming the
+    file, which keeps its old contents, and no temporary file left beside it."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    _hostile_models(tmp_path)
+    out = tmp_path / "old.out"
+    out.write_bytes(b"old")
+
+    def limit():    # both outputs are larger than 300 bytes
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+    process = subprocess.run(
+        [sys.executable, "-m", "vdla", command, str(tmp_path / "m.onnx"), "--calibration",
+         str(tmp_path / "cal.npy"), "-o", str(out)], capture_output=True, text=True,
+        preexec_fn=limit, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}, timeout=300)
+    assert process.returncode == 1, process.stderr
+    assert process.stderr.strip() == message.format(out=out)
+    assert out.read_bytes() == b"old"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".old.out")]

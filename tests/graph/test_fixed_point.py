@@ -304,3 +304,78 @@ def test_per_channel_power_of_two_weights_run_bit_exact_and_export(tmp_path):
     back = quantize_graph(load(tmp_path / "q.onnx", batch=2))
     (output,) = network.graph.outputs
     np.testing.assert_array_equal(execute(back, {"input": x})[output], reference[output])
+
+
+def _qdq_conv(s_x: float, s_w: float, s_y: float) -> bytes:
+    """x -> Q/DQ(s_x) -> Conv(DQ(int8 weight, s_w)) -> Q/DQ(s_y): scales as written."""
+    from onnx import TensorProto, helper
+
+    from tests.graph.models import initializer, model_bytes
+    weight = np.random.default_rng(0).integers(-100, 100, (3, 2, 3, 3)).astype(np.int8)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"], name="q_x"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "z"], ["wf"], name="dq_w"),
+             helper.make_node("Conv", ["xf", "wf"], ["c"], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "sy", "z"], ["cq"], name="q_y"),
+             helper.make_node("DequantizeLinear", ["cq", "sy", "z"], ["y"], name="dq_y")]
+    inits = [initializer(name, np.array(value, np.float32))
+             for name, value in (("sx", s_x), ("sw", s_w), ("sy", s_y))]
+    inits += [initializer("z", np.array(0, np.int8)), initializer("w", weight)]
+    return model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                       [("y", TensorProto.FLOAT, [1, 3, 4, 4])], inits)
+
+
+@pytest.mark.parametrize("scales, message", [
+    ((1e-30, 1e-30, 0.1), r"the accumulator's scale \(input's times weight's\) 0 leaves "
+                          r"float32's normal range \(1.17549e-38 to 3.40282e\+38\); its scales: "
+                          r"input 1e-30 \('x'\), weight 1e-30 \('wf'\), output 0.1 \('y'\)$"),
+    ((1e20, 1e20, 0.1), r"the accumulator's scale \(input's times weight's\) inf leaves "),
+    ((1e19, 1e19, 1e-10), r"the requantisation factor \(accumulator's over output's\) inf "
+                          r"leaves "),
+    ((1e-20, 1e-15, 1e10), r"the requantisation factor \(accumulator's over output's\) "
+                           r"1.4013e-45 leaves "),
+])
+@pytest.mark.filterwarnings("error")
+def test_scale_products_float32_cannot_hold_are_refused(scales, message):
+    """onnxruntime multiplies scales in float32; where that underflows or overflows, the
+    layer's requantisation factor would be 0 or infinite: refused, naming the scales."""
+    from vdla.frontend.onnx import from_bytes
+    from vdla.graph.network import quantize_graph
+    with pytest.raises(GraphError, match=r"^node 'conv' \(conv\): " + message):
+        quantize_graph(from_bytes(_qdq_conv(*scales)))
+
+
+def test_subnormal_qdq_scales_are_refused_naming_the_tensor():
+    from vdla.frontend.onnx import from_bytes
+    from vdla.graph.network import quantize_graph
+    with pytest.raises(GraphError, match=r"^node 'dq_w' \(dequantize\): scale 1.4013e-45 \('sw'\) "
+                                         r"is outside float32's normal range \(1.17549e-38 to "
+                                         r"3.40282e\+38\); refused$"):
+        quantize_graph(from_bytes(_qdq_conv(0.1, 1e-45, 0.1)))
+
+
+@pytest.mark.filterwarnings("error")
+def test_add_scale_ratios_float32_cannot_hold_are_refused():
+    """A QDQ add whose operand-to-output scale ratio overflows float32 (onnxruntime's
+    QLinearAdd computes it there): refused, naming the scales."""
+    from onnx import TensorProto, helper
+
+    from tests.graph.models import initializer, model_bytes
+    from vdla.frontend.onnx import from_bytes
+    from vdla.graph.network import quantize_graph
+    nodes = [helper.make_node("QuantizeLinear", [x, "sx", "z"], [f"{x}q"], name=f"q_{x}")
+             for x in ("a", "b")]
+    nodes += [helper.make_node("DequantizeLinear", [f"{x}q", "sx", "z"], [f"{x}f"],
+                               name=f"dq_{x}") for x in ("a", "b")]
+    nodes += [helper.make_node("Add", ["af", "bf"], ["s"], name="add"),
+              helper.make_node("QuantizeLinear", ["s", "sy", "z"], ["sq"], name="q_y"),
+              helper.make_node("DequantizeLinear", ["sq", "sy", "z"], ["y"], name="dq_y")]
+    inits = [initializer("sx", np.array(3e30, np.float32)),
+             initializer("sy", np.array(1e-10, np.float32)), initializer("z", np.array(0, np.int8))]
+    model = model_bytes(nodes, [("a", TensorProto.FLOAT, [1, 4]), ("b", TensorProto.FLOAT, [1, 4])],
+                        [("y", TensorProto.FLOAT, [1, 4])], inits)
+    with pytest.raises(GraphError, match=r"^node 'add' \(add\): the ratio of an operand's scale "
+                                         r"to the output's inf leaves float32's normal range "
+                                         r"\(1.17549e-38 to 3.40282e\+38\); its scales: 3e\+30 "
+                                         r"\('a'\), 3e\+30 \('b'\), output 1e-10 \('y'\)$"):
+        quantize_graph(from_bytes(model))

@@ -127,6 +127,13 @@ def test_qdq_scales_are_exponents_or_other_scales():
     for bad in (0.0, -0.5, np.inf):
         with pytest.raises(GraphError, match=r"^n: scale .* is not a finite positive number$"):
             read_scale(np.float32(bad), "n")
+    # Subnormal in float32: their products with other scales underflow to zero.
+    assert read_scale(np.finfo(np.float32).tiny, "n") == (126, None)
+    for bad in (1e-45, 1e-39):
+        with pytest.raises(GraphError, match=r"^n: scale \S+ \('s'\) is outside float32's "
+                                             r"normal range \(1.17549e-38 to 3.40282e\+38\); "
+                                             r"refused$"):
+            read_scale(np.float32(bad), "n", name="s")
 
 
 def test_qdq_pairs_become_exponents():

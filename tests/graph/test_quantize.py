@@ -97,3 +97,123 @@ def test_onnxruntime_asymmetric_activations_are_refused(tmp_path):
                                          r"int8 \[-?\d+\] is not supported: vdla's accelerator is "
                                          r"symmetric int8"):
         run_passes(graph)
+
+
+def test_exponents_hold_the_range_or_refuse_it():
+    assert exponent_for(127.0 * 2 ** 24) == -24
+    assert exponent_for(2.0 ** -31) == 30          # rounds to one step of the finest scale
+    with pytest.raises(GraphError, match=r"^tensor 'c': its largest magnitude 2.13073e\+09 is "
+                                         r"outside what vdla's power-of-two scales 2\*\*24 to "
+                                         r"2\*\*-30 hold in int8 \(4.65661e-10 to 2.13071e\+09\); "
+                                         r"refused rather than saturated$"):
+        exponent_for(127.0 * 2 ** 24 * 1.00001, "tensor 'c'")
+    with pytest.raises(GraphError, match=r"refused rather than rounded to zero$"):
+        exponent_for(2.0 ** -32, "tensor 'c'")
+    with pytest.raises(GraphError, match=r"^tensor 'c': calibration saw a non-finite value "
+                                         r"\(nan\)$"):
+        exponent_for(float("nan"), "tensor 'c'")
+
+
+def _conv_model(weight, bias=None, tail=(), tail_inits=()):
+    """x (1, 2, 6, 6) -> Conv(weight[, bias]) -> c, then ``tail`` nodes ending in y."""
+    from onnx import TensorProto, helper
+
+    from tests.graph.models import initializer, model_bytes
+    inputs = ["x", "w"] + (["b"] if bias is not None else [])
+    inits = [initializer("w", np.asarray(weight, np.float32))]
+    if bias is not None:
+        inits.append(initializer("b", np.asarray(bias, np.float32)))
+    nodes = [helper.make_node("Conv", inputs, ["c" if tail else "y"], name="conv"), *tail]
+    return model_bytes(nodes, [("x", TensorProto.FLOAT, [1, 2, 6, 6])],
+                       [("y", TensorProto.FLOAT, None)], [*inits, *tail_inits])
+
+
+def _samples(count=8):
+    return np.random.default_rng(3).standard_normal((count, 2, 6, 6)).astype(np.float32)
+
+
+def _against_onnxruntime(model: bytes, per_channel=False):
+    """vdla's int8 result and onnxruntime's float one, on the calibration samples."""
+    ort = pytest.importorskip("onnxruntime")
+    from vdla.graph.network import quantize_graph
+    samples = _samples()
+    integer = quantize_graph(from_bytes(model), {"x": samples}, per_channel)
+    session = ort.InferenceSession(model)
+    got = np.concatenate([execute(integer, {"x": x[None]})["y"] for x in samples])
+    want = np.concatenate([session.run(None, {"x": x[None]})[0] for x in samples])
+    return got, want
+
+
+WEIGHT = np.random.default_rng(1).standard_normal((3, 2, 3, 3)).astype(np.float32)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("factor, message", [
+    (1e12, r"^tensor 'y': its largest magnitude 1.\d+e\+13 is outside what vdla's power-of-two "
+           r"scales 2\*\*24 to 2\*\*-30 hold in int8 .*; refused rather than saturated$"),
+    (1e30, r"^tensor 'y': its largest magnitude 1.\d+e\+31 is outside .*saturated$"),
+    (1e-12, r"^tensor 'y': its largest magnitude 1.\d+e-11 is outside .*rounded to zero$"),
+])
+def test_activations_beyond_the_exponent_range_are_refused_not_saturated(factor, message):
+    from vdla.graph.network import quantize_graph
+    with pytest.raises(GraphError, match=message):
+        quantize_graph(from_bytes(_conv_model(WEIGHT * factor)), {"x": _samples()})
+
+
+def test_large_activations_within_the_range_track_onnxruntime():
+    got, want = _against_onnxruntime(_conv_model(WEIGHT * 1e8))
+    cosine = np.sum(got * want) / np.linalg.norm(got) / np.linalg.norm(want)
+    assert cosine > 0.999
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_all_zero_weights_compute_their_bias(per_channel):
+    """A zero weight has no range: its scale keeps the bias at the output's step."""
+    bias = [0.1, -0.3, 7.5]
+    got, want = _against_onnxruntime(_conv_model(np.zeros_like(WEIGHT), bias), per_channel)
+    np.testing.assert_array_equal(want, np.broadcast_to(
+        np.reshape(np.float32(bias), (1, 3, 1, 1)), want.shape))
+    step = 2.0 ** -exponent_for(7.5)
+    assert np.abs(got - want).max() <= step / 2
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_zero_channel_and_a_zero_activation_take_sane_scales():
+    from onnx import helper
+
+    from tests.graph.models import initializer
+    weight = WEIGHT.copy()
+    weight[1] = 0
+    got, want = _against_onnxruntime(_conv_model(weight, [0.1, -0.3, 0.2]), per_channel=True)
+    assert np.sum(got * want) / np.linalg.norm(got) / np.linalg.norm(want) > 0.999
+    step = 2.0 ** -exponent_for(np.abs(want).max())
+    assert np.abs(got[:, 1] - np.float32(-0.3)).max() <= step / 2
+    # conv -> relu is zero on every sample (its bias is below every sum): the next conv
+    # still computes its own bias.
+    tail = [helper.make_node("Relu", ["c"], ["r"], name="relu"),
+            helper.make_node("Conv", ["r", "w2", "b2"], ["y"], name="conv2")]
+    tail_inits = [initializer("w2", np.ones((2, 3, 1, 1), np.float32)),
+                  initializer("b2", np.array([0.5, -3.0], np.float32))]
+    got, want = _against_onnxruntime(_conv_model(WEIGHT, [-100.0] * 3, tail, tail_inits))
+    assert np.abs(want).max() == 3.0
+    np.testing.assert_allclose(got, want, atol=2.0 ** -6)
+
+
+def test_all_zero_calibration_is_refused_saying_so():
+    from vdla.graph.network import quantize_graph
+    with pytest.raises(GraphError, match=r"^graph input 'x' is zero in every calibration sample: "
+                                         r"it has no range to choose a scale from \(calibrate "
+                                         r"with real samples\)$"):
+        quantize_graph(from_bytes(_conv_model(WEIGHT)), {"x": np.zeros((4, 2, 6, 6),
+                                                                       np.float32)})
+
+
+def test_a_bias_beyond_int32_names_the_scales():
+    from vdla.graph.network import quantize_graph
+    graph = from_bytes(_conv_model(WEIGHT, [1e9, 0, 0]))
+    with pytest.raises(GraphError, match=r"^node 'conv' \(conv\): its bias \(up to 1e\+09\) does "
+                                         r"not fit int32 at the accumulator's scale 2\*\*-\d+ "
+                                         r"\(the input's 2\*\*-\d+ times the weight's "
+                                         r"2\*\*-\d+\)$"):
+        quantize_graph(graph, {"x": _samples()})
