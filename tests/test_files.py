@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from vdla.files import bounded_lines, read_bounded, write_atomic
+from vdla.files import bounded_lines, printable, read_bounded, write_atomic
 
 
 class Refused(ValueError):
@@ -166,3 +166,18 @@ def test_a_failed_output_write_keeps_the_existing_file(tmp_path):
     result = _vdla(args, tmp_path)          # and without the limit, the run writes it
     assert result.returncode == 0, result.stderr
     assert np.load(keep).shape == (1, 16)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("conv1/weight_q", "conv1/weight_q"),
+    ("caf\u00e9 \u5377\u79ef", "caf\u00e9 \u5377\u79ef"),   # printable letters stay as they are
+    ("p\x1b]0;owned\x07", "p\\x1b]0;owned\\x07"),                    # an OSC title sequence
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("x\x1b[2J\x9b", "x\\x1b[2J\\x9b"),                              # CSI, 7- and 8-bit
+    ("evil\u202etxt.exe\u200b", "evil\\u202etxt.exe\\u200b"),       # bidi override, zero width
+    ("line\u2028sep", "line\\u2028sep"),
+    (7, "7"),
+])
+def test_printable_escapes_what_a_terminal_would_obey(text, shown):
+    assert printable(text) == shown
+    assert printable(text).isprintable()

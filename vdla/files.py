@@ -9,7 +9,9 @@ Two rules hold for all of them, written once here:
   instead of filling memory;
 - a write goes to a temporary file beside the target and is renamed over it
   only once complete (`write_atomic`), so a failed write (a full disk, a file
-  size limit, a kill) leaves an existing file as it was.
+  size limit, a kill) leaves an existing file as it was;
+- text a file holds (a name, a key) reaches the terminal through `printable`,
+  so a crafted file cannot move the cursor, retitle the window or forge lines.
 
 This module imports nothing from vdla, so every layer may use it.
 """
@@ -22,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
-__all__ = ["read_bounded", "bounded_lines", "open_for_reading", "write_atomic"]
+__all__ = ["read_bounded", "bounded_lines", "open_for_reading", "write_atomic", "printable"]
 
 
 def _cannot_read(error: type[Exception], what: str, path, problem: OSError) -> Exception:
@@ -174,3 +176,18 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
         raise
+
+
+def printable(text: object) -> str:
+    """``text`` (made a string) with every character Python calls unprintable escaped.
+
+    Control characters (escape sequences, bells, newlines, tabs), format characters
+    (bidirectional overrides, zero-width ones) and separators other than the
+    space are written as their escape (``\\x1b``, ``\\n``, ``\\u202e``), so what a
+    file holds is shown, never obeyed by the terminal, and stays on its line.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+                   for char in text)

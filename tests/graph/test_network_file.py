@@ -68,6 +68,11 @@ def _node(header, name):
     return next(n for n in header["nodes"] if n["name"] == name)
 
 
+def _rename_node(header, old, new):
+    _node(header, old)["name"] = new
+    header["placement"][new] = header["placement"].pop(old)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda h: _node(h, "conv1")["attrs"].update(shift=40),
      r"node 'conv1' \('qconv'\): attribute shift=40 is out of range"),
@@ -102,6 +107,67 @@ def _node(header, name):
      r"node 'conv3' \(qconv\): its residual is int32 \(8,\), not int8"),
     (lambda h: h["tensors"][0].update(dtype="object"),
      r"tensor 'input': dtype 'object', exponent or scale is not supported"),
+    (lambda h: h["tensors"][0].update(shape=[], scale=[0.5]),
+     r"tensor 'input': a list of 1 scales for shape \[\] \(at most one per index of its first "
+     r"axis\)$"),
+    # Names reach terminals: an escape sequence or a newline in one is refused.
+    (lambda h: _rename_node(h, "pool1", "p\x1b]0;owned\x07\nX"),
+     r"node name 'p\\x1b\]0;owned\\x07\\nX' is not a name \(a non-empty string of printable "
+     r"characters\)$"),
+    (lambda h: h["tensors"][0].update(name="in\u202eput"),
+     r"tensor name 'in\\u202eput' is not a name"),
+    (lambda h: _rename_node(h, "pool1", ""), r"node name '' is not a name"),
+    # Declared sizes are capped, one tensor and all of them.
+    (lambda h: h["tensors"][0].update(shape=[1 << 15, 1 << 14]),
+     r"tensor 'input': shape \[32768, 16384\] declares more than the 268,435,456 elements"),
+    (lambda h: h["tensors"].extend({"name": f"big{i}", "shape": [1 << 28], "dtype": "float32",
+                                    "exponent": None} for i in range(5)),
+     r"the tensors up to 'big\d' declare more than the 4,294,967,296 bytes a network's tensors "
+     r"may hold together$"),
+    # Windows are checked by arithmetic: a huge one is refused at once, not walked.
+    (lambda h: _node(h, "pool1")["attrs"].update(kernel=[65535, 65535]),
+     r"node 'pool1' \(maxpool\): its 65535x65535 window is larger than its padded input "
+     r"\(8x8\)$"),
+    (lambda h: _node(h, "pool1")["attrs"].update(pads=[2, 0, 0, 0]),
+     r"node 'pool1' \(maxpool\): pads \(2, 0, 0, 0\) reach a whole 2x2 window"),
+    (lambda h: _node(h, "pool1")["attrs"].update(stride=[1, 1]),
+     r"node 'pool1' \(maxpool\): output 'p1' declared int8 \(2, 8, 4, 4\), computed int8 "
+     r"\(2, 8, 7, 7\)$"),
+    (lambda h: _node(h, "flatten")["attrs"].update(axis=5),
+     r"node 'flatten' \(flatten\): axis 5 is out of range for int8 \(2, 8, 1, 1\)$"),
+    (lambda h: _node(h, "softmax")["attrs"].update(axis=2),
+     r"node 'softmax' \(softmax\): axis 2 is out of range for float32 \(2, 10\)$"),
+    (lambda h: _node(h, "softmax")["inputs"].append("logits/float"),
+     r"node 'softmax' \(softmax\): reads 2 and writes 1 tensors, expected 1 and 1$"),
+    (lambda h: _node(h, "softmax/dequantize")["attrs"].update(exponent=-2000),
+     r"node 'softmax/dequantize' \('dequantize_output'\): attribute exponent=-2000 is out of "
+     r"range$"),
+    (lambda h: _node(h, "input/quantize")["attrs"].update(exponent=None, scale=1e-300)
+     or _node(h, "input/quantize")["attrs"].pop("exponent"),
+     r"node 'input/quantize' \('quantize_input'\): attribute scale=1e-300 is outside "
+     r"float32's normal range \(1.18e-38 to 3.4e\+38\)$"),
+    # The metadata: the types and ranges every reader of it counts on.
+    (lambda h: h["metadata"]["estimated_cycles"].update(conv1="lots"),
+     r"metadata: estimated_cycles of 'conv1': 'lots' is not a cycle count \(an integer from 0 "
+     r"to 9223372036854775807\)$"),
+    (lambda h: h["metadata"]["estimated_cycles"].update(conv1=10 ** 400),
+     r"metadata: estimated_cycles of 'conv1': 1000000000000000000000000000000000000\.\.\. is "
+     r"not a cycle count"),
+    (lambda h: h["metadata"]["estimated_cycles"].update(conv1=-1),
+     r"metadata: estimated_cycles of 'conv1': -1 is not a cycle count"),
+    (lambda h: h["metadata"]["estimated_cycles"].update(conv1=True),
+     r"metadata: estimated_cycles of 'conv1': True is not a cycle count"),
+    (lambda h: h["metadata"]["estimated_cycles"].update(pool1=5),
+     r"metadata: estimated_cycles names 'pool1', which is no layer$"),
+    (lambda h: h["metadata"]["estimated_cycles"].pop("conv2"),
+     r"metadata: estimated_cycles has no count for accelerator layer 'conv2'$"),
+    (lambda h: h["metadata"].update(estimated_cycles=[1, 2]),
+     r"metadata: estimated_cycles must be a JSON object$"),
+    (lambda h: h["metadata"].update(placement_costs={"fc": {"accel_ms": "x", "cpu_ms": 1.0}}),
+     r"metadata: placement_costs of 'fc': \{'accel_ms': 'x', 'cpu_ms': 1\.0\} is not "
+     r"\{accel_ms, cpu_ms\} \(milliseconds, finite and >= 0\)$"),
+    (lambda h: h["metadata"].update(notes="\x1b[2J"),
+     r"metadata: unknown entry 'notes' \(known: estimated_cycles, placement_costs\)$"),
 ])
 def test_tampered_headers_are_refused_in_one_line(data, change, message):
     with pytest.raises(GraphError, match=f"^network file: {message}"):
@@ -152,3 +218,113 @@ def test_any_header_value_replaced_loads_or_is_one_graph_error(data):
             loads(_resign(data, change))
         except GraphError as error:
             assert "\n" not in str(error)
+
+
+def _host_only(shape):
+    """A header change: the network becomes input -> quantize -> relu -> dequantize on
+    ``shape``, all on the host."""
+    def change(h):
+        h["tensors"] = [{"name": name, "shape": shape, "dtype": dtype, "exponent": exponent}
+                        for name, dtype, exponent in (("x", "float32", None), ("q", "int8", 4),
+                                                      ("r", "int8", 4), ("y", "float32", None))]
+        h["nodes"] = [{"name": op, "op": op, "inputs": [a], "outputs": [b],
+                       "attrs": {"exponent": 4} if "quantize" in op else {}}
+                      for op, a, b in (("quantize_input", "x", "q"), ("relu", "q", "r"),
+                                       ("dequantize_output", "r", "y"))]
+        h.update(inputs=["x"], outputs=["y"], programs={}, metadata={"estimated_cycles": {}},
+                 placement={op: "host" for op in ("quantize_input", "relu",
+                                                  "dequantize_output")})
+    return change
+
+
+def test_loading_runs_no_node(data, monkeypatch):
+    """Output shapes follow from the shape rules: no kernel runs while a file is checked."""
+    import vdla.graph.kernels as kernels
+
+    def refuse(node, *args):
+        raise AssertionError(f"{node.op} ran while the file was loaded")
+    for op in kernels.KERNELS:
+        monkeypatch.setitem(kernels.KERNELS, op, refuse)
+    assert loads(data).graph.outputs == ["probs"]
+    assert loads(_resign(data, _host_only([1, 1, 8, 8]))).graph.outputs == ["y"]
+
+
+def test_a_large_declared_tensor_costs_nothing_to_load(data):
+    """A file of a few KB declaring 16M-element tensors loads in a few MB of memory."""
+    import tracemalloc
+    hostile = _resign(data, _host_only([1, 1, 4096, 4096]))
+    tracemalloc.start()
+    try:
+        network = loads(hostile)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert network.graph.tensors["x"].shape == (1, 1, 4096, 4096)
+    assert peak < 8 << 20, f"loading took {peak:,} bytes"
+
+
+def _shape_cases():
+    """(op, attrs, input shapes and dtypes) for every host operator, the odd ones included."""
+    pool = {"kernel": (3, 2), "stride": (2, 3), "pads": (1, 0, 2, 1)}
+    x4 = [((2, 3, 9, 7), np.int8)]
+    return [
+        ("quantize_input", {"exponent": 3}, [((2, 5), np.float32)]),
+        ("dequantize_output", {"scale": 0.25}, [((3, 4, 1, 2), np.int8)]),
+        ("qadd", {"shift_a": 1, "shift_b": 0, "shift": 2, "relu": True}, x4 * 2),
+        ("qavgpool", {**pool, "count_include_pad": False}, x4),
+        ("qavgpool", {**pool, "count_include_pad": True, "scale": 0.5, "out_scale": 0.25}, x4),
+        ("qglobal_avgpool", {}, x4),
+        ("maxpool", pool, x4),
+        ("maxpool", {"kernel": (9, 7), "stride": (1, 1), "pads": (0, 0, 0, 0)},
+         [((1, 2, 9, 7), np.float32)]),
+        ("relu", {}, [((5,), np.int32)]),
+        ("clip", {"min": -3, "max": 9}, x4),
+        ("flatten", {"axis": 0}, x4),
+        ("flatten", {"axis": 2}, x4),
+        ("flatten", {"axis": 4}, x4),
+        ("reshape", {"shape": (6, 63)}, x4),
+        ("pad", {"pads": (1, 2, 3, 4)}, x4),
+        ("softmax", {"axis": -1}, [((2, 10), np.float32)]),
+        ("softmax", {"axis": 0}, [((2, 10), np.int8)]),
+    ]
+
+
+def test_host_shape_rules_agree_with_the_kernels():
+    """Each host operator's shape rule gives the shape and dtype its kernel computes."""
+    from vdla.graph.ir import Node, Tensor
+    from vdla.graph.kernels import run_node
+    from vdla.graph.network_file import HOST_SHAPES, NODE_ATTRS
+    from vdla.graph.placement import LAYER_OPS
+    assert set(HOST_SHAPES) == set(NODE_ATTRS) - set(LAYER_OPS)
+    cases = _shape_cases()
+    assert {op for op, *_ in cases} == set(HOST_SHAPES)
+    for op, attrs, inputs in cases:
+        node = Node(op, op, [f"in{i}" for i in range(len(inputs))], ["out"], attrs)
+        tensors = [Tensor(f"in{i}", shape, dtype) for i, (shape, dtype) in enumerate(inputs)]
+        arity, rule, dtype = HOST_SHAPES[op]
+        (computed,) = run_node(node, [np.zeros(shape, dtype) for shape, dtype in inputs])
+        assert arity == len(inputs), op
+        assert tuple(rule(node, *tensors)) == computed.shape, (op, attrs)
+        assert np.dtype(dtype or tensors[0].dtype) == computed.dtype, (op, attrs)
+
+
+@pytest.mark.parametrize("op, attrs, shapes, message", [
+    ("qglobal_avgpool", {}, [(2, 8)], r"input 'in0' is int8 \(2, 8\), not of rank 4$"),
+    ("maxpool", {"kernel": (2, 2), "stride": (1, 1), "pads": (0, 0, 0, 0)}, [(2, 8, 8)],
+     r"input 'in0' is int8 \(2, 8, 8\), not of rank 4$"),
+    ("pad", {"pads": (1, 1, 1, 1)}, [(4,)], r"input 'in0' is int8 \(4,\), not of rank 4$"),
+    ("qadd", {"relu": False, "scale_a": 1.0, "scale_b": 1.0}, [(2, 8, 4, 4), (1, 8, 4, 4)],
+     r"adds int8 \(2, 8, 4, 4\) and int8 \(1, 8, 4, 4\), not two tensors of one shape$"),
+    ("reshape", {"shape": (3, 3)}, [(2, 4)],
+     r"shape \[3, 3\] does not hold its input int8 \(2, 4\)$"),
+    ("qavgpool", {"kernel": (3, 3), "stride": (1, 1), "pads": (0, 0, 0, 3),
+                  "count_include_pad": False}, [(1, 1, 4, 4)],
+     r"pads \(0, 0, 0, 3\) reach a whole 3x3 window \(a window would see only padding\)$"),
+])
+def test_host_shape_rules_refuse_what_the_kernels_cannot_run(op, attrs, shapes, message):
+    from vdla.graph.ir import Node, Tensor
+    from vdla.graph.network_file import HOST_SHAPES
+    node = Node("n", op, [f"in{i}" for i in range(len(shapes))], ["out"], attrs)
+    _, rule, _ = HOST_SHAPES[op]
+    with pytest.raises(GraphError, match=rf"^node 'n' \({op}\): {message}"):
+        rule(node, *(Tensor(f"in{i}", shape, np.int8) for i, shape in enumerate(shapes)))
