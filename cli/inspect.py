@@ -12,6 +12,17 @@ tensors, its metadata (op, mode, schedule, the compiling machine's records)
 and whether its header holds against its op (`compiler.host.host_spec`);
 ``--source`` prints the C or CUDA C that running it builds, generated again
 from the op, mode and schedule (the file holds no code).
+
+A network file (`graph.network_file`) shows one row per node: its operator,
+shapes, place, and for accelerator layers the compiler's estimated cycles and
+their time at the clock (``--clock-mhz``, else the config's Fmax from ``vdla hw
+synth``), then its DRAM arena. ``--source`` and ``--all-uops`` are about a
+single program and are refused for a network, as ``--clock-mhz`` is for a
+single program (which shows no cycles).
+
+Text from the file (names, roles, layouts, metadata keys) is printed through
+`vdla.files.printable`: a crafted file cannot send the terminal an escape
+sequence or break a line.
 """
 
 from __future__ import annotations
@@ -21,7 +32,9 @@ import json
 
 import click
 
+from vdla.cli.clock import clock_option
 from vdla.cli.options import Command, fail, program_config_option
+from vdla.files import printable
 from vdla.hw import isa
 from vdla.hw.isa import Alu, Finish, Gemm, Load, Store
 from vdla.runtime.errors import ProgramError
@@ -141,19 +154,25 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
         return
     echo = click.echo
     code = {"cpu": "C", "gpu": "CUDA C"}[program.target]
-    echo(f"program: {program_file}")
+    echo(f"program: {printable(program_file)}")
     echo(f"target: {program.target} (no instructions and no code: the {code} is generated from "
          "the op, mode and schedule where it runs; --source prints it)")
     echo("header verification: " + ("ok" if report["verification"] == "ok"
-                                     else f"FAILED: {report['verification']}"))
+                                     else f"FAILED: {printable(report['verification'])}"))
     echo("tensors:")
     for tensor in report["tensors"]:
         shape = "x".join(str(n) for n in tensor["shape"])
-        name, role, layout = (str(tensor[key]) for key in ("name", "role", "layout"))
+        name, role, layout = (printable(tensor[key]) for key in ("name", "role", "layout"))
         echo(f"  {name:<8} {role:<7} {layout:<13} {shape}")
-    echo("metadata:")
-    for key, value in report["metadata"].items():
-        echo(f"  {key}: {json.dumps(value)}")
+    _echo_metadata(report["metadata"])
+
+
+def _echo_metadata(metadata: dict) -> None:
+    """``metadata:`` and one line per entry (values as JSON, which escapes control
+    characters; keys made printable)."""
+    click.echo("metadata:")
+    for key, value in metadata.items():
+        click.echo(f"  {printable(key)}: {json.dumps(value)}")
 
 
 @click.command("inspect", cls=Command,
@@ -164,13 +183,23 @@ def _inspect_host(program, program_file, as_json, show_source) -> None:
 @click.option("--source", "show_source", is_flag=True,
               help="A cpu or gpu program: print the C or CUDA C it runs (generated again from "
                    "its op, mode and schedule).")
+@clock_option
 @program_config_option
-def command(program_file, as_json, all_uops, show_source, config):
-    """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla."""
+def command(program_file, as_json, all_uops, show_source, clock_mhz, config):
+    """Show the config, instructions, tokens, micro-ops and DRAM plan of PROGRAM.vdla (or the
+    nodes of a network file)."""
     from vdla.graph.network_file import is_network_file
     if is_network_file(program_file):
-        from vdla.cli.net import inspect_network
-        return inspect_network(program_file, as_json, config)
+        for flag, given in (("--source", show_source), ("--all-uops", all_uops)):
+            if given:
+                fail(f"{flag}: {printable(program_file)} is a network file; {flag} applies to a "
+                     "single program (" + ("the C or CUDA C of a cpu or gpu program"
+                                           if flag == "--source" else
+                                           "the micro-ops of an accelerator program") + ")")
+        return inspect_network(program_file, as_json, config, clock_mhz)
+    if clock_mhz is not None:
+        fail(f"--clock-mhz: {printable(program_file)} is a single program, whose inspection "
+             "shows no cycles; the clock turns a network file's estimated cycles into time")
     program = load(program_file, config, verify=False)  # show a broken plan, and say so
     if program.target != "accel":
         return _inspect_host(program, program_file, as_json, show_source)
@@ -188,7 +217,7 @@ def command(program_file, as_json, all_uops, show_source, config):
         return
     echo = click.echo
     config = report["config"]
-    echo(f"program: {program_file}")
+    echo(f"program: {printable(program_file)}")
     echo(f"config: {config['name']} (hash {config['hash']}): GEMM {config['batch']}x"
          f"{config['block_in']}x{config['block_out']}, buffers uop {config['uop_buffer_bytes']} "
          f"inp {config['inp_buffer_bytes']} wgt {config['wgt_buffer_bytes']} acc "
@@ -197,7 +226,7 @@ def command(program_file, as_json, all_uops, show_source, config):
     counts = ", ".join(f"{m} {n}" for m, n in report["instructions_per_module"].items())
     echo(f"instructions: {report['instructions']} ({counts})")
     echo("DRAM plan verification: " + ("ok" if report["verification"] == "ok"
-                                       else f"FAILED: {report['verification']}"))
+                                       else f"FAILED: {printable(report['verification'])}"))
     executions = report["micro_op_executions"]
     echo(f"micro-op executions: GEMM {executions['gemm']}, ALU {executions['alu']}")
     for module, items in report["listing"].items():
@@ -223,8 +252,54 @@ def command(program_file, as_json, all_uops, show_source, config):
     roles = max([7] + [len(region["role"]) for region in report["dram"]["regions"]])
     for region in report["dram"]["regions"]:
         shape = "x".join(str(n) for n in region["shape"])
-        echo(f"  {region['dram_offset']:>10}  {region['bytes']:>10} B  {region['name']:<12} "
-             f"{region['role']:<{roles}} {region['layout']:<13} {shape}")
-    echo("\nmetadata:")
-    for key, value in report["metadata"].items():
-        echo(f"  {key}: {json.dumps(value)}")
+        name, role, layout = (printable(region[key]) for key in ("name", "role", "layout"))
+        echo(f"  {region['dram_offset']:>10}  {region['bytes']:>10} B  {name:<12} "
+             f"{role:<{roles}} {layout:<13} {shape}")
+    echo("")
+    _echo_metadata(report["metadata"])
+
+
+def inspect_network(program_file, as_json: bool, config, clock_mhz: float | None) -> None:
+    """``vdla inspect`` of a network file: one row per node, the clock of its times, its
+    arena."""
+    from vdla.cli.clock import time_report
+    from vdla.graph.network_file import load as load_network
+    from vdla.hw.synth import clock_for
+    network = load_network(program_file, config)
+    clock = clock_for(network.config, clock_mhz)
+    rows = network.rows()
+    for row in rows:
+        timing = None if clock is None else time_report(network.config, row["estimated_cycles"],
+                                                        clock[0])
+        row["estimated_ms"] = None if timing is None else round(timing["ms"], 6)
+    report = {"config": network.config.name, "inputs": network.input_specs_json(),
+              "outputs": network.graph.outputs, "nodes": rows, "verification": "ok",
+              "clock_mhz": None if clock is None else clock[0],
+              "clock": None if clock is None else clock[1]}
+    if network.runs_in_arena:
+        arena = network.arena()
+        report["arena"] = {"bytes": arena.size, "code_and_constants_bytes": arena.code_bytes,
+                           "layer_images_bytes": arena.images_bytes}
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    echo = click.echo
+    echo(f"network: {printable(program_file)} (config {network.config.name}; verified)")
+    echo(f"{'node':<28} {'op':<18} {'inputs':<22} {'outputs':<18} {'place':<6} "
+         f"{'est. cycles':>12} {'est. ms':>9}")
+    for row in rows:
+        shapes = " ".join("x".join(map(str, s)) for s in row["inputs"])
+        out = " ".join("x".join(map(str, s)) for s in row["outputs"])
+        cycles = "-" if row["estimated_cycles"] is None else f"{row['estimated_cycles']:,}"
+        ms = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f}"
+        echo(f"{printable(row['name'])[:28]:<28} {row['op']:<18} {shapes[:22]:<22} "
+             f"{out[:18]:<18} {row['place']:<6} {cycles:>12} {ms:>9}")
+    if clock is None:
+        echo(f"est. ms: none without a clock (pass --clock-mhz; no Fmax is known for config "
+             f"{network.config.name!r}, vdla hw synth finds it)")
+    else:
+        echo(f"est. ms at {clock[0]:g} MHz ({clock[1]})")
+    if "arena" in report:
+        arena = report["arena"]
+        echo(f"DRAM arena: {arena['bytes']:,} bytes ({arena['code_and_constants_bytes']:,} "
+             f"code and constants; the layers' own images: {arena['layer_images_bytes']:,})")

@@ -2,9 +2,9 @@
 
 ``vdla compile model.onnx [--calibration x.npy] [--config ...] -o net.vdla``
 imports, quantises, places and compiles a whole model into one network file
-(`vdla.graph.network_file`); ``vdla run net.vdla`` and ``vdla inspect
-net.vdla`` recognise such a file by its magic and come here
-(`run_network`, `inspect_network`).
+(`vdla.graph.network_file`); ``vdla run net.vdla`` recognises such a file by
+its magic and comes here (`run_network`); ``vdla inspect net.vdla`` shows it
+(`cli.inspect.inspect_network`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import click
 from vdla.cli.clock import clock_option
 from vdla.cli.options import Command, Group, config_option, fail
 
-__all__ = ["ModelGroup", "compile_model", "run_network", "inspect_network",
+__all__ = ["ModelGroup", "compile_model", "run_network",
            "per_channel_option"]
 
 per_channel_option = click.option(
@@ -183,37 +183,3 @@ def _network_lines(report: dict) -> list[str]:
         lines.append(f"output {name}: {output['dtype']} {tuple(output['shape'])}{where}")
     return lines
 
-
-def inspect_network(program_file, as_json, config) -> None:
-    """``vdla inspect`` of a network file: one row per node."""
-    from vdla.cli.clock import time_report
-    from vdla.graph.network_file import load
-    network = load(program_file, config)
-    rows = network.rows()
-    for row in rows:  # at the config's known Fmax (vdla hw synth), when there is one
-        timing = time_report(network.config, row["estimated_cycles"], None)
-        row["estimated_ms"] = None if timing is None else round(timing["ms"], 6)
-    report = {"config": network.config.name, "inputs": network.input_specs_json(),
-              "outputs": network.graph.outputs, "nodes": rows, "verification": "ok"}
-    if network.runs_in_arena:
-        arena = network.arena()
-        report["arena"] = {"bytes": arena.size, "code_and_constants_bytes": arena.code_bytes,
-                           "layer_images_bytes": arena.images_bytes}
-    if as_json:
-        click.echo(json.dumps(report))
-        return
-    click.echo(f"network: {program_file} (config {network.config.name}; verified)")
-    click.echo(f"{'node':<28} {'op':<18} {'inputs':<22} {'outputs':<18} {'place':<6} "
-               f"{'est. cycles':>12} {'est. ms':>9}")
-    for row in rows:
-        shapes = " ".join("x".join(map(str, s)) for s in row["inputs"])
-        out = " ".join("x".join(map(str, s)) for s in row["outputs"])
-        cycles = "-" if row["estimated_cycles"] is None else f"{row['estimated_cycles']:,}"
-        ms = "-" if row["estimated_ms"] is None else f"{row['estimated_ms']:.3f}"
-        click.echo(f"{row['name'][:28]:<28} {row['op']:<18} {shapes[:22]:<22} {out[:18]:<18} "
-                   f"{row['place']:<6} {cycles:>12} {ms:>9}")
-    if "arena" in report:
-        arena = report["arena"]
-        click.echo(f"DRAM arena: {arena['bytes']:,} bytes ({arena['code_and_constants_bytes']:,} "
-                   f"code and constants; the layers' own images: "
-                   f"{arena['layer_images_bytes']:,})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -110,3 +111,96 @@ def test_source_of_an_accelerator_program_is_refused(tmp_path):
     assert result.exit_code != 0
     assert "--source: an accelerator program holds instructions, not source code" in \
         result.stderr
+
+
+@pytest.fixture(scope="module")
+def network_path(tmp_path_factory):
+    """A compiled network file: three accelerator layers, one cpu layer, host nodes."""
+    from tests.graph.test_network_file import _compile
+    from vdla.graph.network_file import save as save_network
+    return save_network(_compile(), tmp_path_factory.mktemp("net") / "net.vdla")
+
+
+def _table(stdout: str) -> dict[str, list[str]]:
+    """The node table's rows by node name."""
+    lines = stdout.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("est. ms"))
+    return {line.split()[0]: line.split() for line in lines[2:end]}
+
+
+def test_inspect_network_times_estimated_cycles_at_the_clock(network_path, monkeypatch):
+    import vdla.hw.synth.clock as synth_clock
+    from vdla.graph.network_file import load as load_network
+    monkeypatch.setattr(synth_clock, "known_fmax", lambda config: None)
+    estimates = load_network(network_path).metadata["estimated_cycles"]
+    result = invoke(inspect_command, [network_path, "--clock-mhz", 80])
+    assert result.exit_code == 0, result.stderr
+    rows = _table(result.stdout)
+    for name, cycles in estimates.items():
+        assert rows[name][-2:] == [f"{cycles:,}", f"{cycles / 80e3:.3f}"]
+    assert rows["pool1"][-2:] == ["-", "-"] and rows["fc"][-3:] == ["cpu", "-", "-"]
+    assert "est. ms at 80 MHz (--clock-mhz)" in result.stdout.splitlines()
+    report = json.loads(invoke(inspect_command, [network_path, "--clock-mhz", 80, "--json"])
+                        .stdout)
+    assert (report["clock_mhz"], report["clock"]) == (80.0, "--clock-mhz")
+    assert {row["name"]: row["estimated_ms"] for row in report["nodes"]
+            if row["estimated_ms"] is not None} == {
+        name: round(cycles / 80e3, 6) for name, cycles in estimates.items()}
+    # Without a clock the column stays empty and the report says why.
+    result = invoke(inspect_command, [network_path])
+    assert all(row[-1] == "-" for row in _table(result.stdout).values())
+    assert ("est. ms: none without a clock (pass --clock-mhz; no Fmax is known for config "
+            "'tiny', vdla hw synth finds it)") in result.stdout.splitlines()
+    assert json.loads(invoke(inspect_command, [network_path, "--json"]).stdout)["clock"] is None
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--source", r"--source: .*net\.vdla is a network file; --source applies to a single "
+                 r"program \(the C or CUDA C of a cpu or gpu program\)$"),
+    ("--all-uops", r"--all-uops: .*net\.vdla is a network file; --all-uops applies to a single "
+                   r"program \(the micro-ops of an accelerator program\)$"),
+])
+def test_single_program_options_on_a_network_are_refused(network_path, flag, message):
+    result = invoke(inspect_command, [network_path, flag])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert re.fullmatch(f"Error: {message}", result.stderr.strip())
+
+
+def test_a_clock_for_a_single_program_is_refused(layer):
+    path, *_ = layer
+    result = invoke(inspect_command, [path, "--clock-mhz", 100])
+    assert result.exit_code == 1
+    assert re.fullmatch(r"Error: --clock-mhz: .*dense\.vdla is a single program, whose "
+                        r"inspection shows no cycles; the clock turns a network file's "
+                        r"estimated cycles into time", result.stderr.strip())
+
+
+def test_text_from_a_program_file_reaches_the_terminal_escaped(tmp_path):
+    """A name, role or metadata key holding escape sequences and newlines is shown, escaped,
+    on its own line; nothing the terminal would obey gets through."""
+    import dataclasses
+    program = dense_program(TINY, 3, 8, 4)
+    program.tensors[-1] = dataclasses.replace(program.tensors[-1], name="out\x1b]0;owned\x07\nX",
+                                              role="output\x1b[2J")
+    program.metadata["key\x1b[31m\n"] = "value\x1b"
+    path = save(program, tmp_path / "evil.vdla")
+    result = invoke(inspect_command, [path])
+    assert result.exit_code == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    lines = result.stdout.splitlines()
+    assert any(line.split()[3:5] == ["out\\x1b]0;owned\\x07\\nX", "output\\x1b[2J"]
+               for line in lines)
+    assert '  key\\x1b[31m\\n: "value\\u001b"' in lines
+
+
+def test_a_network_with_a_control_character_in_a_name_is_refused_in_one_line(network_path,
+                                                                              tmp_path):
+    from tests.graph.test_network_file import _rename_node, _resign
+    hostile = tmp_path / "hostile.vdla"
+    hostile.write_bytes(_resign(network_path.read_bytes(),
+                                lambda h: _rename_node(h, "pool1", "p\x1b]0;owned\x07\nX")))
+    result = invoke(inspect_command, [hostile])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert re.fullmatch(r"Error: .*hostile\.vdla: node name 'p\\x1b\]0;owned\\x07\\nX' is not "
+                        r"a name \(a non-empty string of printable characters\)",
+                        result.stderr.strip())
