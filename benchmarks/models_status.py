@@ -50,9 +50,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
+sys.path.insert(0, str(ROOT))
 
-import zoo  # noqa: E402
+from benchmarks.models import zoo  # noqa: E402
 
 __all__ = ["light_models", "seeded_weights", "model_status", "main"]
 
