@@ -91,12 +91,11 @@ class _Net:
         return name
 
     def node(self, op: str, inputs: list[str], name: str, outputs: int = 1,
-             domain: str = "", **attrs) -> str | list[str]:
+             **attrs) -> str | list[str]:
         """Add a node; its output name (a list of ``<name>_<i>`` for several outputs)."""
         from onnx import helper
         names = [name] if outputs == 1 else [f"{name}_{i}" for i in range(outputs)]
-        self.nodes.append(helper.make_node(op, inputs, names, name=name, domain=domain,
-                                           **attrs))
+        self.nodes.append(helper.make_node(op, inputs, names, name=name, **attrs))
         self._infer()
         return names[0] if outputs == 1 else names
 
