@@ -127,6 +127,7 @@ DENSE = ["dense", "--in-features", "16", "--out-features", "16"]
     (["tune", *DENSE, "--target", "cpu", "--log", "big.jsonl"],
      "tuning record log big.jsonl: larger than 67108864 bytes, not a tuning record log file"),
 ])
+@pytest.mark.slow
 def test_unbounded_files_are_refused_in_one_line_under_a_memory_cap(tmp_path, args, message):
     if "big.jsonl" in args:
         with open(tmp_path / "big.jsonl", "wb") as file:     # sparse: nothing written

@@ -126,3 +126,13 @@ def test_a_plain_install_brings_onnxruntime():
     assert {"onnx", "onnxruntime"} <= names
     assert PYPROJECT["project"]["optional-dependencies"]["compare"] == []
 
+
+
+def test_the_fast_profile_leaves_out_every_verilator_and_cocotb_test():
+    """README's fast profile: a test in tests/rtl or tests/cocotb is ``rtl`` (and ``cocotb``)
+    by its folder, whether or not its module says so."""
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0",
+                             "--collect-only", "-q", "-m", "not slow and not rtl and not cocotb",
+                             "tests/rtl", "tests/cocotb"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout[-2000:]
+    assert re.search(r"no tests collected \(\d+ deselected\)", result.stdout)

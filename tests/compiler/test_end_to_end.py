@@ -67,6 +67,7 @@ def test_resnet18_default(name):
 
 
 @pytest.mark.parametrize("name", ["C2", "C4", "C7", "C10", "C11"])
+@pytest.mark.slow
 def test_resnet18_tiny(name):
     run_and_check(_resnet(name), TINY)
 

@@ -39,6 +39,7 @@ def _check(network, images, **options):
     return result.outputs[network.graph.outputs[0]], result.repacks
 
 
+@pytest.mark.slow
 def test_all_held_out_images_bit_exact_on_fsim_and_cpu_and_accurate(digits):
     network = _compiled(digits, 360, "default")
     logits, repacks = _check(network, digits["images"], sim="fsim")

@@ -112,6 +112,7 @@ OPS = [Conv2d(2, 13, 11, 10, 9, kernel=3, padding=1, bias=True, multiplier=21810
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.describe())
+@pytest.mark.slow
 def test_fsim_and_cpu_target_compute_the_reference_integers(op):
     inputs = op.random_inputs(np.random.default_rng(1), bias_range=1 << 16)
     expected = op.reference(**inputs)
@@ -211,6 +212,7 @@ def test_onnxruntime_int8_model_is_within_one_lsb_per_node(model, quantised):
 
 
 @pytest.mark.parametrize("model", MODELS_QUANTISED)
+@pytest.mark.slow
 def test_onnxruntime_int8_model_runs_bit_exact_on_fsim_and_cpu(model, quantised):
     from vdla.frontend.onnx import load
     from vdla.graph import network_file
@@ -272,6 +274,7 @@ def test_fixed_point_graph_exports_as_qdq_and_comes_back_the_same(model, quantis
                                   execute(integer, {"input": x})["logits"])
 
 
+@pytest.mark.slow
 def test_per_channel_power_of_two_weights_run_bit_exact_and_export(tmp_path):
     import onnx
 

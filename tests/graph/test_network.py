@@ -30,6 +30,7 @@ def _assert_bit_exact(network, result, x):
 
 
 @pytest.mark.parametrize("options", [{"sim": "fsim"}, {"target": "cpu"}])
+@pytest.mark.slow
 def test_every_tensor_matches_the_reference(options):
     network = _network(on_cpu=["conv2"])
     x = images(3, seed=11)

@@ -114,6 +114,7 @@ def _block(relu_before_add=False, second_reader=False, shortcut_is_input=False,
     (dict(relu_before_add=True, shortcut_is_input=True), None),   # ... and nothing fuses
     (dict(second_reader=True), "conv_s"),     # conv a's output is read twice: conv s fuses
 ])
+@pytest.mark.slow
 def test_which_convs_fuse(variant, fused):
     graph = from_bytes(_block(**variant).SerializeToString(), batch=2)
     calibration = {"input": np.random.default_rng(1).standard_normal((16, 4, 6, 6))

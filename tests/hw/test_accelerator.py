@@ -76,6 +76,7 @@ SMALL = GeneratorOptions(actions=(6, 12), max_uops_per_insn=24, max_load_element
                                                  (TINY_PIPELINED_WIDE_BUS, 5, 0.3)],
                          ids=["tiny-0", "tiny-1-stall", "compact-2", "compact-3-stall",
                               "pipelined-4-stall", "pipelined64-5-stall"])
+@pytest.mark.slow
 def test_random_program_matches_fsim(config, seed, stall):
     """A random legal program (every instruction kind, tokens, padding) bit-exact vs fsim."""
     program = generate(config, seed, SMALL)
@@ -137,6 +138,7 @@ def test_back_to_back_micro_ops_on_one_acc_row(config):
 @pytest.mark.parametrize("config", [TINY, TINY_COMPACT, TINY_PIPELINED],
                          ids=lambda c: c.name)
 @pytest.mark.parametrize("m, n, k", [(1, 1, 4), (2, 1, 3), (2, 2, 3)])
+@pytest.mark.slow
 def test_overlapping_gemm_and_alu_units(config, m, n, k):
     """GEMM tiles with their REQUANT epilogues overlapped on the two units: bit-exact
     vs fsim and numpy, the units really run at once, and in fewer cycles than the

@@ -61,6 +61,7 @@ def test_multipliers_and_a_block_ram(target, brams):
     assert (estimate.brams, estimate.dsps) == (brams, 3)
 
 
+@pytest.mark.slow
 def test_each_memory_goes_where_yosys_finds_it_cheapest():
     estimate = estimate_rtlil(_rtlil(Design(1, [(1024, 2048), (2048, 128), (16, 128),
                                                 (512, 128, "logic"), (4, 8)])), "ecp5")
@@ -72,6 +73,7 @@ def test_each_memory_goes_where_yosys_finds_it_cheapest():
     assert kinds[512] == ("logic", 0)   # its ram_style
 
 
+@pytest.mark.slow
 def test_the_shipped_presets_as_yosys_maps_them():
     estimate, part, what = fit_estimate(PRESETS["default"], "ecp5")
     assert (estimate.brams, estimate.dsps, estimate.lutrams) == (237, 304, 171)

@@ -51,6 +51,7 @@ def test_the_224_model_is_mobilenet_v2(tmp_path):
 
 
 @pytest.mark.parametrize("options", [{"sim": "fsim"}, {"target": "cpu"}])
+@pytest.mark.slow
 def test_small_mobilenet_is_bit_exact_and_close_to_onnxruntime(small, options):
     network = _network(small, "default")
     ops = collections.Counter(node.op for node in network.graph.nodes)

@@ -100,6 +100,7 @@ def test_ideal_cycles_of_resnet18_at_default_is_vtas_figure():
 
 
 # --------------------------------------------------------------------------- fsim runs
+@pytest.mark.slow
 def test_bench_on_fsim_reports_correctness_and_json_schema(tmp_path):
     out = tmp_path / "report.json"
     result = invoke(["resnet18", "--sim", "fsim", "--config", "tiny", "--layers", "C10,C7",

@@ -48,6 +48,7 @@ def backend(request):
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.slow
 def test_generated_controller_is_deterministic_with_one_native_port(kind):
     size, _, (banks, bits, words), port_bits = KINDS[kind]
     generated = _generate(MODULES[kind], 64, hardware=False)

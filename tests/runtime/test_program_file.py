@@ -50,6 +50,7 @@ uops = st.builds(Uop, dst=st.integers(0, 255), src=st.integers(0, 255), wgt=st.i
 @given(instructions=st.lists(instructions, max_size=20), uops=st.lists(uops, max_size=20),
        metadata=st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), st.text(),
                                                                st.lists(st.integers()))))
+@pytest.mark.slow
 def test_any_program_round_trips(instructions, uops, metadata):
     program = dense_program(TINY, 2, 4, 4)
     program.instructions, program.uops, program.metadata = instructions, uops, metadata

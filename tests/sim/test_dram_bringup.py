@@ -253,6 +253,7 @@ def _random_lanes(rng, settings):
     return lanes
 
 
+@pytest.mark.slow
 def test_ddr3_read_leveling_finds_each_lanes_hidden_bitslip_and_centres_its_window():
     settings = _phy_settings(DDR3)
     assert (settings.strobes, settings.bitslips, settings.delays) == (2, 4, 8)

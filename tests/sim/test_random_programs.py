@@ -230,6 +230,7 @@ SEEDS = range(40)
 
 @pytest.mark.parametrize("config", [TINY, DEFAULT, ODD], ids=lambda c: c.name)
 @pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.slow
 def test_random_program_runs_on_fsim(config, seed):
     program = generate(config, seed)
     check_token_discipline(program.instructions, config.token_queue_depth)
@@ -252,6 +253,7 @@ def test_random_program_runs_on_fsim(config, seed):
 
 @pytest.mark.parametrize("config", [TINY, DEFAULT, ODD], ids=lambda c: c.name)
 @pytest.mark.parametrize("seed", range(0, 40, 3))
+@pytest.mark.slow
 def test_fsim_matches_reference_under_random_interleavings(config, seed):
     program = generate(config, seed, GeneratorOptions(actions=(15, 40)))
     expected, _ = program.run(get_backend("fsim", config))

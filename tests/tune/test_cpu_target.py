@@ -107,6 +107,7 @@ def test_measurement_keys_name_the_cpu_compiler_and_threads():
 
 
 @pytest.mark.parametrize("name, tuner", [("conv", "xgb"), ("dense", "random")])
+@pytest.mark.slow
 def test_tuning_logs_every_trial_resumes_and_is_never_slower_than_the_default(
         tmp_path, name, tuner):
     op, log = OPS[name], tmp_path / "tune.jsonl"

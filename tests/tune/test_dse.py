@@ -128,6 +128,7 @@ def _fake_evaluation(failing):
 COUNT_FILE = "evaluated.txt"
 
 
+@pytest.mark.slow
 def test_a_failed_config_fails_the_sweep_and_is_evaluated_again_on_resume(tmp_path,
                                                                           monkeypatch):
     from vdla.cli.main import cli

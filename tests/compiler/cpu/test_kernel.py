@@ -126,6 +126,7 @@ def test_more_parallel_items_than_the_pool_numbers_is_refused():
                    0, False)
 
 
+@pytest.mark.slow
 def test_random_convolutions_are_bit_exact():
     """Groups (depthwise included), dilation 1–3, asymmetric padding 0–5 (at or past the
     kernel too), rectangular kernels and strides, batch 1–3: int8 against numpy, and

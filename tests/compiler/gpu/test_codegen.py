@@ -70,6 +70,7 @@ def _check(report, tiling, mode):
 
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(RESNET_LAYERS), ids=str)
+@pytest.mark.slow
 def test_resnet_kernels_compile_for_sm90a_and_fit(name):
     source, tiling = _source(RESNET_LAYERS[name])
     _check(compile_cubin(source), tiling, "int8")
