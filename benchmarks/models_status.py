@@ -26,9 +26,11 @@ cpu target's generated C (no RTL here): ``--samples`` of them in one batch
 where their MACs fit ``--max-gmacs``, else one per run, as many as fit (the
 batch is fixed at import, so it is chosen first). Its outputs are compared
 with onnxruntime's fp32 run of the same float model: the cosine of each
-output (the smallest is reported), for classifiers the share of samples
-whose top-1 class agrees, and whether fsim and the cpu target agree bit for
-bit. ``accel_mac_share`` is the accelerator layers' MACs over the float
+output (the smallest is reported) and, for an output a Softmax writes, of
+its logits (``logits_cosine``: random weights often saturate a softmax, whose
+near one-hot output then has a cosine near 1 whatever the logits), for
+classifiers the share of samples whose top-1 class agrees, and whether fsim
+and the cpu target agree bit for bit. ``accel_mac_share`` is the accelerator layers' MACs over the float
 model's (Conv, ConvTranspose, Gemm, MatMul; `zoo.macs`).
 
 Prints one row per model and writes ``benchmarks/results/models_status.json``.
@@ -54,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.models import zoo  # noqa: E402
 
-__all__ = ["light_models", "seeded_weights", "model_status", "main"]
+__all__ = ["light_models", "seeded_weights", "softmax_inputs", "model_status", "main"]
 
 
 def light_models() -> dict[str, Path]:
@@ -140,9 +142,25 @@ def _inputs_of(model) -> dict[str, list[int]]:
             for value in model.graph.input if value.name not in initializers}
 
 
-def _onnxruntime(model, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime fp32 outputs by name, in chunks of the model's fixed batch where it has one."""
+def softmax_inputs(model) -> dict[str, str]:
+    """The graph outputs a Softmax writes, and the tensor each reads (its logits)."""
+    producers = {name: node for node in model.graph.node for name in node.output}
+    return {value.name: producers[value.name].input[0] for value in model.graph.output
+            if value.name in producers and producers[value.name].op_type == "Softmax"}
+
+
+def _onnxruntime(model, feeds: dict[str, np.ndarray], extra=()) -> dict[str, np.ndarray]:
+    """onnxruntime fp32 outputs by name (and the ``extra`` tensors), in chunks of the model's
+    fixed batch where it has one."""
+    import onnx
     import onnxruntime
+    from onnx import TensorProto, helper
+    if extra:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        copy.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+                                 for name in extra)
+        model = copy
     session = onnxruntime.InferenceSession(model.SerializeToString(),
                                            providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
@@ -161,14 +179,22 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _compare(got: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-             classifier: bool) -> dict:
-    cosines = {name: _cosine(got[name], expected[name]) for name in expected}
-    first = next(iter(expected))
+             classifier: bool, logits: dict[str, str]) -> dict:
+    """Cosines of the outputs (and of the logits of those a Softmax writes: a saturated
+    softmax is near one-hot, its cosine near 1 whatever the logits), top-1 agreement."""
+    outputs = [name for name in got if not name.startswith("logits of ")]
+    cosines = {name: _cosine(got[name], expected[name]) for name in outputs}
+    first = outputs[0]
     top1 = (float(np.mean(got[first].reshape(len(got[first]), -1).argmax(1)
                           == expected[first].reshape(len(expected[first]), -1).argmax(1)))
             if classifier else None)
-    return {"cosine": round(min(cosines.values()), 6), "top1_agreement": top1,
-            "cosines": {name: round(value, 6) for name, value in cosines.items()}}
+    compared = {"cosine": round(min(cosines.values()), 6), "top1_agreement": top1,
+                "cosines": {name: round(value, 6) for name, value in cosines.items()}}
+    if logits:
+        compared["logits_cosine"] = round(min(
+            _cosine(got[f"logits of {name}"], expected[tensor])
+            for name, tensor in logits.items()), 6)
+    return compared
 
 
 def _accel_macs(network) -> int:
@@ -222,17 +248,26 @@ def model_status(name: str, source: str, model, classifier: bool, options: dict,
             inputs = zoo.random_inputs(model, runs, seed + 2)
             stage = "onnxruntime"
             progress(stage)
-            expected = _onnxruntime(model, inputs)
+            logits = softmax_inputs(model)
+            expected = _onnxruntime(model, inputs, extra=list(logits.values()))
+            # vdla's float tensor each of its softmax outputs reads (a dequantised int8 one)
+            read = {name: network.graph.producer(name).inputs[0] for name in logits
+                    if network.graph.producer(name).op == "softmax"}
             outputs = {}
             for target, run in (("fsim", {"sim": "fsim"}), ("cpu", {"target": "cpu"})):
                 stage = f"run on {target}"
                 progress(stage)
                 began = time.perf_counter()
-                chunks = [network.run({k: v[i:i + batch] for k, v in inputs.items()},
-                                      **run).outputs for i in range(0, runs, batch)]
+                chunks = []
+                for first in range(0, runs, batch):
+                    result = network.run({k: v[first:first + batch] for k, v in inputs.items()},
+                                         keep=bool(read), **run)
+                    chunks.append({**result.outputs, **{f"logits of {name}": result.tensors[t]
+                                                        for name, t in read.items()}})
                 outputs[target] = {k: np.concatenate([chunk[k] for chunk in chunks])
                                    for k in chunks[0]}
-                record[target] = {**_compare(outputs[target], expected, classifier),
+                record[target] = {**_compare(outputs[target], expected, classifier,
+                                             {k: logits[k] for k in read}),
                                   "seconds": round(time.perf_counter() - began, 2)}
             record["fsim_equals_cpu"] = all(np.array_equal(outputs["fsim"][k], outputs["cpu"][k])
                                             for k in outputs["fsim"])
@@ -314,15 +349,17 @@ def jobs(options: dict, names=None, light: bool = True) -> list[tuple]:
 
 
 def _row(record: dict) -> str:
-    if record.get("compiles"):
+    if record.get("compiles") and "crash" not in record:
         fsim = record.get("fsim")
-        what = (f"cos {fsim['cosine']:.4f}" + (f", top-1 {fsim['top1_agreement']:.2f}"
-                                              if fsim["top1_agreement"] is not None else "")
-                if fsim else record.get("run", ""))
+        what = (f"cos {fsim['cosine']:.4f}"
+                + (f" (logits {fsim['logits_cosine']:.4f})" if "logits_cosine" in fsim else "")
+                + (f", top-1 {fsim['top1_agreement']:.2f}"
+                   if fsim["top1_agreement"] is not None else "")
+                + f" ({record['samples_run']} samples)" if fsim else record.get("run", ""))
         status = "compiles"
     else:
-        status = "timeout" if "timeout" in record else "crash" if "crash" in record \
-            else f"refused at {record['stage']}"
+        status = "timeout" if "timeout" in record else \
+            f"crash at {record['stage']}" if "crash" in record else f"refused at {record['stage']}"
         what = record.get("refusal") or record.get("crash") or record.get("timeout")
     return f"{record['model']:22s} {record.get('macs', 0) / 1e6:9.1f}  {status:20s} {what}"
 
