@@ -17,6 +17,7 @@ from vdla.hw.counters import RTL_ACTIVITY, RTL_COUNTERS, RTL_STATUS
 from vdla.sim.fsim import FunctionalSimulator
 from vdla.testing.programs import GeneratorOptions, generate
 from tests.hw.amaranth_sim import TINY_PIPELINED
+from tests.hw.unelaborated import built
 from tests.hw.compute_programs import overlap_program
 from tests.hw.dram_model import DramModel
 
@@ -213,7 +214,7 @@ def test_variants_are_chosen_once_by_the_preset(name):
     from vdla.hw.dram_arbiter import DramArbiter, SkidDramArbiter, arbiter_variant
     from vdla.hw.unit_pipeline import AluUnit, TwoCycleAluUnit, unit_variant
     config = PRESETS[name]
-    chosen = (Compute(config).in_flight_kind, alu_variant(config), unit_variant(config, "alu"),
+    chosen = (built(Compute, config).in_flight_kind, alu_variant(config), unit_variant(config, "alu"),
               arbiter_variant(config))
     assert chosen == {
         "default": (InFlight, VectorAlu, AluUnit, DramArbiter),

@@ -9,6 +9,7 @@ from vdla.hw import isa
 from vdla.hw.alu import RegisteredTwoCycleAlu, TwoCycleAlu, VectorAlu, alu_variant
 from vdla.testing.oracles import alu, pack, unpack_signed
 from tests.hw.amaranth_sim import TINY, run
+from tests.hw.unelaborated import built
 
 
 def test_requant_reference_agrees_with_fsim():
@@ -82,4 +83,4 @@ def test_alu_variant_is_chosen_by_the_config():
         VectorAlu, TwoCycleAlu, RegisteredTwoCycleAlu]
     with pytest.raises(ValueError, match=r"^VectorAlu: config two needs TwoCycleAlu "
                                          r"\(two_cycle_alu 1, registered_control 0\)$"):
-        VectorAlu(two)
+        built(VectorAlu, two)

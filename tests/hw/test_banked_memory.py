@@ -7,6 +7,7 @@ import pytest
 
 from vdla.hw.banked_memory import BankedMemory
 from tests.hw.amaranth_sim import run
+from tests.hw.unelaborated import built
 
 
 def test_logical_ports_reach_the_bank_their_address_selects():
@@ -70,4 +71,4 @@ def test_lower_numbered_port_wins_a_shared_bank():
 @pytest.mark.parametrize("depth, banks", [(16, 3), (12, 8), (10, 4)])
 def test_banks_must_be_a_power_of_two_dividing_the_depth(depth, banks):
     with pytest.raises(ValueError, match=f"banks must be a power of two dividing depth {depth}"):
-        BankedMemory(width=8, depth=depth, banks=banks, read_ports=1, write_ports=1)
+        built(BankedMemory, width=8, depth=depth, banks=banks, read_ports=1, write_ports=1)

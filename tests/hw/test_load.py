@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vdla.hw import isa
-from vdla.hw.load import LoadEngine, reader_groups
+from vdla.hw.load import LoadEngine, load_ports, reader_groups
 from tests.hw.amaranth_sim import TINY, TINY_WIDE_BUS, run
 from tests.hw.dram_model import DramModel
 
@@ -151,9 +151,9 @@ def test_reader_groups_follow_element_sizes():
     shared = TINY.replace(shared_load_engine=1)   # inp and uop 4 bytes, wgt and acc 16
     assert reader_groups(shared, ("inp", "wgt", "uop", "acc")) == {
         "inp": ("inp", "uop"), "wgt": ("wgt", "acc")}
-    assert set(LoadEngine(shared, ("inp", "wgt", "uop", "acc")).signature.members) >= {
+    assert set(load_ports(shared, ("inp", "wgt", "uop", "acc"))) >= {
         "mem_inp", "mem_wgt", "sram_uop", "sram_acc"}
-    assert "mem_uop" not in LoadEngine(shared, ("inp", "uop")).signature.members
+    assert "mem_uop" not in load_ports(shared, ("inp", "uop"))
 
 
 @pytest.mark.parametrize("config", [TINY_SHARED, TINY_REGISTERED, TINY_TIGHT],
@@ -200,7 +200,6 @@ def test_load_engine_splits_long_rows_into_bursts():
 
 
 def test_walk_variant_is_chosen_once_by_the_config():
-    from vdla.hw.load import _ComparedWalk, _CountedWalk, _RegisteredWalk
-    assert [LoadEngine(config, ("inp",)).walk_kind for config in (TINY, TINY_REGISTERED,
-                                                                  TINY_TIGHT)] \
+    from vdla.hw.load import _ComparedWalk, _CountedWalk, _RegisteredWalk, _walk_variant
+    assert [_walk_variant(config) for config in (TINY, TINY_REGISTERED, TINY_TIGHT)] \
         == [_ComparedWalk, _RegisteredWalk, _CountedWalk]

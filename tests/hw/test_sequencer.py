@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from vdla.hw.config import PRESETS
-from vdla.hw.sequencer import LoopSequencer, index_kinds, loop_layout
+from vdla.hw.sequencer import LoopSequencer, ends_variant, index_kinds, loop_layout
 
 TINY = PRESETS["tiny"]
 # The same walk, taking each instruction only once idle (`HwConfig.sequencer_gap`), and
@@ -121,7 +121,7 @@ def test_sequencer_paces_and_chains_without_bubbles(config):
 
 def test_ends_variant_is_chosen_once_by_the_config():
     from vdla.hw.sequencer import ComparedEnds, RegisteredEnds
-    assert [LoopSequencer(config, True).ends_kind for config in CONFIGS] == [
+    assert [ends_variant(config) for config in CONFIGS] == [
         RegisteredEnds if config.registered_control else ComparedEnds for config in CONFIGS]
-    assert {LoopSequencer(config, True).ends_kind for config in CONFIGS} == {
+    assert {ends_variant(config) for config in CONFIGS} == {
         ComparedEnds, RegisteredEnds}

@@ -24,6 +24,7 @@ from vdla.hw.isa import Alu, AluOp, Gemm, Uop
 from vdla.hw.unit_pipeline import AluUnit, GemmUnit, TwoCycleAluUnit, unit_variant
 from vdla.testing.oracles import alu, pack, to_int8, unpack_signed, wrap32
 from tests.hw.amaranth_sim import TINY, TINY_PIPELINED
+from tests.hw.unelaborated import built
 
 ACC_ROWS = 6   # few rows: consecutive micro-ops often touch the same one
 
@@ -161,6 +162,6 @@ def test_unit_variant_is_chosen_by_the_config():
         == [GemmUnit, AluUnit, GemmUnit, TwoCycleAluUnit]
     with pytest.raises(ValueError, match=r"^AluUnit: config tiny-pipelined needs TwoCycleAluUnit "
                                          r"\(two_cycle_alu 1\)$"):
-        AluUnit(TINY_PIPELINED)
+        built(AluUnit, TINY_PIPELINED)
     with pytest.raises(ValueError, match=r"^unit must be one of \('gemm', 'alu'\), got 'fpu'$"):
         unit_variant(TINY, "fpu")
