@@ -42,9 +42,10 @@ tools YoWASP compiled in ``yowasp/`` and wasmtime's cache in ``tools/``);
 `prune` removes what was least recently used (an entry's folder is touched
 each time it is handed out) by age or down to a size (``vdla cache``). It
 removes only what it recognises as vdla's (an entry whose manifest names it,
-a file named as vdla or the tool names it), so a root set to the wrong
-folder loses nothing else; an entry whose lock is held (being built or
-healed) is left alone, and one is removed as `get_or_build` removes a
+the folder a killed build left, a file named as vdla or the tool names it),
+so a root set to the wrong folder loses nothing else; an entry or build
+folder whose lock is held (being built or healed) is left alone, and an
+entry is removed as `get_or_build` removes a
 damaged one: renamed aside first, so a reader sees it whole or not at all
 (a library already loaded stays mapped). Fmax records (``synth/fmax``) are
 measurements, an hour of place and route each, and are never pruned.
@@ -502,7 +503,10 @@ class Item:
         When it was last used (seconds since the epoch): an entry's folder's
         time, a file's later of its access and modification times.
     entry : bool
-        A `get_or_build` entry (removed under its key's lock).
+        A `get_or_build` entry (removed under its key's lock, renamed aside first).
+    build : bool
+        The folder of a build or removal that never finished (its process was
+        killed): removed under its key's lock, which a running build holds.
     """
 
     kind: str
@@ -510,6 +514,7 @@ class Item:
     bytes: int
     used: float
     entry: bool
+    build: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -582,8 +587,13 @@ def _size(path: Path) -> int:
 def _entries(folder: Path, kind: str):
     """The entries under ``folder`` (the kind ``kind``, or its sub-kinds'), as `Item`s."""
     for child in sorted(folder.iterdir()):
-        if child.name.startswith(".") or child.is_symlink() or not child.is_dir():
-            continue   # lock files, build and discard folders: their builders' own
+        if child.is_symlink() or not child.is_dir():
+            continue   # lock files
+        if child.name.startswith((_BUILD_PREFIX, _DISCARD_PREFIX)):
+            yield Item(kind.split("/")[0], child, _size(child), child.lstat().st_mtime, False, True)
+            continue
+        if child.name.startswith("."):
+            continue
         manifest = _read_manifest(child)
         if manifest is None:
             if not (child / MANIFEST_NAME).exists():
@@ -632,22 +642,36 @@ def usage() -> Usage:
     return Usage(root, kinds, items)
 
 
+def _item_lock(item: Item) -> Path | None:
+    """The lock file guarding ``item`` (None: a plain file)."""
+    if item.entry:
+        return _lock_path(item.path.parent, item.path.name)
+    if item.build:
+        prefix = _BUILD_PREFIX if item.path.name.startswith(_BUILD_PREFIX) else _DISCARD_PREFIX
+        return _lock_path(item.path.parent, item.path.name[len(prefix):].rpartition(".")[0])
+    return None
+
+
 def _remove_item(item: Item) -> bool:
-    """Remove ``item``; False when it is an entry whose lock is held (left alone)."""
-    if not item.entry:
+    """Remove ``item``; False when its lock is held (being built or removed: left alone)."""
+    lock = _item_lock(item)
+    if lock is None:
         with contextlib.suppress(FileNotFoundError):
             item.path.unlink()
         return True
-    with _locked(_lock_path(item.path.parent, item.path.name), blocking=False) as free:
-        if free:
+    with _locked(lock, blocking=False) as free:
+        if free and item.entry:
             _remove(item.path, f"{item.kind} entry", "pruned")
+        elif free:
+            shutil.rmtree(item.path, ignore_errors=True)
         return free
 
 
 def _busy(item: Item) -> bool:
-    if not item.entry:
+    lock = _item_lock(item)
+    if lock is None:
         return False
-    with _locked(_lock_path(item.path.parent, item.path.name), blocking=False) as free:
+    with _locked(lock, blocking=False) as free:
         return not free
 
 

@@ -121,3 +121,18 @@ def test_only_what_is_vdlas_goes_and_nothing_outside_the_root(root, tmp_path):
     assert all(path.exists() for path in [*keep, foreign, fmax, outside])
     assert (root / "cpu" / "link").is_symlink() and (root / "crash" / "data" / "link.txt").is_symlink()
     assert not any(path.exists() for path in gone)
+
+
+def test_a_killed_builds_folder_goes_and_a_running_ones_stays(root):
+    _entry("board", "model", 10, days_ago=1)
+    killed = _file(root / "board" / ".build-gone.abc123" / "obj" / "big.o", 5000, 3).parent.parent
+    running = _file(root / "board" / ".build-live.def456" / "obj" / "big.o", 5000, 3).parent.parent
+    for folder in (killed, running):
+        os.utime(folder, (NOW - 3 * DAY,) * 2)
+    usage = cache.usage()
+    assert usage.kinds["board"][1] == 3
+    with cache._locked(root / "board" / ".live.lock"):   # its builder is still at work
+        pruned = cache.prune(older_than=2 * DAY, now=NOW)
+    assert [item.path for item in pruned.removed] == [killed]
+    assert [item.path for item in pruned.busy] == [running]
+    assert not killed.exists() and running.exists() and cache.lookup("board", "model") is not None
