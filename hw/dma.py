@@ -32,7 +32,22 @@ from vdla.hw import isa
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature, legal_burst,
                              log2, row_command_layout)
 
-__all__ = ["ElementReader"]
+__all__ = ["ElementReader", "ElementReaderSignature"]
+
+
+class ElementReaderSignature(wiring.Signature):
+    """An `ElementReader`'s ports (described there), for elements of
+    ``element_bytes`` bytes and rows of up to ``2 ** count_bits - 1`` of them."""
+
+    def __init__(self, config: HwConfig, element_bytes: int, count_bits: int = isa.SIZE_BITS):
+        log2(element_bytes)
+        super().__init__({
+            "cmd": In(stream.Signature(row_command_layout(count_bits))),
+            "mem": Out(MemReadSignature(config.dram_bus_bits)),
+            "elements": Out(stream.Signature(element_bytes * 8)),
+            "outstanding": Out(32),
+            "idle": Out(1),
+        })
 
 
 class ElementReader(wiring.Component):
@@ -87,88 +102,68 @@ class ElementReader(wiring.Component):
         self.element_bytes = element_bytes
         self.count_bits = count_bits
         self.rows_ahead = rows_ahead
-        log2(element_bytes)
-        super().__init__({
-            "cmd": In(stream.Signature(row_command_layout(count_bits))),
-            "mem": Out(MemReadSignature(config.dram_bus_bits)),
-            "elements": Out(stream.Signature(element_bytes * 8)),
-            "outstanding": Out(32),
-            "idle": Out(1),
-        })
+        # How elements lie in beats: the variant the element and bus widths choose.
+        self.shape_kind = (_WideElements if element_bytes >= config.dram_bus_bytes
+                           else _NarrowElements)
+        super().__init__(ElementReaderSignature(config, element_bytes, count_bits))
 
     def elaborate(self, platform):
         m = Module()
-        bus_bits = self.config.dram_bus_bits
-        bus_bytes = bus_bits // 8
-        element_bytes = self.element_bytes
-        wide = element_bytes >= bus_bytes
-        beats_per_element = element_bytes // bus_bytes if wide else 1
-        lanes = 1 if wide else bus_bytes // element_bytes
-        lane_bits = max(1, log2(lanes))
+        shape = self.shape_kind(self)
+        issuing, beats_left, burst = self._requests(m, shape)
+        beat_taken = self.mem.data.valid & self.mem.data.ready
+        self._outstanding(m, issuing, beats_left, burst, beat_taken)
+        shape.data_side(m, beat_taken)
+        return m
 
-        # ---------------------------------------------------------- requests
-        beats_left = Signal(self.count_bits + log2(beats_per_element) + 1)
-        address = Signal(self.config.dram_addr_bits)   # wraps there (`HwConfig`)
+    def _requests(self, m: Module, shape: "_ElementShape"):
+        """The request side: each row's bursts, issued without waiting for data.
+        Returns whether a row is being issued, its beats not yet requested and the
+        next burst's length."""
+        config = self.config
+        beats_left = Signal(self.count_bits + log2(shape.beats_per_element) + 1)
+        address = Signal(config.dram_addr_bits)   # wraps there (`HwConfig`)
         issuing = Signal()
         burst = Signal(BURST_BEATS_BITS)
-
         if not self.registered:   # else set with beats_left, below
-            m.d.comb += burst.eq(legal_burst(self.config, beats_left, address))
-
-        if not wide:
-            m.submodules.rows = rows = fifo.SyncFIFO(
-                width=lane_bits + self.count_bits, depth=self.rows_ahead)
+            m.d.comb += burst.eq(legal_burst(config, beats_left, address))
+        shape.add_row_fifo(m)
         cmd = self.cmd.payload
-        byte_address = (cmd.addr << log2(element_bytes))[:self.config.dram_addr_bits]
+        byte_address = (cmd.addr << log2(self.element_bytes))[:config.dram_addr_bits]
         m.d.comb += [
             self.mem.req.valid.eq(issuing),
             self.mem.req.payload.addr.eq(address),
             self.mem.req.payload.beats.eq(burst),
         ]
-        if wide:
-            m.d.comb += self.cmd.ready.eq(~issuing)
-        else:
-            m.d.comb += self.cmd.ready.eq(~issuing & rows.w_rdy)
+        m.d.comb += self.cmd.ready.eq(shape.cmd_ready(~issuing))
         accepted = self.cmd.valid & self.cmd.ready
         with m.If(accepted & (cmd.count != 0)):
             m.d.sync += issuing.eq(1)
-            if wide:
-                row_beats = cmd.count << log2(beats_per_element)
-                row_address = byte_address
-                m.d.sync += [
-                    address.eq(row_address),
-                    beats_left.eq(row_beats),
-                ]
-            else:
-                first_lane = cmd.addr[:lane_bits]
-                row_beats = (first_lane + cmd.count + (lanes - 1)) >> log2(lanes)
-                row_address = Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])
-                m.d.sync += [
-                    address.eq(row_address),
-                    beats_left.eq(row_beats),
-                ]
-                m.d.comb += [
-                    rows.w_en.eq(1),
-                    rows.w_data.eq(Cat(first_lane, cmd.count)),
-                ]
+            row_address, row_beats = shape.row(m, cmd, byte_address)
+            m.d.sync += [
+                address.eq(row_address),
+                beats_left.eq(row_beats),
+            ]
+            shape.queue_row(m, cmd)
             if self.registered:
-                m.d.sync += burst.eq(legal_burst(self.config, row_beats, row_address))
+                m.d.sync += burst.eq(legal_burst(config, row_beats, row_address))
         with m.If(self.mem.req.valid & self.mem.req.ready):
-            next_address = (address + (burst << log2(bus_bytes)))[:len(address)]
+            next_address = (address + (burst << log2(config.dram_bus_bytes)))[:len(address)]
             m.d.sync += [
                 address.eq(next_address),
                 beats_left.eq(beats_left - burst),
             ]
             if self.registered:
-                m.d.sync += burst.eq(legal_burst(self.config, beats_left - burst, next_address))
+                m.d.sync += burst.eq(legal_burst(config, beats_left - burst, next_address))
             with m.If(beats_left == burst):
                 m.d.sync += issuing.eq(0)
+        return issuing, beats_left, burst
 
-        # Outstanding beats: the rest of the current row plus requested, unreceived ones.
-        # The arbiter (`hw.dram_arbiter`) keeps at most `dram_reads_in_flight`
-        # bursts outstanding, which bounds this count (with one burst to spare).
+    def _outstanding(self, m: Module, issuing, beats_left, burst, beat_taken):
+        """Outstanding beats: the rest of the current row plus requested, unreceived
+        ones. The arbiter (`hw.dram_arbiter`) keeps at most `dram_reads_in_flight`
+        bursts outstanding, which bounds this count (with one burst to spare)."""
         in_flight = Signal(range((self.config.dram_reads_in_flight + 1) * MAX_BURST_BEATS + 1))
-        beat_taken = self.mem.data.valid & self.mem.data.ready
         requested = self.mem.req.valid & self.mem.req.ready
         m.d.sync += in_flight.eq(in_flight + Mux(requested, burst, 0) - beat_taken)
         m.d.comb += [
@@ -176,66 +171,149 @@ class ElementReader(wiring.Component):
             self.idle.eq(~issuing & (in_flight == 0) & ~self.cmd.valid),
         ]
 
-        # ---------------------------------------------------------- data
-        if wide:
-            element = Signal(element_bytes * 8)
-            gathered = Signal(range(beats_per_element + 1))
-            full = Signal()
-            m.d.comb += [
-                self.elements.valid.eq(full),
-                self.elements.payload.eq(element),
-                self.mem.data.ready.eq(~full | self.elements.ready if self.take_while_full
-                                       else ~full),
-            ]
-            with m.If(self.elements.valid & self.elements.ready):
-                m.d.sync += full.eq(0)
-            with m.If(beat_taken):
-                if beats_per_element == 1:
-                    m.d.sync += [element.eq(self.mem.data.payload), full.eq(1)]
+
+class _ElementShape:
+    """How elements lie in beats, built into an `ElementReader`'s module: the variants
+    `_WideElements` and `_NarrowElements`, chosen by the element and bus widths."""
+
+    beats_per_element = 1
+    lanes = 1
+
+    def __init__(self, reader: ElementReader):
+        self.reader = reader
+        self.bus_bits = reader.config.dram_bus_bits
+
+    def add_row_fifo(self, m: Module):
+        """Add what carries a row from the request side to the data side: nothing."""
+
+    def cmd_ready(self, free):
+        """The command's ready, ``free`` being whether no row is being issued."""
+        return free
+
+    def row(self, m: Module, cmd, byte_address):
+        """The accepted row's first request address and its beats."""
+        raise NotImplementedError
+
+    def queue_row(self, m: Module, cmd):
+        """Statements that hand the accepted row to the data side: none."""
+
+    def data_side(self, m: Module, beat_taken):
+        """Turn the beats taken (``beat_taken``) into elements on ``elements``."""
+        raise NotImplementedError
+
+
+class _WideElements(_ElementShape):
+    """Elements at least as wide as a beat: a row is ``count * beats_per_element``
+    beats from its first element's byte address, and the data side gathers each
+    element from its beats."""
+
+    def __init__(self, reader):
+        super().__init__(reader)
+        self.beats_per_element = reader.element_bytes // reader.config.dram_bus_bytes
+
+    def row(self, m, cmd, byte_address):
+        return byte_address, cmd.count << log2(self.beats_per_element)
+
+    def data_side(self, m: Module, beat_taken):
+        """The element ``elements`` holds (``full``), gathered from its beats, little
+        endian: with ``in_place`` each beat written in its place, else shifted in
+        from the top."""
+        reader, bus_bits, beats_per_element = self.reader, self.bus_bits, self.beats_per_element
+        element = Signal(reader.element_bytes * 8)
+        gathered = Signal(range(beats_per_element + 1))
+        full = Signal()
+        m.d.comb += [
+            reader.elements.valid.eq(full),
+            reader.elements.payload.eq(element),
+            reader.mem.data.ready.eq(~full | reader.elements.ready if reader.take_while_full
+                                     else ~full),
+        ]
+        with m.If(reader.elements.valid & reader.elements.ready):
+            m.d.sync += full.eq(0)
+        with m.If(beat_taken):
+            if beats_per_element == 1:
+                m.d.sync += [element.eq(reader.mem.data.payload), full.eq(1)]
+            else:
+                if reader.in_place:
+                    m.d.sync += element.word_select(gathered, bus_bits).eq(
+                        reader.mem.data.payload)
                 else:
-                    if self.in_place:
-                        m.d.sync += element.word_select(gathered, bus_bits).eq(
-                            self.mem.data.payload)
-                    else:
-                        m.d.sync += element.eq(Cat(element[bus_bits:], self.mem.data.payload))
-                    with m.If(gathered == beats_per_element - 1):
-                        m.d.sync += [gathered.eq(0), full.eq(1)]
-                    with m.Else():
-                        m.d.sync += gathered.eq(gathered + 1)
-        else:
-            row_active = Signal()
-            remaining = Signal(self.count_bits)
-            lane = Signal(lane_bits)
-            beat = Signal(bus_bits)
-            holding = Signal()
-            taken = self.elements.valid & self.elements.ready
-            last_of_row = remaining == 1
-            if self.registered:
-                last_of_row = Signal(name="last_of_row")
-                with m.If(~row_active & rows.r_rdy):
-                    m.d.sync += last_of_row.eq(rows.r_data[lane_bits:] == 1)
-                with m.If(taken):
-                    m.d.sync += last_of_row.eq(remaining == 2)
-            release = taken & ((lane == lanes - 1) | last_of_row)
-            m.d.comb += [
-                self.elements.valid.eq(holding & row_active),
-                self.elements.payload.eq(beat.word_select(lane, element_bytes * 8)),
-                self.mem.data.ready.eq(row_active & (~holding | release if self.take_while_full
-                                                     else ~holding)),
-                rows.r_en.eq(~row_active),
-            ]
+                    m.d.sync += element.eq(Cat(element[bus_bits:], reader.mem.data.payload))
+                with m.If(gathered == beats_per_element - 1):
+                    m.d.sync += [gathered.eq(0), full.eq(1)]
+                with m.Else():
+                    m.d.sync += gathered.eq(gathered + 1)
+
+
+class _NarrowElements(_ElementShape):
+    """Elements narrower than a beat: one lane each. A row's request starts at the
+    aligned beat below its first element; a FIFO (``rows``) carries each row's
+    first lane and count to the data side, which drops the lanes before the first
+    and after the last element."""
+
+    def __init__(self, reader):
+        super().__init__(reader)
+        self.lanes = reader.config.dram_bus_bytes // reader.element_bytes
+        self.lane_bits = max(1, log2(self.lanes))
+
+    def add_row_fifo(self, m):
+        reader = self.reader
+        m.submodules.rows = rows = fifo.SyncFIFO(
+            width=self.lane_bits + reader.count_bits, depth=reader.rows_ahead)
+        self.rows = rows
+
+    def cmd_ready(self, free):
+        return free & self.rows.w_rdy
+
+    def row(self, m, cmd, byte_address):
+        bus_bytes, lanes = self.reader.config.dram_bus_bytes, self.lanes
+        self.first_lane = first_lane = cmd.addr[:self.lane_bits]
+        row_beats = (first_lane + cmd.count + (lanes - 1)) >> log2(lanes)
+        row_address = Cat(Const(0, log2(bus_bytes)), byte_address[log2(bus_bytes):])
+        return row_address, row_beats
+
+    def queue_row(self, m, cmd):
+        m.d.comb += [
+            self.rows.w_en.eq(1),
+            self.rows.w_data.eq(Cat(self.first_lane, cmd.count)),
+        ]
+
+    def data_side(self, m, beat_taken):
+        """The held beat's lanes offered one by one, from the row's first lane to its
+        count's end; ``last_of_row`` is whether the offered element is its row's last."""
+        reader, rows, lanes, lane_bits = self.reader, self.rows, self.lanes, self.lane_bits
+        row_active = Signal()
+        remaining = Signal(reader.count_bits)
+        lane = Signal(lane_bits)
+        beat = Signal(self.bus_bits)
+        holding = Signal()
+        taken = reader.elements.valid & reader.elements.ready
+        last_of_row = remaining == 1
+        if reader.registered:
+            last_of_row = Signal(name="last_of_row")
             with m.If(~row_active & rows.r_rdy):
-                m.d.sync += [
-                    row_active.eq(1),
-                    lane.eq(rows.r_data[:lane_bits]),
-                    remaining.eq(rows.r_data[lane_bits:]),
-                ]
+                m.d.sync += last_of_row.eq(rows.r_data[lane_bits:] == 1)
             with m.If(taken):
-                m.d.sync += [lane.eq(lane + 1), remaining.eq(remaining - 1)]
-                with m.If(last_of_row):
-                    m.d.sync += row_active.eq(0)
-            with m.If(release):
-                m.d.sync += holding.eq(0)
-            with m.If(beat_taken):
-                m.d.sync += [beat.eq(self.mem.data.payload), holding.eq(1)]
-        return m
+                m.d.sync += last_of_row.eq(remaining == 2)
+        release = taken & ((lane == lanes - 1) | last_of_row)
+        m.d.comb += [
+            reader.elements.valid.eq(holding & row_active),
+            reader.elements.payload.eq(beat.word_select(lane, reader.element_bytes * 8)),
+            reader.mem.data.ready.eq(row_active & (~holding | release if reader.take_while_full
+                                                   else ~holding)),
+            rows.r_en.eq(~row_active),
+        ]
+        with m.If(~row_active & rows.r_rdy):
+            m.d.sync += [
+                row_active.eq(1),
+                lane.eq(rows.r_data[:lane_bits]),
+                remaining.eq(rows.r_data[lane_bits:]),
+            ]
+        with m.If(taken):
+            m.d.sync += [lane.eq(lane + 1), remaining.eq(remaining - 1)]
+            with m.If(last_of_row):
+                m.d.sync += row_active.eq(0)
+        with m.If(release):
+            m.d.sync += holding.eq(0)
+        with m.If(beat_taken):
+            m.d.sync += [beat.eq(reader.mem.data.payload), holding.eq(1)]
