@@ -30,7 +30,7 @@ An engine runs one LOAD at a time, so kinds whose elements have the same
 size can share one element reader: with ``HwConfig.shared_load_engine`` they
 do (`reader_groups`), and one `SharedLoadEngine` in the accelerator serves the
 load module's and compute's LOADs in turn, each unit offering its LOAD through
-an `engine_port_signature` port. A unit holding the engine needs nothing but
+an `EnginePortSignature` port. A unit holding the engine needs nothing but
 DRAM to finish its LOAD, so taking turns cannot deadlock.
 
 `LoadUnit` is the load module: it takes instructions from its command queue
@@ -58,7 +58,7 @@ from vdla.hw.layouts import (MemReadSignature, TokenSignature, instruction_layou
                         sram_write_signature)
 from vdla.hw.token_queue import pop_token, push_token, take_instruction
 
-__all__ = ["LoadEngine", "LoadUnit", "SharedLoadEngine", "engine_port_signature",
+__all__ = ["LoadEngine", "LoadUnit", "SharedLoadEngine", "EnginePortSignature",
            "padded_nonempty", "reader_groups", "run_load"]
 
 
@@ -88,18 +88,34 @@ def load_ports(config: HwConfig, kinds) -> dict:
     return ports
 
 
-def engine_port_signature(config: HwConfig) -> wiring.Signature:
+class EnginePortSignature(wiring.Signature):
     """A unit's side of a `SharedLoadEngine`: it offers a LOAD on ``cmd`` (and holds
     it while ``busy``), ``busy`` and ``waiting`` as `LoadEngine`'s, for its own LOAD
     (with ``registered_load_walk`` also ``nonempty``, as `LoadEngine`'s)."""
-    members = {
-        "cmd": Out(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
-        "busy": In(1),
-        "waiting": In(1),
-    }
-    if config.registered_load_walk:
-        members["nonempty"] = Out(1)
-    return wiring.Signature(members)
+
+    def __init__(self, config: HwConfig):
+        members = {
+            "cmd": Out(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
+            "busy": In(1),
+            "waiting": In(1),
+        }
+        if config.registered_load_walk:
+            members["nonempty"] = Out(1)
+        super().__init__(members)
+
+
+class LoadEngineSignature(wiring.Signature):
+    """A `LoadEngine`'s ports (described there) for the memory kinds ``kinds``."""
+
+    def __init__(self, config: HwConfig, kinds):
+        members = {
+            "cmd": In(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
+            "busy": Out(1),
+            "waiting": Out(1),
+        }
+        if config.registered_load_walk:
+            members["nonempty"] = In(1)
+        super().__init__(members | load_ports(config, kinds))
 
 
 def padded_nonempty(insn) -> Value:
@@ -130,58 +146,72 @@ class LoadEngine(wiring.Component):
         self.kinds = tuple(kinds)
         # The SRAM walk's variant, by the switches (`_ComparedWalk` and its subclasses).
         self.walk_kind = _walk_variant(config)
-        members = {
-            "cmd": In(stream.Signature(instruction_layout(config, isa.Opcode.LOAD))),
-            "busy": Out(1),
-            "waiting": Out(1),
-        }
-        if config.registered_load_walk:
-            members["nonempty"] = In(1)
-        super().__init__(members | load_ports(config, self.kinds))
+        super().__init__(LoadEngineSignature(config, self.kinds))
 
     def elaborate(self, platform):
         m = Module()
-        config = self.config
-        registered = bool(config.registered_load_walk)
-        tight = bool(config.registered_load_data)   # implies `registered` (`HwConfig`)
         cmd = self.cmd.payload
         accepted = self.cmd.valid & self.cmd.ready
-        if registered:
-            # The engine's own copy of the LOAD (Yosys keeps the fields the walkers read).
-            insn = Signal(self.cmd.payload.shape(), name="insn")
-            with m.If(accepted):
-                m.d.sync += insn.eq(cmd)
-        else:
-            insn = cmd   # held by the caller while busy (module docstring)
+        insn = self._held_load(m, cmd, accepted)
         busy = Signal()
-        groups = reader_groups(config, self.kinds)
-        reader_of = {kind: group for group, kinds in groups.items() for kind in kinds}
+        readers = self._readers(m)
+        selected, reading = self._decode(m, cmd, insn, accepted)
+        rect, rows_left, row_addr = self._take(m, cmd, accepted, busy)
+        self._row_walker(m, readers, reading, insn, busy, rows_left, row_addr)
+        walk = self.walk_kind(m, self.config, self.kinds, cmd, insn, accepted, rect)
+        self._sram_walker(m, walk, readers, selected, reading, busy)
+        return m
+
+    def _held_load(self, m: Module, cmd, accepted):
+        """The LOAD the walkers read: with ``registered_load_walk`` the engine's own copy
+        (Yosys keeps the fields the walkers read), else ``cmd``, which the caller holds
+        while busy (module docstring)."""
+        if not self.config.registered_load_walk:
+            return cmd
+        insn = Signal(self.cmd.payload.shape(), name="insn")
+        with m.If(accepted):
+            m.d.sync += insn.eq(cmd)
+        return insn
+
+    def _readers(self, m: Module) -> dict:
+        """An `ElementReader` per reader group (`reader_groups`), on its DRAM port."""
+        config = self.config
         readers = {}
-        for kind in groups:
+        for kind in reader_groups(config, self.kinds):
             readers[kind] = reader = ElementReader(config, config.element_bytes(kind),
                                                    count_bits=min(isa.SIZE_BITS,
                                                                   config.walker_bits),
-                                                   registered=tight)
+                                                   registered=bool(config.registered_load_data))
             m.submodules[f"reader_{kind}"] = reader
             connect(m, reader.mem, flipped(getattr(self, f"mem_{kind}")))
+        return readers
 
-        # The LOAD's memory kind and (a reader is selected when one of its kinds is)
-        # reader; `tight`: decoded into registers as the LOAD is taken.
+    def _decode(self, m: Module, cmd, insn, accepted):
+        """The LOAD's memory kind (``selected``, per kind) and reader (``reading``, per
+        reader: one of its kinds is selected); with ``registered_load_data`` decoded
+        into registers as the LOAD is taken."""
+        tight = bool(self.config.registered_load_data)
         selected = {kind: Signal(name=f"is_{kind}") for kind in self.kinds}
         decode, domain = (cmd, m.d.sync) if tight else (insn, m.d.comb)
         for kind in self.kinds:
             with m.If(accepted) if tight else nullcontext():
                 domain += selected[kind].eq(decode.memory_type == isa.MemType[kind.upper()])
         reading = {}
-        for group, kinds in groups.items():
+        for group, kinds in reader_groups(self.config, self.kinds).items():
             reading[group] = selected[group] if len(kinds) == 1 else Signal(name=f"is_{group}_size")
             if len(kinds) > 1:
                 with m.If(accepted) if tight else nullcontext():
                     domain += reading[group].eq(Cat(*(
                         decode.memory_type == isa.MemType[kind.upper()] if tight else selected[kind]
                         for kind in kinds)).any())
+        return selected, reading
 
-        # Padded rectangle bounds, computed once per instruction.
+    def _take(self, m: Module, cmd, accepted, busy):
+        """Taking a LOAD: the padded rectangle's bounds, computed once per instruction,
+        the walk's position and the row walker's first row; ``busy`` unless the
+        rectangle is empty. Returns the walk's `_Rectangle`, the data rows still to
+        request and the next row's DRAM element index."""
+        config = self.config
         padded_bits = config.walker_bits     # a size plus two pads, or (narrow) an SRAM's entries
         rows_total = Signal(padded_bits)
         cols_total = Signal(padded_bits)
@@ -190,7 +220,7 @@ class LoadEngine(wiring.Component):
         row = Signal(padded_bits)
         col = Signal(padded_bits)
         offset = Signal(min(isa.SRAM_ADDR_BITS, padded_bits))
-        rows_left = Signal(min(isa.SIZE_BITS, padded_bits))       # data rows still to request
+        rows_left = Signal(min(isa.SIZE_BITS, padded_bits))
         row_addr = Signal(config.dram_addr_bits)
 
         m.d.comb += [self.cmd.ready.eq(~busy), self.busy.eq(busy)]
@@ -206,7 +236,7 @@ class LoadEngine(wiring.Component):
                 rows_left.eq(cmd.y_size),
                 row_addr.eq(cmd.dram_base),
             ]
-            if registered:
+            if config.registered_load_walk:
                 # Nothing to do for an empty rectangle (the caller's register says).
                 m.d.sync += busy.eq(self.nonempty)
             else:
@@ -214,12 +244,18 @@ class LoadEngine(wiring.Component):
                 m.d.sync += busy.eq((padded_rows != 0) & (padded_cols != 0))
             with m.If(cmd.x_size == 0):
                 m.d.sync += rows_left.eq(0)
+        return (_Rectangle(row, col, offset, rows_total, cols_total, y_end, x_end),
+                rows_left, row_addr)
 
-        # ---------------------------------------------------------- row walker
+    def _row_walker(self, m: Module, readers, reading, insn, busy, rows_left, row_addr):
+        """One row command per data row to the LOAD's reader; with
+        ``registered_load_data`` whether rows remain is a register."""
+        tight = self.config.registered_load_data
         rows_pending = rows_left != 0
-        if tight:   # in a register
+        if tight:
             rows_pending = Signal(name="rows_pending")
-            with m.If(accepted):
+            cmd = self.cmd.payload
+            with m.If(self.cmd.valid & self.cmd.ready):
                 m.d.sync += rows_pending.eq((cmd.y_size != 0) & (cmd.x_size != 0))
         for kind, reader in readers.items():
             m.d.comb += [
@@ -232,9 +268,11 @@ class LoadEngine(wiring.Component):
                 if tight:
                     m.d.sync += rows_pending.eq(rows_left != 1)
 
-        # ---------------------------------------------------------- SRAM walker
-        walk = self.walk_kind(m, config, self.kinds, cmd, insn, accepted, _Rectangle(
-            row, col, offset, rows_total, cols_total, y_end, x_end))
+    def _sram_walker(self, m: Module, walk: "_ComparedWalk", readers, selected, reading, busy):
+        """One SRAM write per position of the walk: a zero for padding, else the next
+        element of the LOAD's reader (waiting for it); ``busy`` drops after the last."""
+        groups = reader_groups(self.config, self.kinds)
+        reader_of = {kind: group for group, kinds in groups.items() for kind in kinds}
         is_data, address = walk.is_data, walk.address
         element_valid = Signal()
         for kind, reader in readers.items():
@@ -243,19 +281,8 @@ class LoadEngine(wiring.Component):
         write = busy & (~is_data | element_valid)
         for kind in self.kinds:
             port, reader = getattr(self, f"sram_{kind}"), readers[reader_of[kind]]
-            if tight:
-                # The write a cycle later, from registers: block RAMs lie far apart, so
-                # their ports take no logic after the walk's. Whoever reads the SRAM
-                # waits on the engine going idle, a cycle or more before its first read.
-                # Address and data need no reset (nothing is written without ``en``),
-                # so the restart's net, which reaches every reset, does not reach them.
-                written = port
-                port = sram_write_signature(config, kind).flip().create()
-                held = {name: Signal.like(getattr(written, name), name=f"{kind}_write_{name}",
-                                          reset_less=True) for name in ("addr", "data")}
-                m.d.sync += [written.en.eq(port.en), held["addr"].eq(port.addr),
-                             held["data"].eq(port.data)]
-                m.d.comb += [written.addr.eq(held["addr"]), written.data.eq(held["data"])]
+            if self.config.registered_load_data:
+                port = self._registered_write(m, kind, port)
             m.d.comb += [
                 port.en.eq(write & selected[kind]),
                 port.addr.eq(address),
@@ -274,7 +301,21 @@ class LoadEngine(wiring.Component):
                     m.d.sync += busy.eq(0)
             with m.Else():
                 m.d.sync += walk.next_col()
-        return m
+
+    def _registered_write(self, m: Module, kind: str, written):
+        """``registered_load_data``: the port the walk drives for the SRAM write port
+        ``written``, which takes its write a cycle later, from registers: block RAMs
+        lie far apart, so their ports take no logic after the walk's. Whoever reads
+        the SRAM waits on the engine going idle, a cycle or more before its first
+        read. Address and data need no reset (nothing is written without ``en``), so
+        the restart's net, which reaches every reset, does not reach them."""
+        port = sram_write_signature(self.config, kind).flip().create()
+        held = {name: Signal.like(getattr(written, name), name=f"{kind}_write_{name}",
+                                  reset_less=True) for name in ("addr", "data")}
+        m.d.sync += [written.en.eq(port.en), held["addr"].eq(port.addr),
+                     held["data"].eq(port.data)]
+        m.d.comb += [written.addr.eq(held["addr"]), written.data.eq(held["data"])]
+        return port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -469,7 +510,7 @@ def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=
     m : Module
         The caller's module, inside its ``with m.FSM()``.
     engine
-        A `LoadEngine`, or a unit's `engine_port_signature` port.
+        A `LoadEngine`, or a unit's `EnginePortSignature` port.
     unit
         The calling component (``busy`` and ``wait_mem`` outputs).
     start, wait, then : str
@@ -498,14 +539,14 @@ def run_load(m: Module, engine, unit, start: str, wait: str, then: str, only_if=
 class SharedLoadEngine(wiring.Component):
     """One `LoadEngine` for every memory kind, taken in turn by ``clients`` units.
 
-    Each client offers a LOAD on its `engine_port_signature` port; when the engine
+    Each client offers a LOAD on its `EnginePortSignature` port; when the engine
     is free it takes one (round robin between clients offering at once), and
     that client owns it, its ``busy`` and ``waiting`` and the LOAD it must hold,
     until the last SRAM write.
 
     Ports
     -----
-    clients : array of In(engine_port_signature)
+    clients : array of In(EnginePortSignature)
     mem_<kind> : Out(MemReadSignature) for each element reader (`reader_groups`)
     sram_<kind> : In(SRAM write port signature) for inp, wgt, uop and acc
     """
@@ -515,7 +556,7 @@ class SharedLoadEngine(wiring.Component):
     def __init__(self, config: HwConfig, clients: int = 2):
         self.config = config
         self.n_clients = clients
-        super().__init__({"clients": In(engine_port_signature(config)).array(clients)}
+        super().__init__({"clients": In(EnginePortSignature(config)).array(clients)}
                          | load_ports(config, self.KINDS))
 
     def elaborate(self, platform):
@@ -550,6 +591,54 @@ class SharedLoadEngine(wiring.Component):
         return m
 
 
+class _OwnEngine:
+    """The load module's LOADs on a `LoadEngine` of its own (a submodule), whose DRAM
+    read and SRAM write ports are the module's; `members` are the ports, `build`
+    returns the engine."""
+
+    @staticmethod
+    def members(config: HwConfig) -> dict:
+        return load_ports(config, LoadUnit.KINDS)
+
+    @staticmethod
+    def build(m: Module, unit: "LoadUnit"):
+        m.submodules.engine = engine = LoadEngine(unit.config, unit.KINDS)
+        for name in load_ports(unit.config, unit.KINDS):
+            connect(m, getattr(engine, name), flipped(getattr(unit, name)))
+        return engine
+
+
+class _SharedEngine(_OwnEngine):
+    """``shared_load_engine``: the load module's LOADs offered on ``engine`` to the
+    accelerator's `SharedLoadEngine`."""
+
+    @staticmethod
+    def members(config):
+        return {"engine": Out(EnginePortSignature(config))}
+
+    @staticmethod
+    def build(m, unit):
+        return unit.engine
+
+
+class LoadUnitSignature(wiring.Signature):
+    """The load module's ports, described in `LoadUnit`; its LOAD ports are those of
+    the variant ``config.shared_load_engine`` chooses (`_OwnEngine`, `_SharedEngine`)."""
+
+    def __init__(self, config: HwConfig):
+        super().__init__({
+            "cmds": In(stream.Signature(HwConfig.INSN_BITS)),
+            "from_compute": In(TokenSignature),
+            "to_compute": Out(TokenSignature),
+            "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
+            "retired": Out(STATUS_BITS),
+        } | _engine_variant(config).members(config))
+
+
+def _engine_variant(config: HwConfig) -> type[_OwnEngine]:
+    return _SharedEngine if config.shared_load_engine else _OwnEngine
+
+
 class LoadUnit(wiring.Component):
     """The load module: inp and wgt LOADs from its command queue.
 
@@ -561,7 +650,7 @@ class LoadUnit(wiring.Component):
     mem_inp, mem_wgt : Out(MemReadSignature)
     sram_inp, sram_wgt : In(SRAM write port signature)
         Without ``shared_load_engine``; with it, instead:
-    engine : Out(engine_port_signature)
+    engine : Out(EnginePortSignature)
         Its LOADs, to the accelerator's `SharedLoadEngine`.
     busy, wait_token, wait_mem : Out(1)   (counter events)
     idle : Out(1)                         (no instruction in progress)
@@ -572,29 +661,14 @@ class LoadUnit(wiring.Component):
 
     def __init__(self, config: HwConfig):
         self.config = config
-        members = {
-            "cmds": In(stream.Signature(HwConfig.INSN_BITS)),
-            "from_compute": In(TokenSignature),
-            "to_compute": Out(TokenSignature),
-            "busy": Out(1), "wait_token": Out(1), "wait_mem": Out(1), "idle": Out(1),
-            "retired": Out(STATUS_BITS),
-        }
-        if config.shared_load_engine:
-            members["engine"] = Out(engine_port_signature(config))
-        else:
-            members |= load_ports(config, self.KINDS)
-        super().__init__(members)
+        self.engine_kind = _engine_variant(config)
+        super().__init__(LoadUnitSignature(config))
 
     def elaborate(self, platform):
         m = Module()
         config = self.config
         layout = instruction_layout(config, isa.Opcode.LOAD)
-        if config.shared_load_engine:
-            engine = self.engine
-        else:
-            m.submodules.engine = engine = LoadEngine(config, self.KINDS)
-            for name in load_ports(config, self.KINDS):
-                connect(m, getattr(engine, name), flipped(getattr(self, name)))
+        engine = self.engine_kind.build(m, self)
 
         word = Signal(HwConfig.INSN_BITS)
         insn = data.View(layout, word[:layout.size])
