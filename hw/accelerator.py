@@ -81,26 +81,67 @@ from vdla.hw.load import LoadUnit, SharedLoadEngine, reader_groups
 from vdla.hw.store import StoreUnit
 from vdla.hw.token_queue import TokenQueue
 
-__all__ = ["Accelerator"]
+__all__ = ["Accelerator", "AcceleratorSignature"]
 
 # Read clients of the arbiter, in arbitration order (with ``shared_load_engine``:
 # fetch and the shared engine's readers, `read_clients`).
 READ_CLIENTS = ("fetch", "load_inp", "load_wgt", "compute_uop", "compute_acc")
 
 
+class _OwnEngines:
+    """Load and compute run their LOADs on engines of their own (`hw.load.LoadUnit`,
+    `hw.compute.Compute`): their readers are the arbiter's read clients beside
+    fetch's, and the load module writes inp and wgt."""
+
+    @staticmethod
+    def read_clients(config: HwConfig) -> tuple[str, ...]:
+        return READ_CLIENTS
+
+    @staticmethod
+    def build(accelerator: "Accelerator", m: Module, fetch, load, compute):
+        """The arbiter's read clients by name, and the block that writes inp and wgt."""
+        clients = {"fetch": fetch.mem, "load_inp": load.mem_inp, "load_wgt": load.mem_wgt,
+                   "compute_uop": compute.mem_uop, "compute_acc": compute.mem_acc}
+        return clients, load
+
+
+class _SharedEngine(_OwnEngines):
+    """``shared_load_engine``: one engine (`hw.load.SharedLoadEngine`, a block of the
+    top) runs load's and compute's LOADs and writes every SRAM they load; its readers
+    are the arbiter's read clients beside fetch's."""
+
+    @staticmethod
+    def read_clients(config):
+        return ("fetch", *(f"engine_{kind}"
+                           for kind in reader_groups(config, SharedLoadEngine.KINDS)))
+
+    @staticmethod
+    def build(accelerator, m, fetch, load, compute):
+        config = accelerator.config
+        engine = accelerator._block(m, "engine", SharedLoadEngine(config))
+        connect(m, load.engine, engine.clients[0])
+        connect(m, compute.engine, engine.clients[1])
+        connect(m, engine.sram_uop, compute.sram_uop)
+        connect(m, engine.sram_acc, compute.sram_acc)
+        clients = {"fetch": fetch.mem}
+        clients.update({f"engine_{kind}": getattr(engine, f"mem_{kind}")
+                        for kind in reader_groups(config, SharedLoadEngine.KINDS)})
+        return clients, engine
+
+
+def _engines_variant(config: HwConfig) -> type[_OwnEngines]:
+    return _SharedEngine if config.shared_load_engine else _OwnEngines
+
+
 def read_clients(config: HwConfig) -> tuple[str, ...]:
     """The DRAM arbiter's read clients for ``config``, in arbitration order."""
-    if not config.shared_load_engine:
-        return READ_CLIENTS
-    return ("fetch", *(f"engine_{kind}"
-                       for kind in reader_groups(config, SharedLoadEngine.KINDS)))
+    return _engines_variant(config).read_clients(config)
 
 
-class Accelerator(wiring.Component):
-    """The whole accelerator for one `HwConfig` (see the module docstring for ports)."""
+class AcceleratorSignature(wiring.Signature):
+    """The accelerator's ports: the port contract of the module docstring."""
 
     def __init__(self, config: HwConfig):
-        self.config = config
         members = {
             "start": In(1),
             "insn_addr": In(32),
@@ -118,62 +159,80 @@ class Accelerator(wiring.Component):
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})
         super().__init__(members)
 
+
+class Accelerator(wiring.Component):
+    """The whole accelerator for one `HwConfig` (see the module docstring for ports)."""
+
+    def __init__(self, config: HwConfig):
+        self.config = config
+        self.engines_kind = _engines_variant(config)
+        super().__init__(AcceleratorSignature(config))
+
     def elaborate(self, platform):
         m = Module()
         config = self.config
-
-        # Every block restarts from reset on `start`; work begins the cycle after.
-        go = Signal()
-        insn_addr = Signal(32)
-        insn_count = Signal(config.insn_count_bits)
-        m.d.sync += go.eq(self.start)
-        with m.If(self.start):
-            m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
-
-        def block(name, elaboratable):
-            m.submodules[name] = ResetInserter(self.start)(elaboratable)
-            return elaboratable
-
-        fetch = block("fetch", Fetch(config))
-        load = block("load", LoadUnit(config))
-        compute = block("compute", Compute(config))
-        store = block("store", StoreUnit(config))
-        arbiter = block("arbiter", arbiter_variant(config)(config, len(read_clients(config))))
-        queues = {name: block(f"tokens_{name}", TokenQueue(
+        go, insn_addr, insn_count = self._restart(m)
+        fetch = self._block(m, "fetch", Fetch(config))
+        load = self._block(m, "load", LoadUnit(config))
+        compute = self._block(m, "compute", Compute(config))
+        store = self._block(m, "store", StoreUnit(config))
+        arbiter = self._block(m, "arbiter", arbiter_variant(config)(config,
+                                                                    len(read_clients(config))))
+        queues = {name: self._block(m, f"tokens_{name}", TokenQueue(
                       config.token_queue_depth, registered_valid=bool(config.registered_dispatch)))
                   for name in TOKEN_QUEUES.values()}
         units = dict(zip(MODULES, (load, compute, store)))
-
         m.d.comb += [fetch.go.eq(go), fetch.insn_addr.eq(insn_addr),
                      fetch.insn_count.eq(insn_count)]
+        sram_writer = self._memory_port(m, fetch, load, compute, store, arbiter)
+        self._queues(m, fetch, units, queues)
+        self._shared_srams(m, sram_writer, compute, store)
+        running = self._done(m, go, fetch, load, compute, store)
+        events = self._activity(m, units, running)
+        events.update({
+            "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
+            "gemm_busy": compute.gemm_busy, "alu_busy": compute.alu_busy,
+            "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
+        })
+        self._counters(m, events)
+        self._status(m, fetch, queues, units)
+        return m
 
-        # ---------------------------------------------------------- DRAM port
-        if config.shared_load_engine:
-            # One engine for load's and compute's LOADs (`hw.load.SharedLoadEngine`).
-            engine = block("engine", SharedLoadEngine(config))
-            connect(m, load.engine, engine.clients[0])
-            connect(m, compute.engine, engine.clients[1])
-            connect(m, engine.sram_uop, compute.sram_uop)
-            connect(m, engine.sram_acc, compute.sram_acc)
-            clients = {"fetch": fetch.mem}
-            clients.update({f"engine_{kind}": getattr(engine, f"mem_{kind}")
-                            for kind in reader_groups(config, SharedLoadEngine.KINDS)})
-            sram_writer = engine
-        else:
-            clients = {"fetch": fetch.mem, "load_inp": load.mem_inp, "load_wgt": load.mem_wgt,
-                       "compute_uop": compute.mem_uop, "compute_acc": compute.mem_acc}
-            sram_writer = load
-        for index, name in enumerate(read_clients(config)):
+    def _block(self, m: Module, name: str, elaboratable):
+        """Add ``elaboratable`` as the submodule ``name``, restarted from reset by ``start``."""
+        m.submodules[name] = ResetInserter(self.start)(elaboratable)
+        return elaboratable
+
+    def _restart(self, m: Module):
+        """``start`` latches the program; every block restarts from reset on it, and work
+        begins the cycle after (``go``). Returns ``go`` and the program's address and
+        instruction count."""
+        go = Signal()
+        insn_addr = Signal(32)
+        insn_count = Signal(self.config.insn_count_bits)
+        m.d.sync += go.eq(self.start)
+        with m.If(self.start):
+            m.d.sync += [insn_addr.eq(self.insn_addr), insn_count.eq(self.insn_count)]
+        return go, insn_addr, insn_count
+
+    def _memory_port(self, m: Module, fetch, load, compute, store, arbiter):
+        """The DRAM port: the read clients through the arbiter, the store module on its
+        write side. Returns the block that writes the inp and wgt SRAMs."""
+        clients, sram_writer = self.engines_kind.build(self, m, fetch, load, compute)
+        for index, name in enumerate(read_clients(self.config)):
             connect(m, clients[name], arbiter.readers[index])
         connect(m, store.mem, arbiter.writer)
         connect(m, arbiter.mem_rd_req, flipped(self.mem_rd_req))
         connect(m, arbiter.mem_rd_data, flipped(self.mem_rd_data))
         connect(m, arbiter.mem_wr_req, flipped(self.mem_wr_req))
         connect(m, arbiter.mem_wr_data, flipped(self.mem_wr_data))
-        if config.memory_system.write_response:
+        if self.config.memory_system.write_response:
             connect(m, flipped(self.mem_wr_resp), arbiter.mem_wr_resp)
+        return sram_writer
 
-        # ---------------------------------------------------------- queues
+    @staticmethod
+    def _queues(m: Module, fetch, units: dict, queues: dict):
+        """Fetch's command queues into the modules, and the token queues between them."""
         for name, unit in units.items():
             connect(m, getattr(fetch, f"{name}_cmds"), unit.cmds)
         # A unit's token ports are named for the module at the queue's other end.
@@ -182,10 +241,11 @@ class Accelerator(wiring.Component):
             connect(m, getattr(units[producer], f"to_{consumer}"), queues[name].push)
             connect(m, queues[name].pop, getattr(units[consumer], f"from_{producer}"))
 
-        # ---------------------------------------------------------- shared SRAMs
-        # Each a block RAM with one read and one write port. out is banked like
-        # acc, row for row, so the two compute units write it at the same time
-        # (on different banks) while store reads it.
+    def _shared_srams(self, m: Module, sram_writer, compute, store):
+        """inp, wgt and out, each a block RAM with one read and one write port. out is
+        banked like acc, row for row, so the two compute units write it at the same
+        time (on different banks) while store reads it."""
+        config = self.config
         srams = {}
         for kind in ("inp", "wgt"):
             srams[kind] = memory.Memory(shape=config.element_bytes(kind) * 8,
@@ -203,12 +263,14 @@ class Accelerator(wiring.Component):
         connect(m, compute.out_write_alu, out_mem.write[1])
         connect(m, store.out_read, out_mem.read[0])
 
-        # ---------------------------------------------------------- done
+    def _done(self, m: Module, go, fetch, load, compute, store):
+        """``done`` once the program has drained (the port contract); returns ``running``,
+        high from ``go`` to ``done``."""
         running = Signal()
         done = Signal()
         drained = (compute.finished & fetch.complete & load.idle & (fetch.load_level == 0)
                    & store.idle & (fetch.store_level == 0) & fetch.idle)
-        if config.memory_system.write_response:   # every stored byte visible before done
+        if self.config.memory_system.write_response:   # every stored byte visible before done
             drained &= ~store.writes_pending
         with m.If(self.start):
             m.d.sync += [running.eq(0), done.eq(0)]
@@ -217,9 +279,11 @@ class Accelerator(wiring.Component):
         with m.Elif(running & drained):
             m.d.sync += [running.eq(0), done.eq(1)]
         m.d.comb += self.done.eq(done)
+        return running
 
-        # ---------------------------------------------------------- activity
-        # One state per module per cycle; its counters count the same states.
+    def _activity(self, m: Module, units: dict, running) -> dict:
+        """Each module's ``activity_<module>``: one state per cycle. Returns the events
+        its counters count (the same states), and ``cycles``."""
         code = {state: index for index, state in enumerate(ACTIVITY_STATES)}
         assert code["busy"] & code["wait_mem"] & 1 and not code["wait_token"] & 1
         events = {"cycles": running}
@@ -232,15 +296,13 @@ class Accelerator(wiring.Component):
             events[f"{name}_busy"] = activity[0]  # busy or wait_mem: executing
             events[f"{name}_wait_token"] = activity == code["wait_token"]
             events[f"{name}_wait_mem"] = activity == code["wait_mem"]
+        return events
 
-        # ---------------------------------------------------------- counters
-        events.update({
-            "gemm_uops": compute.gemm_uop, "alu_uops": compute.alu_uop,
-            "gemm_busy": compute.gemm_busy, "alu_busy": compute.alu_busy,
-            "dram_read_beats": arbiter.read_beats, "dram_write_beats": arbiter.write_beats,
-        })
+    def _counters(self, m: Module, events: dict):
+        """A ``counter_<name>`` per counter of the config, counting its event; cleared
+        by ``start``."""
         assert set(events) == set(RTL_COUNTERS), set(RTL_COUNTERS) ^ set(events)
-        for name in rtl_counters(config):
+        for name in rtl_counters(self.config):
             counter = getattr(self, f"counter_{name}")
             count = Signal(32, name=f"count_{name}")
             m.d.comb += counter.eq(count)
@@ -249,6 +311,9 @@ class Accelerator(wiring.Component):
             with m.Elif(events[name]):
                 m.d.sync += count.eq(count + 1)
 
+    def _status(self, m: Module, fetch, queues: dict, units: dict):
+        """The ``status_<name>`` outputs: queue occupancies, instructions fetched and
+        retired."""
         status = {"fetched": fetch.fetched}
         status.update({f"tokens_{name}": queue.count for name, queue in queues.items()})
         for name, unit in units.items():
@@ -257,4 +322,3 @@ class Accelerator(wiring.Component):
         assert set(status) == set(RTL_STATUS), set(RTL_STATUS) ^ set(status)
         for name in RTL_STATUS:
             m.d.comb += getattr(self, f"status_{name}").eq(status[name])
-        return m
