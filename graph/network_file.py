@@ -361,13 +361,43 @@ def _network(header: dict, blob, config, program_loads) -> Network:
         entry = header["programs"].get(node.name)
         program = program_loads(bytes(_range(entry, blob, f"{where}: program")), file_config,
                                 source=f"{where}: program")
-        if program.metadata.get("op") != layer_op(graph, node).to_dict():
+        op = layer_op(graph, node)
+        if program.metadata.get("op") != op.to_dict():
             raise _FileError(f"{where}: its program computes "
                              f"{program.metadata.get('op_description')!r:.80}, not this layer")
+        _check_regions(program, op, file_config, where)
         programs[node.name] = program
     _check_shapes(graph)
     return Network(graph, placement, programs, file_config,
                    _metadata(header["metadata"], graph, placement))
+
+
+def _check_regions(program, op, config: HwConfig, where: str) -> None:
+    """A layer's program holds the tensors its operator's compiled geometry names (as
+    `compiler.codegen` lays them out): each with that layout and shape, ``out`` the output,
+    a constant layout's region a constant, the others inputs. Two logical shapes can pack
+    into the same bytes, so the DRAM plan alone does not pin them."""
+    from vdla.compiler.errors import CompileError
+    from vdla.compiler.ops import accelerator_limits
+    from vdla.runtime.layout import CONSTANT_LAYOUTS
+    try:
+        geometry = accelerator_limits(op.geometry(), config)
+    except CompileError as error:
+        raise _FileError(f"{where}: {error}") from None
+    expected = {name: (("output" if name == "out" else "constant"
+                        if layout in CONSTANT_LAYOUTS else "input"),
+                       layout, tuple(geometry.shapes[name]))
+                for name, layout in geometry.layouts.items() if name in geometry.shapes}
+    held = {region.name: (region.role, region.layout, tuple(region.shape))
+            for region in program.tensors}
+    for name in sorted(set(expected) | set(held)):
+        if held.get(name) != expected.get(name):
+            shown = {key: "none" if value is None else "role {}, layout {}, shape {}".format(
+                *value)
+                     for key, value in (("held", held.get(name)),
+                                        ("expected", expected.get(name)))}
+            raise _FileError(f"{where}: its program's tensor {name!r:.40} is {shown['held']}, "
+                             f"the layer's is {shown['expected']}")
 
 
 def _check_operands(graph: Graph, node: Node, where: str) -> None:

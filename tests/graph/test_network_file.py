@@ -328,3 +328,23 @@ def test_host_shape_rules_refuse_what_the_kernels_cannot_run(op, attrs, shapes, 
     _, rule, _ = HOST_SHAPES[op]
     with pytest.raises(GraphError, match=rf"^node 'n' \({op}\): {message}"):
         rule(node, *(Tensor(f"in{i}", shape, np.int8) for i, shape in enumerate(shapes)))
+
+
+@pytest.mark.parametrize("region, change, message", [
+    # (2, 7, 8, 8) packs into the bytes of (2, 8, 8, 8): the DRAM plan alone would pass it.
+    ("out", {"shape": (2, 7, 8, 8)},
+     r"its program's tensor 'out' is role output, layout output, shape \(2, 7, 8, 8\), the "
+     r"layer's is role output, layout output, shape \(2, 8, 8, 8\)$"),
+    ("data", {"role": "output"}, r"its program's tensor 'data' is role output, layout "
+                                 r"activation, shape \(2, 1, 8, 8\), the layer's is role input"),
+    ("bias", {"name": "scratch"}, r"its program's tensor 'bias' is none, the layer's is role "
+                                  r"input, layout bias, shape \(8,\)$"),
+])
+def test_a_layer_program_must_hold_the_layers_tensors(region, change, message):
+    import dataclasses
+    network = _compile()
+    program = network.programs["conv1"]
+    network.programs["conv1"] = dataclasses.replace(program, tensors=[
+        dataclasses.replace(t, **change) if t.name == region else t for t in program.tensors])
+    with pytest.raises(GraphError, match=rf"^network file: node 'conv1' \(qconv\): {message}"):
+        loads(dumps(network))
