@@ -23,8 +23,9 @@ attribute types (`NODE_ATTRS`, `NODE_VARIANTS`), the graph's order
 (`Graph.check`), the placement, each embedded program
 (`runtime.program_file.loads`, which verifies its DRAM plan) and that each
 layer's program computes exactly that layer (its operator equals
-`graph.placement.layer_op`), every node's output shapes and dtypes, and the
-metadata (`estimated_cycles`, `placement_costs`).
+`graph.placement.layer_op`, its tensors are the layer's compiled geometry's),
+every node's output shapes and dtypes, and the metadata (`estimated_cycles`,
+`placement_costs`).
 
 A hostile header is as cheap to refuse as its size suggests: a node's output
 shape follows from its input shapes by arithmetic (`HOST_SHAPES` for host nodes,
