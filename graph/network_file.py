@@ -443,6 +443,11 @@ def _pooled(node: Node, x: Tensor) -> tuple[int, ...]:
     if h + top + bottom < kh or w + left + right < kw:
         raise _FileError(f"{node.describe()}: its {kh}x{kw} window is larger than its padded "
                          f"input ({h + top + bottom}x{w + left + right})")
+    # The kernel pads its input first (`graph.kernels`): that array is capped as tensors are.
+    if n * c * (h + top + bottom) * (w + left + right) > MAX_TENSOR_ELEMENTS:
+        raise _FileError(f"{node.describe()}: its padded input {n}x{c}x{h + top + bottom}x"
+                         f"{w + left + right} holds more than the {MAX_TENSOR_ELEMENTS:,} "
+                         "elements a network's tensor may hold")
     return n, c, (h + top + bottom - kh) // sh + 1, (w + left + right - kw) // sw + 1
 
 

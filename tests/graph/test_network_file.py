@@ -128,6 +128,11 @@ def _rename_node(header, old, new):
     (lambda h: _node(h, "pool1")["attrs"].update(kernel=[65535, 65535]),
      r"node 'pool1' \(maxpool\): its 65535x65535 window is larger than its padded input "
      r"\(8x8\)$"),
+    # Pads just under such a window leave a few outputs, and a padded input of terabytes.
+    (lambda h: _node(h, "pool1")["attrs"].update(kernel=[65535, 65535], stride=[65535, 65535],
+                                                 pads=[65534, 65534, 65534, 65534]),
+     r"node 'pool1' \(maxpool\): its padded input 2x8x131076x131076 holds more than the "
+     r"268,435,456 elements a network's tensor may hold$"),
     (lambda h: _node(h, "pool1")["attrs"].update(pads=[2, 0, 0, 0]),
      r"node 'pool1' \(maxpool\): pads \(2, 0, 0, 0\) reach a whole 2x2 window"),
     (lambda h: _node(h, "pool1")["attrs"].update(stride=[1, 1]),
