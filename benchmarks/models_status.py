@@ -161,7 +161,9 @@ def _onnxruntime(model, feeds: dict[str, np.ndarray], extra=()) -> dict[str, np.
         copy.graph.output.extend(helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
                                  for name in extra)
         model = copy
-    session = onnxruntime.InferenceSession(model.SerializeToString(),
+    quiet = onnxruntime.SessionOptions()
+    quiet.log_severity_level = 3   # not the light graphs' unused-initializer warnings
+    session = onnxruntime.InferenceSession(model.SerializeToString(), quiet,
                                            providers=["CPUExecutionProvider"])
     names = [output.name for output in session.get_outputs()]
     fixed = {d for dims in _inputs_of(model).values() for d in dims[:1] if d > 0}
@@ -251,8 +253,9 @@ def model_status(name: str, source: str, model, classifier: bool, options: dict,
             logits = softmax_inputs(model)
             expected = _onnxruntime(model, inputs, extra=list(logits.values()))
             # vdla's float tensor each of its softmax outputs reads (a dequantised int8 one)
-            read = {name: network.graph.producer(name).inputs[0] for name in logits
-                    if network.graph.producer(name).op == "softmax"}
+            producers = {name: network.graph.producer(name) for name in logits}
+            read = {name: node.inputs[0] for name, node in producers.items()
+                    if node is not None and node.op == "softmax"}
             outputs = {}
             for target, run in (("fsim", {"sim": "fsim"}), ("cpu", {"target": "cpu"})):
                 stage = f"run on {target}"
