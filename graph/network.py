@@ -9,8 +9,9 @@ Three calls take a model to results::
 `compile_network` runs the float pass pipeline, quantises, runs the integer
 pipeline, places every node (`graph.placement`) and compiles each
 accelerator layer with the layer compiler (`compiler.driver.compile_op`).
-`Network.run` walks the nodes in order: accelerator layers on the backend
-of a `runtime.runner.AccelRunner` of the chosen simulation tier, cpu layers as the cpu
+`Network.run` plans which node runs where, on which buffers, and runs each
+on its placement's executor (`graph.execution`): accelerator layers on a
+`runtime.runner.AccelRunner` of the chosen simulation tier, cpu layers as the cpu
 target's generated C (`compiler.cpu`, built from the layer's description,
 never from stored code), host nodes with their numpy kernels
 (`graph.kernels`). The integer reference (`graph.kernels.execute` on the
@@ -34,9 +35,10 @@ from typing import Any, Callable
 import numpy as np
 
 from vdla.graph.errors import GraphError
+from vdla.graph.execution import (ARENA, CPU, HOST, HOST_BLOCKED, IMAGE, ArenaLayers, CpuLayers,
+                                  HostNodes, ImageLayers, Step, Tensors, plan_steps)
 from vdla.graph.ir import Graph
-from vdla.graph.kernels import run_node
-from vdla.graph.layout import Blocked, block, run_blocked, runs_blocked, unblock
+from vdla.graph.layout import Blocked, unblock
 from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
 from vdla.graph.placement import LAYER_OPS, layer_op, place
 from vdla.graph.quantize import quantize
@@ -150,7 +152,8 @@ class Network:
 
     def run(self, inputs: dict[str, np.ndarray], sim: str = "fsim", *, target: str = "accel",
             threads: int = 2, keep: bool = False, **backend_options) -> NetworkResult:
-        """Run the network on ``inputs``.
+        """Run the network on ``inputs``: its steps as `graph.execution.plan_steps` plans
+        them, each on its kind's executor.
 
         Parameters
         ----------
@@ -168,92 +171,51 @@ class Network:
         **backend_options
             Passed to the simulation backend (e.g. ``cycle_limit``).
         """
-        from vdla.runtime.runner import AccelRunner
         values = {name: t.value for name, t in self.graph.tensors.items() if t.constant}
         values.update(self.check_inputs(inputs))
         if target not in ("accel", "cpu"):
             raise GraphError(f"target: expected accel or cpu, got {target!r}")
-        key = (sim, tuple(sorted(backend_options.items())))
-        # Everything a run builds is built before any node is timed.
-        building = time.perf_counter()
-        if target == "accel" and key not in self._devices and "accel" in self.placement.values():
-            # Kept between runs: a simulator is built once.
-            self._devices[key] = AccelRunner(self.config, sim, **backend_options)
-        for node in self.graph.nodes:
-            if self.placement[node.name] == "cpu" or (target == "cpu" and
-                                                      self.placement[node.name] == "accel"):
-                self._cpu_kernel(node)
-        config, repacks = self.config, 0
-        blocking = self.runs_in_arena
-        if target == "accel" and blocking:
-            self._arena_image()
+        steps = plan_steps(self.graph, self.placement, target, self.runs_in_arena)
+        building = time.perf_counter()   # everything a run builds, before any node is timed
+        executors = self._executors(steps, sim, threads, backend_options)
         build_seconds = time.perf_counter() - building
-
-        converted: dict[str, Any] = {}  # a value's other form, once a reader needed it
-
-        def logical(name: str) -> np.ndarray:
-            nonlocal repacks
-            if not isinstance(values[name], Blocked):
-                return values[name]
-            if name not in converted:
-                converted[name], repacks = unblock(values[name], config), repacks + 1
-            return converted[name]
-
-        def blocked(name: str) -> Blocked:
-            nonlocal repacks
-            if isinstance(values[name], Blocked):
-                return values[name]
-            if name not in converted:
-                converted[name], repacks = block(values[name], config), repacks + 1
-            return converted[name]
-
-        rows, tensors, copied = [], {}, 0
-        for node in self.graph.nodes:
-            place = self.placement[node.name]
-            if target == "cpu" and place == "accel":
-                place = "cpu"
+        tensors = Tensors(self.config, values)
+        rows, kept, copied = [], {}, 0
+        for step in steps:
             began = time.perf_counter()
-            cycles = kernel_seconds = None
-            if place == "accel" and blocking:
-                # The data and a fused residual (`graph.passes.residual`) in their slots.
-                for data in [node.inputs[0], *node.inputs[3:]]:
-                    placed, written = self._to_arena(data, blocked(data))
-                    # Later readers of the blocked form take the slot's bytes, written once.
-                    (values if isinstance(values[data], Blocked) else converted)[data] = placed
-                    copied += written
-                outputs, cycles = self._run_in_arena(self._devices[key], node)
-            elif place == "accel":
-                args = [logical(name) for name in node.inputs]
-                program = self.programs[node.name]
-                result = self._devices[key].run(program, dict(zip(
-                    ("data", "weight", "bias", "residual"), args)))
-                outputs, cycles = [result.outputs["out"]], result.cycles
-                # The device builds the whole image, places the input, copies the output out.
-                copied += program.dram_bytes + sum(
-                    region.nbytes(self.config) for region in program.tensors
-                    if region.name in ("data", "out"))
-            elif place == "cpu":
-                kernel = self._cpu_kernel(node)
-                data = logical(node.inputs[0])
-                residual = logical(node.inputs[3]) if len(node.inputs) > 3 else None
-                called = time.perf_counter()
-                outputs = [kernel.run(data, threads=threads, residual=residual)]
-                kernel_seconds = time.perf_counter() - called
-            elif runs_blocked(self.graph, node) and any(
-                    isinstance(values[name], Blocked) for name in node.inputs):
-                outputs = run_blocked(self.graph, node, [blocked(name) for name in node.inputs])
-            else:
-                outputs = run_node(node, [logical(name) for name in node.inputs])
+            ran = executors[step.kind].run(step, tensors)
             seconds = time.perf_counter() - began
-            for name, array in zip(node.outputs, outputs):
-                values[name] = array
-                if keep:  # logical, now: an arena slot is reused once its tensor is dead
-                    tensors[name] = unblock(array, config) if isinstance(array, Blocked) \
-                        else array
-            rows.append({"name": node.name, "op": node.op, "place": place, "cycles": cycles,
-                         "seconds": seconds, "kernel_seconds": kernel_seconds})
-        outputs = {name: logical(name) for name in self.graph.outputs}
-        return NetworkResult(outputs, tensors, rows, repacks, copied, build_seconds)
+            tensors.store(step.node.outputs, ran.outputs)
+            if keep:   # logical, now: an arena slot is reused once its tensor is dead
+                kept.update((name, unblock(array, self.config) if isinstance(array, Blocked)
+                             else array) for name, array in zip(step.node.outputs, ran.outputs))
+            rows.append({"name": step.node.name, "op": step.node.op, "place": step.place,
+                         "cycles": ran.cycles, "seconds": seconds,
+                         "kernel_seconds": ran.kernel_seconds})
+            copied += ran.copied
+        outputs = {name: tensors.logical(name) for name in self.graph.outputs}
+        return NetworkResult(outputs, kept, rows, tensors.repacks, copied, build_seconds)
+
+    def _executors(self, steps: list[Step], sim: str, threads: int,
+                   backend_options: dict) -> dict[str, Any]:
+        """The executor of each kind of step, with what it runs on built: the simulator,
+        the arena's image, the cpu layers' C (each kept for later runs)."""
+        from vdla.runtime.runner import AccelRunner
+        kinds = {step.kind for step in steps}
+        executors = {HOST: HostNodes(self.graph, blocked=False),
+                     HOST_BLOCKED: HostNodes(self.graph, blocked=True)}
+        if kinds & {ARENA, IMAGE}:
+            key = (sim, tuple(sorted(backend_options.items())))
+            if key not in self._devices:   # a simulator is built once
+                self._devices[key] = AccelRunner(self.config, sim, **backend_options)
+            device = self._devices[key]
+            executors[IMAGE] = ImageLayers(self.config, self.programs, device)
+            if ARENA in kinds:
+                executors[ARENA] = ArenaLayers(self.config, self.arena(), self._arena_image(),
+                                               device)
+        executors[CPU] = CpuLayers({step.node.name: self._cpu_kernel(step.node)
+                                    for step in steps if step.kind == CPU}, threads)
+        return executors
 
     @property
     def runs_in_arena(self) -> bool:
@@ -291,38 +253,6 @@ class Network:
                                 self.config))
             self._arena_dram = dram
         return self._arena_dram
-
-    def _slot_view(self, tensor: str) -> np.ndarray:
-        slot = self.arena().slots[tensor]
-        return self._arena_image()[slot.offset:slot.offset + slot.nbytes]
-
-    def _to_arena(self, tensor: str, value: Blocked) -> tuple[Blocked, int]:
-        """Make ``tensor``'s slot hold ``value``: nothing to do where it is already there
-        (a layer's output, in place); else the host writes it. The value as it lies in
-        the slot, and the bytes written."""
-        view = self._slot_view(tensor)
-        if value.packed.size != view.size:
-            raise GraphError(f"tensor {tensor!r}: {value.packed.size} bytes do not fit its "
-                             f"{view.size}-byte arena slot")
-        in_slot = Blocked(view.view(np.int8).reshape(value.packed.shape), value.shape)
-        if value.packed.ctypes.data == view.ctypes.data:
-            return in_slot, 0
-        in_slot.packed[...] = value.packed
-        return in_slot, view.size
-
-    def _run_in_arena(self, device, node) -> tuple[list[Blocked], int | None]:
-        """An accelerator layer in the arena: its input is in its slot, its output stays in
-        its own (a view, which its readers take as it is)."""
-        from vdla.runtime.layout import packed_shape
-        from vdla.sim.checker import check_program
-        program, dram = self.arena().programs[node.name], self._arena_image()
-        if not getattr(device.backend, "checks_programs", False):
-            check_program(self.config, dram, program.insn_offset, len(program.instructions))
-        result = device.backend.run(dram, program.insn_offset, len(program.instructions))
-        (out,) = program.outputs
-        packed = self._slot_view(node.outputs[0]).view(np.int8).reshape(
-            packed_shape(out.layout, out.shape, self.config))
-        return [Blocked(packed, tuple(out.shape))], result.cycles
 
     def _cpu_kernel(self, node):
         """The layer's generated C, loaded, its constant weights packed once."""

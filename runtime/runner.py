@@ -166,6 +166,14 @@ class AccelRunner:
                                f"do not fit the program's {dram.size}-byte DRAM image")
         dram[offset:offset + data.size] = data
 
+    def run_image(self, dram: np.ndarray, insn_offset: int, insn_count: int):
+        """Run the program already in ``dram`` (modified in place), checked by
+        `sim.checker` first where the backend does not check programs itself; the
+        backend's `sim.backend.RunResult`."""
+        if not getattr(self.backend, "checks_programs", False):
+            check_program(self.config, dram, insn_offset, insn_count)
+        return self.backend.run(dram, insn_offset, insn_count)
+
     def run(self, program: Program, inputs: dict[str, np.ndarray]) -> ProgramResult:
         """Run ``program`` on ``inputs`` and return its outputs and counters.
 
@@ -182,10 +190,7 @@ class AccelRunner:
             (a timed backend's cycle limit).
         """
         dram = self.build_image(program, inputs)
-        if not getattr(self.backend, "checks_programs", False):
-            # The backend does not apply sim.checker's rules itself: check first.
-            check_program(self.config, dram, program.insn_offset, len(program.instructions))
-        result = self.backend.run(dram, program.insn_offset, len(program.instructions))
+        result = self.run_image(dram, program.insn_offset, len(program.instructions))
         outputs = {}
         for region in program.outputs:
             nbytes = packed_nbytes(region.layout, region.shape, self.config)  # verified to fit
