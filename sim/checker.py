@@ -247,6 +247,16 @@ def _why(component: int, other: int, what: str, index: int, machine, hint: bool 
     return text
 
 
+def _first_reaching(start: int, step: int, count: int, limit: int) -> int | None:
+    """The least ``k`` in ``[0, count)`` with ``start + k * step >= limit``, or None."""
+    if start >= limit:
+        return 0 if count > 0 else None
+    if step <= 0:
+        return None
+    k = (limit - start + step - 1) // step
+    return k if k < count else None
+
+
 class ProgramChecker:
     """Walks one program through the three module queues, checking every rule.
 
@@ -670,15 +680,24 @@ class ProgramChecker:
                           f"executions ({100 * self._work_done / self._work:.0f} %)")
 
     def _report_index(self, index, insn, field, buffer, base, outer, inner, depth):
-        for i in range(insn.iter_out):
-            for j in range(insn.iter_in):
-                values = base + i * outer + j * inner
-                if values.max() >= depth:
-                    u = int(np.argmax(values >= depth))
-                    raise AddressError(
-                        f"{self.describe(index)}: micro-op {insn.uop_begin + u} at iteration "
-                        f"(out {i}, in {j}) computes {field} index {int(values[u])}, beyond "
-                        f"the {depth}-entry {buffer} buffer", index)
+        """Raise `AddressError` for the first loop iteration whose ``field`` index passes ``depth``.
+
+        The index ``base[u] + i * outer + j * inner`` is affine in the loop
+        counters, so the first bad (out, in) pair in execution order is solved
+        for, not searched: a 16383x16383 nest is as cheap as a 1x1 one.
+        """
+        highest = int(base.max())
+        i = _first_reaching(highest + max(0, (insn.iter_in - 1) * inner), outer,
+                            insn.iter_out, depth)
+        if i is None:
+            return
+        j = _first_reaching(highest + i * outer, inner, insn.iter_in, depth)
+        values = base + i * outer + j * inner
+        u = int(np.argmax(values >= depth))
+        raise AddressError(
+            f"{self.describe(index)}: micro-op {insn.uop_begin + u} at iteration "
+            f"(out {i}, in {j}) computes {field} index {int(values[u])}, beyond "
+            f"the {depth}-entry {buffer} buffer", index)
 
     def _check_loop_access(self, index: int, insn, component: int, vc: np.ndarray,
                            read_acc=None, written=None) -> None:
