@@ -1,17 +1,22 @@
 """ONNX import: a model file into vdla's graph IR (`vdla.graph.ir`).
 
 `load` reads a file (bounded), parses it with the ``onnx`` package, checks
-what the file claims before believing it (opset, sizes, external-data paths,
-a topological order without cycles), fixes the batch, lets onnx's shape
-inference give every tensor a static shape, and converts node by node to the
-IR's operators (one converter per ONNX operator, `CONVERTERS`). Scales and
-zero points of a QDQ model (QuantizeLinear/DequantizeLinear) are read as
-they are: `graph.quantize` uses them, never recomputes them.
+what the file claims before believing it (IR version and one default-domain
+opset, sizes, external-data paths, a topological order without cycles, graph
+outputs each computed from the inputs and listed once), fixes the batch,
+lets onnx's shape inference give every tensor a static shape, and converts
+node by node to the IR's operators (one converter per ONNX operator,
+`CONVERTERS`). Scales and zero points of a QDQ model
+(QuantizeLinear/DequantizeLinear) are read as they are: `graph.quantize`
+uses them, never recomputes them. Every constant a node reads (a weight, a
+bias, a Clip bound) must be finite: int8 has no NaN to give where the float
+model computes one.
 
 Everything not understood is refused with one `GraphError` line naming the
 node, its operator and what is unsupported; nothing is dropped silently.
-Files are data: a model's external data is read only from files inside the
-model's own folder, and never more bytes than the model declares.
+Files are data: a model's external data is read only from regular files
+inside the model's own folder (opened as `vdla.files` opens any user file, so
+a FIFO cannot block), and never more bytes than the model declares.
 """
 
 from __future__ import annotations
