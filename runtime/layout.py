@@ -32,6 +32,8 @@ GEMM unit, scaled by ``S`` (`compiler.ops.Epilogue.residual_shift`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from vdla.errors import VdlaError
@@ -105,7 +107,9 @@ def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple
 
 def packed_nbytes(layout: str, shape: tuple[int, ...], config: HwConfig) -> int:
     """Bytes the packed tensor occupies in DRAM."""
-    return int(np.prod(packed_shape(layout, shape, config))) * np.dtype(LAYOUTS[layout][1]).itemsize
+    # Exact integers: a file's shape may be large enough to wrap numpy's int64 (to 0 bytes).
+    return math.prod(int(n) for n in packed_shape(layout, shape, config)) \
+        * np.dtype(LAYOUTS[layout][1]).itemsize
 
 
 def check_constant(layout: str, shape: tuple[int, ...]) -> None:

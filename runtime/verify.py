@@ -105,8 +105,11 @@ def _regions(program: Program) -> list[tuple[str, int, int]]:
         if any(n > MAX_DRAM_BYTES for n in shape):
             raise ProgramError(f"DRAM plan: {what} of shape {shape} is larger than the "
                                f"{MAX_DRAM_BYTES}-byte DRAM limit")
-        regions.append((what, _check_int(tensor.dram_offset, f"{what}'s dram_offset"),
-                        packed_nbytes(tensor.layout, shape, config)))
+        nbytes = packed_nbytes(tensor.layout, shape, config)
+        if nbytes > MAX_DRAM_BYTES:
+            raise ProgramError(f"DRAM plan: {what} of shape {shape} packs into {nbytes} bytes, "
+                               f"more than the {MAX_DRAM_BYTES}-byte DRAM limit")
+        regions.append((what, _check_int(tensor.dram_offset, f"{what}'s dram_offset"), nbytes))
     if not program.outputs:
         raise ProgramError("DRAM plan: the program has no output tensor")
     # Two inputs may be the same bytes (a conv adding its own input as the residual).

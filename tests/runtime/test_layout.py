@@ -1,10 +1,10 @@
-"""Blocked DRAM layouts: the block-diagonal weight layout of small groups."""
+"""Blocked DRAM layouts: the block-diagonal weight layout of small groups, and packed sizes."""
 
 import numpy as np
 import pytest
 
 from vdla.hw.config import PRESETS
-from vdla.runtime.layout import LayoutError, pack, packed_shape, unpack
+from vdla.runtime.layout import LayoutError, pack, packed_nbytes, packed_shape, unpack
 
 
 def test_depthwise_weights_sit_on_the_block_diagonal():
@@ -41,3 +41,17 @@ def test_block_diagonal_layout_needs_groups_that_tile_the_block():
                                           r"input channels dividing the block's 4 and C/G x 4/4 "
                                           r"outputs, got weights \(8, 3, 3, 3\)$"):
         pack("block_diagonal", weight, PRESETS["tiny"], "w")
+
+
+# tiny: batch 1, block_in 4, block_out 4. Each size is what the packed shape multiplies out to,
+# at or past 2**64, where a product in numpy's int64 wraps (2**64 wraps to 0 bytes).
+@pytest.mark.parametrize("layout, shape, nbytes", [
+    ("activation", (2**16,) * 4, 2**16 * 2**14 * 2**16 * 2**16 * 1 * 4),
+    ("weight", (2**16,) * 4, 2**14 * 2**14 * 2**16 * 2**16 * 4 * 4),
+    ("output", (3, 2**30, 2**20, 2**20), 3 * 2**28 * 2**20 * 2**20 * 1 * 4),
+    ("dense_data", (2**40, 2**40 + 1), 2**40 * (2**38 + 1) * 1 * 4),
+    ("bias", (2**64,), 2**62 * 1 * 4 * 4),
+])
+def test_packed_sizes_are_exact_for_huge_shapes(layout, shape, nbytes):
+    assert nbytes >= 2**64
+    assert packed_nbytes(layout, shape, PRESETS["tiny"]) == nbytes

@@ -11,7 +11,7 @@ import pytest
 from vdla.compiler import Dense, compile_op
 from vdla.hw.config import PRESETS
 from vdla.hw.isa import Load, MemType, Store
-from vdla.runtime import AccelRunner, ProgramError
+from vdla.runtime import AccelRunner, ProgramError, TensorRegion
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan, verify_program
 from vdla.sim.backend import RunResult
 from vdla.sim.errors import DeadlockError
@@ -59,6 +59,16 @@ def _first(program, kind):
 def test_plan_defects_are_named(program, edit, message):
     with pytest.raises(ProgramError, match=message):
         verify_plan(edit(program))
+
+
+def test_a_region_too_large_to_pack_is_refused_not_counted_as_empty(program):
+    # Each size is within the limit; their packed product is 2**64 bytes (0 in int64).
+    offset = program.dram_bytes
+    program.tensors.append(TensorRegion("huge", "scratch", "activation", (2**16,) * 4, offset))
+    with pytest.raises(ProgramError, match=rf"^DRAM plan: tensor 'huge' of shape \(65536, 65536, "
+                                           rf"65536, 65536\) packs into {2**64} bytes, more than "
+                                           rf"the {MAX_DRAM_BYTES}-byte DRAM limit$"):
+        verify_plan(program)
 
 
 def test_dram_beyond_the_configs_addresses_is_refused():
