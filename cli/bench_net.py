@@ -21,6 +21,7 @@ import numpy as np
 
 from vdla.cli.clock import clock_option
 from vdla.cli.options import Command, check_sim, config_option, fail, write_output
+from vdla.files import printable
 
 __all__ = ["command"]
 
@@ -126,8 +127,8 @@ def _lines(report: dict) -> list[str]:
     for row in report["nodes"]:
         cycles = "-" if row["cycles"] is None else f"{row['cycles']:,}"
         accel = "-" if row["accel_ms"] is None else f"{row['accel_ms']:.3f}"
-        lines.append(f"{row['name'][:28]:<28} {row['op']:<16} {row['place']:<6} {cycles:>11} "
-                     f"{accel:>9} {row['cpu_ms']:>9.3f}")
+        lines.append(f"{printable(row['name'])[:28]:<28} {row['op']:<16} {row['place']:<6} "
+                     f"{cycles:>11} {accel:>9} {row['cpu_ms']:>9.3f}")
     kinds = sorted({kind for bar in report["breakdown_ms"].values() for kind in bar})
     lines += ["", f"{'ms per kind of work':<28} " + " ".join(f"{bar:>18}"
                                                              for bar in report["breakdown_ms"])]

@@ -166,11 +166,13 @@ def _network_report(request, network, result, written: dict[str, str]) -> dict:
 
 def _network_lines(report: dict) -> list[str]:
     from vdla.cli.clock import time_text
+    from vdla.files import printable
     lines = [f"{'node':<28} {'op':<18} {'place':<6} {'cycles':>10} {'ms':>9}"]
     for row in report["layers"]:
         cycles = "-" if row["cycles"] is None else f"{row['cycles']:,}"
-        lines.append(f"{row['name'][:28]:<28} {row['op']:<18} {row['place']:<6} {cycles:>10} "
-                     f"{row['seconds'] * 1e3:>9.3f}")
+        # Names come from the file (and the model before it): shown, never obeyed.
+        lines.append(f"{printable(row['name'])[:28]:<28} {row['op']:<18} {row['place']:<6} "
+                     f"{cycles:>10} {row['seconds'] * 1e3:>9.3f}")
     lines.append(f"built before the run (not in ms): {report['build_seconds'] * 1e3:.3f} ms")
     if report["accel_cycles"] is not None:
         lines.append(f"accelerator cycles: {report['accel_cycles']:,}"
@@ -180,6 +182,7 @@ def _network_lines(report: dict) -> list[str]:
     lines.append(f"bytes the host copied into DRAM: {report['copied_bytes']:,}")
     for name, output in report["outputs"].items():
         where = f" -> {output['file']}" if output["file"] is not None else ""
-        lines.append(f"output {name}: {output['dtype']} {tuple(output['shape'])}{where}")
+        lines.append(f"output {printable(name)}: {output['dtype']} {tuple(output['shape'])}"
+                     f"{where}")
     return lines
 

@@ -23,6 +23,7 @@ from vdla.cli.clock import time_text
 from vdla.compiler.dump import summarize
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import op_from_dict
+from vdla.files import printable
 
 __all__ = ["program_op", "useful_macs", "run_report", "text_lines", "CHIP_COUNTER_LAG"]
 
@@ -140,7 +141,8 @@ def _utilization_line(report: dict) -> str | None:
 def text_lines(report: dict, program) -> list[str]:
     """The human report: what ran; on the accelerator cycles, utilization and the tier's
     counters; the outputs; the time (``report["time"]`` at a clock, or a host target's)."""
-    layer = report["op"] or program.metadata.get("layer") or "a hand-built program"
+    # The layer's description and the outputs' names come from the file: shown, never obeyed.
+    layer = printable(report["op"] or program.metadata.get("layer") or "a hand-built program")
     if report["target"] != "accel":
         lines = [f"program: {report['program']} ({layer}; for the {report['target']} "
                  "target)"]
@@ -157,7 +159,8 @@ def text_lines(report: dict, program) -> list[str]:
     for name, output in report["outputs"].items():
         where = (f" -> {output['file']}" if output["file"] is not None
                  else " (not saved; use --output)")
-        lines.append(f"output {name}: {output['dtype']} {tuple(output['shape'])}{where}")
+        lines.append(f"output {printable(name)}: {output['dtype']} {tuple(output['shape'])}"
+                     f"{where}")
     if report["details"].get("trace"):
         lines.append(f"trace: {report['details']['trace']}")
     time = _time_line(report)

@@ -103,3 +103,15 @@ def test_rtl_cycles_are_measured(model, tmp_path):
     report = json.loads(out.read_text())
     assert report["cycles"] == "measured" and report["bit_exact"]
     assert all(row["cycles"] > 0 for row in report["nodes"] if row["place"] == "accel")
+
+
+def test_node_names_from_the_model_are_shown_not_obeyed(model, tmp_path):
+    evil = residual_cnn(seed=8)
+    next(node for node in evil.graph.node if node.name == "conv1").name = "conv\x1b[2J1"
+    onnx.save(evil, tmp_path / "evil.onnx")
+    result = invoke(cli, ["bench-net", tmp_path / "evil.onnx", "--calibration",
+                          model / "cal.npy", "--input", model / "x.npy", "--batch", 2, "--sim",
+                          "fsim", "--clock-mhz", 50, "-o", tmp_path / "r.json"])
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert any(line.startswith("conv\\x1b[2J1 ") for line in result.stdout.splitlines())

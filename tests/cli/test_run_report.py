@@ -144,3 +144,18 @@ def test_rtl_names_the_trace_it_wrote(padded, tmp_path):
     assert result.exit_code == 0, result.output
     assert f"trace: {trace}" in result.stdout.splitlines()
     assert trace.stat().st_size > 0
+
+
+def test_text_from_the_program_file_is_shown_not_obeyed(tmp_path):
+    from tests.runtime.programs import dense_inputs, dense_program
+    program = dense_program(TINY, 3, 8, 4)
+    program.metadata["op_description"] = "dense\x1b[2J\u202e"
+    path = save(program, tmp_path / "dense.vdla")
+    args = []
+    for name, array in dense_inputs(np.random.default_rng(1), 3, 8, 4).items():
+        np.save(tmp_path / f"{name}.npy", array)
+        args += ["--input", f"{name}={tmp_path / name}.npy"]
+    result = invoke("run", path, *args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (f"program: {path} (dense\\x1b[2J\\u202e; compiled "
+                                             "for tiny)")
