@@ -133,18 +133,56 @@ def _add(node: Node, a, b):
     return [np.maximum(out, 0) if node.attrs.get("relu") else out]
 
 
+# Elements combined per numpy call when a window's taps are combined in order, chunk by chunk.
+_TAP_CHUNK_ELEMENTS = 1 << 22
+
+
 def _reduce_taps(x: np.ndarray, node: Node, fill, combine, dtype) -> np.ndarray:
-    """``combine`` over a pooling window's taps, one strided slice per tap (fast in numpy)."""
+    """``combine`` over a pooling window's taps, in row-major tap order.
+
+    Each output is ``combine(... combine(tap0, tap1) ..., tapN)``, so float sums
+    round the same however the work is split. The Python loop runs over the
+    fewer of the taps (one strided slice of every output position each) and
+    the output positions (one window each, `_combine_window`): a huge window
+    over a few positions costs no more Python steps than a small one.
+    """
     (kh, kw), (sh, sw) = node.attrs["kernel"], node.attrs["stride"]
     padded = _pad(np.asarray(x, dtype), node.attrs["pads"], fill)
     oh = (padded.shape[2] - kh) // sh + 1
     ow = (padded.shape[3] - kw) // sw + 1
+    if 0 < oh and 0 < ow and oh * ow < kh * kw:
+        out = np.empty(padded.shape[:2] + (oh, ow) + padded.shape[4:], dtype)
+        for oy in range(oh):
+            for ox in range(ow):
+                window = padded[:, :, oy * sh:oy * sh + kh, ox * sw:ox * sw + kw]
+                out[:, :, oy, ox] = _combine_window(window, combine, dtype)
+        return out
     out = None
     for dy in range(kh):
         for dx in range(kw):
             tap = padded[:, :, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw]
             out = tap.copy() if out is None else combine(out, tap, out=out)
     return out
+
+
+def _combine_window(window: np.ndarray, combine, dtype) -> np.ndarray:
+    """``combine`` over one (N, C, KH, KW, ...) window's taps in row-major order.
+
+    ``combine.accumulate`` is sequential (``r[i] = combine(r[i - 1], a[i])``),
+    unlike ``combine.reduce``, which may sum pairwise; rows of taps go through it
+    in chunks of about `_TAP_CHUNK_ELEMENTS`, each starting from the last one's result.
+    """
+    rows = np.moveaxis(window, (2, 3), (0, 1))  # (KH, KW, N, C, ...)
+    step = max(1, _TAP_CHUNK_ELEMENTS // max(1, rows[0].size))
+    result = None
+    for start in range(0, len(rows), step):
+        chunk = np.array(rows[start:start + step], dtype)  # a copy, accumulated in place
+        taps = chunk.reshape((-1,) + chunk.shape[2:])
+        if result is not None:
+            combine(result, taps[0], out=taps[0])
+        combine.accumulate(taps, axis=0, out=taps)
+        result = taps[-1]
+    return result
 
 
 def _maxpool(node: Node, x):
