@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vdla.hw.board_table import BOARDS
-from vdla.hw.boards import build_bitstream
+from vdla.hw.boards.table import BOARDS
+from vdla.hw.boards.bitstream import build_bitstream
 from vdla.hw.synth import SynthError
 
 from board_litedram import save_record  # benchmarks/, the script's own folder

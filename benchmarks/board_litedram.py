@@ -2,7 +2,7 @@
 
 Runs ``--layer`` (default C2) of ResNet-18 on ``--sim board-sim`` with the
 board's memory replaced by the LiteDRAM controller and DRAM module model of
-``--memory`` (`hw.litedram_gen.MODULES`: ``litedram-sdram``, the default, the
+``--memory`` (`hw.boards.litedram_gen.MODULES`: ``litedram-sdram``, the default, the
 ULX3S's MT48LC16M16 SDRAM at 50 MHz; ``litedram-ddr3``, the ECPIX-5's
 MT41K256M16 DDR3 behind the ECP5 DDR3 PHY's settings at 80 MHz), compiled for
 ``--config`` (default: the preset of that DRAM's board, ``ulx3s`` or
@@ -32,9 +32,9 @@ import numpy as np
 
 from vdla.compiler import compile_op
 from vdla.compiler.workloads import resnet18_layer
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.litedram_gen import MODULES
+from vdla.hw.boards.litedram_gen import MODULES
 from vdla.runtime.runner import AccelRunner
 
 ROOT = Path(__file__).resolve().parent.parent

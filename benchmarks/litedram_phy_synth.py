@@ -1,6 +1,6 @@
 """The LiteDRAM controller with the board's real DRAM PHY, through Yosys's synth_ecp5.
 
-Generates (`hw.litedram_gen.litedram_verilog(..., hardware=True)`) the controller of
+Generates (`hw.boards.litedram_gen.litedram_verilog(..., hardware=True)`) the controller of
 ``--memory`` (default ``litedram-ddr3``: the ECPIX-5's MT41K256M16 behind
 LiteDRAM's ``ECP5DDRPHY`` at 1:2, 100 MHz) with the real PHY in place of the
 simulation model, its DRAM pins and CSR bus as ports and a native user port
@@ -25,9 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, litedram_verilog
+from vdla.hw.boards.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, litedram_verilog
 from vdla.hw.synth.flow import synthesize_rtlil
 from vdla.hw.synth.tools import run, tool_path
 

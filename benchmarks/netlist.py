@@ -50,7 +50,7 @@ from vdla.testing.programs import generate
 
 RESULTS = Path(__file__).resolve().parent / "results" / "netlist.json"
 # Every shipped preset on the family it ships for (a board's preset on its board's,
-# `hw.board_table.BOARDS`; `default` and `tiny` on ECP5), smallest netlist first.
+# `hw.boards.table.BOARDS`; `default` and `tiny` on ECP5), smallest netlist first.
 PLAN = (("icebreaker", "ice40"), ("tiny", "ecp5"), ("ecpix5", "ecp5"), ("ulx3s", "ecp5"),
         ("ecpix5-256", "ecp5"), ("default", "ecp5"))
 # The presets that ship for no FPGA, and why (tests/test_benchmarks.py: every other preset

@@ -7,7 +7,7 @@ Usage::
 
 For each config: Yosys + nextpnr through YoWASP (`hw.synth`). A board preset
 is placed as its board top (accelerator, on-chip memory, UART link) on its
-board's part (`hw.board_table.BOARDS`) with its board's clock as the goal, as
+board's part (`hw.boards.table.BOARDS`) with its board's clock as the goal, as
 `hw.synth.place_and_route` does; `default` as the accelerator core alone, out
 of context, on an LFE5U-85F (it cannot fit one, `hw.synth.fit`, so its row is
 Yosys's synthesis alone). ResNet-18 C2–C11 cycles (sum of cycles x uses)
@@ -36,7 +36,7 @@ from pathlib import Path
 from vdla.bench.baseline import baseline_path, load_baseline
 from vdla.bench.suite import run_bench
 from vdla.compiler.workloads import RESNET18
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS, HwConfig
 from vdla.hw.synth import DoesNotFit, estimate, place_and_route, synthesize_rtlil
 
@@ -67,7 +67,7 @@ def resnet18_cycles(config, jobs: int) -> tuple[int | None, str]:
 def board_report(name: str, estimate_only: bool, seed: int):
     """`hw.synth` report of a board preset's board top on its board's part (placed at
     the board's clock, as `place_and_route` places a board preset)."""
-    from vdla.hw.board_top import BOARD_TOP_NAME
+    from vdla.hw.boards.top import BOARD_TOP_NAME
     board = next(b for b in BOARDS.values() if b.preset == name)
     if not estimate_only:
         return place_and_route(board.config, board.target, board.device, seed=seed), board

@@ -3,7 +3,7 @@
 ``synth`` runs `hw.synth` (Yosys, then nextpnr unless ``--estimate``) on the
 accelerator of a config and prints LUTs, flip-flops, block RAMs, DSPs, whether
 it fits the part and the Fmax per clock domain; ``--json`` writes the report.
-``bitstream`` builds a board's bitstream of the board top (`hw.boards`);
+``bitstream`` builds a board's bitstream of the board top (`hw.boards.bitstream`);
 ``board-header`` writes the board's UART protocol as a C header.
 
 ``synth`` first refuses, in seconds, a config that cannot fit the part
@@ -156,8 +156,8 @@ def synth(config, target, device, estimate, clock_mhz, seed, skip_check, json_pa
 def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
     """Build a board's bitstream: accelerator, memory (the board's DRAM through
     LiteDRAM, else on-chip), UART host link."""
-    from vdla.hw.board_table import BOARDS
-    from vdla.hw.boards import build_bitstream
+    from vdla.hw.boards.table import BOARDS
+    from vdla.hw.boards.bitstream import build_bitstream
     if board not in BOARDS:
         fail(f"--board {board!r}: unknown board (available: {', '.join(BOARDS)})")
     chosen = BOARDS[board]
@@ -189,8 +189,8 @@ def bitstream(board, config, output, clock_mhz, seed, skip_check, as_json):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the header here (default: standard output).")
 def board_header(config, output):
-    """The board's UART protocol (hw/board_protocol.py) as a C header, for C/C++ hosts."""
-    from vdla.hw.board_protocol import c_header
+    """The board's UART protocol (hw/boards/protocol.py) as a C header, for C/C++ hosts."""
+    from vdla.hw.boards.protocol import c_header
     if output is None:
         click.echo(c_header(config), nl=False)
     else:

@@ -35,8 +35,8 @@ from vdla.cli.clock import clock_option, time_report
 from vdla.cli.options import Command, check_sim, fail, program_config_option
 from vdla.cli.run_report import run_report, text_lines
 from vdla.compiler.runners import make_runner
-from vdla.hw.board_protocol import BAUD
-from vdla.hw.litedram_gen import MODULES as DRAM_MODULES
+from vdla.hw.boards.protocol import BAUD
+from vdla.hw.boards.litedram_gen import MODULES as DRAM_MODULES
 from vdla.runtime.program_file import load
 
 

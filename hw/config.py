@@ -599,7 +599,7 @@ PRESETS: dict[str, HwConfig] = {
                     inp_buffer_bytes=1024, wgt_buffer_bytes=1024, acc_buffer_bytes=2048,
                     dram_bus_bits=128, dram_read_latency=3, cmd_queue_depth=2,
                     token_queue_depth=2, name="odd"),
-    # Board presets (hw/boards.py): what fits each board's FPGA beside the
+    # Board presets (hw/boards/table.py): what fits each board's FPGA beside the
     # on-chip memory that stands in for DRAM and the UART host link.
     # ULX3S-85F (ECP5 LFE5U-85F: 83,640 LUTs, 208 18-kbit block RAMs, 156 18x18
     # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half

@@ -37,7 +37,7 @@ from vdla.hw.cache import tool_cache_environment
 from vdla.hw.config import HwConfig
 
 __all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME",
-           "mark_collision_dont_care"]
+           "mark_collision_dont_care", "strip_zero_memory_init", "without_zero_memory_init"]
 
 TOP_NAME = "vdla_accelerator"
 VERILOG_FILE = f"{TOP_NAME}.v"
@@ -48,7 +48,9 @@ _MEMINIT = re.compile(r"^(?:  attribute [^\n]*\n)*  cell \$meminit_v2 [^\n]*\n(?
 _DATA = re.compile(r"^    connect \\DATA \d+'([01xz]*)$", re.MULTILINE)
 
 
-def _strip_zero_memory_init(text: str) -> str:
+def strip_zero_memory_init(text: str) -> str:
+    """``text`` (RTLIL) without its all-zero memory initialisations, where
+    `without_zero_memory_init` could not keep Amaranth from writing them."""
     def drop_if_zero(match: re.Match) -> str:
         data = _DATA.search(match.group(0))
         if data is not None and set(data.group(1)) <= {"0"}:
@@ -58,7 +60,9 @@ def _strip_zero_memory_init(text: str) -> str:
 
 
 @contextlib.contextmanager
-def _without_zero_memory_init():
+def without_zero_memory_init():
+    """While open, Amaranth's RTLIL back end writes no all-zero memory initialisation;
+    yields False where this Amaranth has no hook for it (then `strip_zero_memory_init`)."""
     emitter = getattr(rtlil, "ModuleEmitter", None)
     original = getattr(emitter, "emit_memory", None)
     if original is None:
@@ -133,9 +137,9 @@ def rtlil_text(config: HwConfig, *, name: str = TOP_NAME, keep_memory_init: bool
     if keep_memory_init:
         text = rtlil.convert(Accelerator(config), name=name, emit_src=False)
     else:
-        with _without_zero_memory_init() as skipped:
+        with without_zero_memory_init() as skipped:
             text = rtlil.convert(Accelerator(config), name=name, emit_src=False)
-        text = text if skipped else _strip_zero_memory_init(text)
+        text = text if skipped else strip_zero_memory_init(text)
     return mark_collision_dont_care(text) if config.ram_collision_dont_care else text
 
 

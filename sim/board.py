@@ -1,6 +1,6 @@
 """The host driver of a board: runs programs over the UART byte protocol.
 
-`BoardLink` speaks `hw.board_protocol` over a *transport*: anything with
+`BoardLink` speaks `hw.boards.protocol` over a *transport*: anything with
 ``write(bytes)`` and ``read(n) -> bytes`` (exactly n bytes, or an exception).
 Two transports exist: `SerialTransport` (a real board's USB serial port,
 through pyserial, the ``board`` extra) and `sim.board_sim.SimulatedBoard` (the
@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from vdla.hw import board_protocol as protocol
+from vdla.hw.boards import protocol
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 from vdla.sim.backend import RunResult, register_backend
@@ -63,7 +63,7 @@ class SerialTransport:
     port : str
         The serial device, e.g. ``/dev/ttyUSB1``.
     baud : int
-        Must match the bitstream's (`hw.board_table.Board.baud`).
+        Must match the bitstream's (`hw.boards.table.Board.baud`).
     timeout : float
         Seconds a ``read`` waits.
     """
@@ -95,7 +95,7 @@ class SerialTransport:
 
 
 class BoardLink:
-    """The protocol of `hw.board_protocol`, one method per command."""
+    """The protocol of `hw.boards.protocol`, one method per command."""
 
     def __init__(self, transport: Transport):
         self.transport = transport
@@ -112,7 +112,7 @@ class BoardLink:
 
     def info(self) -> dict:
         """Protocol version, bus bytes, memory bytes, config hash and memory byte
-        (`board_protocol.memory_code`) of the bitstream."""
+        (`hw.boards.protocol.memory_code`) of the bitstream."""
         data = self._command(Command.INFO, reply=protocol.reply_bytes(Command.INFO))
         if data[0] != protocol.PROTOCOL_VERSION:   # the rest may be laid out otherwise
             return {"version": data[0]}
@@ -147,7 +147,7 @@ class BoardLink:
         self._command(Command.START)
 
     def status(self) -> int:
-        """The STATUS byte (`board_protocol.STATUS_DONE`, `STATUS_RUNNING` bits)."""
+        """The STATUS byte (`hw.boards.protocol.STATUS_DONE`, `STATUS_RUNNING` bits)."""
         return self._command(Command.STATUS, reply=1)[0]
 
     def counters(self, config: HwConfig) -> dict[str, int]:
@@ -207,7 +207,7 @@ class BoardBackend:
         """A board whose memory is a DRAM behind LiteDRAM: its init sequence (and,
         with the real PHY, read leveling) over the CSR commands, before any use
         (`sim.dram_bringup`); returns its report (None for on-chip memory)."""
-        from vdla.hw.litedram_gen import MODULES, litedram_verilog
+        from vdla.hw.boards.litedram_gen import MODULES, litedram_verilog
         try:
             kind, phy = protocol.memory_of_code(tuple(MODULES), code)
         except ValueError as error:
@@ -267,14 +267,14 @@ def _serial_board(config: HwConfig, port: str | None = None, baud: int = protoco
 def _simulated_board(config: HwConfig, memory_bytes: int | None = None,
                      clocks_per_bit: int | None = None, memory_kind: str | None = None,
                      **options) -> BoardBackend:
-    from vdla.hw.board_memory import MEMORY_KINDS
-    from vdla.hw.board_top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
-    from vdla.hw.board_table import BOARDS
-    from vdla.hw.litedram_gen import MODULES
+    from vdla.hw.boards.memory import MEMORY_KINDS
+    from vdla.hw.boards.top import DEFAULT_CLOCKS_PER_BIT, DEFAULT_MEMORY_BYTES
+    from vdla.hw.boards.table import BOARDS
+    from vdla.hw.boards.litedram_gen import MODULES
     from vdla.sim.board_sim import SimulatedBoard
     # A board preset's config is simulated with its board's memory, as the board's
     # bitstream has it (its DRAM, `Board.dram`, or on-chip memory), unless
-    # ``memory_kind`` names another (a DRAM of `hw.litedram_gen.MODULES`: its
+    # ``memory_kind`` names another (a DRAM of `hw.boards.litedram_gen.MODULES`: its
     # size). The board whose preset the config is, else one with its hardware
     # (`ulx3s` and `ecpix5` are one hardware on two boards).
     same = [b for b in BOARDS.values() if b.config.same_hardware(config)]

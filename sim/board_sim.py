@@ -1,7 +1,7 @@
 """The whole board top in Verilator, with a UART model on its pins: a serial port
 that is a simulation.
 
-`build_board_model` turns `hw.board_top.board_verilog` and ``board_uart.cpp``
+`build_board_model` turns `hw.boards.top.board_verilog` and ``board_uart.cpp``
 (the UART model and a C ABI) into a shared library, an entry of the one build
 cache like the RTL tier's models (`hw.cache.get_or_build`, kind ``board``,
 keyed by the hw sources, the harness, the flags and the Verilator version),
@@ -51,7 +51,7 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
     # The Verilog depends on the hw sources: key on their digest, not on the text,
     # so a cache hit does not pay for Amaranth's conversion.
     from vdla.hw.generate import hw_source_digest
-    from vdla.hw.litedram_gen import MODULES, litedram_versions
+    from vdla.hw.boards.litedram_gen import MODULES, litedram_versions
     dram = memory_kind in MODULES
     sources = ["board.v"] + (["litedram.v"] if dram else [])
     digest = cache.key_of(f"recipe {RECIPE_VERSION}", config.hash, f"memory {memory_bytes}",
@@ -60,8 +60,8 @@ def build_board_model(config: HwConfig, memory_bytes: int, clocks_per_bit: int,
                           verilator_version(), " ".join(VERILATOR_FLAGS), OPT_FAST, length=16)
 
     def build(work: Path) -> None:
-        from vdla.hw.board_top import board_verilog
-        from vdla.hw.litedram_gen import litedram_verilog
+        from vdla.hw.boards.top import board_verilog
+        from vdla.hw.boards.litedram_gen import litedram_verilog
         check_toolchain()
         (work / "board.v").write_text(board_verilog(config, memory_bytes, clocks_per_bit,
                                                     memory_kind))
@@ -93,7 +93,7 @@ class SimulatedBoard:
     clocks_per_bit : int
         UART clocks per bit (small values simulate faster).
     memory_kind : str
-        The memory's RAM (`hw.board_memory.MEMORY_KINDS`).
+        The memory's RAM (`hw.boards.memory.MEMORY_KINDS`).
     timeout_cycles : int
         Cycles ``read`` waits for its bytes before raising `TransportTimeout`.
     """

@@ -1,4 +1,4 @@
-// vdla board simulation: the Verilator model of the board top (hw/board_top.py)
+// vdla board simulation: the Verilator model of the board top (hw/boards/top.py)
 // with a UART model on its two pins, exported as a C ABI for ctypes.
 //
 // The model plays the host's USB-serial bridge: bytes the host writes are

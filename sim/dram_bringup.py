@@ -1,7 +1,7 @@
 """DRAM bring-up from the host: LiteX BIOS's ``sdram_init`` run over the board's CSR bus.
 
 Why the host runs it. LiteDRAM's controller with a real PHY (the ECPIX-5's
-DDR3 behind ``ECP5DDRPHY``, `hw.litedram_gen.litedram_verilog(..., hardware=True)`) only
+DDR3 behind ``ECP5DDRPHY``, `hw.boards.litedram_gen.litedram_verilog(..., hardware=True)`) only
 works after a software init sequence and, for that PHY, read leveling. In a
 LiteX SoC the BIOS does both, in C, on the soft CPU. A vdla board has no CPU:
 its host link (UART) gives the host a word read and a word write on the
@@ -76,7 +76,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from vdla.errors import VdlaError
-from vdla.hw.litedram_gen import CSR_DATA_BITS, DramModule, dram_settings
+from vdla.hw.boards.litedram_gen import CSR_DATA_BITS, DramModule, dram_settings
 
 __all__ = ["CsrBus", "BringUpReport", "DramBringUpError", "bring_up", "init_sleeps",
            "CDELAY_CYCLES", "SEEDS"]
@@ -107,7 +107,7 @@ class CsrBus(Protocol):
     """The controller's CSR bus as the host reaches it (the host link's CSR commands).
 
     Words are ``CSR_DATA_BITS`` wide, at word addresses (the values of the map
-    `hw.litedram_gen.litedram_verilog(..., hardware=True)` returns).
+    `hw.boards.litedram_gen.litedram_verilog(..., hardware=True)` returns).
     """
 
     def read(self, address: int) -> int:
@@ -190,7 +190,7 @@ def init_sleeps(dram: DramModule) -> list[float]:
 
     Parameters
     ----------
-    dram : hw.litedram_gen.DramModule
+    dram : hw.boards.litedram_gen.DramModule
         The table row (its PHY settings, timings and clock).
 
     Returns
@@ -242,7 +242,7 @@ class _Host:
     def address(self, name: str) -> int:
         if name not in self.csrs:
             raise DramBringUpError(f"the CSR map has no {name}: not a LiteDRAM controller's "
-                                   "(hw.litedram_gen.litedram_verilog's) map")
+                                   "(hw.boards.litedram_gen.litedram_verilog's) map")
         return self.csrs[name]
 
     def write(self, name: str, value: int, words: int = 1) -> None:
@@ -488,11 +488,11 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
     ----------
     bus : CsrBus
         The controller's CSR bus (32-bit words at word addresses).
-    dram : hw.litedram_gen.DramModule
+    dram : hw.boards.litedram_gen.DramModule
         The table row the controller was generated for (``MODULES[...]``): its PHY
         settings, timings and clock.
     csrs : mapping of str to int
-        CSR name -> first word address, as `hw.litedram_gen.litedram_verilog(..., hardware=True)`
+        CSR name -> first word address, as `hw.boards.litedram_gen.litedram_verilog(..., hardware=True)`
         returns it; without the ``ddrphy_*`` CSRs (the model's map) leveling is skipped.
     sleep : callable
         Called with the seconds of each of the BIOS's ``cdelay`` waits (module
@@ -510,7 +510,7 @@ def bring_up(bus: CsrBus, dram: DramModule, csrs: Mapping[str, int],
         this host sequence does not do (write leveling, write latency calibration,
         write DQ-DQS training), or a module without a working read window; the
         DRAM must not be used then.
-    hw.litedram_gen.DramError
+    hw.boards.litedram_gen.DramError
         A table row that contradicts itself, or LiteDRAM missing.
     """
     phy_settings, timing_settings = dram_settings(dram)

@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS
 
 REPO = Path(__file__).resolve().parent.parent

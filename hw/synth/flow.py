@@ -16,7 +16,7 @@ Two depths of answer:
     Synthesis, then nextpnr with a target clock: whether the design places
     and routes on the part, nextpnr's utilisation, and the Fmax nextpnr's
     timing analysis reaches per clock domain. A board preset is placed as its
-    board's top (`hw.board_top`: the accelerator, on-chip memory and the UART
+    board's top (`hw.boards.top`: the accelerator, on-chip memory and the UART
     link: three pins), as its bitstream builds it. Any other config: the
     accelerator core out of context on ECP5 (its hundreds of ports are not
     pins); ``nextpnr-ice40`` has no out-of-context mode, so on iCE40 inside a
@@ -96,7 +96,7 @@ def netlist(rtlil: str, top: str, target: str = "ecp5", device: str | None = Non
     """The netlist Yosys writes after technology mapping (``write_verilog -noattr``); cached.
 
     The synthesis script is the one `synthesize_rtlil` reports on and
-    `hw.boards.build_bitstream` builds with; `sim.gate` simulates the result
+    `hw.boards.bitstream.build_bitstream` builds with; `sim.gate` simulates the result
     with the family's cell models.
 
     Raises
@@ -302,7 +302,7 @@ def estimate(config: HwConfig, target: str = "ecp5", device: str | None = None) 
 def _board_part(config: HwConfig, target: str) -> str | None:
     """The part of the board whose preset ``config`` is (by name and hardware), if any of
     ``target``: a board preset is measured on its own board's FPGA."""
-    from vdla.hw.board_table import BOARDS
+    from vdla.hw.boards.table import BOARDS
     return next((board.device for board in BOARDS.values() if board.target == target
                  and board.preset == config.name and board.config.same_hardware(config)), None)
 
@@ -311,9 +311,9 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
                     clock_mhz: float | None = None, seed: int = 1) -> SynthReport:
     """Synthesis, placement and routing of ``config`` with nextpnr; Fmax per clock domain.
 
-    A board preset (the config of a `hw.boards` board with that part, e.g.
+    A board preset (the config of a `hw.boards.table` board with that part, e.g.
     ``ulx3s`` on the LFE5U-85F) is placed as the board top its bitstream
-    builds: the core with `hw.board_top.BoardTop`'s UART link and the board's
+    builds: the core with `hw.boards.top.BoardTop`'s UART link and the board's
     on-chip memory. Any other config is placed as the accelerator core alone:
     on ECP5 out of context; on iCE40 (nextpnr-ice40 has no out-of-context mode)
     inside the board top of the board with that part (the iCEBreaker's UP5K:
@@ -327,7 +327,7 @@ def place_and_route(config: HwConfig, target: str = "ecp5", device: str | None =
         A `PARTS` part of the target (default: a board preset's board's part, e.g.
         LFE5UM5G-85F-8BG554 for ``ecpix5``, else the target's default part).
     clock_mhz : float, optional
-        Clock goal for nextpnr (default: a board preset's `hw.board_table.Board.clock_mhz`,
+        Clock goal for nextpnr (default: a board preset's `hw.boards.table.Board.clock_mhz`,
         the clock its bitstream runs at; else 100 MHz on ECP5, 30 MHz on iCE40).
     seed : int
         nextpnr's placement seed (one placement moves the Fmax by several MHz).
@@ -393,8 +393,8 @@ def _placement(config: HwConfig, target: str, device: str | None,
                clock_mhz: float | None) -> dict[str, Any]:
     """`synthesize_rtlil`'s design and options for placing ``config`` (see
     `place_and_route`)."""
-    from vdla.hw.board_top import BOARD_TOP_NAME, board_rtlil
-    from vdla.hw.board_table import BOARDS
+    from vdla.hw.boards.top import BOARD_TOP_NAME, board_rtlil
+    from vdla.hw.boards.table import BOARDS
     from vdla.hw.generate import TOP_NAME
     part = lookup_part(target, device).name
     on_part = [board for board in BOARDS.values() if board.device == part]

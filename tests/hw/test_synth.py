@@ -1,4 +1,4 @@
-"""The synthesis flow (`hw.synth`) and board bitstreams (`hw.boards`) on small designs.
+"""The synthesis flow (`hw.synth`) and board bitstreams (`hw.boards.bitstream`) on small designs.
 
 Designs with a known make-up (n signed 8x8 multipliers, a memory of known
 size, a register bank of known width) are synthesised and the report is
@@ -256,8 +256,8 @@ def test_a_board_preset_is_placed_as_its_board_top(tmp_path, monkeypatch):
     """`place_and_route` of a board preset places its board's board top (as its
     bitstream builds it), of any other config on ECP5 the core out of context."""
     import vdla.hw.synth as synth
-    from vdla.hw.board_top import BOARD_TOP_NAME
-    from vdla.hw.board_table import BOARDS, Board
+    from vdla.hw.boards.top import BOARD_TOP_NAME
+    from vdla.hw.boards.table import BOARDS, Board
     from vdla.hw.config import PRESETS
     from vdla.hw.generate import TOP_NAME
     monkeypatch.setenv("YOWASP_CACHE_DIR", synth.yowasp_env()["YOWASP_CACHE_DIR"])

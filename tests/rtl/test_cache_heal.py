@@ -82,7 +82,7 @@ endmodule
 def test_a_damaged_board_model_is_rebuilt(tmp_path, monkeypatch, capsys, tiny):
     """The board simulation's library (a loopback stand-in for the board top) is rebuilt
     when replaced by another library, whose code never runs."""
-    from vdla.hw import board_top
+    from vdla.hw.boards import top as board_top
     from vdla.sim.board_sim import SimulatedBoard, build_board_model
     monkeypatch.setenv("VDLA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(board_top, "board_verilog", lambda *args: BOARD_STANDIN)

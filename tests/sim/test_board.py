@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from vdla.compiler import Conv2d, Dense, compile_op
-from vdla.hw import board_protocol as protocol
-from vdla.hw.board_top import DEFAULT_MEMORY_BYTES
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards import protocol
+from vdla.hw.boards.top import DEFAULT_MEMORY_BYTES
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS
 from vdla.hw.counters import RTL_COUNTERS, rtl_counters
-from vdla.hw.litedram_gen import MODULES
+from vdla.hw.boards.litedram_gen import MODULES
 from vdla.sim.board import BoardBackend, BoardError, BoardLink
 from vdla.runtime.runner import AccelRunner
 from vdla.sim.backends import get_backend

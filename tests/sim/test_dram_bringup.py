@@ -28,7 +28,7 @@ from litedram import modules
 from litedram.init import get_sdram_phy_init_sequence
 from litedram.phy.model import get_sdram_phy_settings
 
-from vdla.hw.litedram_gen import MODULES, _module, litedram_verilog
+from vdla.hw.boards.litedram_gen import MODULES, _module, litedram_verilog
 from vdla.sim.dram_bringup import DramBringUpError, bring_up, init_sleeps
 
 DDR3, SDRAM = MODULES["litedram-ddr3"], MODULES["litedram-sdram"]
@@ -428,7 +428,7 @@ def test_a_csr_missing_from_the_map_is_refused():
     with pytest.raises(DramBringUpError) as error:
         bring_up(FakeController(DDR3, csrs), DDR3, csrs, sleep=lambda seconds: None)
     assert str(error.value) == ("the CSR map has no sdram_dfii_pi1_rddata: not a LiteDRAM "
-                                "controller's (hw.litedram_gen.litedram_verilog's) map")
+                                "controller's (hw.boards.litedram_gen.litedram_verilog's) map")
 
 
 def test_a_partial_phy_map_is_refused_before_any_access():

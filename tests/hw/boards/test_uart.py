@@ -1,4 +1,4 @@
-"""`hw.board_uart`: the transmitter's frames against the 8N1 definition, and the
+"""`hw.boards.uart`: the transmitter's frames against the 8N1 definition, and the
 receiver fed by the transmitter, at odd and even clocks-per-bit, under the
 Amaranth simulator."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth import Module
 
-from vdla.hw.board_uart import UartReceiver, UartTransmitter
+from vdla.hw.boards.uart import UartReceiver, UartTransmitter
 from tests.hw.amaranth_sim import run
 
 

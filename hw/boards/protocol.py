@@ -1,7 +1,7 @@
 """The byte protocol between a host and the board top, over the board's UART.
 
 Stated once here, in plain Python (no Amaranth): the board's host link
-(`hw.board_host_link`) builds its decoder from these tables and the host
+(`hw.boards.host_link`) builds its decoder from these tables and the host
 driver (`sim.board`) encodes its requests with them; `c_header` writes the
 same facts for C/C++ hosts.
 
@@ -25,7 +25,7 @@ Commands (arguments / reply):
 ``COUNTERS``  - / each counter of the config's hardware
               (`hw.counters.rtl_counters`), 4 bytes each
 ``CSR_WRITE`` address (4), value (4) / -  (a board with a DRAM: one word of its
-              controller's CSR bus, `hw.litedram_gen`)
+              controller's CSR bus, `hw.boards.litedram_gen`)
 ``CSR_READ``  address (4) / the word, 4 bytes
 
 Memory and CSR commands and ``START`` while a program runs are refused with
@@ -52,7 +52,7 @@ __all__ = ["PROTOCOL_VERSION", "BAUD", "Command", "Status", "Register", "ARGUMEN
 
 PROTOCOL_VERSION = 2
 BAUD = 1_000_000
-"""The UART's baud rate: every board's bitstream (`hw.board_table.Board.baud`) and the host's
+"""The UART's baud rate: every board's bitstream (`hw.boards.table.Board.baud`) and the host's
 default (``vdla run --sim board --baud``)."""
 
 
@@ -98,7 +98,7 @@ COUNTER_BYTES = 4
 CSR_BYTES = 4
 
 # INFO's memory byte: 0 for on-chip memory; for a DRAM behind LiteDRAM, 1 + the
-# kind's index in `hw.litedram_gen.MODULES` (new kinds go at its end), with
+# kind's index in `hw.boards.litedram_gen.MODULES` (new kinds go at its end), with
 # MEMORY_PHY set when the controller drives the DRAM's real PHY (a bitstream:
 # the host must bring the DRAM up, `sim.dram_bringup`) rather than the model.
 MEMORY_PHY = 0x80
@@ -106,7 +106,7 @@ MEMORY_PHY = 0x80
 
 def memory_code(dram_kinds: tuple[str, ...], kind: str | None, phy: bool = False) -> int:
     """INFO's memory byte for a board whose memory is the DRAM ``kind`` of
-    ``dram_kinds`` (`hw.litedram_gen.MODULES`' keys), or on chip (None)."""
+    ``dram_kinds`` (`hw.boards.litedram_gen.MODULES`' keys), or on chip (None)."""
     if kind is None:
         return 0
     return 1 + dram_kinds.index(kind) | (MEMORY_PHY if phy else 0)
@@ -162,7 +162,7 @@ def c_header(config: HwConfig | None = None) -> str:
         from vdla.hw.config import PRESETS
         config = PRESETS["default"]
     counters = rtl_counters(config)
-    lines = ["// Generated from vdla/hw/board_protocol.py; do not edit.", "#pragma once",
+    lines = ["// Generated from vdla/hw/boards/protocol.py; do not edit.", "#pragma once",
              f"#define VDLA_BOARD_PROTOCOL_VERSION {PROTOCOL_VERSION}"]
     lines += [f"#define VDLA_BOARD_CMD_{c.name} 0x{c.value:02x}  "
               f"/* {ARGUMENT_BYTES[c]} argument bytes */" for c in Command]

@@ -1,4 +1,4 @@
-"""The board's host link: decodes the UART byte protocol of `hw.board_protocol`.
+"""The board's host link: decodes the UART byte protocol of `hw.boards.protocol`.
 
 Dataflow: bytes arrive on ``rx`` (from `UartReceiver`); the command byte picks
 how many argument bytes follow (`board_protocol.ARGUMENT_BYTES`), which are
@@ -25,9 +25,9 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from vdla.hw import board_protocol as protocol
-from vdla.hw.board_dram import DRAM_KINDS, csr_ports
-from vdla.hw.board_memory import read_latency
+from vdla.hw.boards import protocol
+from vdla.hw.boards.dram import DRAM_KINDS, csr_ports
+from vdla.hw.boards.memory import read_latency
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 from vdla.hw.layouts import log2

@@ -1,14 +1,14 @@
 """The board top: the accelerator, on-chip memory in place of DRAM, a UART host link.
 
 Dataflow: host bytes arrive on ``uart_rx`` (`UartReceiver`), the `HostLink`
-decodes the protocol of `hw.board_protocol`, writes and reads the
+decodes the protocol of `hw.boards.protocol`, writes and reads the
 `OnChipMemory` through its host byte port between programs, sets the
 accelerator's program address and count and pulses its ``start``; while a
 program runs the accelerator's memory port owns the on-chip memory. Replies
 leave on ``uart_tx`` (`UartTransmitter`). ``running`` is for a LED.
 
 Its only ports are ``uart_rx``, ``uart_tx`` and ``running``: the same design
-is placed on an FPGA (`hw.boards` wraps it with a board's pins) and built by
+is placed on an FPGA (`hw.boards.bitstream` wraps it with a board's pins) and built by
 Verilator with a UART model on its pins (`sim.board_sim`), so the host driver
 (`sim.board`) drives both through the same bytes.
 """
@@ -22,10 +22,10 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out, connect
 
 from vdla.hw.accelerator import Accelerator
-from vdla.hw.board_dram import DRAM_KINDS, DramMemory, DramPins
-from vdla.hw.board_host_link import HostLink
-from vdla.hw.board_memory import OnChipMemory
-from vdla.hw.board_uart import UartReceiver, UartTransmitter
+from vdla.hw.boards.dram import DRAM_KINDS, DramMemory, DramPins
+from vdla.hw.boards.host_link import HostLink
+from vdla.hw.boards.memory import OnChipMemory
+from vdla.hw.boards.uart import UartReceiver, UartTransmitter
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import rtl_counters
 
@@ -55,16 +55,16 @@ class BoardTop(wiring.Component):
     memory_bytes : int
         Size of the on-chip memory standing in for DRAM (a power of two).
     memory_kind : str
-        Its RAM (`hw.board_memory.MEMORY_KINDS`), or a DRAM behind LiteDRAM
-        (`hw.board_dram.DRAM_KINDS`: ``memory_bytes`` is then the DRAM's size,
-        and the controller's Verilog, `hw.litedram_gen.litedram_verilog`, goes
+        Its RAM (`hw.boards.memory.MEMORY_KINDS`), or a DRAM behind LiteDRAM
+        (`hw.boards.dram.DRAM_KINDS`: ``memory_bytes`` is then the DRAM's size,
+        and the controller's Verilog, `hw.boards.litedram_gen.litedram_verilog`, goes
         with the design's).
     clocks_per_bit : int
         Clock cycles per UART bit (clock frequency / baud rate).
     core : wiring.Component, optional
         The accelerator (default ``Accelerator(config)``); tests of the board
         flow pass a small stand-in with the same ports.
-    dram_pins : hw.board_dram.DramPins, optional
+    dram_pins : hw.boards.dram.DramPins, optional
         A bitstream's DRAM pins and clock controls (with a DRAM ``memory_kind``):
         the controller drives the DRAM's PHY on them instead of the model.
     """
@@ -128,12 +128,12 @@ class BoardTop(wiring.Component):
 def board_rtlil(config: HwConfig, memory_bytes: int = DEFAULT_MEMORY_BYTES,
                 clocks_per_bit: int = DEFAULT_CLOCKS_PER_BIT, memory_kind: str = "bram") -> str:
     """RTLIL of `BoardTop` (all-zero memory initialisation left out, as in `hw.generate`)."""
-    from vdla.hw.generate import (_strip_zero_memory_init, _without_zero_memory_init,
+    from vdla.hw.generate import (strip_zero_memory_init, without_zero_memory_init,
                                   mark_collision_dont_care)
     top = BoardTop(config, memory_bytes, clocks_per_bit, memory_kind=memory_kind)
-    with _without_zero_memory_init() as skipped:
+    with without_zero_memory_init() as skipped:
         text = rtlil.convert(top, name=BOARD_TOP_NAME, emit_src=False)
-    text = text if skipped else _strip_zero_memory_init(text)
+    text = text if skipped else strip_zero_memory_init(text)
     return mark_collision_dont_care(text) if config.ram_collision_dont_care else text
 
 

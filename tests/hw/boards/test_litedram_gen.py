@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, DramError, _generate
+from vdla.hw.boards.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES, DramError, _generate
 
 DDR3 = MODULES["litedram-ddr3"]
 
@@ -80,7 +80,7 @@ def test_ulx3s_sdram_controller_and_generic_phy():
 
 
 def test_a_dram_without_a_phy_is_refused():
-    from vdla.hw.litedram_gen import DramModule
+    from vdla.hw.boards.litedram_gen import DramModule
     dram = DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f")
     with pytest.raises(DramError) as error:
         _generate(dram, 64, hardware=True)

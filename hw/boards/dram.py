@@ -1,9 +1,9 @@
 """A DRAM behind LiteDRAM in place of the board's on-chip memory: the accelerator's
 memory port and the host link's byte port on one LiteDRAM native user port.
 
-`DramMemory` has the ports of `hw.board_memory.OnChipMemory` plus
+`DramMemory` has the ports of `hw.boards.memory.OnChipMemory` plus
 ``host_busy``, and holds an `Instance` of the controller that
-`hw.litedram_gen.litedram_verilog` generates (LiteDRAM's controller and, in
+`hw.boards.litedram_gen.litedram_verilog` generates (LiteDRAM's controller and, in
 simulation, its DRAM module model). LiteDRAM's native port moves one port
 word per command: a bus word, or (the ECPIX-5's DDR3 at 1:2: 128 bits, one
 BL8 burst of 16 bits) a controller word of ``lanes`` bus words. One state
@@ -29,7 +29,7 @@ machine turns each burst into commands:
   byte read one port-word read whose word is kept for ``host_rdata``.
   ``host_busy`` is high from the cycle after ``host_write``/``host_read``
   until the access is done; the host link waits for it
-  (`hw.board_host_link`).
+  (`hw.boards.host_link`).
 
 The controller's CSR bus (``csr_addr``, ``csr_write``, ``csr_wdata``,
 ``csr_rdata``: LiteX's, word addressed, one cycle per access, read data the
@@ -39,7 +39,7 @@ sequence and read leveling through it (`sim.dram_bringup`).
 In simulation the controller drives LiteDRAM's DRAM module model; for a
 bitstream (``pins`` given, `DramPins`) it drives the DRAM's real PHY on the
 board's pins (`board_pin`), in the clock domains the PHY names, which the
-board's clock generator makes (`hw.boards`; the ECP5 DDR3 PHY's ``sys2x`` and
+board's clock generator makes (`hw.boards.bitstream`; the ECP5 DDR3 PHY's ``sys2x`` and
 ``init``), and passes it the PHY's controls (the ECP5 DDR3 PHY stops and
 resets the ``sys2x`` clock during its start-up).
 
@@ -58,10 +58,10 @@ from amaranth.lib import io, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from vdla.hw.board_memory import memory_ports
+from vdla.hw.boards.memory import memory_ports
 from vdla.hw.config import HwConfig
 from vdla.hw.layouts import burst_beats_bits, log2
-from vdla.hw.litedram_gen import (CSR_ADDRESS_BITS, CSR_DATA_BITS, LITEDRAM_PHY_TOP_NAME,
+from vdla.hw.boards.litedram_gen import (CSR_ADDRESS_BITS, CSR_DATA_BITS, LITEDRAM_PHY_TOP_NAME,
                                   LITEDRAM_TOP_NAME, MODULES, litedram_verilog)
 
 __all__ = ["DramMemory", "DramPins", "DRAM_KINDS", "READ_FIFO_DEPTH", "board_pin", "csr_ports"]
@@ -89,7 +89,7 @@ class DramPins:
         ``ddr3`` or ``sdram``); the PHY drives the pins themselves.
     controls : dict of str to Signal
         The PHY's outputs to the board's clock generator, by name
-        (`hw.litedram_gen.PhyKind.controls`: the ECP5 DDR3 PHY's ``eclk_stop``
+        (`hw.boards.litedram_gen.PhyKind.controls`: the ECP5 DDR3 PHY's ``eclk_stop``
         and ``eclk_reset``).
     """
 
@@ -121,10 +121,10 @@ class DramMemory(wiring.Component):
     ----------
     config : HwConfig
     kind : str
-        One of `DRAM_KINDS` (`hw.litedram_gen.MODULES`).
+        One of `DRAM_KINDS` (`hw.boards.litedram_gen.MODULES`).
     pins : DramPins, optional
         A bitstream's DRAM pins: the controller then drives the DRAM's PHY
-        (`hw.litedram_gen.LITEDRAM_PHY_TOP_NAME`) instead of the model.
+        (`hw.boards.litedram_gen.LITEDRAM_PHY_TOP_NAME`) instead of the model.
     """
 
     def __init__(self, config: HwConfig, kind: str, pins: DramPins | None = None):

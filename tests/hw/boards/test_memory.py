@@ -1,4 +1,4 @@
-"""`hw.board_memory.OnChipMemory`'s make-up (its behaviour is tested through the
+"""`hw.boards.memory.OnChipMemory`'s make-up (its behaviour is tested through the
 board top: tests/runtime/test_board.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 from amaranth.back import rtlil
 
-from vdla.hw.board_memory import SPRAM_WORDS, OnChipMemory, read_latency
+from vdla.hw.boards.memory import SPRAM_WORDS, OnChipMemory, read_latency
 from vdla.hw.config import PRESETS
 
 

@@ -2,7 +2,7 @@
 
 A `Board` names an `amaranth-boards` platform, the config preset that fits
 it (`hw.config.PRESETS`), its memory and the UART's baud rate.
-`build_bitstream` wraps `hw.board_top.BoardTop` with the board's UART pins
+`build_bitstream` wraps `hw.boards.top.BoardTop` with the board's UART pins
 and a LED (lit while a program runs) and runs the platform's build with the
 YoWASP tools (yosys, nextpnr, ecppack / icepack), so a bitstream needs
 nothing beyond ``pip install``. The design runs on the board's PLL, which
@@ -14,7 +14,7 @@ board's clock is one its preset's routed board top meets
 
 The memory is the board's DRAM where `Board.dram` names one (the ECPIX-5's
 DDR3, the ULX3S's SDRAM): LiteDRAM's controller with the DRAM's PHY on the board's pins
-(`hw.litedram_gen`, `hw.board_dram`), clocked as LiteX clocks it; else
+(`hw.boards.litedram_gen`, `hw.boards.dram`), clocked as LiteX clocks it; else
 on-chip memory standing in for DRAM.
 
 The host talks to the bitstream with `sim.board` (``vdla run --sim board
@@ -37,10 +37,10 @@ from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, S
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-from vdla.hw.board_dram import DramPins
-from vdla.hw.board_table import BOARDS, Board
-from vdla.hw.board_top import BoardTop
-from vdla.hw.litedram_gen import MODULES, litedram_verilog
+from vdla.hw.boards.dram import DramPins
+from vdla.hw.boards.table import BOARDS, Board
+from vdla.hw.boards.top import BoardTop
+from vdla.hw.boards.litedram_gen import MODULES, litedram_verilog
 from vdla.hw.config import HwConfig
 from vdla.hw.synth import SynthError, nextpnr_options, script_after_read, synth_options, \
     tool_path, yowasp_env
@@ -281,11 +281,11 @@ def build_bitstream(board: Board | str, output: Path, config: HwConfig | None = 
                          f"timings and PHY settings are for that clock), not {clock_mhz:g}")
     platform = board.platform_instance()
     began = time.monotonic()
-    # As in `hw.board_top.board_rtlil`: no all-zero memory initialisation, which
+    # As in `hw.boards.top.board_rtlil`: no all-zero memory initialisation, which
     # iCE40 single-port RAMs cannot take (Yosys would fall back to block RAM).
-    from vdla.hw.generate import _without_zero_memory_init, mark_collision_dont_care
+    from vdla.hw.generate import without_zero_memory_init, mark_collision_dont_care
     with tempfile.TemporaryDirectory(prefix="vdla-bitstream-") as build_dir, _yowasp_tools(), \
-            _without_zero_memory_init():
+            without_zero_memory_init():
         try:
             # nextpnr with the options `hw.synth` places the board with (ECP5: static
             # placer, the board's router).

@@ -1,4 +1,4 @@
-"""`hw.boards`: a board's bitstream of the board top, through the YoWASP tools."""
+"""`hw.boards.bitstream`: a board's bitstream of the board top, through the YoWASP tools."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vdla.hw.board_table import BOARDS
-from vdla.hw.boards import build_bitstream
+from vdla.hw.boards.table import BOARDS
+from vdla.hw.boards.bitstream import build_bitstream
 from vdla.hw.config import PRESETS
 from vdla.hw.synth import SynthError
 from tests.rtl.standin import StandIn
@@ -34,7 +34,7 @@ def test_icebreaker_bitstream_of_the_board_top(tmp_path):
     ("ulx3s-85f", 2000, "no ecp5 PLL makes 2000 MHz from 25 MHz"),
 ])
 def test_impossible_pll_frequencies(board, output_mhz, message):
-    from vdla.hw.boards import pll_verilog
+    from vdla.hw.boards.bitstream import pll_verilog
     input_mhz = BOARDS[board].platform_instance().default_clk_frequency / 1e6
     with pytest.raises(SynthError, match=message):
         pll_verilog(BOARDS[board], input_mhz, output_mhz)
@@ -42,7 +42,7 @@ def test_impossible_pll_frequencies(board, output_mhz, message):
 
 @pytest.mark.parametrize("board", list(BOARDS))
 def test_pll_of_each_board(board):
-    from vdla.hw.boards import pll_verilog
+    from vdla.hw.boards.bitstream import pll_verilog
     chosen = BOARDS[board]
     input_mhz = chosen.platform_instance().default_clk_frequency / 1e6
     text = pll_verilog(chosen, input_mhz, chosen.clock_mhz)
@@ -82,7 +82,7 @@ def test_board_reset_is_released_through_a_synchroniser():
     through a `ResetSynchronizer` (two flip-flops with an asynchronous reset), not
     straight into the flip-flops' synchronous reset."""
     from amaranth.back import rtlil
-    from vdla.hw.boards import board_design
+    from vdla.hw.boards.bitstream import board_design
     board, config = BOARDS["icebreaker"], PRESETS["tiny"]
     text = rtlil.convert(board_design(board, config, core=StandIn(config)),
                          platform=board.platform_instance(), ports=[])
@@ -94,7 +94,7 @@ def test_board_reset_is_released_through_a_synchroniser():
 def _build_plan(board, config, core):
     """The files of ``board``'s bitstream build, without running a tool."""
     import tempfile
-    from vdla.hw.boards import board_design
+    from vdla.hw.boards.bitstream import board_design
     with tempfile.TemporaryDirectory() as build_dir:
         return board.platform_instance().build(board_design(board, config, core), name="top",
                                                build_dir=build_dir, do_build=False,
@@ -107,9 +107,9 @@ def test_ecpix5_bitstream_reaches_the_ddr3_through_litedrams_phy():
     it (PLL at twice the design clock -> ECLKSYNCB -> CLKDIVF), and INFO tells the
     host to bring the DRAM up."""
     import re
-    from vdla.hw.board_host_link import info_bytes
-    from vdla.hw.board_protocol import MEMORY_PHY
-    from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
+    from vdla.hw.boards.host_link import info_bytes
+    from vdla.hw.boards.protocol import MEMORY_PHY
+    from vdla.hw.boards.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
     board = BOARDS["ecpix5-85f"]
     config = board.config
     assert board.dram == "litedram-ddr3" and MODULES[board.dram].clock_hz == board.clock_mhz * 1e6
@@ -150,7 +150,7 @@ def test_ulx3s_bitstream_reaches_the_sdram_through_litedrams_generic_phy():
     register on a PLL output 90 degrees after the design's, as litex-boards'
     ULX3S CRG makes it."""
     import re
-    from vdla.hw.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
+    from vdla.hw.boards.litedram_gen import LITEDRAM_PHY_TOP_NAME, MODULES
     board = BOARDS["ulx3s-85f"]
     config = board.config
     assert board.dram == "litedram-sdram" and MODULES[board.dram].phy == "GENSDRPHY"

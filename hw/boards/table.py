@@ -2,7 +2,7 @@
 
 A table of facts below the two parts that read it: the synthesis flow
 (`hw.synth`, which places a board preset as its board top on its board's
-part) and the bitstream build (`hw.boards`).
+part) and the bitstream build (`hw.boards.bitstream`).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from vdla.hw.board_protocol import BAUD
-from vdla.hw.board_top import board_rtlil
+from vdla.hw.boards.protocol import BAUD
+from vdla.hw.boards.top import board_rtlil
 from vdla.hw.config import PRESETS, HwConfig
 
 __all__ = ["Board", "BOARDS"]
@@ -43,13 +43,13 @@ class Board:
         The platform resource lit while a program runs; ``resource.subsignal`` for
         one colour of an RGB LED (``rgb_led.g``).
     memory_kind : str
-        The RAM of that memory (`hw.board_memory.MEMORY_KINDS`).
+        The RAM of that memory (`hw.boards.memory.MEMORY_KINDS`).
     router : str or None
         nextpnr's router for this board's designs (None: the family's,
         `hw.synth.parts.FAMILIES`); place and route and the bitstream use it.
     dram : str or None
         The board's DRAM that its bitstream reaches through LiteDRAM and the
-        DRAM's PHY (a `hw.litedram_gen.MODULES` kind, at this board's clock),
+        DRAM's PHY (a `hw.boards.litedram_gen.MODULES` kind, at this board's clock),
         in place of the on-chip memory; None: the bitstream has the on-chip
         memory. `rtlil` (the placement estimate of `hw.synth`) keeps the
         on-chip memory either way.
@@ -102,11 +102,11 @@ class Board:
 
 
 BOARDS: dict[str, Board] = {board.name: board for board in (
-    # Its bitstream has the board's 32 MiB SDRAM through LiteDRAM (`hw.litedram_gen`).
+    # Its bitstream has the board's 32 MiB SDRAM through LiteDRAM (`hw.boards.litedram_gen`).
     Board("ulx3s-85f", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ulx3s", 128 * 1024,
           BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0, dram="litedram-sdram"),
     # The same core on the ECPIX-5's speed-8 part (benchmarks/README.md, "ECPIX-5"),
-    # its bitstream with the board's 512 MiB DDR3 through LiteDRAM (`hw.litedram_gen`),
+    # its bitstream with the board's 512 MiB DDR3 through LiteDRAM (`hw.boards.litedram_gen`),
     # at 80 MHz: with the controller and PHY the board top routed at 90.9-94.7 MHz
     # at a 100 MHz goal, 83.9-89.9 at 85 (three placements each), so it runs at 80
     # (benchmarks/README.md, "The boards' bitstreams with their DRAMs").

@@ -1,6 +1,6 @@
-"""The board top with its memory behind LiteDRAM (`hw.board_dram`), simulated whole.
+"""The board top with its memory behind LiteDRAM (`hw.boards.dram`), simulated whole.
 
-The controller and the DRAM module model are LiteDRAM's (`hw.litedram_gen`),
+The controller and the DRAM module model are LiteDRAM's (`hw.boards.litedram_gen`),
 for each memory kind of its table: the ULX3S's SDRAM, and the ECPIX-5's DDR3
 with the ECP5 DDR3 PHY's settings (1:2, a 128-bit controller word holding
 several bus words, which `DramMemory` picks apart). The host driver talks to
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from vdla.compiler import Conv2d, compile_op
-from vdla.hw.board_table import BOARDS
+from vdla.hw.boards.table import BOARDS
 from vdla.hw.config import PRESETS
-from vdla.hw.litedram_gen import (LITEDRAM_TOP_NAME, MODULES, PHYS, DramError, DramModule,
+from vdla.hw.boards.litedram_gen import (LITEDRAM_TOP_NAME, MODULES, PHYS, DramError, DramModule,
                                   _generate, litedram_verilog)
 from vdla.sim.board import BoardError, BoardLink
 from vdla.runtime.runner import AccelRunner

@@ -6,7 +6,7 @@ boards' DRAMs (`MODULES`: the module, its PHY's settings, the rate and the
 clock), with one native user port as wide as the accelerator's DRAM bus or
 the controller's word, whichever is wider (LiteDRAM's converter splits a bus
 word into the SDRAM's 16-bit words; a DDR3 controller word of 128 bits, one
-BL8 burst, holds two 64-bit bus words, which `hw.board_dram` picks apart:
+BL8 burst, holds two 64-bit bus words, which `hw.boards.dram` picks apart:
 LiteDRAM's up-converter would keep only one controller read in flight), and
 for simulation LiteDRAM's
 `SDRAMPHYModel` behind it: the DRAM module model, whose banks keep their
@@ -116,7 +116,7 @@ class DramModule:
         The controller's clock (the board's design clock): the module's timings
         in cycles, the refresh interval among them, derive from it.
     board : str
-        The board it is on (a `hw.board_table.BOARDS` name, whose clock is
+        The board it is on (a `hw.boards.table.BOARDS` name, whose clock is
         ``clock_hz``).
     phy : str or None
         The LiteDRAM PHY (a `PHYS` name) whose settings the model takes: its
@@ -140,10 +140,10 @@ class DramModule:
         return cls.nbanks * cls.nrows * cls.ncols * self.data_bits // 8
 
 
-# The table of memory kinds (`hw.board_dram.DRAM_KINDS`, ``--board-memory``).
+# The table of memory kinds (`hw.boards.dram.DRAM_KINDS`, ``--board-memory``).
 MODULES = {
     # The ULX3S's 32 MB SDRAM (litex-boards' ulx3s target: MT48LC16M16, 16
-    # bits, GENSDRPHY), at the ULX3S board's 50 MHz (`hw.board_table`).
+    # bits, GENSDRPHY), at the ULX3S board's 50 MHz (`hw.boards.table`).
     "litedram-sdram": DramModule("MT48LC16M16", "SDR", 16, "1:1", 50e6, "ulx3s-85f",
                                  phy="GENSDRPHY"),
     # The ECPIX-5's 512 MB DDR3 (litex-boards' ecpix5 target: MT41K256M16, 16
@@ -174,7 +174,7 @@ def _ecp5_ddr3_phy(dram: DramModule, module):
 def _sdram_phy(dram: DramModule, module):
     """LiteDRAM's generic SDR PHY (`GENSDRPHY`, registers in the I/O cells) and its
     pads (``a``, ``ba``, ``cs_n``, ``cke``, ``ras_n``, ``cas_n``, ``we_n``, ``dq``,
-    ``dm``; the SDRAM's clock is the board's, `hw.boards`)."""
+    ``dm``; the SDRAM's clock is the board's, `hw.boards.bitstream`)."""
     from litedram.phy.gensdrphy import GENSDRPHY
     from migen import Record
     geometry = module.geom_settings
