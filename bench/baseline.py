@@ -16,7 +16,7 @@ from typing import Any
 from vdla.bench.records import BenchResult
 from vdla.bench.suite import BENCHMARKS, BenchError
 from vdla.hw.config import HwConfig
-from vdla.hw.records import FRACTION, POSITIVE, Field, check_fields, parse_json, read_record_text
+from vdla.records import FRACTION, POSITIVE, Field, check_fields, parse_json, read_record_text
 
 __all__ = ["BASELINE_TOLERANCE", "BaselineEntry", "BaselineCheck", "baseline_path",
            "make_baseline", "load_baseline", "check_baseline_target", "write_baseline",

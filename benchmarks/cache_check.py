@@ -1,7 +1,7 @@
 """What the build cache's check costs on a hit: ms per load of an RTL model and a cpu kernel.
 
 Every cache hit verifies the files it hands out against the size and SHA-256
-recorded when they were built (`hw.cache`). This times, on entries already in
+recorded when they were built (`vdla.cache`). This times, on entries already in
 the cache (building them first if needed):
 
 * the RTL model of ``--config``: `sim.rtl.build.build_model` on a hit (its
@@ -33,7 +33,7 @@ from pathlib import Path
 from vdla.compiler.cpu.build import build_library
 from vdla.compiler.cpu.kernel import CpuKernel
 from vdla.compiler.workloads import resnet18_layer
-from vdla.hw import cache
+from vdla import cache
 from vdla.hw.config import load_config
 from vdla.sim.rtl.build import build_model
 
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def hit_and_check_ms(call, repeat: int) -> tuple[float, float]:
-    """Median ms of ``call()``, and of the verification it does (`hw.cache`'s check, timed)."""
+    """Median ms of ``call()``, and of the verification it does (`vdla.cache`'s check, timed)."""
     original, checking = cache._verified, [0.0]
 
     def timed(directory):

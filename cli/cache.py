@@ -1,12 +1,12 @@
 """``vdla cache``: the build cache's size by kind, and pruning it by age or to a size.
 
-Without options it prints the cache root (`hw.cache.cache_root`), each kind's
-size (`hw.cache.KINDS`) and how many of its items could be removed.
+Without options it prints the cache root (`vdla.cache.cache_root`), each kind's
+size (`vdla.cache.KINDS`) and how many of its items could be removed.
 ``--older-than DAYS`` removes what was not used for that many days,
 ``--max-size SIZE`` the least recently used items until the cache holds at
 most SIZE; ``--dry-run`` lists what would go and removes nothing; ``--json``
 prints the report as JSON. Whatever goes is built again when next needed;
-`hw.cache` says what is never removed (an entry being built, Fmax records,
+`vdla.cache` says what is never removed (an entry being built, Fmax records,
 anything that is not vdla's) and how an entry is removed without a reader
 ever seeing half of it.
 """
@@ -57,7 +57,7 @@ def _items(items) -> list[dict]:
 
 
 def _report(usage, pruned) -> dict:
-    from vdla.hw.cache import KINDS
+    from vdla.cache import KINDS
     report = {"root": str(usage.root), "bytes": usage.bytes,
               "kinds": {name: {"what": KINDS.get(name, "not vdla's: left alone"), "bytes": size,
                                "items": count}
@@ -70,7 +70,7 @@ def _report(usage, pruned) -> dict:
 
 
 def _usage_lines(usage) -> list[str]:
-    from vdla.hw.cache import KINDS
+    from vdla.cache import KINDS
     if not usage.kinds:
         return [f"cache {usage.root}: empty"]
     lines = [f"cache {usage.root}: {human(usage.bytes)}"]
@@ -113,7 +113,7 @@ def _pruned_lines(pruned, max_bytes) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def command(older_than, max_size, dry_run, as_json):
     """Show the build cache's size by kind, or prune it."""
-    from vdla.hw import cache
+    from vdla import cache
     if older_than is not None and older_than < 0:
         fail(f"--older-than: must be 0 or more days, got {older_than:g}")
     if dry_run and older_than is None and max_size is None:

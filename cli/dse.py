@@ -28,7 +28,7 @@ def default_log(space, workloads) -> Path:
     """The log of a sweep when ``--log`` is not given: in the cache folder (never in the
     folder the command runs in, which may be a repository), named for the sweep (its
     space and layers), so the same command with ``--resume`` continues it."""
-    from vdla.hw.cache import cache_root
+    from vdla.cache import cache_root
     sweep = repr((space, [(w.name, w.op.describe()) for w in workloads])).encode()
     return cache_root() / "dse" / f"{hashlib.sha256(sweep).hexdigest()[:16]}.jsonl"
 

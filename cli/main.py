@@ -33,7 +33,7 @@ def _write_traceback(error: BaseException) -> str:
     import time
     import traceback
     text = "".join(traceback.format_exception(error))
-    from vdla.hw.cache import cache_root
+    from vdla.cache import cache_root
     for folder in (cache_root() / "crash", Path(tempfile.gettempdir())):
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ class HostTarget:
     dtypes_of : callable
         ``mode -> {tensor name: numpy dtype}``.
     schedule_type : type
-        A `hw.records.JsonRecord` whose ``from_dict`` raises `ScheduleError`.
+        A `vdla.records.JsonRecord` whose ``from_dict`` raises `ScheduleError`.
     generate : callable
         ``(op, mode, schedule) -> source``, deterministic.
     records : dict of str to (callable, str)

@@ -23,7 +23,7 @@ __all__ = ["KnobSpace"]
 class KnobSpace:
     """Mixin for a space with ``knobs`` (``((name, options), ...)``) of ``schedule_type``.
 
-    ``schedule_type`` is a `hw.records.JsonRecord` whose fields include every knob.
+    ``schedule_type`` is a `vdla.records.JsonRecord` whose fields include every knob.
     """
 
     knobs: tuple[tuple[str, tuple], ...]

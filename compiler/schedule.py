@@ -44,7 +44,7 @@ from typing import ClassVar, NamedTuple
 from vdla.compiler.errors import ScheduleError
 from vdla.compiler.ops import ConvGeometry
 from vdla.hw.config import HwConfig
-from vdla.hw.records import JsonRecord
+from vdla.records import JsonRecord
 from vdla.ints import ceil_div
 
 __all__ = ["Schedule", "TilePlan", "AXES", "plan_tiles", "load_schedule", "compact_axes",

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from vdla.errors import VdlaError
 from vdla.hw import isa
-from vdla.hw.records import JsonRecord, read_record_text
+from vdla.records import JsonRecord, read_record_text
 from vdla.ints import ceil_div
 
 __all__ = ["HwConfig", "ConfigError", "PRESETS", "load_config", "SRAM_KINDS", "ELEMENT_KINDS",

@@ -14,7 +14,7 @@ every row is zero (a scoped patch of the private
 RTLIL text instead, slower but the same result). Pass
 ``keep_memory_init=True`` to get Amaranth's unmodified output.
 
-`cached_verilog` memoises the text in the one build cache (`hw.cache`,
+`cached_verilog` memoises the text in the one build cache (`vdla.cache`,
 kind ``verilog``), which verifies it before every read: a truncated or
 edited file is generated again, never handed to Verilator.
 """
@@ -32,8 +32,8 @@ from amaranth.back.verilog import _convert_rtlil_text
 
 from vdla.hw.accelerator import Accelerator
 from vdla.hw.banked_memory import NO_RW_CHECK
-from vdla.hw import cache
-from vdla.hw.cache import tool_cache_environment
+from vdla import cache
+from vdla.cache import tool_cache_environment
 from vdla.hw.config import HwConfig
 
 __all__ = ["verilog", "cached_verilog", "hw_source_digest", "verilog_digest", "TOP_NAME",
@@ -194,7 +194,7 @@ def verilog_digest(config: HwConfig) -> str:
 def cached_verilog(config: HwConfig) -> str:
     """`verilog` of ``config``, generated once per design and config.
 
-    A `hw.cache` entry keyed by the config hash and `hw_source_digest`, so
+    A `vdla.cache` entry keyed by the config hash and `hw_source_digest`, so
     an edited design is never served stale, and checked against its
     recorded size and SHA-256 on every read.
     """

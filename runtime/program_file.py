@@ -37,7 +37,7 @@ from vdla.errors import VdlaError
 from vdla.hw import isa
 from vdla.hw.config import ConfigError, HwConfig
 from vdla.files import write_atomic
-from vdla.hw.records import parse_json
+from vdla.records import parse_json
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import FORMAT_VERSION, PROGRAM_TARGETS, Program, TensorRegion
 from vdla.runtime.verify import MAX_DRAM_BYTES, verify_plan

@@ -3,7 +3,7 @@ that is a simulation.
 
 `build_board_model` turns `hw.boards.top.board_verilog` and ``board_uart.cpp``
 (the UART model and a C ABI) into a shared library, an entry of the one build
-cache like the RTL tier's models (`hw.cache.get_or_build`, kind ``board``,
+cache like the RTL tier's models (`vdla.cache.get_or_build`, kind ``board``,
 keyed by the hw sources, the harness, the flags and the Verilator version),
 so the library is checked against its recorded size and SHA-256 before every
 load and rebuilt when damaged. `SimulatedBoard` loads it and offers the transport interface of
@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 from vdla.hw.config import HwConfig
 from vdla.sim.rtl.build import RtlBuildError
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, verilator_version

@@ -47,7 +47,7 @@ from importlib import resources
 from pathlib import Path
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 from vdla.hw.config import HwConfig
 from vdla.sim.rtl.toolchain import check_toolchain, verilator_bin, verilator_env, \
     verilator_version

@@ -102,7 +102,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 @functools.lru_cache(maxsize=None)
 def _machine(threads: int) -> str:
     from vdla.compiler.cpu.build import compiler_flags, compiler_version, cpu_model
-    from vdla.hw.cache import cpu_fingerprint
+    from vdla.cache import cpu_fingerprint
     return (f"{cpu_model()} [{cpu_fingerprint()}]; {compiler_version()} "
             f"{' '.join(compiler_flags())}; threads {threads}; {MODE}; median of "
             f"{TIMED_RUNS} calls")

@@ -32,7 +32,7 @@ from vdla.compiler.workloads import Workload
 from vdla.errors import VdlaError
 from vdla.hw.config import PRESETS, ConfigError, HwConfig
 from vdla.hw.generate import verilog_digest
-from vdla.hw.records import (AMOUNT, COUNT, OBJECT, TEXT, check_fields, optional, parse_json,
+from vdla.records import (AMOUNT, COUNT, OBJECT, TEXT, check_fields, optional, parse_json,
                              read_record_text)
 
 __all__ = ["DseError", "DesignSpace", "load_space", "evaluate_config", "run_dse",

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 from vdla.compiler.schedule import Schedule
 from vdla.files import bounded_lines
 from vdla.hw.config import HwConfig
-from vdla.hw.records import AMOUNT, FLAG, OBJECT, TEXT, check_fields, optional
+from vdla.records import AMOUNT, FLAG, OBJECT, TEXT, check_fields, optional
 from vdla.tune.target import Measurement, TuneError, get_target
 
 __all__ = ["LOG_VERSION", "workload_key", "design_digest", "measurement_key", "make_record",

@@ -3,7 +3,11 @@
 The repository keeps each part in a folder at its top; installed, they are the
 sub-packages of this one namespace, in layers (`vdla.layers`; bottom first):
 
-- `vdla.hw`: the configuration, the instruction set and the Amaranth RTL;
+- `vdla.errors`, `vdla.files`, `vdla.ints`, `vdla.cache`, `vdla.records`: what
+  every part uses (the error base, file reads and writes, integer helpers, the
+  one build cache, checked JSON records);
+- `vdla.hw`: the configuration, the instruction set and the Amaranth RTL of the
+  core; the boards (`vdla.hw.boards`) and synthesis (`vdla.hw.synth`);
 - `vdla.sim`: the program checker and the simulation backends (fsim, Verilator, board);
 - `vdla.runtime`: tensor layouts, program files and `AccelRunner`;
 - `vdla.compiler`: layer definitions, schedules, loop IR, passes and code

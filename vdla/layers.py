@@ -21,8 +21,10 @@ __all__ = ["LAYERS", "layer_of"]
 
 # (layer, modules it holds, what it is), bottom first.
 LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("utilities", ("vdla", "vdla.errors", "vdla.files", "vdla.ints", "vdla.layers"),
-     "the namespace root, the error base, safe file reads and writes, integer helpers, this table"),
+    ("utilities", ("vdla", "vdla.errors", "vdla.files", "vdla.ints", "vdla.cache", "vdla.records",
+                   "vdla.layers"),
+     "the namespace root, the error base, safe file reads and writes, integer helpers, "
+     "the build cache, JSON records, this table"),
     ("hw", ("vdla.hw",),
      "the configuration, the instruction set, the Amaranth RTL, synthesis, boards"),
     ("sim", ("vdla.sim",),

@@ -1,9 +1,9 @@
 """Compile generated C with the system compiler into a cached shared library.
 
-A library is an entry of the one build cache (`hw.cache.get_or_build`, kind
+A library is an entry of the one build cache (`vdla.cache.get_or_build`, kind
 ``cpu``) whose key digests the C source, the compiler's version and the flags;
 flags with ``-march=native`` tie a library to this CPU, so the key then
-includes `hw.cache.cpu_fingerprint` as the RTL model's does. The cache checks
+includes `vdla.cache.cpu_fingerprint` as the RTL model's does. The cache checks
 the library's recorded size and SHA-256 every time `build_library` hands it
 out, so a replaced, truncated or zeroed ``kernel.so`` is rebuilt before
 ctypes could load it; builds run under a per-key lock and are published
@@ -25,8 +25,8 @@ import subprocess
 from pathlib import Path
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
-from vdla.hw.cache import cpu_fingerprint
+from vdla import cache
+from vdla.cache import cpu_fingerprint
 
 __all__ = ["CpuBuildError", "build_library", "cpu_features", "compiler_flags", "compiler_version",
            "cpu_model", "cache_dir", "FLAG_SETS"]

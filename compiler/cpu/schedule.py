@@ -29,7 +29,7 @@ from typing import ClassVar, Iterator
 
 from vdla.compiler.errors import ScheduleError, check_mode
 from vdla.compiler.knobs import KnobSpace
-from vdla.hw.records import JsonRecord
+from vdla.records import JsonRecord
 from vdla.compiler.ops import _ConvOutput
 from vdla.ints import ceil_div
 

@@ -33,7 +33,7 @@ from vdla.compiler.gpu.codegen import ELEMENT_TYPES, KERNEL_NAME, generate_op_cu
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 from vdla.compiler.gpu.tiling import Tiling
 
 __all__ = ["EmulatedKernel", "emulate", "EmulationError"]

@@ -5,7 +5,7 @@ needs neither: nvcc (``$VDLA_NVCC``, else ``nvcc`` on PATH, else
 ``/usr/local/cuda/bin/nvcc``) turns the CUDA C into a cubin for a named
 architecture (``sm_90a``, the H100, by default) and ``-Xptxas -v`` reports the
 registers, shared memory, spills and barriers of the kernel. Reports are
-entries of the one build cache (`hw.cache.get_or_build`, kind ``gpu/nvcc``,
+entries of the one build cache (`vdla.cache.get_or_build`, kind ``gpu/nvcc``,
 keyed by the source, the architecture and nvcc's version), verified before
 every read.
 """
@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 
 __all__ = ["NvccError", "PtxasReport", "find_nvcc", "nvcc_version", "compile_cubin"]
 

@@ -26,7 +26,7 @@ from typing import ClassVar, Iterator
 
 from vdla.compiler.cpu.schedule import CpuProblem
 from vdla.compiler.errors import ScheduleError, check_mode
-from vdla.hw.records import JsonRecord
+from vdla.records import JsonRecord
 from vdla.ints import ceil_div
 
 __all__ = ["GpuSchedule", "gpu_knob_space", "estimate_gpu_cost", "default_gpu_schedule",

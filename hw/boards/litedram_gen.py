@@ -33,7 +33,7 @@ controller, port and CSR bus in front of the DRAM's real PHY (`PHYS`: the ECP5
 DDR3 PHY), with the DRAM's pins and the PHY's clocks as ports.
 
 The Verilog is deterministic (Migen names signals from the Python code) and
-cached by `hw.cache.get_or_build` (kind ``verilog``), keyed by the table's
+cached by `vdla.cache.get_or_build` (kind ``verilog``), keyed by the table's
 entry, the width and the LiteDRAM/LiteX/Migen versions.
 """
 
@@ -45,7 +45,7 @@ from collections.abc import Callable
 from importlib import metadata
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 
 __all__ = ["DramError", "DramModule", "MODULES", "PHYS", "PhyKind", "GeneratedController",
            "LITEDRAM_TOP_NAME", "LITEDRAM_PHY_TOP_NAME", "dram_settings", "litedram_verilog",

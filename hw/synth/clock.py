@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vdla.hw import cache
+from vdla import cache
 from vdla.hw.config import HwConfig
 from vdla.hw.synth.reports import SynthReport
 

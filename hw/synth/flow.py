@@ -23,7 +23,7 @@ Two depths of answer:
     board top. A design that cannot fit is refused first (`hw.synth.fit`,
     `check_config_fits`), in seconds.
 
-Results are entries of the one build cache (`hw.cache`, kind ``synth``,
+Results are entries of the one build cache (`vdla.cache`, kind ``synth``,
 verified before every read), keyed by a digest of the RTLIL text, the target,
 part, stage, clock goal, the tool versions and this module's recipe
 version, so asking twice costs nothing and an edited design is
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vdla.hw import cache
+from vdla import cache
 from vdla.hw.config import HwConfig
 from vdla.hw.synth.clock import record_fmax
 from vdla.hw.synth.fit import FitEstimate, check_fits, estimate_rtlil

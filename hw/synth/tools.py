@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
+from vdla import cache
 
 __all__ = ["SynthError", "yowasp_env", "tool_path", "tool_versions", "run", "keep_tail",
            "uncompiled", "first_run_note", "progress_on_stderr", "WASM"]

@@ -5,7 +5,7 @@ Verilator on it together with ``harness.cpp`` (the DRAM model of the config's
 memory system, `hw.config.MemorySystem`, and the C ABI) and links one shared
 library that `sim.rtl.backend` loads through ctypes.
 
-Caching. A model is an entry of the one build cache (`hw.cache.get_or_build`,
+Caching. A model is an entry of the one build cache (`vdla.cache.get_or_build`,
 kind ``rtl``) whose key digests the config hash, the Verilog text, the
 harness source, the memory system's parameters, the trace flag, the
 Verilator version and the build flags.
@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Callable
 
 from vdla.errors import VdlaError
-from vdla.hw import cache
-from vdla.hw.cache import cpu_fingerprint
+from vdla import cache
+from vdla.cache import cpu_fingerprint
 from vdla.hw.config import HwConfig
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY, RTL_STATUS, rtl_counters
 from vdla.sim.rtl.toolchain import check_toolchain, make_flags, verilator_bin, verilator_env, \

@@ -1,7 +1,7 @@
 """The binding over one built Verilator model: `RtlModel`, through ctypes.
 
 `RtlModel` loads a model's shared library (once per path, after checking the
-cache entry it came from: `hw.cache.entry_problem`), declares the C ABI of
+cache entry it came from: `vdla.cache.entry_problem`), declares the C ABI of
 ``harness.cpp`` and wraps one instance of the design, its DRAM model and the
 host interface: DRAM in and out, start and step, counters, status outputs,
 memory statistics, activity records and waveforms. It knows nothing of
@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from vdla.hw.cache import entry_problem
+from vdla.cache import entry_problem
 from vdla.hw.counters import ACTIVITY_STATES
 from vdla.sim.rtl.build import ModelBuild, RtlBuildError, RunStatus
 

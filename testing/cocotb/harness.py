@@ -2,7 +2,7 @@
 
 `build(name, verilog)` writes the Verilog (generated from Amaranth by the
 caller) and a Verilator control file into an entry of the one build cache
-(`hw.cache.get_or_build`, kind ``cocotb``) keyed by the content hash of
+(`vdla.cache.get_or_build`, kind ``cocotb``) keyed by the content hash of
 everything that shapes the model, and builds it with cocotb's Verilator
 runner once: later sessions (and other pytest-xdist workers, which wait on
 the key's lock) reuse it, after checking the simulator binary against its
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from vdla.hw import cache
+from vdla import cache
 
 BENCH_PACKAGE = "vdla.testing.cocotb"
 LINT_FLAGS = ["-Wno-fatal", "-Wno-WIDTH", "-Wno-UNOPTFLAT", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY",

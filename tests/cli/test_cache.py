@@ -1,5 +1,5 @@
 """``vdla cache``: the cache's size by kind, pruning by age or to a size, its errors
-(the pruning itself: tests/hw/test_cache_prune.py)."""
+(the pruning itself: tests/test_cache_prune.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from vdla.cli.cache import Size, command as cache_command, human
-from vdla.hw import cache
+from vdla import cache
 from tests.cli.click_runner import invoke
 
 

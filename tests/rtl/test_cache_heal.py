@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from tests.foreign_library import foreign_library
-from vdla.hw.cache import cache_root, entry_problem, tool_cache_environment
+from vdla.cache import cache_root, entry_problem, tool_cache_environment
 from vdla.sim.rtl import RtlModel
 from vdla.sim.rtl.build import RtlBuildError, build_model
 
@@ -41,7 +41,7 @@ def built_cache(tmp_path_factory, tiny, standin_verilog_tiny):
 
 
 # The generic damage cases (a lost file or manifest, ...) are tested once in
-# tests/hw/test_cache.py; these are the ones that crashed or ran foreign code.
+# tests/test_cache.py; these are the ones that crashed or ran foreign code.
 @pytest.mark.parametrize("damage, problem", [
     (_truncate, r"libvdla_rtl.so has 4096 bytes, \d+ were built"),
     (_zero, r"libvdla_rtl.so does not match the checksum recorded at build time"),

@@ -1,4 +1,4 @@
-"""The cache's size by kind and its pruning (`hw.cache.usage`, `hw.cache.prune`): least
+"""The cache's size by kind and its pruning (`vdla.cache.usage`, `vdla.cache.prune`): least
 recently used first, only what is vdla's, never an entry being built, never outside the root."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vdla.hw import cache
+from vdla import cache
 
 DAY = 86400
 NOW = time.time()

@@ -1,4 +1,4 @@
-"""The one build cache (`hw.cache`): entries are verified before every use, damaged ones are
+"""The one build cache (`vdla.cache`): entries are verified before every use, damaged ones are
 rebuilt and never loaded, builds are atomic and happen once per key across processes."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from tests.foreign_library import foreign_library
-from vdla.hw import cache
-from vdla.hw.cache import CacheError, entry_problem, get_or_build, lookup, tool_failure
+from vdla import cache
+from vdla.cache import CacheError, entry_problem, get_or_build, lookup, tool_failure
 
 KIND, KEY = "test/kind", "k1"
 ANSWER_SOURCE = "int answer(void) { return 42; }\n"
