@@ -26,168 +26,109 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node
+from vdla.graph.ops import OPS
 
 __all__ = ["to_qdq"]
 
-_FLOAT_OPS = {"maxpool": "MaxPool", "qavgpool": "AveragePool",
-              "qglobal_avgpool": "GlobalAveragePool", "flatten": "Flatten", "reshape": "Reshape",
-              "relu": "Relu", "clip": "Clip", "pad": "Pad"}
+
+class _Writer:
+    """The QDQ model being written: its nodes and initialisers, one scale initialiser per
+    distinct scale and one DequantizeLinear per tensor. Each operator's ``export``
+    (`graph.ops`) writes its nodes through it."""
+
+    zero8, zero32 = "zero/int8", "zero/int32"
+
+    def __init__(self, graph: Graph):
+        from onnx import helper, numpy_helper
+        self.graph, self.helper, self.numpy_helper = graph, helper, numpy_helper
+        self.nodes: list = []
+        self.inits: list = []
+        self._scales: dict[tuple, str] = {}
+        self._dequantized: set[str] = set()
+        self.constant(self.zero8, np.array(0, np.int8))
+        self.constant(self.zero32, np.array(0, np.int32))
+
+    def constant(self, name: str, value: np.ndarray) -> str:
+        """An initialiser."""
+        self.inits.append(self.numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(self, op_type: str, inputs: list[str], outputs: list[str], name: str,
+             **attrs) -> None:
+        self.nodes.append(self.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
+
+    def scale(self, name: str) -> str:
+        """The initialiser holding tensor ``name``'s scale (one per distinct scale)."""
+        tensor = self.graph.tensors[name]
+        vector = isinstance(tensor.scale, np.ndarray)  # per output channel
+        key = (tensor.exponent, tuple(tensor.scale) if vector else tensor.scale)
+        if key not in self._scales:
+            self._scales[key] = (f"scale/2^{-tensor.exponent}" if tensor.exponent is not None
+                                 else f"scale/{name}" if vector else f"scale/{tensor.scale!r}")
+            self.constant(self._scales[key], np.array(tensor.real_scale, np.float32))
+        return self._scales[key]
+
+    def axis(self, name: str) -> dict:
+        """A per-channel scale's axis (the output channels), as DequantizeLinear takes it."""
+        return {"axis": 0} if isinstance(self.graph.tensors[name].scale, np.ndarray) else {}
+
+    def dequantize(self, name: str) -> str:
+        """Tensor ``name`` in float: itself if float, else its DequantizeLinear's output."""
+        tensor = self.graph.tensors[name]
+        if tensor.dtype == np.float32:
+            return name
+        out = f"{name}/f"
+        if out in self._dequantized:  # one DequantizeLinear per tensor, whatever its readers
+            return out
+        self._dequantized.add(out)
+        zero = self.zero32 if tensor.dtype == np.int32 else self.zero8
+        self.node("DequantizeLinear", [name, self.scale(name), zero], [out], f"{name}/dq",
+                  **self.axis(name))
+        return out
+
+    def quantize(self, node: Node, value: str) -> None:
+        """``node``'s output: ``value`` (float) through a QuantizeLinear at its scale."""
+        (out,) = node.outputs
+        self.node("QuantizeLinear", [value, self.scale(out), self.zero8], [out], f"{out}/q")
+
+    def relu(self, raw: str, relu: bool) -> str:
+        if not relu:
+            return raw
+        self.node("Relu", [raw], [f"{raw}/relu"], f"{raw}/relu")
+        return f"{raw}/relu"
+
+    def float_op(self, node: Node, op_type: str, extra: list[str] = (), **attrs) -> None:
+        """``node`` as the float ``op_type`` between its input's DequantizeLinear and its
+        output's QuantizeLinear (``extra``: constant inputs after the first)."""
+        raw = f"{node.outputs[0]}/raw"
+        self.node(op_type, [self.dequantize(node.inputs[0]), *extra], [raw], node.name,
+                  **attrs)
+        self.quantize(node, raw)
 
 
 def to_qdq(graph: Graph, opset: int = 17):
     """The QDQ ONNX model (``onnx.ModelProto``) of an integer graph (`graph.quantize`)."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    nodes, inits = [], []
-    scales: dict[tuple, str] = {}
-    dequantized: set[str] = set()
-
-    def scale(name: str) -> str:
-        """The initialiser holding tensor ``name``'s scale (one per distinct scale)."""
-        tensor = graph.tensors[name]
-        vector = isinstance(tensor.scale, np.ndarray)  # per output channel
-        key = (tensor.exponent, tuple(tensor.scale) if vector else tensor.scale)
-        if key not in scales:
-            scales[key] = (f"scale/2^{-tensor.exponent}" if tensor.exponent is not None
-                           else f"scale/{name}" if vector else f"scale/{tensor.scale!r}")
-            inits.append(numpy_helper.from_array(np.array(tensor.real_scale, np.float32),
-                                                 scales[key]))
-        return scales[key]
-
-    def axis(name: str) -> dict:
-        """A per-channel scale's axis (the output channels), as DequantizeLinear takes it."""
-        return {"axis": 0} if isinstance(graph.tensors[name].scale, np.ndarray) else {}
-
-    zero8, zero32 = "zero/int8", "zero/int32"
-    inits += [numpy_helper.from_array(np.array(0, np.int8), zero8),
-              numpy_helper.from_array(np.array(0, np.int32), zero32)]
-
-    def dequantize(name: str) -> str:
-        tensor = graph.tensors[name]
-        if tensor.dtype == np.float32:
-            return name
-        out = f"{name}/f"
-        if out in dequantized:  # one DequantizeLinear per tensor, whatever its readers
-            return out
-        dequantized.add(out)
-        zero = zero32 if tensor.dtype == np.int32 else zero8
-        nodes.append(helper.make_node("DequantizeLinear", [name, scale(name), zero],
-                                      [out], name=f"{name}/dq", **axis(name)))
-        return out
-
-    def quantize(node: Node, value: str) -> None:
-        (out,) = node.outputs
-        nodes.append(helper.make_node("QuantizeLinear",
-                                      [value, scale(out), zero8], [out],
-                                      name=f"{out}/q"))
-
+    from onnx import TensorProto, helper
+    writer = _Writer(graph)
     for name, tensor in graph.tensors.items():
         if tensor.constant:
-            value = tensor.value
             if tensor.quantized and tensor.dtype == np.int32:
                 continue  # biases are written per layer, without the rounding term
-            inits.append(numpy_helper.from_array(np.asarray(value), name))
+            writer.constant(name, tensor.value)
     for node in graph.nodes:
-        attrs, op = dict(node.attrs), node.op
-        if op == "quantize_input":
-            quantize(node, node.inputs[0])
-        elif op in ("qconv", "qdense"):
-            x, w, b = node.inputs[:3]
-            # A fixed-point layer rounds by itself; a shift's rounding is in its bias.
-            fixed_point = attrs.get("multiplier") or attrs.get("per_channel")
-            rounding = 0 if fixed_point else 1 << attrs["shift"] >> 1
-            bias = graph.value(b).astype(np.int64) - rounding
-            if attrs.get("per_channel"):  # the biases, without the multipliers after them
-                bias = bias[:len(bias) // 2]
-            b_name = f"{node.name}/bias"
-            inits.append(numpy_helper.from_array(bias.astype(np.int32), b_name))
-            b_deq = f"{b_name}/f"
-            nodes.append(helper.make_node("DequantizeLinear", [b_name, scale(b), zero32],
-                                          [b_deq], name=f"{b_name}/dq", **axis(b)))
-            inputs = [dequantize(x), dequantize(w), b_deq]
-            raw = f"{node.outputs[0]}/raw"
-            if op == "qconv":
-                top, left, bottom, right = attrs["pads"]
-                nodes.append(helper.make_node("Conv", inputs, [raw], name=node.name,
-                                              kernel_shape=list(attrs["kernel"]),
-                                              strides=list(attrs["stride"]),
-                                              pads=[top, left, bottom, right],
-                                              group=attrs["groups"],
-                                              dilations=list(attrs["dilation"])))
-            else:
-                nodes.append(helper.make_node("Gemm", inputs, [raw], name=node.name, transB=1))
-            if "residual_shift" in attrs:   # the add fused into it, in float before the Q
-                summed = f"{node.outputs[0]}/sum"
-                nodes.append(helper.make_node("Add", [raw, dequantize(node.inputs[3])],
-                                              [summed], name=f"{node.name}/residual"))
-                raw = summed
-            quantize(node, _relu(nodes, raw, attrs["relu"], helper))
-        elif op == "qadd":
-            raw = f"{node.outputs[0]}/raw"
-            nodes.append(helper.make_node("Add", [dequantize(i) for i in node.inputs], [raw],
-                                          name=node.name))
-            quantize(node, _relu(nodes, raw, attrs["relu"], helper))
-        elif op in _FLOAT_OPS:
-            raw = f"{node.outputs[0]}/raw"
-            extra = _float_attrs(node, helper, inits, numpy_helper, graph)
-            nodes.append(helper.make_node(_FLOAT_OPS[op], [dequantize(node.inputs[0])]
-                                          + extra.pop("_inputs", []), [raw], name=node.name,
-                                          **extra))
-            quantize(node, raw)
-        elif op == "dequantize_output":
-            (out,) = node.outputs
-            nodes.append(helper.make_node("DequantizeLinear",
-                                          [node.inputs[0], scale(node.inputs[0]), zero8],
-                                          [out], name=node.name))
-        elif op == "softmax":
-            nodes.append(helper.make_node("Softmax", node.inputs, node.outputs, name=node.name,
-                                          axis=attrs["axis"]))
-        else:
-            raise GraphError(f"{node.describe()}: no QDQ form for operator {op!r}")
+        op = OPS.get(node.op)
+        if op is None or op.export is None:
+            raise GraphError(f"{node.describe()}: no QDQ form for operator {node.op!r}")
+        op.export(writer, node)
     values = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(graph.tensors[name]
                                                                            .shape))
               for name in graph.inputs]
     outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT,
                                              list(graph.tensors[name].shape))
                for name in graph.outputs]
-    model = helper.make_model(helper.make_graph(nodes, "vdla_qdq", values, outputs, inits),
+    model = helper.make_model(helper.make_graph(writer.nodes, "vdla_qdq", values, outputs,
+                                                writer.inits),
                               opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
     onnx.checker.check_model(model)
     return model
-
-
-def _relu(nodes, raw: str, relu: bool, helper) -> str:
-    if not relu:
-        return raw
-    nodes.append(helper.make_node("Relu", [raw], [f"{raw}/relu"], name=f"{raw}/relu"))
-    return f"{raw}/relu"
-
-
-def _float_attrs(node: Node, helper, inits, numpy_helper, graph: Graph) -> dict:
-    """ONNX attributes (and extra constant inputs) of a float operator between DQ and Q."""
-    attrs = node.attrs
-    if node.op in ("maxpool", "qavgpool"):
-        extra = {"kernel_shape": list(attrs["kernel"]), "strides": list(attrs["stride"]),
-                 "pads": list(attrs["pads"])}
-        if node.op == "qavgpool":
-            extra["count_include_pad"] = int(attrs["count_include_pad"])
-        return extra
-    if node.op == "flatten":
-        return {"axis": attrs["axis"]}
-    if node.op == "reshape":
-        name = f"{node.name}/shape"
-        inits.append(numpy_helper.from_array(np.array(attrs["shape"], np.int64), name))
-        return {"_inputs": [name]}
-    if node.op == "clip":
-        step = graph.tensors[node.inputs[0]].real_scale
-        names = [f"{node.name}/min", f"{node.name}/max"]
-        for name, bound in zip(names, (attrs["min"], attrs["max"])):
-            inits.append(numpy_helper.from_array(np.array(bound * step, np.float32), name))
-        return {"_inputs": names}
-    if node.op == "pad":
-        top, left, bottom, right = attrs["pads"]
-        name = f"{node.name}/pads"
-        inits.append(numpy_helper.from_array(np.array([0, 0, top, left, 0, 0, bottom, right],
-                                                      np.int64), name))
-        return {"_inputs": [name]}
-    return {}

@@ -24,14 +24,12 @@ import numpy as np
 
 from vdla.graph.ir import Graph, Node
 from vdla.graph.kernels import run_node
+from vdla.graph.ops import OPS
 from vdla.hw.config import HwConfig
 from vdla.runtime.layout import pack, unpack
 
 __all__ = ["Blocked", "block", "unblock", "runs_blocked", "run_blocked"]
 
-# Host operators that compute on blocked arrays as they do on logical ones.
-_BLOCKED_HOST_OPS = {"qadd", "maxpool", "qavgpool", "qglobal_avgpool", "pad", "relu", "clip",
-                     "flatten"}
 
 
 @dataclasses.dataclass
@@ -67,10 +65,10 @@ def unblock(value: Blocked, config: HwConfig) -> np.ndarray:
 
 
 def runs_blocked(graph: Graph, node: Node) -> bool:
-    """Whether a host node computes on blocked arrays (flatten only of a 1x1 image)."""
-    if node.op == "flatten":
-        return graph.tensors[node.inputs[0]].shape[2:] == (1, 1) and node.attrs["axis"] == 1
-    return node.op in _BLOCKED_HOST_OPS
+    """Whether a host node computes on blocked arrays (its operator's ``blocked``,
+    `graph.ops`: flatten only of a 1x1 image)."""
+    op = OPS.get(node.op)
+    return op is not None and op.place == "host" and op.runs_blocked(graph, node)
 
 
 def run_blocked(graph: Graph, node: Node, args: list[Blocked]) -> list[Blocked]:

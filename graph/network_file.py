@@ -50,6 +50,8 @@ from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.network import Network
+from vdla.graph.ops import OPS
+from vdla.graph.ops.base import MAX_TENSOR_ELEMENTS
 from vdla.graph.placement import LAYER_OPS, layer_op
 from vdla.hw.config import ConfigError, HwConfig
 
@@ -63,8 +65,8 @@ _PREAMBLE = struct.Struct("<8sII")
 _DIGEST = 32
 MAX_FILE_BYTES = 1 << 30
 # What a header may declare: a run holds every tensor it computes (`Network.run`), so
-# these bound its memory; the declared shapes themselves cost nothing to check.
-MAX_TENSOR_ELEMENTS = 1 << 28
+# these bound its memory (and MAX_TENSOR_ELEMENTS, `graph.ops.base`'s, each tensor); the
+# declared shapes themselves cost nothing to check.
 MAX_DECLARED_BYTES = 1 << 32
 # An estimated cycle count (`metadata["estimated_cycles"]`): an int64.
 MAX_CYCLES = (1 << 63) - 1
@@ -73,44 +75,17 @@ _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 # Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0),
 # "shift" (0..31), "multiplier" (1..2**15-1), "residual" (0..compiler.ops.MAX_RESIDUAL_SHIFT),
 # "scale" (a float whose float32 is normal and > 0) and "exponent" (an int whose 2**-e is
-# such a float32): the host kernels compute with steps in float32.
-_SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
-NODE_ATTRS: dict[str, dict[str, str]] = {
-    "quantize_input": {},
-    "dequantize_output": {},
-    "qconv": {**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",
-              "relu": "bool"},
-    "qdense": {"shift": "shift", "relu": "bool"},
-    "qadd": {"relu": "bool"},
-    "qavgpool": {**_SPATIAL, "count_include_pad": "bool"},
-    "qglobal_avgpool": {},
-    "maxpool": _SPATIAL,
-    "relu": {},
-    "clip": {"min": "int", "max": "int"},
-    "flatten": {"axis": "int"},
-    "reshape": {"shape": "shape"},
-    "pad": {"pads": "pads"},
-    "softmax": {"axis": "int"},
-}
-
-
+# such a float32): the host kernels compute with steps in float32. Each operator declares
+# its attributes' kinds in the registry (`graph.ops`); these tables are its view.
+NODE_ATTRS: dict[str, dict[str, str]] = {name: dict(op.attrs) for name, op in OPS.items()
+                                         if op.attrs is not None}
 # Attributes that come as a group, one group of the list (or none, where it holds {}), beside
 # an operator's NODE_ATTRS: power-of-two scales or the others (`graph.ir`).
-_FIXED_POINT = {"multiplier": "multiplier", "pre_shift": "shift"}
-_PER_CHANNEL = {"per_channel": "bool", "pre_shift": "shift"}
-_STEP = [{"exponent": "exponent"}, {"scale": "scale"}]
+NODE_VARIANTS: dict[str, list[dict[str, str]]] = {
+    name: [dict(group) for group in op.variants] for name, op in OPS.items()
+    if op.attrs is not None and list(op.variants) != [{}]}
 _FLOAT32 = np.finfo(np.float32)
 _EXPONENTS = (-_FLOAT32.maxexp + 1, -_FLOAT32.minexp)
-NODE_VARIANTS: dict[str, list[dict[str, str]]] = {
-    "quantize_input": _STEP,
-    "dequantize_output": _STEP,
-    "qconv": [{}, _FIXED_POINT, _PER_CHANNEL, {"residual_shift": "residual"}],
-    "qdense": [{}, _FIXED_POINT, _PER_CHANNEL],
-    "qadd": [{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
-             {"scale_a": "scale", "scale_b": "scale"}],
-    "qavgpool": [{}, {"scale": "scale", "out_scale": "scale"}],
-    "qglobal_avgpool": [{}, {"scale": "scale", "out_scale": "scale"}],
-}
 
 
 class _FileError(GraphError):
@@ -375,7 +350,7 @@ def _network(header: dict, blob, config, program_loads) -> Network:
 
 def _check_regions(program, op, config: HwConfig, where: str) -> None:
     """A layer's program holds the tensors its operator's compiled geometry names (as
-    `compiler.codegen` lays them out): each with that layout and shape, ``out`` the output,
+    `compiler.accel.codegen` lays them out): each with that layout and shape, ``out`` the output,
     a constant layout's region a constant, the others inputs. Two logical shapes can pack
     into the same bytes, so the DRAM plan alone does not pin them."""
     from vdla.compiler.errors import CompileError
@@ -424,95 +399,12 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
                          "do not form a layer")
 
 
-def _rank(node: Node, tensor: Tensor, rank: int) -> tuple[int, ...]:
-    if len(tensor.shape) != rank:
-        raise _FileError(f"{node.describe()}: input {tensor.name!r} is {tensor.describe()}, "
-                         f"not of rank {rank}")
-    return tensor.shape
-
-
-def _pooled(node: Node, x: Tensor) -> tuple[int, ...]:
-    """A pool's output shape. Each side's padding is smaller than the window (as ONNX
-    requires: no window sees only padding, so an average never divides by zero)."""
-    n, c, h, w = _rank(node, x, 4)
-    (kh, kw), (sh, sw) = node.attrs["kernel"], node.attrs["stride"]
-    top, left, bottom, right = pads = node.attrs["pads"]
-    if max(top, bottom) >= kh or max(left, right) >= kw:
-        raise _FileError(f"{node.describe()}: pads {pads} reach a whole {kh}x{kw} window "
-                         "(a window would see only padding)")
-    if h + top + bottom < kh or w + left + right < kw:
-        raise _FileError(f"{node.describe()}: its {kh}x{kw} window is larger than its padded "
-                         f"input ({h + top + bottom}x{w + left + right})")
-    # The kernel pads its input first (`graph.kernels`): that array is capped as tensors are.
-    if n * c * (h + top + bottom) * (w + left + right) > MAX_TENSOR_ELEMENTS:
-        raise _FileError(f"{node.describe()}: its padded input {n}x{c}x{h + top + bottom}x"
-                         f"{w + left + right} holds more than the {MAX_TENSOR_ELEMENTS:,} "
-                         "elements a network's tensor may hold")
-    return n, c, (h + top + bottom - kh) // sh + 1, (w + left + right - kw) // sw + 1
-
-
-def _flattened(node: Node, x: Tensor) -> tuple[int, ...]:
-    axis = node.attrs["axis"]
-    if not 0 <= axis <= len(x.shape):
-        raise _FileError(f"{node.describe()}: axis {axis} is out of range for "
-                         f"{x.describe()}")
-    return math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
-
-
-def _reshaped(node: Node, x: Tensor) -> tuple[int, ...]:
-    shape = node.attrs["shape"]
-    if math.prod(shape) != math.prod(x.shape):
-        raise _FileError(f"{node.describe()}: shape {list(shape)} does not hold its input "
-                         f"{x.describe()}")
-    return shape
-
-
-def _padded(node: Node, x: Tensor) -> tuple[int, ...]:
-    n, c, h, w = _rank(node, x, 4)
-    top, left, bottom, right = node.attrs["pads"]
-    return n, c, h + top + bottom, w + left + right
-
-
-def _softmaxed(node: Node, x: Tensor) -> tuple[int, ...]:
-    if not -len(x.shape) <= node.attrs["axis"] < len(x.shape):
-        raise _FileError(f"{node.describe()}: axis {node.attrs['axis']} is out of range for "
-                         f"{x.describe()}")
-    return x.shape
-
-
-def _added(node: Node, a: Tensor, b: Tensor) -> tuple[int, ...]:
-    if a.shape != b.shape:  # the importer adds equal shapes only; blocked runs need them
-        raise _FileError(f"{node.describe()}: adds {a.describe()} and {b.describe()}, not "
-                         "two tensors of one shape")
-    return a.shape
-
-
-def _same(node: Node, x: Tensor) -> tuple[int, ...]:
-    return x.shape
-
-
-def _global(node: Node, x: Tensor) -> tuple[int, ...]:
-    n, c, _, _ = _rank(node, x, 4)
-    return n, c, 1, 1
-
-
 # Each host operator's one output, from its input tensors without their values (what
 # `graph.kernels` computes, by arithmetic): how many inputs it reads, the rule giving the
-# output's shape, and the output's dtype (None: the first input's).
-HOST_SHAPES: dict[str, tuple[int, Callable[..., tuple[int, ...]], type | None]] = {
-    "quantize_input": (1, _same, np.int8),
-    "dequantize_output": (1, _same, np.float32),
-    "qadd": (2, _added, np.int8),
-    "qavgpool": (1, _pooled, np.int8),
-    "qglobal_avgpool": (1, _global, np.int8),
-    "maxpool": (1, _pooled, None),
-    "relu": (1, _same, None),
-    "clip": (1, _same, None),
-    "flatten": (1, _flattened, None),
-    "reshape": (1, _reshaped, None),
-    "pad": (1, _padded, None),
-    "softmax": (1, _softmaxed, np.float32),
-}
+# output's shape, and the output's dtype (None: the first input's). The registry's view.
+HOST_SHAPES: dict[str, tuple[int | None, Callable[..., tuple[int, ...]], type | None]] = {
+    name: (op.arity, op.shape, op.dtype) for name, op in OPS.items()
+    if op.attrs is not None and op.place == "host"}
 
 
 def _check_shapes(graph: Graph) -> None:
@@ -532,11 +424,15 @@ def _check_shapes(graph: Graph) -> None:
                                  f"{[t.describe() for t in declared]}, the layer gives int8 {out}")
             continue
         arity, rule, dtype = HOST_SHAPES[node.op]
-        if len(node.inputs) != arity or len(declared) != 1:
+        if len(node.inputs) != (arity or max(1, len(node.inputs))) or len(declared) != 1:
             raise _FileError(f"{node.describe()}: reads {len(node.inputs)} and writes "
-                             f"{len(declared)} tensors, expected {arity} and 1")
+                             f"{len(declared)} tensors, expected {arity or 'one or more'} "
+                             "and 1")
         inputs = [graph.tensors[name] for name in node.inputs]
-        shape = tuple(rule(node, *inputs))
+        try:
+            shape = tuple(rule(node, *inputs))
+        except GraphError as error:
+            raise _FileError(str(error)) from None
         dtype = np.dtype(inputs[0].dtype if dtype is None else dtype)
         (tensor,) = declared
         if tensor.shape != shape or tensor.dtype != dtype:

@@ -9,7 +9,8 @@ The rule, visible and overridable:
 - every other node (input quantisation, a residual add not fused into its
   conv (`graph.passes.residual`), pooling, flatten, softmax, output
   dequantisation) runs on the host in numpy (``"host"``): the accelerator's
-  ISA has no pooling.
+  ISA has no pooling. Each operator's registry entry (`graph.ops`) says where
+  it runs and why.
 
 Layers become the compiler's operators (`layer_op`); both kinds of placement
 run exactly the same integer arithmetic, so the choice changes time, never
@@ -18,15 +19,15 @@ results.
 
 from __future__ import annotations
 
-from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import Conv2d, Dense
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node
-from vdla.graph.kernels import layer_epilogue
+from vdla.graph.ops import OPS, layer_ops
 
 __all__ = ["LAYER_OPS", "PLACES", "place", "layer_op"]
 
-LAYER_OPS = ("qconv", "qdense")
+# The operators that are layers (`graph.ops`: those whose place is ``layer``).
+LAYER_OPS = layer_ops()
 PLACES = ("accel", "cpu", "host")
 
 
@@ -38,27 +39,10 @@ def layer_op(graph: Graph, node: Node) -> Conv2d | Dense:
     GraphError
         When the layer's shape cannot be compiled (naming the node).
     """
-    x_shape = graph.tensors[node.inputs[0]].shape
-    w_shape = graph.tensors[node.inputs[1]].shape
-    try:
-        spec = layer_epilogue(node) if node.op in LAYER_OPS else None
-        epilogue = {} if spec is None else {
-            "bias": True, "shift": spec.shift, "relu": spec.relu,
-            "multiplier": spec.multiplier, "pre_shift": spec.pre_shift,
-            "per_channel": spec.per_channel}
-        if spec is not None and spec.residual_shift is not None:
-            epilogue["residual_shift"] = spec.residual_shift
-        if node.op == "qconv":
-            n, c, h, w = x_shape
-            return Conv2d(n, c, w_shape[0], h, w, kernel=tuple(w_shape[2:]),
-                          stride=tuple(node.attrs["stride"]), padding=tuple(node.attrs["pads"]),
-                          groups=node.attrs["groups"], dilation=tuple(node.attrs["dilation"]),
-                          **epilogue)
-        if node.op == "qdense":
-            return Dense(x_shape[0], x_shape[1], w_shape[0], **epilogue)
-    except CompileError as error:
-        raise GraphError(f"{node.describe()}: {error}") from None
-    raise GraphError(f"{node.describe()}: not a layer (layers are {', '.join(LAYER_OPS)})")
+    op = OPS.get(node.op)
+    if op is None or op.layer is None:
+        raise GraphError(f"{node.describe()}: not a layer (layers are {', '.join(LAYER_OPS)})")
+    return op.layer(graph, node)
 
 
 def place(graph: Graph, target: str = "accel", on_cpu=()) -> dict[str, str]:

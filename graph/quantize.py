@@ -40,7 +40,8 @@ from vdla.compiler.requant import fixed_point, fixed_point_per_channel
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.kernels import execute
-from vdla.graph.passes.residual import cheapest_to_fuse, fusable, fused_shifts
+from vdla.graph.ops import OPS
+from vdla.graph.passes.residual import fused_shifts
 from vdla.hw.isa import SHIFT_BITS
 
 __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantization_error",
@@ -205,7 +206,18 @@ def _check_float32(node: Node, what: str, values, scales: str) -> None:
 
 
 class _Quantizer:
-    """Builds the integer graph node by node, tracking each tensor's exponent."""
+    """Builds the integer graph node by node, tracking each tensor's exponent.
+
+    Each float node goes through its operator's ``quantize`` rule (`graph.ops`),
+    which reads scales (`scale`, `input_scale`) and emits integer nodes (`emit`,
+    `same_scale`, `layer`).
+    """
+
+    # Scale helpers, for the operators' rules.
+    real_scale = staticmethod(real_scale)
+    tensor_scale = staticmethod(tensor_scale)
+    step_attrs = staticmethod(step_attrs)
+    check_float32 = staticmethod(_check_float32)
 
     def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False,
                  fuse_residuals: bool | Callable[[str], bool] = False):
@@ -247,17 +259,18 @@ class _Quantizer:
                                    step_attrs(scale)))
         self.renamed = {name: f"{name}/q" for name in graph.inputs}
         for node in graph.nodes:
-            handler = getattr(self, f"_{node.op}", None)
-            if handler is None:
-                hint = "; a BatchNorm must follow a conv" if node.op == "batchnorm" else ""
-                raise GraphError(f"{node.describe()}: cannot be quantised (vdla quantises conv, "
-                                 "dense, add, relu, clip, pooling, flatten, reshape and softmax"
-                                 f"{hint})")
+            op = OPS.get(node.op)
+            if op is None or op.quantize is None:
+                known = ", ".join(sorted(name for name, o in OPS.items()
+                                         if o.quantize is not None))
+                why = f"; {node.op}: {op.why}" if op is not None else ""
+                raise GraphError(f"{node.describe()}: cannot be quantised (vdla quantises "
+                                 f"{known}{why})")
             for name in node.inputs:
                 if name not in self.renamed and name not in self.pending \
                         and not graph.tensors[name].constant:
                     raise GraphError(f"{node.describe()}: input {name!r} is not quantised")
-            handler(node)
+            op.quantize(self, node)
         outputs = []
         for name in graph.outputs:
             current = self.renamed[name]
@@ -293,7 +306,7 @@ class _Quantizer:
 
     # -- layers ---------------------------------------------------------------------------
 
-    def _layer(self, node: Node, op: str, residual: tuple[Node, str] | None = None) -> bool:
+    def layer(self, node: Node, op: str, residual: tuple[Node, str] | None = None) -> bool:
         """Emit the layer (True); with ``residual`` (the add and its other operand), only
         fused, else nothing (False: the caller quantises the two apart)."""
         graph = self.graph
@@ -430,60 +443,9 @@ class _Quantizer:
             return int(exponents[0]), None
         return None, 2.0 ** -exponents.astype(np.float64)
 
-    def _conv(self, node: Node) -> None:
-        allowed = (self.fuse_residuals(node.name) if callable(self.fuse_residuals)
-                   else self.fuse_residuals)
-        if fusable(self.graph, node) is not None:
-            if allowed:
-                self.pending[node.outputs[0]] = node     # decided at its add
-                return
-            output = node.outputs[0]
-            if not self.graph.tensors[output].quantized and output not in self.exponents:
-                raise GraphError(
-                    f"{node.describe()}: its output has no scale in the model (vdla's QDQ "
-                    "export of a fused residual add): run it where a residual adds into the "
-                    f"conv (--on-cpu {node.name}, or a config whose GEMM block is square), or "
-                    "calibrate (--calibration)")
-        self._layer(node, "qconv")
-
-    def _dense(self, node: Node) -> None:
-        self._layer(node, "qdense")
-
-    def _add(self, node: Node) -> None:
-        convs = [self.pending.pop(name) for name in node.inputs if name in self.pending]
-        if convs:
-            # Two convs meeting: the one whose fusing costs least may take the add in, the
-            # other is quantised apart first (the residual must exist).
-            last = cheapest_to_fuse(self.graph, convs)
-            apart = [conv for conv in convs if conv is not last]
-            for conv in apart:
-                self._layer(conv, "qconv")
-            if self._layer(last, "qconv", fusable(self.graph, last)):
-                return
-            self._layer(last, "qconv")
-        if any(self.graph.tensors[name].constant for name in node.inputs):
-            raise GraphError(f"{node.describe()}: an add of a constant that no conv or dense "
-                             "can take as its bias is not supported")
-        a, b, y = self.input_scale(node, 0), self.input_scale(node, 1), self.scale(node.outputs[0])
-        relu = bool(node.attrs.get("relu"))
-        if None in (a[0], b[0], y[0]):  # onnxruntime's QLinearAdd: float32 scale ratios
-            s_y = np.float32(real_scale(y))
-            with np.errstate(over="ignore", under="ignore"):    # checked just below
-                ratios = [np.float32(real_scale(a)) / s_y, np.float32(real_scale(b)) / s_y]
-            _check_float32(node, "the ratio of an operand's scale to the output's", ratios,
-                           f"{real_scale(a):.6g} ({node.inputs[0]!r}), {real_scale(b):.6g} "
-                           f"({node.inputs[1]!r}), output {float(s_y):.6g} "
-                           f"({node.outputs[0]!r})")
-            self.emit(node, "qadd", node.inputs, y, relu=relu, scale_a=float(ratios[0]),
-                      scale_b=float(ratios[1]))
-            return
-        e_a, e_b = a[0], b[0]
-        common = max(e_a, e_b)
-        shift = max(common - y[0], 0)
-        self.emit(node, "qadd", node.inputs, (common - shift, None), shift_a=common - e_a,
-                  shift_b=common - e_b, shift=shift, relu=relu)
-
-    def _same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
+    def same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
+        """Emit ``node`` (as ``op``) on its first input at that input's scale: an operator
+        that moves or selects int8 values (a model's own output scale must agree)."""
         scale = self.input_scale(node)
         recorded = self.graph.tensors[node.outputs[0]]
         if recorded.quantized and tensor_scale(recorded) != scale:
@@ -492,57 +454,6 @@ class _Quantizer:
                              f"{real_scale(scale):.6g}); vdla keeps the scale through "
                              f"{node.op}")
         self.emit(node, op or node.op, node.inputs[:1], scale, **attrs)
-
-    def _relu(self, node: Node) -> None:
-        self._same_scale(node)
-
-    def _clip(self, node: Node) -> None:
-        step = real_scale(self.input_scale(node))
-        low = max(-128, math.ceil(node.attrs["min"] / step)) if np.isfinite(
-            node.attrs["min"]) else -128
-        high = min(127, math.floor(node.attrs["max"] / step)) if np.isfinite(
-            node.attrs["max"]) else 127
-        self._same_scale(node, min=int(low), max=int(high))
-
-    def _maxpool(self, node: Node) -> None:
-        self._same_scale(node)
-
-    def _avgpool(self, node: Node) -> None:
-        self._pool(node, "qavgpool")
-
-    def _global_avgpool(self, node: Node) -> None:
-        self._pool(node, "qglobal_avgpool")
-
-    def _pool(self, node: Node, op: str) -> None:
-        """An average: exact integers at one power-of-two scale, else onnxruntime's float32
-        arithmetic between the input's scale and the output's (which may differ)."""
-        scale = self.input_scale(node)
-        recorded = self.graph.tensors[node.outputs[0]]
-        out = tensor_scale(recorded) if recorded.quantized else scale
-        if scale == out and scale[0] is not None:
-            self.emit(node, op, node.inputs[:1], scale)
-        else:
-            self.emit(node, op, node.inputs[:1], out, scale=real_scale(scale),
-                      out_scale=real_scale(out))
-
-    def _flatten(self, node: Node) -> None:
-        self._same_scale(node)
-
-    def _reshape(self, node: Node) -> None:
-        self._same_scale(node)
-
-    def _pad(self, node: Node) -> None:
-        self._same_scale(node)
-
-    def _softmax(self, node: Node) -> None:
-        source = self.renamed[node.inputs[0]]
-        tensor = self.tensors[source]
-        floating = f"{node.inputs[0]}/float"
-        self.tensors[floating] = Tensor(floating, tensor.shape, np.float32)
-        self.nodes.append(Node(f"{node.name}/dequantize", "dequantize_output", [source],
-                               [floating], step_attrs(tensor_scale(tensor))))
-        self.renamed[node.inputs[0]] = floating
-        self.emit(node, "softmax", node.inputs, (None, None), dtype=np.float32)
 
 
 def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from tests.graph.models import initializer, model_bytes
 from vdla.frontend.onnx import from_bytes
-from vdla.graph import kernels
+from vdla.graph.ops import base, pool
 from vdla.graph.ir import Node
 from vdla.graph.kernels import execute, round_shift, round_shift_even, run_node
 
@@ -110,7 +110,7 @@ def _random_pool(rng):
 @pytest.mark.parametrize("chunk", [None, 5])
 def test_tap_reduction_is_bit_identical_to_the_tap_by_tap_loop(chunk, monkeypatch):
     if chunk is not None:  # windows combined in many chunks, each from the last one's result
-        monkeypatch.setattr(kernels, "_TAP_CHUNK_ELEMENTS", chunk)
+        monkeypatch.setattr(pool, "_TAP_CHUNK_ELEMENTS", chunk)
     rng = np.random.default_rng(34)
     fewer_positions = pairwise_differs = 0
     for _ in range(150):
@@ -121,25 +121,25 @@ def test_tap_reduction_is_bit_identical_to_the_tap_by_tap_loop(chunk, monkeypatc
         else:
             x = rng.integers(-128, 128, shape).astype(np.int8)
         expected = _reduce_taps_tap_by_tap(x, node, fill, combine, dtype)
-        got = kernels._reduce_taps(x, node, fill, combine, dtype)
+        got = pool._reduce_taps(x, node, fill, combine, dtype)
         assert got.dtype == expected.dtype and got.shape == expected.shape
         assert got.tobytes() == expected.tobytes(), (node.attrs, shape, dtype)
         kernel = node.attrs["kernel"]
         fewer_positions += expected.shape[2] * expected.shape[3] < kernel[0] * kernel[1]
         if combine is np.add and dtype == np.float32:
-            windows = kernels._windows(x, kernel, node.attrs["stride"], node.attrs["pads"], 0)
+            windows = base.windows(x, kernel, node.attrs["stride"], node.attrs["pads"], 0)
             pairwise_differs += windows.sum(axis=(4, 5)).tobytes() != expected.tobytes()
     assert fewer_positions >= 30  # both loops run
     assert pairwise_differs >= 3  # a sum in another order would be caught
 
 
 def _python_lines_in_kernels(function):
-    """``function()`` and the Python lines it ran in `graph.kernels`."""
+    """``function()`` and the Python lines it ran in the pools' kernels (`graph.ops.pool`)."""
     lines = 0
 
     def trace(frame, event, arg):
         nonlocal lines
-        if frame.f_code.co_filename != kernels.__file__:
+        if frame.f_code.co_filename != pool.__file__:
             return None
         if event == "line":
             lines += 1

@@ -1,0 +1,149 @@
+"""Data movement: ``flatten``, ``reshape`` and ``pad`` (zeros around the image).
+
+They move values without computing: an int8 tensor keeps its scale. They run
+on the host; padding, and the flatten of a 1x1 image (whose bytes are its
+input's), also on blocked arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from vdla.graph.errors import GraphError
+from vdla.graph.ir import Graph, Node, Tensor
+from vdla.graph.ops.base import Op, pad_spatial, rank
+
+__all__ = ["OPS"]
+
+_WHY = "data movement on the host (numpy)"
+
+
+# -- ONNX import ------------------------------------------------------------------------------
+
+
+def _onnx_flatten(node) -> None:
+    node.arity(1)
+    shape = node.importer.shape(node.inputs[0])
+    axis = node.attr("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis
+    if not 0 <= axis <= len(shape):
+        raise node.fail(f"axis {node.attrs.get('axis')} is out of range for shape {shape}")
+    node.emit("flatten", axis=axis)
+
+
+def _onnx_reshape(node) -> None:
+    if node.importer.opset < 5 or "shape" in node.attrs:
+        raise node.fail("the shape attribute (opset < 5) is not supported")
+    node.arity(2)
+    target = [int(v) for v in node.constant_input(1, "shape").reshape(-1)]
+    node.attr("allowzero", 0, (0,))
+    shape = node.importer.inferred_shape(node)
+    if math.prod(shape) != math.prod(node.importer.shape(node.inputs[0])):
+        raise node.fail(f"shape {target} does not hold the input's "
+                        f"{node.importer.shape(node.inputs[0])}")
+    node.emit("reshape", [node.inputs[0]], shape=shape)
+
+
+def _onnx_pad(node) -> None:
+    """Zero padding of a 4-D tensor's height and width (what `graph.export` writes)."""
+    if node.importer.opset < 11:
+        raise node.fail("the pads attribute (opset < 11) is not supported")
+    node.arity(2, 4)
+    node.rank(0, (4,))
+    node.attr("mode", "constant", ("constant",))
+    pads = [int(v) for v in node.constant_input(1, "pads").reshape(-1)]
+    if len(node.inputs) > 3 and node.inputs[3]:
+        raise node.fail("the axes input is not supported (pads must cover all four axes)")
+    fill = (node.constant_input(2, "constant_value")
+            if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1))
+    fill = float(fill.reshape(-1)[0]) if fill.size else 0.0
+    if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0 or fill != 0:
+        raise node.fail(f"pads {pads} filled with {fill:g}: only zeros added to height and "
+                        "width are supported")
+    node.emit("pad", [node.inputs[0]], pads=(pads[2], pads[3], pads[6], pads[7]))
+
+
+def _onnx_dropout(node) -> None:
+    node.arity(1, 3)
+    if len(node.outputs) > 1:
+        readers = {name for n in node.importer.model.graph.node for name in n.input}
+        readers.update(value.name for value in node.importer.model.graph.output)
+        if node.outputs[1] in readers:
+            raise node.fail("the mask output is not supported")
+        node.outputs = node.outputs[:1]
+    node.ignore("ratio", "seed", "is_test")
+    if len(node.inputs) == 3 and node.constant_input(2, "training_mode").any():
+        raise node.fail("training mode is not supported")
+    node.inputs = node.inputs[:1]
+    node.alias()
+
+
+# -- network file -----------------------------------------------------------------------------
+
+
+def _flattened(node: Node, x: Tensor) -> tuple[int, ...]:
+    axis = node.attrs["axis"]
+    if not 0 <= axis <= len(x.shape):
+        raise GraphError(f"{node.describe()}: axis {axis} is out of range for "
+                         f"{x.describe()}")
+    return math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
+
+
+def _reshaped(node: Node, x: Tensor) -> tuple[int, ...]:
+    shape = node.attrs["shape"]
+    if math.prod(shape) != math.prod(x.shape):
+        raise GraphError(f"{node.describe()}: shape {list(shape)} does not hold its input "
+                         f"{x.describe()}")
+    return shape
+
+
+def _padded(node: Node, x: Tensor) -> tuple[int, ...]:
+    n, c, h, w = rank(node, x, 4)
+    top, left, bottom, right = node.attrs["pads"]
+    return n, c, h + top + bottom, w + left + right
+
+
+def _flatten_blocked(graph: Graph, node: Node) -> bool:
+    """A flatten of a 1x1 image: the blocked bytes of (N, C, 1, 1) are those of (N, C)."""
+    return graph.tensors[node.inputs[0]].shape[2:] == (1, 1) and node.attrs["axis"] == 1
+
+
+# -- QDQ export -------------------------------------------------------------------------------
+
+
+def _export_reshape(writer, node: Node) -> None:
+    name = f"{node.name}/shape"
+    writer.constant(name, np.array(node.attrs["shape"], np.int64))
+    writer.float_op(node, "Reshape", [name])
+
+
+def _export_pad(writer, node: Node) -> None:
+    top, left, bottom, right = node.attrs["pads"]
+    name = f"{node.name}/pads"
+    writer.constant(name, np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
+    writer.float_op(node, "Pad", [name])
+
+
+def _same_scale(q, node: Node) -> None:
+    q.same_scale(node)
+
+
+OPS = [
+    Op("flatten", "host", _WHY,
+       lambda node, x: [x.reshape(int(np.prod(x.shape[:node.attrs["axis"]])), -1)],
+       onnx={"Flatten": _onnx_flatten}, quantize=_same_scale, attrs={"axis": "int"},
+       shape=_flattened, blocked=_flatten_blocked,
+       export=lambda writer, node: writer.float_op(node, "Flatten", axis=node.attrs["axis"])),
+    Op("reshape", "host", _WHY, lambda node, x: [x.reshape(node.attrs["shape"])],
+       onnx={"Reshape": _onnx_reshape,
+             "Identity": lambda node: (node.arity(1), node.alias()),
+             "Dropout": _onnx_dropout},
+       quantize=_same_scale, attrs={"shape": "shape"}, shape=_reshaped,
+       export=_export_reshape),
+    Op("pad", "host", "zeros around the image, where a conv's LOAD cannot pad as much "
+       "(graph.passes.pads)", lambda node, x: [pad_spatial(x, node.attrs["pads"], 0)],
+       onnx={"Pad": _onnx_pad}, quantize=_same_scale, attrs={"pads": "pads"},
+       shape=_padded, blocked=True, export=_export_pad),
+]
