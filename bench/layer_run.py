@@ -61,7 +61,7 @@ def run_layer(workload: Workload, config: HwConfig, sim: str = "rtl", *,
         simulating raised.
     """
     from vdla.compiler import compile_op
-    from vdla.compiler.dump import summarize
+    from vdla.compiler.accel.dump import summarize
     from vdla.runtime.runner import AccelRunner
 
     op = workload.op

@@ -11,7 +11,7 @@ that produces one operand (`graph.passes.residual`, after). For each: the
 nodes left on the host, the bytes the host copies into DRAM per inference
 (`NetworkResult.copied_bytes`), fsim and (unless ``--no-rtl``) RTL
 bit-exact with vdla's integer reference, the accelerator's cycles on the RTL
-and per fused layer against its estimate (`compiler.cost`), and the cosine
+and per fused layer against its estimate (`compiler.accel.cost`), and the cosine
 of the int8 logits with onnxruntime fp32's. Digits (360 held-out images):
 int8 accuracy and top-1 agreement with float, fsim and cpu bit-exact, before
 and after.
@@ -40,8 +40,8 @@ sys.path.insert(0, str(MODELS))
 
 from network import _float_logits, bit_exact, cosine  # noqa: E402
 
-from vdla.compiler.cost import estimate_cost  # noqa: E402
-from vdla.compiler.schedule import Schedule  # noqa: E402
+from vdla.compiler.accel.cost import estimate_cost  # noqa: E402
+from vdla.compiler.accel.schedule import Schedule  # noqa: E402
 from vdla.frontend.onnx import load  # noqa: E402
 from vdla.graph.network import compile_network  # noqa: E402
 from vdla.graph.placement import layer_op  # noqa: E402

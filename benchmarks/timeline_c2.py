@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 
-from vdla.compiler.driver import compile_op
+from vdla.compiler.accel.driver import compile_op
 from vdla.compiler.workloads import resnet18_layer
 from vdla.hw.config import PRESETS
 from vdla.runtime.runner import AccelRunner

@@ -15,8 +15,8 @@ import re
 import click
 
 from vdla.compiler import Conv2d, Dense, compile_op, load_schedule
-from vdla.compiler.dump import dump_function, dump_program, summarize
-from vdla.compiler.pipeline import PASS_NAMES
+from vdla.compiler.accel.dump import dump_function, dump_program, summarize
+from vdla.compiler.accel.pipeline import PASS_NAMES
 from vdla.compiler.ops import MAX_RESIDUAL_SHIFT
 from vdla.cli.net import ModelGroup, compile_model
 from vdla.cli.options import config_option, fail, write_output

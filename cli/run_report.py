@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from vdla.cli.clock import time_text
-from vdla.compiler.dump import summarize
+from vdla.compiler.accel.dump import summarize
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import op_from_dict
 from vdla.files import printable

@@ -27,10 +27,8 @@ import dataclasses
 import math
 from typing import Any
 
-from vdla.compiler.cpu.program import CPU
 from vdla.compiler.errors import CompileError
-from vdla.compiler.gpu.program import GPU
-from vdla.compiler.host_target import HostTarget
+from vdla.compiler.host_target import HostTarget, host_targets
 from vdla.compiler.ops import op_from_dict
 from vdla.runtime.errors import ProgramError
 from vdla.runtime.program import PROGRAM_TARGETS, Program, host_tensors
@@ -60,11 +58,6 @@ class HostSpec:
     @property
     def key(self) -> tuple:
         return (self.target.name, self.op, self.mode, self.schedule)
-
-
-def host_targets() -> dict[str, HostTarget]:
-    """The host targets by name (each declared beside its compiler, `compiler.<target>.program`)."""
-    return {CPU.name: CPU, GPU.name: GPU}
 
 
 def _fields(where: str, what: str, data: dict, required, optional=()) -> None:

@@ -1,7 +1,11 @@
 """`HostTarget`: what a host target's programs (``cpu``, ``gpu``) hold, how its code is generated.
 
 Each target declares one beside its compiler (`compiler.cpu.program.CPU`,
-`compiler.gpu.program.GPU`); `compiler.host` checks programs against them.
+`compiler.gpu.program.GPU`) and registers it here (`register_host_target`);
+`compiler.host` checks programs against the registered ones (`host_targets`).
+The targets sit above this shared module, so they register themselves, as
+the simulation backends do into `sim.backend`; the package `vdla.compiler`
+imports both, so they are registered before any of its modules is used.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-__all__ = ["HostTarget"]
+__all__ = ["HostTarget", "host_targets", "register_host_target"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,3 +49,18 @@ class HostTarget:
     def info(self, mode: str, schedule, **records) -> dict:
         """The ``metadata[target]`` entry a compiler writes: no code, by construction."""
         return {"mode": mode, "schedule": schedule.to_dict(), **records}
+
+
+_REGISTERED: dict[str, HostTarget] = {}
+
+
+def register_host_target(target: HostTarget) -> HostTarget:
+    """Make ``target`` one of `host_targets` (under its name); returns it, for
+    ``CPU = register_host_target(HostTarget(...))``."""
+    _REGISTERED[target.name] = target
+    return target
+
+
+def host_targets() -> dict[str, HostTarget]:
+    """The registered host targets by name, in name order."""
+    return dict(sorted(_REGISTERED.items()))

@@ -4,7 +4,7 @@ As AutoTVM's ``cfg.define_knob`` declares a template's knobs, a space lists
 each knob of a schedule type once with the options it may take. A point is a
 tuple of option indices, one per knob in declaration order; the tuners
 (`vdla.tune`) walk points and the log stores schedules, so `KnobSpace` maps
-between the two. The accelerator's `compiler.space.ScheduleSpace` and the
+between the two. The accelerator's `compiler.accel.space.ScheduleSpace` and the
 CPU's `compiler.cpu.schedule.CpuSpace` are both knob spaces; each says apart
 which of its points are legal.
 """

@@ -579,7 +579,7 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     the GEMM's MACs is useful. The returned geometry names that layout.
 
     Padding is added by the LOADs' pad fields as the tile's input window
-    arrives (`compiler.passes.dma`): at most `MAX_PAD` on a side, and every
+    arrives (`compiler.accel.passes.dma`): at most `MAX_PAD` on a side, and every
     tile's window must reach the input, which holds when each side's padding
     is smaller than the dilated kernel (`_ConvOutput.extent`). Beyond that
     outputs see only padding: the `cpu` and `gpu` targets compute those.

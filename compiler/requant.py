@@ -9,7 +9,7 @@ is exact unless ``v * S`` lies within 0.012 of ``k + 1/2``, and then within
 one step) are documented once, in `hw.isa.REQUANTISATION` (docs/isa.md,
 "Requantisation"). `requantize` is that arithmetic in numpy, which the
 compiler's reference (`compiler.ops.Epilogue`), the ALU program
-(`compiler.passes.epilogue`) and the cpu target's C compute bit for bit.
+(`compiler.accel.passes.epilogue`) and the cpu target's C compute bit for bit.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import numpy as np
 
 from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.ops import Conv2d, accelerator_limits
-from vdla.compiler.search import default_schedule
+from vdla.compiler.accel.search import default_schedule
 
 __all__ = ["Workload", "RESNET18", "resnet18_layer", "MOBILENET_V2_DEPTHWISE", "random_conv2d"]
 
@@ -84,7 +84,7 @@ def random_conv2d(rng: np.random.Generator, config=None, max_channels: int = 24)
     random epilogues. With ``config`` (a `HwConfig`) only layers the
     accelerator takes (`ops.accelerator_limits`: groups of whole GEMM blocks or
     tiling a block's diagonal, padding the loads can add) and whose
-    windows its buffers hold (`search.default_schedule` finds a schedule).
+    windows its buffers hold (`accel.search.default_schedule` finds a schedule).
     """
     while True:
         groups = int(rng.choice([1, 1, 2, 3, 4]))

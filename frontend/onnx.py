@@ -33,6 +33,7 @@ from vdla.files import open_for_reading, read_bounded
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.ops import ONNX
+from vdla.graph.ops.base import ONNX_DTYPES
 
 __all__ = ["load", "from_bytes", "OPSETS", "MAX_MODEL_BYTES", "MAX_TENSOR_ELEMENTS",
            "MAX_BATCH", "supported_operators"]
@@ -46,8 +47,7 @@ MAX_TENSOR_ELEMENTS = 1 << 28
 # A larger batch makes each input a tensor of more than MAX_TENSOR_ELEMENTS.
 MAX_BATCH = MAX_TENSOR_ELEMENTS
 
-_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
-           11: np.float64}
+_DTYPES = ONNX_DTYPES
 
 
 def _type_name(code: int) -> str:
@@ -396,23 +396,27 @@ class _OnnxNode:
             raise self.fail(f"its {what} holds {kind} values; vdla needs finite weights, "
                             "biases and bounds")
 
-    def emit(self, op: str, inputs: list[str] | None = None, **attrs) -> None:
-        """Add the IR node (its outputs declared from shape inference)."""
-        if len(self.outputs) != 1:
+    def emit(self, op: str, inputs: list[str] | None = None, *, output: int | None = None,
+             **attrs) -> None:
+        """Add the IR node (its outputs declared from shape inference). With ``output``, the
+        node writes that one of the ONNX node's outputs (named ``<node>/<output>``: an
+        ONNX node of several outputs becomes one IR node per output)."""
+        if output is None and len(self.outputs) != 1:
             raise self.fail(f"expected one output, got {len(self.outputs)} (training outputs "
                             "are not supported)")
         for name in self.inputs if inputs is None else inputs:
             if self.importer.value(name) is not None:
                 self.finite(f"constant input {name!r}", self.importer.value(name))
-        self.importer._declare(self.outputs[0], f"{self.where}: output {self.outputs[0]!r}")
-        self.importer.nodes.append(Node(self.name, op, list(self.inputs if inputs is None
-                                                              else inputs),
-                                        list(self.outputs), attrs))
+        outputs = self.outputs if output is None else [self.outputs[output]]
+        self.importer._declare(outputs[0], f"{self.where}: output {outputs[0]!r}")
+        self.importer.nodes.append(Node(self.name if output is None else f"{self.name}/{output}",
+                                        op, list(self.inputs if inputs is None else inputs),
+                                        list(outputs), attrs))
 
-    def fold(self, value: np.ndarray) -> None:
-        """The node's one output is a constant known at import."""
+    def fold(self, value: np.ndarray, *, output: int | None = None) -> None:
+        """The node's one output (or its ``output``-th) is a constant known at import."""
         self.importer.spend(int(np.size(value)), np.asarray(value).itemsize, self.where)
-        self.importer.constant(self.outputs[0], np.asarray(value))
+        self.importer.constant(self.outputs[output or 0], np.asarray(value))
 
     def alias(self) -> None:
         """The node passes its input through (Identity, inference-mode Dropout)."""

@@ -22,7 +22,7 @@ flatten of a 1x1 image is the same bytes (`graph.layout.run_blocked`): its
 output is an alias of its input's slot, which then lives as long as either.
 
 Each layer's program is relocated to its regions' arena offsets
-(`compiler.codegen.relocate`) and `verify_arena` checks the result: every
+(`compiler.accel.codegen.relocate`) and `verify_arena` checks the result: every
 layer's accesses inside the arena and inside its own tensors
 (`runtime.verify.verify_plan`), its input and output at their tensors'
 slots, code and constants apart from everything, and no two slots in use at
@@ -140,7 +140,7 @@ def plan_arena(graph: Graph, placement: dict[str, str], programs: dict[str, Prog
     GraphError
         If two layers disagree on a tensor's bytes, or the arena does not verify.
     """
-    from vdla.compiler.codegen import relocate
+    from vdla.compiler.accel.codegen import relocate
     from vdla.compiler.errors import CompileError
     layers = [node for node in graph.nodes if placement.get(node.name) == "accel"]
     if not layers:

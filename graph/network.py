@@ -8,7 +8,7 @@ Three calls take a model to results::
 
 `compile_network` runs the float pass pipeline, quantises, runs the integer
 pipeline, places every node (`graph.placement`) and compiles each
-accelerator layer with the layer compiler (`compiler.driver.compile_op`).
+accelerator layer with the layer compiler (`compiler.accel.driver.compile_op`).
 `Network.run` plans which node runs where, on which buffers, and runs each
 on its placement's executor (`graph.execution`): accelerator layers on a
 `runtime.runner.AccelRunner` of the chosen simulation tier, cpu layers as the cpu
@@ -286,8 +286,8 @@ def _place(dram: np.ndarray, region, packed: np.ndarray) -> None:
 
 
 def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
-    from vdla.compiler.cost import estimate_cost
-    from vdla.compiler.schedule import Schedule
+    from vdla.compiler.accel.cost import estimate_cost
+    from vdla.compiler.accel.schedule import Schedule
     plan = Schedule.from_dict(program.metadata["schedule"]).check(op.geometry(), config)
     return int(round(estimate_cost(plan)))
 
@@ -366,7 +366,7 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
         For a graph that cannot be quantised, placed or compiled (one line,
         naming the node).
     """
-    from vdla.compiler.driver import compile_op
+    from vdla.compiler.accel.driver import compile_op
     from vdla.compiler.errors import CompileError
     began = time.perf_counter()
     integer = quantize_graph(graph, calibration, per_channel,

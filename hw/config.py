@@ -650,7 +650,7 @@ PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 13 k LUTs and 24
 # multipliers off the 1x16x16 this preset was (twice the ALU micro-ops, hidden
 # beside the GEMMs: each thread's acc in a bank of its own, with its own copy
-# of the bias, `compiler.schedule.acc_layout`). ``ulx3s``'s timing and area
+# of the bias, `compiler.accel.schedule.acc_layout`). ``ulx3s``'s timing and area
 # switches; buffers as large as the block RAMs allow (a 2048-bit wgt entry takes
 # 57 block RAMs at any depth up to 512; each 256-bit acc bank of 1024 entries 15,
 # so two banks), 118 block RAMs in all; of the 156 18x18 multipliers the ALU

@@ -511,7 +511,7 @@ def decode_uops(words: np.ndarray, config: HwConfig) -> tuple[np.ndarray, np.nda
     return tuple(result)
 
 
-# How the compiler requantises with the ALU above (`compiler.passes.epilogue`,
+# How the compiler requantises with the ALU above (`compiler.accel.passes.epilogue`,
 # `compiler.requant`); part of the generated reference.
 REQUANTISATION = """\
 A layer's int32 sum ``v = acc + bias`` becomes int8 in one of two ways.

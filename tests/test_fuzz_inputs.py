@@ -15,7 +15,7 @@ from vdla.bench import suite
 from vdla.bench.baseline import check_baseline, load_baseline
 from vdla.bench.suite import BenchError
 from vdla.compiler.errors import ScheduleError
-from vdla.compiler.schedule import load_schedule
+from vdla.compiler.accel.schedule import load_schedule
 from vdla.hw.config import PRESETS, ConfigError, HwConfig, load_config
 from vdla.runtime.program_file import save
 from tests.fuzz_helpers import assert_one_line_error, vdla

@@ -1,7 +1,7 @@
 """Autotuning: search a layer's declared schedule space with real measurements.
 
 `tune` runs a search (`tuners`: grid, random, or an XGBoost ranking model
-proposing batches by simulated annealing) over the knobs `compiler.schedule`
+proposing batches by simulated annealing) over the knobs `compiler.accel.schedule`
 declares, measuring each candidate on a target (`target`: RTL cycles on the
 accelerator, bit-exactness checked; `cpu_target`: wall time of the generated C
 on this CPU, checked the same way) through one executor (`bench.executor`:

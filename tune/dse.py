@@ -175,7 +175,7 @@ def evaluate_config(config: HwConfig, workloads: Sequence[Workload], space: Desi
                               pool=Pool(executor=_InProcess()), seed=0)
                 if result.best is None:
                     raise DseError(f"{workload.name}: no tuning trial succeeded")
-                from vdla.compiler.schedule import Schedule
+                from vdla.compiler.accel.schedule import Schedule
                 schedule = Schedule.from_dict(result.best["schedule"])
             layer = run_layer(workload, config, "rtl", backend_options=options,
                               schedule=schedule)

@@ -8,7 +8,7 @@ per operand, instruction and micro-op counts, the analytical cycle estimate,
 and the share of GEMM work the acc banks let run beside the epilogues
 (`TilePlan.epilogue_overlap`, which the estimate charges as stalls). The
 counts are those the cost model derives from the `TilePlan`
-(`compiler.cost.operand_loads`, `estimate_cost`) rather than from
+(`compiler.accel.cost.operand_loads`, `estimate_cost`) rather than from
 compiling: the annealer scores thousands of points per batch, and compiling
 one costs 30 ms to seconds. Sizes are log2 and relative to the layer's ideal
 cycles or compulsory bytes where they scale with it, so logs of other
@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from vdla.compiler.passes.uop_folding import kernel_budget
-from vdla.compiler.cost import estimate_cost, operand_loads, uop_kernel
-from vdla.compiler.schedule import TilePlan
-from vdla.compiler.space import LOOP_ORDERS
+from vdla.compiler.accel.passes.uop_folding import kernel_budget
+from vdla.compiler.accel.cost import estimate_cost, operand_loads, uop_kernel
+from vdla.compiler.accel.schedule import TilePlan
+from vdla.compiler.accel.space import LOOP_ORDERS
 from vdla.ints import ceil_div
 
 __all__ = ["features", "FEATURE_NAMES"]

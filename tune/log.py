@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from vdla.compiler.schedule import Schedule
+from vdla.compiler.accel.schedule import Schedule
 from vdla.files import bounded_lines
 from vdla.hw.config import HwConfig
 from vdla.records import AMOUNT, FLAG, OBJECT, TEXT, check_fields, optional

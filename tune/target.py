@@ -18,9 +18,9 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from vdla.compiler.schedule import Schedule
-from vdla.compiler.search import default_schedule
-from vdla.compiler.space import ScheduleSpace, schedule_space
+from vdla.compiler.accel.schedule import Schedule
+from vdla.compiler.accel.search import default_schedule
+from vdla.compiler.accel.space import ScheduleSpace, schedule_space
 from vdla.errors import VdlaError
 from vdla.hw.config import HwConfig
 
@@ -55,7 +55,7 @@ class Measurement:
 class Target(Protocol):
     """What `vdla.tune` needs from a target.
 
-    Its space needs what `compiler.space.ScheduleSpace` offers the tuners
+    Its space needs what `compiler.accel.space.ScheduleSpace` offers the tuners
     and the log: ``shape``, ``points()``, ``schedule(point)``,
     ``point(schedule)``, ``decode(dict)``; its schedules ``to_dict()``.
     """

@@ -12,7 +12,7 @@ from the best points so far and random ones, collects the candidates the model
 ranks highest, AutoTVM's diversity filter picks the batch among them, and a
 share of it stays random to keep exploring. Until there are
 measurements to learn from, the analytical estimate
-(`compiler.cost.estimate_cost`, the target's ``prior_feature``) ranks and
+(`compiler.accel.cost.estimate_cost`, the target's ``prior_feature``) ranks and
 half the first batch is random; after that the estimate is the margin the
 model's trees correct: the model starts from the hand-written cost model and
 learns where it is wrong. The model can warm-start from other
@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from vdla.compiler.space import ScheduleSpace
+from vdla.compiler.accel.space import ScheduleSpace
 from vdla.tune.target import Measurement, Target, TuneError
 
 __all__ = ["Tuner", "GridTuner", "RandomTuner", "XGBTuner", "TUNERS", "make_tuner",

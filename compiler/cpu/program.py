@@ -14,7 +14,7 @@ from vdla.compiler.cpu.build import compiler_flags
 from vdla.compiler.cpu.codegen import generate_op_c
 from vdla.compiler.cpu.kernel import CpuKernel, dtypes_of
 from vdla.compiler.cpu.schedule import CPU_MODES, CpuSchedule
-from vdla.compiler.host_target import HostTarget
+from vdla.compiler.host_target import HostTarget, register_host_target
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 
@@ -26,10 +26,10 @@ def _strings(value) -> bool:
 
 
 # The cpu target's programs (`compiler.host.host_spec` checks them).
-CPU = HostTarget(name="cpu", code="C", modes=CPU_MODES, dtypes_of=dtypes_of,
-                 schedule_type=CpuSchedule, generate=generate_op_c,
-                 records={"isa": (lambda value: isinstance(value, str), "a string"),
-                          "flags": (_strings, "a list of strings")})
+CPU = register_host_target(HostTarget(
+    name="cpu", code="C", modes=CPU_MODES, dtypes_of=dtypes_of, schedule_type=CpuSchedule,
+    generate=generate_op_c, records={"isa": (lambda value: isinstance(value, str), "a string"),
+                                     "flags": (_strings, "a list of strings")}))
 
 
 def compile_cpu(op, mode: str = "int8", schedule: CpuSchedule | None = None,

@@ -20,7 +20,7 @@ from vdla.compiler.gpu.codegen import generate_op_cuda, refuse_unsupported
 from vdla.compiler.gpu.kernel import dtypes_of
 from vdla.compiler.gpu.nvcc import PtxasReport, compile_cubin, find_nvcc
 from vdla.compiler.gpu.schedule import GPU_MODES, GpuSchedule, default_gpu_schedule
-from vdla.compiler.host_target import HostTarget
+from vdla.compiler.host_target import HostTarget, register_host_target
 from vdla.hw.config import HwConfig
 from vdla.runtime.program import Program, host_program
 
@@ -39,9 +39,9 @@ def _ptxas_report(value) -> bool:
 
 
 # The gpu target's programs (`compiler.host.host_spec` checks them).
-GPU = HostTarget(name="gpu", code="CUDA C", modes=GPU_MODES, dtypes_of=dtypes_of,
-                 schedule_type=GpuSchedule, generate=generate_op_cuda,
-                 records={"ptxas": (_ptxas_report, "null or ptxas's report")})
+GPU = register_host_target(HostTarget(
+    name="gpu", code="CUDA C", modes=GPU_MODES, dtypes_of=dtypes_of, schedule_type=GpuSchedule,
+    generate=generate_op_cuda, records={"ptxas": (_ptxas_report, "null or ptxas's report")}))
 
 
 def compile_gpu(op, mode: str = "int8", schedule: GpuSchedule | None = None,

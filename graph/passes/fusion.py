@@ -3,7 +3,7 @@
 ``conv -> add(constant per-channel) -> relu`` becomes one ``conv`` with a
 bias and ``relu=True``: after quantisation, one accelerator layer whose
 epilogue adds the bias, requantises with one shift and clamps (the
-``REQUANT`` of `compiler.passes.epilogue`). A residual ``add`` of two
+``REQUANT`` of `compiler.accel.passes.epilogue`). A residual ``add`` of two
 activations takes a following ReLU too; quantisation then fuses it into the
 conv producing one operand where it can (`graph.passes.residual`), else it
 runs on the host.

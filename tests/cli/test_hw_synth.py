@@ -1,7 +1,7 @@
 """``vdla hw synth``, ``bitstream`` and ``board-header``: one-line errors for bad options,
 the protocol header.
 
-The flows themselves are tested in `tests.hw.test_synth` and `tests.hw.test_boards`.
+The flows themselves are tested in `tests.hw.test_synth` and `tests.hw.boards.test_bitstream`.
 """
 
 from __future__ import annotations

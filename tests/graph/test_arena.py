@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.graph.models import images, initializer, model_bytes, residual_cnn
-from vdla.compiler.codegen import relocate
-from vdla.compiler.driver import compile_op
+from vdla.compiler.accel.codegen import relocate
+from vdla.compiler.accel.driver import compile_op
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import Conv2d
 from vdla.frontend.onnx import from_bytes

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from vdla.compiler.cpu import CpuKernel
-from vdla.compiler.driver import compile_op
+from vdla.compiler.accel.driver import compile_op
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.ops import Conv2d, Dense, Epilogue
 from vdla.compiler.requant import CLAMP, fixed_point, fixed_point_per_channel, requantize

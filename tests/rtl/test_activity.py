@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from vdla.cli.run import command as run_command
-from vdla.compiler.driver import compile_op
+from vdla.compiler.accel.driver import compile_op
 from vdla.compiler.ops import Conv2d
 from vdla.hw.counters import ACTIVITY_STATES, RTL_ACTIVITY
 from vdla.runtime.runner import AccelRunner

@@ -68,7 +68,7 @@ def test_overlap_after_other_units_newest_sees_its_older_writes(preset, first_un
 
 
 def test_compiled_dense_layer_with_chained_overlap_is_bit_exact():
-    # The compiler's overlap pass relies on the same ordering (compiler.passes.overlap).
+    # The compiler's overlap pass relies on the same ordering (compiler.accel.passes.overlap).
     # Here a hoisted ALU reset (overlap) zeroes rows, the REQUANT after it (no
     # overlap, same unit) orders them, and the next GEMM (overlap) accumulates onto
     # them: before the fix it read one row before the reset had written it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from vdla.compiler.cost import estimate_cost
+from vdla.compiler.accel.cost import estimate_cost
 from vdla.tune.target import AccelTarget, Measurement, register_target
 
 

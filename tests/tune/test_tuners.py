@@ -6,7 +6,7 @@ import statistics
 import pytest
 
 from vdla.compiler import Conv2d, Dense, Schedule
-from vdla.compiler.space import schedule_space
+from vdla.compiler.accel.space import schedule_space
 from vdla.hw.config import PRESETS
 from vdla.tune import TuneError, make_tuner, tune
 from vdla.tune.target import Measurement, get_target
@@ -77,7 +77,7 @@ def test_xgb_finds_the_best_in_fewer_trials_than_random():
 def test_xgb_first_batch_starts_from_the_estimate_and_explores():
     """Before any measurement the estimate ranks: the first point is among the best
     2 % of the space by estimate; no two points of the batch are one program."""
-    from vdla.compiler.cost import estimate_cost
+    from vdla.compiler.accel.cost import estimate_cost
     space = schedule_space(OP, CONFIG)
     estimates = {p: estimate_cost(space.plan(space.schedule(p))) for p in _legal_points(space)}
     ranked = sorted(estimates.values())
