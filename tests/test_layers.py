@@ -2,13 +2,20 @@
 
 Every import of every module is read with `ast`, whichever way it is written:
 ``import`` and ``from ... import`` at module level or inside a function,
-relative ones, and modules named by a string (``importlib.import_module``
-and ``__import__`` arguments, an f-string's constant ``vdla.``… head, a
-string that is exactly a module's name, as tables of modules to load hold).
-Imports under ``if TYPE_CHECKING:`` never run and are left out, as are a
-module's imports of its own packages (Python imports those before it). The checker
-itself is tested on a small tree with one planted upward import of each
-kind, and a planted cycle.
+relative ones, under ``if TYPE_CHECKING:``, and modules named by a string
+(``importlib.import_module`` and ``__import__`` arguments, an f-string's
+constant ``vdla.``… head, a string that is exactly a module's name, as tables
+of modules to load hold). A module's imports of its own packages are left
+out (Python imports those before it). The layers inside ``hw`` and
+``compiler`` (``hw.core`` < ``hw.boards`` < ...) are layers like the others.
+
+An import under ``if TYPE_CHECKING:`` must not point up either (a lower
+layer's annotation naming a higher layer's type is the same dependency), but
+it never runs, so it closes no import cycle: ``hw.isa`` annotates with
+``HwConfig`` that way, whose module imports ``hw.isa`` to validate itself.
+
+The checker itself is tested on a small tree with one planted upward import
+of each kind, one across the layers inside a part, and planted cycles.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class Edge:
     source: str   # the importing module
     target: str   # the module imported
     where: str    # file:line
+    typing: bool = False   # under ``if TYPE_CHECKING:``: never runs
 
 
 def package_dirs(repo: Path) -> dict[str, str]:
@@ -89,20 +97,22 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[Edge]:
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     edges: list[Edge] = []
 
-    def add(name: str, node: ast.AST) -> None:
+    def add(name: str, node: ast.AST, typing: bool) -> None:
         target = _resolve(name, known)
         # A module's own packages are imported before it, whatever it names.
         if target is not None and not (module + ".").startswith(target + "."):
-            edges.append(Edge(module, target, f"{path}:{node.lineno}"))
+            edges.append(Edge(module, target, f"{path}:{node.lineno}", typing))
 
-    def visit(node: ast.AST) -> None:
+    def visit(node: ast.AST, typing: bool = False) -> None:
         if _is_type_checking(node):
+            for child in node.body:
+                visit(child, True)
             for child in node.orelse:
-                visit(child)
+                visit(child, typing)
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
-                add(alias.name, node)
+                add(alias.name, node, typing)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -110,13 +120,14 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> list[Edge]:
                 base = ".".join([*anchor, *([base] if base else [])])
             for alias in node.names:
                 # `from package import module` imports the module, else the name's module.
-                add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, node)
+                add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base, node,
+                    typing)
         elif isinstance(node, (ast.Constant, ast.JoinedStr)):
             for name in _named(node) if module != TABLE else ():
-                add(name, node)
+                add(name, node, typing)
             return
         for child in ast.iter_child_nodes(node):
-            visit(child)
+            visit(child, typing)
 
     visit(ast.parse(path.read_text(), str(path)))
     return edges
@@ -144,11 +155,13 @@ def layering_problems(repo: Path) -> list[str]:
 
 
 def import_cycles(repo: Path) -> list[frozenset[str]]:
-    """The sets of modules that import each other in a cycle (strongly connected, two or more)."""
+    """The sets of modules that import each other in a cycle (strongly connected, two or more),
+    through imports that run (not those under ``if TYPE_CHECKING:``)."""
     known, edges = import_graph(repo)
     graph: dict[str, set[str]] = {module: set() for module in known}
     for edge in edges:
-        graph[edge.source].add(edge.target)
+        if not edge.typing:
+            graph[edge.source].add(edge.target)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -201,6 +214,29 @@ def test_every_layer_holds_a_module_and_no_module_is_listed_twice():
     assert {layer_of(module) for module in known} == {layer for layer, _, _ in LAYERS}
 
 
+def test_the_layers_inside_a_part_are_next_to_each_other():
+    """``hw.core``, ``hw.boards``, ...: a part's layers form one run of the table, so the
+    parts keep their order and only the layers inside a part are added."""
+    parts = [layer.split(".")[0] for layer, _, _ in LAYERS]
+    runs = [part for index, part in enumerate(parts) if index == 0 or parts[index - 1] != part]
+    assert len(runs) == len(set(runs)), parts
+
+
+@pytest.mark.parametrize("lower, higher", [
+    ("vdla.hw.config", "vdla.hw.boards.top"),            # the core below the boards
+    ("vdla.hw.boards.table", "vdla.hw.synth.flow"),      # synthesis places a board's top
+    ("vdla.hw.synth.tools", "vdla.hw.boards.bitstream"),  # the bitstream runs synthesis
+    ("vdla.compiler.ops", "vdla.compiler.accel.schedule"),
+    ("vdla.compiler.host_runner", "vdla.compiler.cpu.runner"),
+    ("vdla.compiler.cpu.schedule", "vdla.compiler.gpu.schedule"),  # gpu reuses cpu's problem
+    ("vdla.compiler.gpu.runner", "vdla.compiler.runners"),
+    ("vdla.compiler.accel.driver", "vdla.compiler"),
+])
+def test_the_sub_packages_are_ordered(lower, higher):
+    rank = {layer: index for index, (layer, _, _) in enumerate(LAYERS)}
+    assert rank[layer_of(lower)] < rank[layer_of(higher)]
+
+
 def test_the_architecture_diagram_is_the_layer_table():
     """docs/architecture.md draws the layers, top first, one ``layer: modules`` line each."""
     text = (REPO / "docs" / "architecture.md").read_text()
@@ -215,7 +251,7 @@ def test_the_architecture_diagram_is_the_layer_table():
 def _tree(tmp_path: Path, sources: dict[str, str]) -> Path:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.setuptools.package-dir]\n"vdla" = "vdla"\n"vdla.hw" = "hw"\n'
-        '"vdla.sim" = "sim"\n"vdla.runtime" = "runtime"\n')
+        '"vdla.sim" = "sim"\n"vdla.runtime" = "runtime"\n"vdla.compiler" = "compiler"\n')
     for name in ("vdla/__init__.py", "hw/__init__.py", "hw/config.py", "sim/__init__.py",
                  "runtime/__init__.py", "runtime/board.py", *sources):
         path = tmp_path / name
@@ -232,6 +268,8 @@ def _tree(tmp_path: Path, sources: dict[str, str]) -> Path:
     ("import importlib\nBUILTIN = ('vdla.sim.fsim', 'vdla.runtime.board')\n", 2),
     ("import importlib\nimportlib.import_module('vdla.runtime.board')\n", 2),
     ("def load(name):\n    return __import__(f'vdla.runtime.{name}')\n", 2),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from vdla.runtime.board import BoardBackend\n", 3),
 ])
 def test_a_planted_upward_import_fails_naming_file_line_and_layers(tmp_path, source, line):
     repo = _tree(tmp_path, {"sim/backend.py": source})
@@ -243,12 +281,35 @@ def test_a_planted_upward_import_fails_naming_file_line_and_layers(tmp_path, sou
 
 def test_downward_type_checking_and_unrelated_imports_pass(tmp_path):
     repo = _tree(tmp_path, {
-        "runtime/board.py": "from vdla.sim import backend\nfrom vdla.hw.config import X\n",
-        "hw/config.py": ("from typing import TYPE_CHECKING\nimport numpy\n"
-                         "if TYPE_CHECKING:\n    from vdla.runtime.board import Board\n"
-                         "MESSAGE = 'see vdla.runtime.board for the driver'\n"),
+        "runtime/board.py": ("from typing import TYPE_CHECKING\nfrom vdla.sim import backend\n"
+                             "if TYPE_CHECKING:\n    from vdla.hw.config import X\n"),
+        "hw/config.py": "import numpy\nMESSAGE = 'see vdla.runtime.board for the driver'\n",
         "sim/backend.py": ""})
     assert layering_problems(repo) == []
+
+
+@pytest.mark.parametrize("path, source, problem", [
+    ("hw/config.py", "from vdla.hw.boards.top import BoardTop\n",
+     "hw/config.py:1: vdla.hw.config (hw.core) imports vdla.hw.boards.top (hw.boards)"),
+    ("hw/boards/top.py", "def build():\n    from vdla.hw.boards import bitstream\n",
+     "hw/boards/top.py:2: vdla.hw.boards.top (hw.boards) imports vdla.hw.boards.bitstream "
+     "(hw.bitstream)"),
+    ("compiler/ops.py", "from vdla.compiler.accel.schedule import Schedule\n",
+     "compiler/ops.py:1: vdla.compiler.ops (compiler.shared) imports "
+     "vdla.compiler.accel.schedule (compiler.accel)"),
+    ("compiler/host.py", "from vdla.compiler import runners\n",
+     "compiler/host.py:1: vdla.compiler.host (compiler.shared) imports vdla.compiler.runners "
+     "(compiler.dispatch)"),
+])
+def test_a_planted_import_up_the_layers_inside_a_part_fails(tmp_path, path, source, problem):
+    """Inside ``hw`` and ``compiler``: the core never names a board, what the targets share
+    never names a target or the package root."""
+    repo = _tree(tmp_path, {"hw/boards/__init__.py": "", "hw/boards/top.py": "",
+                            "hw/boards/bitstream.py": "", "compiler/__init__.py": "",
+                            "compiler/ops.py": "", "compiler/host.py": "",
+                            "compiler/runners.py": "", "compiler/accel/__init__.py": "",
+                            "compiler/accel/schedule.py": "", path: source})
+    assert layering_problems(repo) == [f"{problem}, a higher layer"]
 
 
 def test_a_module_in_no_layer_is_named(tmp_path):
@@ -261,3 +322,10 @@ def test_a_planted_cycle_is_found(tmp_path):
     repo = _tree(tmp_path, {"hw/isa.py": "def f():\n    from vdla.hw import config\n",
                             "hw/config.py": "from vdla.hw.isa import f\n"})
     assert import_cycles(repo) == [frozenset({"vdla.hw.isa", "vdla.hw.config"})]
+
+
+def test_a_type_checking_import_closes_no_cycle(tmp_path):
+    repo = _tree(tmp_path, {"hw/isa.py": ("from typing import TYPE_CHECKING\n"
+                                          "if TYPE_CHECKING:\n    from vdla.hw.config import C\n"),
+                            "hw/config.py": "from vdla.hw.isa import f\n"})
+    assert import_cycles(repo) == [] and layering_problems(repo) == []
