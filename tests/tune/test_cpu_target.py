@@ -136,6 +136,7 @@ DENSE = ["dense", "--batch", "3", "--in-features", "40", "--out-features", "24",
          "--shift", "9"]
 
 
+@pytest.mark.slow
 def test_compile_applies_the_best_cpu_record_and_refuses_others(tmp_path):
     log, runner = tmp_path / "tune.jsonl", CliRunner()
     result = runner.invoke(cli, ["tune", *DENSE, "--target", "cpu", "--trials", "3",

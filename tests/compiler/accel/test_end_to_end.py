@@ -58,6 +58,7 @@ def _resnet(name, shift=True):
 
 
 @pytest.mark.parametrize("name", [w.name for w in RESNET18])
+@pytest.mark.slow
 def test_resnet18_default(name):
     op = _resnet(name)
     program, result, expected = run_and_check(op, DEFAULT)

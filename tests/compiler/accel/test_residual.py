@@ -194,6 +194,7 @@ def test_a_rectangular_gemm_block_is_refused():
 
 
 @pytest.mark.parametrize("residual_shift", [0, 5, 13])
+@pytest.mark.slow
 def test_the_cpu_target_adds_it_bit_exact(residual_shift):
     """The cpu target's generated C: dense and depthwise kernels, odd channel counts,
     strides, batch 2, as the accelerator computes (numpy)."""

@@ -31,6 +31,7 @@ def _run(op, mode="int8", schedule=None, inputs=None):
 
 
 @pytest.mark.parametrize("op", ODD_SHAPES, ids=describe)
+@pytest.mark.slow
 def test_int8_kernel_text_is_bit_exact_with_numpy(op):
     out, inputs = _run(op)
     np.testing.assert_array_equal(out, op.reference(**inputs))
@@ -60,6 +61,7 @@ def test_fp16_is_refused_with_the_reason():
                                  op.random_inputs(np.random.default_rng(0)).items()})
 
 
+@pytest.mark.slow
 def test_random_convolutions_kernel_text_is_bit_exact():
     """The same sweep as the model's (`test_tiling`), a few layers through the CUDA C itself."""
     rng = np.random.default_rng(2325)
