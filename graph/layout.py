@@ -60,8 +60,14 @@ def block(array: np.ndarray, config: HwConfig) -> Blocked:
 
 
 def unblock(value: Blocked, config: HwConfig) -> np.ndarray:
-    """The logical array of a blocked activation."""
-    return unpack("activation", value.packed, _four(value.shape), config).reshape(value.shape)
+    """The logical array of a blocked activation, in memory of its own: a blocked value
+    may lie in an arena slot that a later layer overwrites, and where the blocks hold the
+    logical order already (an (N, C, 1, 1) one block of batch wide) the unpacked array
+    would otherwise be a view of it."""
+    logical = unpack("activation", value.packed, _four(value.shape), config)
+    if np.may_share_memory(logical, value.packed):
+        logical = logical.copy()
+    return logical.reshape(value.shape)
 
 
 def runs_blocked(graph: Graph, node: Node) -> bool:

@@ -75,7 +75,9 @@ _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 # Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0),
 # "shift" (0..31), "multiplier" (1..2**15-1), "residual" (0..compiler.ops.MAX_RESIDUAL_SHIFT),
 # "scale" (a float whose float32 is normal and > 0) and "exponent" (an int whose 2**-e is
-# such a float32): the host kernels compute with steps in float32. Each operator declares
+# such a float32): the host kernels compute with steps in float32; "float" (any finite number),
+# "ints" (1 to 8 ints of magnitude < 2**31) and "table" (256 ints -128..127, one int8 per int8
+# input). Each operator declares
 # its attributes' kinds in the registry (`graph.ops`); these tables are its view.
 NODE_ATTRS: dict[str, dict[str, str]] = {name: dict(op.attrs) for name, op in OPS.items()
                                          if op.attrs is not None}
@@ -181,6 +183,13 @@ def _check_attrs(node: Node, where: str) -> dict[str, Any]:
                                  f"normal range ({_FLOAT32.tiny:.3g} to {_FLOAT32.max:.3g})")
             attrs[key] = value
             continue
+        if kind == "float":
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and math.isfinite(value)):
+                raise _FileError(f"{where}: attribute {key}={value!r:.40} must be a finite "
+                                 "number")
+            attrs[key] = float(value)
+            continue
         if kind != "bool" and not all(isinstance(v, int) and not isinstance(v, bool)
                                       for v in ints):
             raise _FileError(f"{where}: attribute {key}={value!r:.40} must be integers")
@@ -195,7 +204,11 @@ def _check_attrs(node: Node, where: str) -> dict[str, Any]:
               and max(value) < 1 << 16,
               "pads": isinstance(value, list) and len(value) == 4 and min(value) >= 0
               and max(value) < 1 << 16,
-              "shape": isinstance(value, list) and 0 < len(value) <= 8 and min(value) > 0}[kind]
+              "shape": isinstance(value, list) and 0 < len(value) <= 8 and min(value) > 0,
+              "ints": isinstance(value, list) and 0 < len(value) <= 8
+              and max(map(abs, value)) < 1 << 31,
+              "table": isinstance(value, list) and len(value) == 256 and min(value) >= -128
+              and max(value) <= 127}[kind]
         if not ok:
             raise _FileError(f"{where}: attribute {key}={value!r:.40} is out of range")
         attrs[key] = tuple(value) if isinstance(value, list) else value

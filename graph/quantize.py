@@ -443,6 +443,15 @@ class _Quantizer:
             return int(exponents[0]), None
         return None, 2.0 ** -exponents.astype(np.float64)
 
+    def requantize(self, node: Node, name: str, scale: Scale, target: Scale, out: str) -> str:
+        """A host ``requantize`` node (named ``out``, as its output) that moves ``node``'s
+        input ``name`` from ``scale`` to ``target``; its output's name."""
+        source = self.renamed.get(name, name)
+        self.tensors[out] = Tensor(out, self.tensors[source].shape, np.int8, None, *target)
+        self.nodes.append(Node(out, "requantize", [source], [out],
+                               {"scale": real_scale(scale), "out_scale": real_scale(target)}))
+        return out
+
     def same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
         """Emit ``node`` (as ``op``) on its first input at that input's scale: an operator
         that moves or selects int8 values (a model's own output scale must agree)."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from vdla.graph.ops import activations, add, batchnorm, constant, layers, movement, pool, qdq
-from vdla.graph.ops import softmax
+from vdla.graph.ops import activations, add, arith, batchnorm, constant, layers, movement, pool
+from vdla.graph.ops import qdq, shapes, slicing, softmax
 from vdla.graph.ops.base import PLACES, Op
 
 __all__ = ["Op", "OPS", "ONNX", "PLACES", "get", "layer_ops"]
 
-_MODULES = (layers, batchnorm, add, activations, pool, movement, softmax, qdq, constant)
+_MODULES = (layers, batchnorm, add, arith, activations, pool, movement, slicing, softmax, qdq,
+            constant, shapes)
 
 
 def _collect() -> tuple[dict[str, Op], dict[str, tuple[Op, Callable]]]:

@@ -1,12 +1,12 @@
 """``add`` (float) and ``qadd`` (int8): the residual add of two activations.
 
 A constant operand is a bias, which `graph.passes.fusion` folds into the
-layer before it. ``qadd`` aligns its operands with left shifts and
-requantises with one rounding right shift (half to even), or, with scales
-that are not powers of two, rescales each in float32 as onnxruntime's
-QLinearAdd does; unless a conv takes it into its epilogue
-(`graph.passes.residual`), it runs on the host, on blocked arrays as well
-(it does not mix channels).
+layer before it (one no layer takes becomes a ``qaffine``, `graph.ops.arith`).
+``qadd`` aligns its operands with left shifts and requantises with one
+rounding right shift (half to even), or, with scales that are not powers of
+two, rescales each in float32 as onnxruntime's QLinearAdd does; unless a conv
+takes it into its epilogue (`graph.passes.residual`), it runs on the host, on
+blocked arrays as well (it does not mix channels).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Node, Tensor
+from vdla.graph.ops.arith import quantize_affine
 from vdla.graph.ops.base import Op, round_shift, round_shift_even, saturate_int8
 
 __all__ = ["OPS"]
@@ -83,9 +84,11 @@ def _quantize_add(q, node: Node) -> None:
         if q.layer(last, "qconv", fusable(q.graph, last)):
             return
         q.layer(last, "qconv")
-    if any(q.graph.tensors[name].constant for name in node.inputs):
-        raise GraphError(f"{node.describe()}: an add of a constant that no conv or dense "
-                         "can take as its bias is not supported")
+    constant = [name for name in node.inputs if q.graph.tensors[name].constant]
+    if constant:   # a bias no layer took (`graph.passes.fusion`): x * 1 + c
+        (other,) = [name for name in node.inputs if name != constant[0]]
+        quantize_affine(q, node, other, 1.0, q.graph.value(constant[0]).astype(np.float64))
+        return
     a, b, y = q.input_scale(node, 0), q.input_scale(node, 1), q.scale(node.outputs[0])
     relu = bool(node.attrs.get("relu"))
     if None in (a[0], b[0], y[0]):  # onnxruntime's QLinearAdd: float32 scale ratios

@@ -25,8 +25,9 @@ import numpy as np
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 
-__all__ = ["Op", "PLACES", "MAX_TENSOR_ELEMENTS", "rank", "saturate_int8", "round_shift",
-           "round_shift_even", "pad_spatial", "windows", "onnx_axis", "onnx_spatial"]
+__all__ = ["Op", "PLACES", "MAX_TENSOR_ELEMENTS", "ONNX_DTYPES", "rank", "same_shape", "axis_of",
+           "saturate_int8", "round_shift", "round_shift_even", "quantize_float", "pad_spatial",
+           "windows", "onnx_axis", "onnx_spatial", "emit_or_fold"]
 
 # Where an operator's nodes run: ``layer`` (the accelerator, or the cpu target's generated
 # C), ``host`` (numpy on the host, whatever the tier), ``float`` (only in float graphs:
@@ -35,6 +36,9 @@ PLACES = ("layer", "host", "float", "import")
 # What a network file's tensor may hold (`graph.network_file`), and so what any array a
 # host kernel makes on the way (a pool's padded input) may hold.
 MAX_TENSOR_ELEMENTS = 1 << 28
+# The ONNX element types vdla reads, by their TensorProto code.
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
+               11: np.float64}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,9 +158,9 @@ def round_shift_even(value: np.ndarray, shift: int) -> np.ndarray:
 def quantize_float(value: np.ndarray, scale: float) -> np.ndarray:
     """``value / scale`` in float32, rounded half to even and saturated to int8: ONNX's
     QuantizeLinear (zero point 0)."""
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore"):   # beyond float32: +-inf, which saturates
         scaled = np.rint(np.asarray(value, np.float32) / np.float32(scale))
-    return saturate_int8(np.clip(np.nan_to_num(scaled), -128, 127))
+    return saturate_int8(np.clip(scaled, -128, 127))
 
 
 # -- spatial helpers --------------------------------------------------------------------------
@@ -192,6 +196,22 @@ def onnx_axis(node, name: str, default: int, rank_: int, *, inclusive: bool = Fa
     if not 0 <= resolved < rank_ + inclusive:
         raise node.fail(f"axis {axis} is out of range for rank {rank_}")
     return resolved
+
+
+def emit_or_fold(node, kernel, op: str, inputs: list[str] | None = None, *,
+                 output: int | None = None, **attrs) -> None:
+    """Emit the IR node (``op`` on ``inputs``, default the ONNX node's), or, where every
+    input is a constant, its value: ``kernel`` runs once at import (shape arithmetic, a
+    Transpose of a weight), so that later converters read the result as a constant.
+    ``output``: which of the ONNX node's outputs the node writes (one of a Split's)."""
+    names = list(node.inputs if inputs is None else inputs)
+    values = [node.importer.value(name) for name in names]
+    if values and all(value is not None for value in values):
+        target = node.outputs[output or 0]
+        (value,) = kernel(Node(node.name, op, names, [target], attrs), *values)
+        node.fold(value, output=output)
+        return
+    node.emit(op, inputs, output=output, **attrs)
 
 
 def onnx_spatial(node, kernel: tuple[int, int],

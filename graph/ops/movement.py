@@ -1,4 +1,5 @@
-"""Data movement: ``flatten``, ``reshape`` and ``pad`` (zeros around the image).
+"""Data movement: ``flatten``, ``reshape`` (ONNX's Reshape, Squeeze, Unsqueeze, Identity and
+inference Dropout) and ``pad`` (zeros around the image).
 
 They move values without computing: an int8 tensor keeps its scale. They run
 on the host; padding, and the flatten of a 1x1 image (whose bytes are its
@@ -13,7 +14,7 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
-from vdla.graph.ops.base import Op, pad_spatial, rank
+from vdla.graph.ops.base import Op, emit_or_fold, pad_spatial, rank
 
 __all__ = ["OPS"]
 
@@ -63,6 +64,56 @@ def _onnx_pad(node) -> None:
         raise node.fail(f"pads {pads} filled with {fill:g}: only zeros added to height and "
                         "width are supported")
     node.emit("pad", [node.inputs[0]], pads=(pads[2], pads[3], pads[6], pads[7]))
+
+
+def _axes(node) -> list[int] | None:
+    """A Squeeze's or Unsqueeze's axes as given (an attribute before opset 13, then a
+    constant input); None when left out."""
+    if node.importer.opset < 13:
+        node.arity(1)
+        axes = node.attr("axes")
+        return None if axes is None else [int(axis) for axis in axes]
+    node.arity(1, 2)
+    return ([int(v) for v in node.constant_input(1, "axes").reshape(-1)]
+            if len(node.inputs) > 1 else None)
+
+
+def _resolved(node, axes: list[int], rank: int) -> list[int]:
+    if any(not -rank <= axis < rank for axis in axes):
+        raise node.fail(f"axes {axes} are out of range for rank {rank}")
+    resolved = [axis % rank for axis in axes]
+    if len(set(resolved)) != len(resolved):
+        raise node.fail(f"axes {axes} repeat an axis")
+    return resolved
+
+
+def _reshape_kernel(node: Node, x):
+    return [x.reshape(node.attrs["shape"])]
+
+
+def _onnx_squeeze(node) -> None:
+    """A reshape that drops axes of size 1 (every one, where no axes are given)."""
+    shape = node.importer.shape(node.inputs[0])
+    axes = _axes(node)
+    axes = ([axis for axis, size in enumerate(shape) if size == 1] if axes is None
+            else _resolved(node, axes, len(shape)))
+    for axis in axes:
+        if shape[axis] != 1:
+            raise node.fail(f"axis {axis} of shape {shape} is not of size 1")
+    kept = tuple(size for axis, size in enumerate(shape) if axis not in axes)
+    emit_or_fold(node, _reshape_kernel, "reshape", [node.inputs[0]], shape=kept)
+
+
+def _onnx_unsqueeze(node) -> None:
+    """A reshape that inserts axes of size 1."""
+    shape = node.importer.shape(node.inputs[0])
+    axes = _axes(node)
+    if axes is None:
+        raise node.fail("its axes are missing")
+    axes = _resolved(node, axes, len(shape) + len(axes))
+    sizes = iter(shape)
+    out = tuple(1 if axis in axes else next(sizes) for axis in range(len(shape) + len(axes)))
+    emit_or_fold(node, _reshape_kernel, "reshape", [node.inputs[0]], shape=out)
 
 
 def _onnx_dropout(node) -> None:
@@ -136,8 +187,8 @@ OPS = [
        onnx={"Flatten": _onnx_flatten}, quantize=_same_scale, attrs={"axis": "int"},
        shape=_flattened, blocked=_flatten_blocked,
        export=lambda writer, node: writer.float_op(node, "Flatten", axis=node.attrs["axis"])),
-    Op("reshape", "host", _WHY, lambda node, x: [x.reshape(node.attrs["shape"])],
-       onnx={"Reshape": _onnx_reshape,
+    Op("reshape", "host", _WHY, _reshape_kernel,
+       onnx={"Reshape": _onnx_reshape, "Squeeze": _onnx_squeeze, "Unsqueeze": _onnx_unsqueeze,
              "Identity": lambda node: (node.arity(1), node.alias()),
              "Dropout": _onnx_dropout},
        quantize=_same_scale, attrs={"shape": "shape"}, shape=_reshaped,

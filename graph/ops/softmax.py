@@ -21,7 +21,9 @@ def _onnx_softmax(node) -> None:
     shape = node.importer.shape(node.inputs[0])
     axis = node.attr("axis", 1 if node.importer.opset < 13 else -1)
     axis = axis + len(shape) if axis < 0 else axis
-    if node.importer.opset < 13 and axis != len(shape) - 1:
+    # Before opset 13 a softmax flattens the axes from ``axis`` on: the same as one along
+    # ``axis`` where those after it are all of size 1 (a classifier's (N, C, 1, 1)).
+    if node.importer.opset < 13 and any(size != 1 for size in shape[axis + 1:]):
         raise node.fail(f"axis {axis} of a rank-{len(shape)} input (flattening softmax of "
                         "opset < 13) is not supported")
     node.emit("softmax", axis=axis)

@@ -23,14 +23,15 @@ from vdla.graph.passes.qdq import read_qdq
 __all__ = ["PIPELINE", "INTEGER_PIPELINE", "run_passes"]
 
 # Before quantisation, on the float graph: in this order, each enabling the next
-# (folded constants expose BatchNorms to fold, folded BatchNorms expose the
-# activations to fuse).
+# (folded constants expose biases and BatchNorms to fold, a bias Add folded into its
+# layer exposes the BatchNorm after it (a Keras Dense: MatMul, Add, BatchNormalization),
+# folded BatchNorms expose the activations to fuse).
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("read_qdq", read_qdq),
     ("fold_constants", fold_constants),
     ("remove_identities", remove_identities),
-    ("fold_batchnorm", fold_batchnorm),
     ("fuse_bias", fuse_bias),
+    ("fold_batchnorm", fold_batchnorm),
     ("fuse_activations", fuse_activations),
 ]
 # After quantisation, on the integer graph.

@@ -1,10 +1,13 @@
-"""BatchNorm folding: a BatchNormalization after a Conv becomes the Conv's weights and bias.
+"""BatchNorm folding: a BatchNormalization after a Conv or a dense layer becomes the
+layer's weights and bias.
 
 ``y = (conv(x, w) + b - mean) * scale / sqrt(var + eps) + beta`` is a
 convolution with ``w' = w * f[k]`` and ``b' = (b - mean) * f + beta`` where
 ``f = scale / sqrt(var + eps)``: exact in real numbers, so the float model's
-outputs change only by float rounding. A BatchNorm that follows no Conv (or
-whose Conv's output has other readers) stays, and quantisation refuses it.
+outputs change only by float rounding; likewise a dense layer's (a Keras
+Dense then BatchNormalization: its output's features are the channels). A
+BatchNorm that follows no layer (or whose layer's output has other readers)
+stays, and quantisation refuses it.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ __all__ = ["fold_batchnorm"]
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
-    """Fold every foldable BatchNorm into the Conv that produces its input (in place)."""
+    """Fold every foldable BatchNorm into the Conv or dense layer producing its input (in
+    place)."""
     for node in list(graph.nodes):
         if node.op != "batchnorm":
             continue
         x, scale, beta, mean, var = node.inputs
         conv = graph.producer(x)
         params = [graph.value(name) for name in (scale, beta, mean, var)]
-        if conv is None or conv.op != "conv" or graph.uses(x) != 1 or conv.attrs.get("relu") \
+        if conv is None or conv.op not in ("conv", "dense") or graph.uses(x) != 1 \
+                or conv.attrs.get("relu") \
                 or any(p is None for p in params) or graph.value(conv.inputs[1]) is None:
             continue
         scale_v, beta_v, mean_v, var_v = (np.asarray(p, np.float64) for p in params)
@@ -37,7 +42,8 @@ def fold_batchnorm(graph: Graph) -> Graph:
         new_weight = f"{node.name}/folded_weight"
         new_bias = f"{node.name}/folded_bias"
         graph.tensors[new_weight] = Tensor(new_weight, weight.shape, np.float32,
-                                           (weight * factor[:, None, None, None])
+                                           (weight * factor.reshape((-1,) + (1,) * (
+                                               weight.ndim - 1)))
                                            .astype(np.float32))
         graph.tensors[new_bias] = Tensor(new_bias, (weight.shape[0],), np.float32,
                                          ((bias - mean_v) * factor + beta_v).astype(np.float32))
