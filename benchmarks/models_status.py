@@ -52,9 +52,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
 
-from benchmarks.models import zoo  # noqa: E402
+import zoo  # noqa: E402
 
 __all__ = ["light_models", "seeded_weights", "softmax_inputs", "model_status", "main"]
 
