@@ -87,6 +87,8 @@ class Fetch(wiring.Component):
 
     def __init__(self, config: HwConfig):
         self.config = config
+        # With `registered_dispatch` every queue offers its head from a register.
+        self.queue_kind = fifo.SyncFIFOBuffered if config.registered_dispatch else fifo.SyncFIFO
         insn = stream.Signature(HwConfig.INSN_BITS)
         super().__init__({
             "go": In(1),
@@ -106,24 +108,44 @@ class Fetch(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        reader = self._reader(m)
+        buffer = self._buffer(m, reader)
+        queues = self._queues(m)
+        in_flight, fetched, undispatched = self._requests(m, reader, buffer)
+        complete = self._dispatch(m, buffer, queues, undispatched)
+        m.d.comb += [
+            self.complete.eq(complete),
+            self.idle.eq((in_flight == 0) & reader.idle),
+            self.fetched.eq(fetched),
+        ]
+        return m
+
+    def _reader(self, m: Module) -> ElementReader:
+        """The instruction reader on the DRAM port. A one-instruction buffer requests
+        the next instruction only once the held one is taken, so no beat waits while
+        it is held (`ElementReader`)."""
         config = self.config
-        buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
-        # A one-instruction buffer requests the next instruction only once the
-        # held one is taken, so no beat waits while it is held (`ElementReader`).
         m.submodules.reader = reader = ElementReader(config, isa.INSN_BYTES,
-                                                     take_while_full=buffer_depth > 1,
+                                                     take_while_full=config.fetch_buffer_depth > 1,
                                                      in_place=config.decodes_in_place)
-        # With `registered_dispatch` every queue offers its head from a register.
-        queue_kind = fifo.SyncFIFOBuffered if config.registered_dispatch else fifo.SyncFIFO
         wiring.connect(m, reader.mem, wiring.flipped(self.mem))
-        if buffer_depth == 1:
-            buffer = _HeldElement(reader.elements)
-        else:
-            m.submodules.buffer = buffer = queue_kind(width=HwConfig.INSN_BITS,
-                                                      depth=buffer_depth)
-            m.d.comb += [buffer.w_data.eq(reader.elements.payload),
-                         buffer.w_en.eq(reader.elements.valid),
-                         reader.elements.ready.eq(buffer.w_rdy)]
+        return reader
+
+    def _buffer(self, m: Module, reader: ElementReader):
+        """The instruction buffer (a FIFO's read side): `_HeldElement` for a buffer of one."""
+        config = self.config
+        if config.fetch_buffer_depth == 1:
+            return _HeldElement(reader.elements)
+        m.submodules.buffer = buffer = self.queue_kind(width=HwConfig.INSN_BITS,
+                                                       depth=config.fetch_buffer_depth)
+        m.d.comb += [buffer.w_data.eq(reader.elements.payload),
+                     buffer.w_en.eq(reader.elements.valid),
+                     reader.elements.ready.eq(buffer.w_rdy)]
+        return buffer
+
+    def _queues(self, m: Module) -> dict:
+        """Each module's command queue (a FIFO's write side), or `_Direct` without."""
+        config = self.config
         queues = {}
         for name in isa.MODULES:
             output = getattr(self, f"{name}_cmds")
@@ -131,13 +153,19 @@ class Fetch(wiring.Component):
                 # No queue: the dispatcher drives the module's stream itself.
                 queues[name] = _Direct(output)
                 continue
-            queues[name] = queue = queue_kind(width=HwConfig.INSN_BITS,
-                                              depth=config.cmd_queue_depth)
+            queues[name] = queue = self.queue_kind(width=HwConfig.INSN_BITS,
+                                                   depth=config.cmd_queue_depth)
             m.submodules[f"{name}_queue"] = queue
             wiring.connect(m, queue.r_stream, wiring.flipped(output))
             m.d.comb += getattr(self, f"{name}_level").eq(queue.level)
+        return queues
 
-        # ---------------------------------------------------------- requests
+    def _requests(self, m: Module, reader: ElementReader, buffer):
+        """Chunks of instructions requested while the buffer has room for them and for
+        everything in flight. Returns the instructions in flight, the count of those
+        fetched and the count of those not yet dispatched."""
+        config = self.config
+        buffer_depth, most = config.fetch_buffer_depth, fetch_chunk(config)
         remaining = Signal(config.insn_count_bits)      # instructions not yet requested
         # DRAM element index of the next one
         next_index = Signal(config.dram_addr_bits - log2(isa.INSN_BYTES))
@@ -175,8 +203,12 @@ class Fetch(wiring.Component):
         m.d.sync += in_flight.eq(in_flight + Mux(requested, chunk, 0) - arrived)
         with m.If(arrived):
             m.d.sync += fetched.eq(fetched + 1)
+        return in_flight, fetched, undispatched
 
-        # ---------------------------------------------------------- dispatch
+    def _dispatch(self, m: Module, buffer, queues: dict, undispatched):
+        """The buffer's head into its module's queue; returns whether every instruction
+        has been dispatched."""
+        config = self.config
         layout = instruction_layout(config, isa.Opcode.LOAD)
         head = data.View(layout, buffer.r_data[:layout.size])
         to_load = (head.opcode == isa.Opcode.LOAD) & (
@@ -205,15 +237,7 @@ class Fetch(wiring.Component):
             m.d.sync += dispatched.eq(dispatch)
             with m.If(dispatched):
                 m.d.sync += undispatched.eq(undispatched - 1)
-            complete = Mux(dispatched, undispatched == 1, undispatched == 0)
-        else:
-            with m.If(dispatch):
-                m.d.sync += undispatched.eq(undispatched - 1)
-            complete = undispatched == 0
-
-        m.d.comb += [
-            self.complete.eq(complete),
-            self.idle.eq((in_flight == 0) & reader.idle),
-            self.fetched.eq(fetched),
-        ]
-        return m
+            return Mux(dispatched, undispatched == 1, undispatched == 0)
+        with m.If(dispatch):
+            m.d.sync += undispatched.eq(undispatched - 1)
+        return undispatched == 0
