@@ -33,15 +33,14 @@ Read-after-write hazards on acc within the unit: a read does not see the
 write made in the same cycle (ports are not transparent), and results of the
 micro-ops ahead are written after the read. Only registered results are
 forwarded (S6's and S7's), never the ALU's or the adder's output itself, so
-no path runs from the ALU through a forwarding multiplexer (on ECP5 that was
-the critical path). An operand read in S2 takes, in S3, the result S6 or else
-S7 holds for its row, in S4 S6's, and in S5 S6's again (a registered select);
-acc[src], read in S3, takes in S4 S6's or else S7's and in S5 S6's. Together
-they cover every result written after the read. With
-``HwConfig.registered_control`` every select is a register: compared a cycle
-ahead, on the index the stage is about to hold, against what S6 and S7 are
-about to take, so that no comparator drives a wide multiplexer (on ECP5 that
-was the critical path once the load engine's were cut), and S5's selects are
+no path runs from the ALU through a forwarding multiplexer. An operand read
+in S2 takes, in S3, the result S6 or else S7 holds for its row, in S4 S6's,
+and in S5 S6's again (a registered select); acc[src], read in S3, takes in S4
+S6's or else S7's and in S5 S6's. Together they cover every result written
+after the read. With ``HwConfig.registered_control`` every select is a
+register: compared a cycle ahead, on the index the stage is about to hold,
+against what S6 and S7 are about to take, so that no comparator drives a wide
+multiplexer, and S5's selects are
 registered once per lane (`hw.replica`), so that no flip-flop drives every
 lane's multiplexer into the ALU or the adders. Back-to-back micro-ops on
 the same acc row run at full rate, across instruction boundaries too. Nothing
@@ -324,18 +323,22 @@ class UnitPipeline(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         config = self.config
-        gemm = self.with_wgt
         layout = instruction_layout(config, self.opcode)
         insn = data.View(layout, self.insn[:layout.size])
-        acc_bits = config.element_bytes("acc") * 8
         index_bits = {"dst": config.acc_index_bits,
-                      "src": config.uop_src_bits if gemm else config.acc_index_bits,
+                      "src": config.uop_src_bits if self.with_wgt else config.acc_index_bits,
                       "wgt": config.wgt_index_bits}
-        kinds = index_kinds(gemm)
         control = _control_layout(config, self.unit)
         p = self.stages_kind(m, config, control, index_bits)
+        s0 = self._s0(m, p, insn, control)
+        s2, operands = self._s1_s2(m, p, s0, index_bits)
+        self._s3_to_s7(m, p, s2, operands)
+        return m
 
-        # ------------------------------------------------------------ S0
+    def _s0(self, m: Module, p: _Stages, insn, control) -> dict:
+        """S0: the `LoopSequencer` on the instruction, its control latched, the uop
+        SRAM read; returns S0's micro-op (valid, last, control and index offsets)."""
+        config, gemm = self.config, self.with_wgt
         m.submodules.sequencer = seq = LoopSequencer(config, with_wgt=gemm)
         m.d.comb += [seq.begin.eq(self.begin), self.ready.eq(seq.ready)]
         m.d.comb += [getattr(seq.insn, name).eq(getattr(insn, name))
@@ -348,13 +351,17 @@ class UnitPipeline(wiring.Component):
             m.d.sync += c0.reset.eq(insn.reset)
             self._latch_control(m, c0, insn)
         m.d.comb += [self.uop_read.addr.eq(seq.u), self.uop_read.en.eq(seq.valid)]
-
-        # ------------------------------------------------------------ S1
         s0 = {"valid": seq.valid, "last": seq.last, "control": c0}
-        s0.update({k: getattr(seq.offset, k) for k in kinds})
-        s1 = p.stage(s0, "s1", kinds)
+        s0.update({k: getattr(seq.offset, k) for k in index_kinds(gemm)})
+        return s0
 
-        # ------------------------------------------------------------ S2
+    def _s1_s2(self, m: Module, p: _Stages, s0: dict, index_bits: dict):
+        """S1 (the uop word arrives) and S2 (its indices plus the offsets, and the SRAM
+        reads, with the unit's extra operand stages); returns the stage S3 follows and
+        the operands the unit's datapath reads."""
+        config = self.config
+        kinds = index_kinds(self.with_wgt)
+        s1 = p.stage(s0, "s1", kinds)
         uop = data.View(uop_layout(config), self.uop_read.data[:uop_layout(config).size])
         s2 = p.stage(s1, "s2")
         for k in kinds:
@@ -368,9 +375,12 @@ class UnitPipeline(wiring.Component):
         def read_acc(s):
             m.d.comb += [self.acc_read.addr.eq(s["dst"]), self.acc_read.en.eq(reads(s))]
 
-        s2, operands = self._operand_stages(p, s2, read_acc, reads)
+        return self._operand_stages(p, s2, read_acc, reads)
 
-        # ------------------------------------------------------------ S3 .. S7
+    def _s3_to_s7(self, m: Module, p: _Stages, s2: dict, operands: dict):
+        """S3 to S7: acc[dst] forwarded, the datapath, the result written from S6."""
+        config = self.config
+        acc_bits = config.element_bytes("acc") * 8
         s3 = p.stage(s2, "s3", self.carried)
         s4 = p.stage(s3, "s4", self.carried)
         s5 = p.stage(s4, "s5", ("dst",), hold=self.two_cycle)
@@ -406,7 +416,6 @@ class UnitPipeline(wiring.Component):
             self.out_write.data.eq(out_of_acc(config, p.result6)),
             self.completes.eq(s5b["last"]), self.executes.eq(s5["valid"]),
         ]
-        return m
 
 
 class GemmUnit(UnitPipeline):
