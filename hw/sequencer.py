@@ -91,26 +91,22 @@ class LoopSequencer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        config, insn = self.config, self.insn
-        kinds = index_kinds(self.with_wgt)
-        bits = _index_bits(config)
-        uop_bits = len(self.u)
-        u, u_first, u_last = self.u, Signal(uop_bits), Signal(uop_bits)
-        i, i_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
-        j, j_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
-        factor_out = {k: Signal(bits[k], name=f"{k}_factor_out") for k in kinds}
-        factor_in = {k: Signal(bits[k], name=f"{k}_factor_in") for k in kinds}
-        outer = {k: Signal(bits[k], name=f"{k}_outer") for k in kinds}
-        off = {k: getattr(self.offset, k) for k in kinds}
-        issuing, marker, paced, gap = Signal(), Signal(), Signal(), Signal()
+        nest = _Nest(self.config, self.u, self.offset, index_kinds(self.with_wgt))
+        ends = self.ends_kind(nest.u, nest.u_last, nest.j, nest.j_last, nest.i, nest.i_last)
+        self._walk(m, nest, ends)
+        self._take(m, nest, ends)
+        return m
 
-        # A paced instruction emits on the cycles where `gap` is low.
+    def _walk(self, m: Module, nest: "_Nest", ends: "ComparedEnds"):
+        """A micro-op per cycle (a paced instruction: on the cycles where ``gap`` is
+        low), stepping ``u``, then ``j``, then ``i`` and the index offsets."""
+        u, j, i, issuing, paced, gap = nest.u, nest.j, nest.i, nest.issuing, nest.paced, nest.gap
+        off = nest.off
         emitting = issuing & ~gap
-        ends = self.ends_kind(u, u_last, j, j_last, i, i_last)
         end_u, end_j, end_i = ends.u, ends.j, ends.i
         at_last = emitting & end_u & end_j & end_i
-        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | marker)]
-        if config.sequencer_gap:
+        m.d.comb += [self.valid.eq(emitting), self.last.eq(at_last | nest.marker)]
+        if self.config.sequencer_gap:
             # A register: the compute front end's issue (and fetch) waits on no comparator.
             m.d.comb += self.ready.eq(~issuing)
         else:
@@ -118,44 +114,74 @@ class LoopSequencer(wiring.Component):
         m.d.sync += gap.eq(paced & emitting)
         with m.If(emitting):
             with m.If(end_u):
-                m.d.sync += u.eq(u_first)
+                m.d.sync += u.eq(nest.u_first)
                 with m.If(end_j):
                     m.d.sync += [j.eq(0), i.eq(i + 1)] + ends.next_outer()
-                    for k in kinds:
-                        following = outer[k] + factor_out[k]
-                        m.d.sync += [outer[k].eq(following), off[k].eq(following)]
+                    for k in nest.kinds:
+                        following = nest.outer[k] + nest.factor_out[k]
+                        m.d.sync += [nest.outer[k].eq(following), off[k].eq(following)]
                     with m.If(end_i):
                         m.d.sync += issuing.eq(0)
                 with m.Else():
                     m.d.sync += [j.eq(j + 1)] + ends.next_inner()
-                    m.d.sync += [off[k].eq(off[k] + factor_in[k]) for k in kinds]
+                    m.d.sync += [off[k].eq(off[k] + nest.factor_in[k]) for k in nest.kinds]
                 m.d.sync += ends.first_uop()
             with m.Else():
                 m.d.sync += [u.eq(u + 1)] + ends.next_uop()
-        m.d.sync += marker.eq(0)
+        m.d.sync += nest.marker.eq(0)
+
+    def _take(self, m: Module, nest: "_Nest", ends: "ComparedEnds"):
+        """Latch the instruction on ``begin``: its counters and settings, and whether it
+        issues micro-ops or (an empty one) only the marker."""
+        insn, off = self.insn, nest.off
         counters = [
-            u.eq(insn.uop_begin), u_first.eq(insn.uop_begin), u_last.eq(insn.uop_end - 1),
-            i.eq(0), i_last.eq(insn.iter_out - 1), j.eq(0), j_last.eq(insn.iter_in - 1),
+            nest.u.eq(insn.uop_begin), nest.u_first.eq(insn.uop_begin),
+            nest.u_last.eq(insn.uop_end - 1),
+            nest.i.eq(0), nest.i_last.eq(insn.iter_out - 1), nest.j.eq(0),
+            nest.j_last.eq(insn.iter_in - 1),
         ] + ends.begin(insn)
-        settings = [paced.eq(self.paced), gap.eq(0)]
-        for k in kinds:
-            settings += [factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
-                         factor_in[k].eq(getattr(insn, f"{k}_factor_in")),
-                         outer[k].eq(0), off[k].eq(0)]
+        settings = [nest.paced.eq(self.paced), nest.gap.eq(0)]
+        for k in nest.kinds:
+            settings += [nest.factor_out[k].eq(getattr(insn, f"{k}_factor_out")),
+                         nest.factor_in[k].eq(getattr(insn, f"{k}_factor_in")),
+                         nest.outer[k].eq(0), off[k].eq(0)]
         nonempty = (insn.iter_out != 0) & (insn.iter_in != 0) & (insn.uop_end > insn.uop_begin)
-        starts = [issuing.eq(nonempty), marker.eq(~nonempty)]
-        if config.sequencer_gap:
+        starts = [nest.issuing.eq(nonempty), nest.marker.eq(~nonempty)]
+        if self.config.sequencer_gap:
             # `begin` only comes while idle (``ready`` is ``~issuing``), and nothing reads
             # the loop registers while idle: they follow ``insn`` whenever idle, so
             # `begin` (the end of the issue decision) enables two flip-flops, not all.
-            with m.If(~issuing):
+            with m.If(~nest.issuing):
                 m.d.sync += counters + settings
             with m.If(self.begin):
                 m.d.sync += starts
         else:
             with m.If(self.begin):   # (in the order that keeps these configs' Verilog)
                 m.d.sync += counters + starts + settings
-        return m
+
+
+class _Nest:
+    """A `LoopSequencer`'s registers: the counters ``u`` (the ``u`` port), ``j`` and
+    ``i`` with their first / last values, each index kind's factors, outer offset and
+    offset (``off``: the ``offset`` port's fields), and whether it is issuing, sends
+    the marker, is paced and in a paced gap."""
+
+    def __init__(self, config: HwConfig, u_port, offset_port, kinds: tuple[str, ...]):
+        bits = _index_bits(config)
+        uop_bits = len(u_port)
+        u, u_first, u_last = u_port, Signal(uop_bits), Signal(uop_bits)
+        i, i_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
+        j, j_last = Signal(isa.ITER_BITS), Signal(isa.ITER_BITS)
+        factor_out = {k: Signal(bits[k], name=f"{k}_factor_out") for k in kinds}
+        factor_in = {k: Signal(bits[k], name=f"{k}_factor_in") for k in kinds}
+        outer = {k: Signal(bits[k], name=f"{k}_outer") for k in kinds}
+        issuing, marker, paced, gap = Signal(), Signal(), Signal(), Signal()
+        self.kinds = kinds
+        self.u, self.u_first, self.u_last = u, u_first, u_last
+        self.i, self.i_last, self.j, self.j_last = i, i_last, j, j_last
+        self.factor_out, self.factor_in, self.outer = factor_out, factor_in, outer
+        self.off = {k: getattr(offset_port, k) for k in kinds}
+        self.issuing, self.marker, self.paced, self.gap = issuing, marker, paced, gap
 
 
 def ends_variant(config: HwConfig) -> type["ComparedEnds"]:
