@@ -30,12 +30,30 @@ from vdla.hw.config import HwConfig
 from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
                              MemWriteSignature, WriteResponseSignature, write_beat_layout)
 
-__all__ = ["DramArbiter", "SkidDramArbiter", "arbiter_variant"]
+__all__ = ["DramArbiter", "DramArbiterSignature", "SkidDramArbiter", "arbiter_variant"]
 
 
 def arbiter_variant(config: HwConfig) -> type["DramArbiter"]:
     """The arbiter class ``config``'s switches choose (``registered_load_data``)."""
     return SkidDramArbiter if config.registered_load_data else DramArbiter
+
+
+class DramArbiterSignature(wiring.Signature):
+    """A `DramArbiter`'s ports (described there) for ``readers`` read clients."""
+
+    def __init__(self, config: HwConfig, readers: int):
+        members = {
+            "readers": In(MemReadSignature(config.dram_bus_bits)).array(readers),
+            "writer": In(MemWriteSignature(config)),
+            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
+            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
+        }
+        if config.memory_system.write_response:
+            members["mem_wr_resp"] = In(WriteResponseSignature)
+        members.update({"read_beats": Out(1), "write_beats": Out(1)})
+        super().__init__(members)
 
 
 class DramArbiter(wiring.Component):
@@ -54,18 +72,7 @@ class DramArbiter(wiring.Component):
     def __init__(self, config: HwConfig, readers: int):
         self.config = config
         self.n_readers = readers
-        super().__init__({
-            "readers": In(MemReadSignature(config.dram_bus_bits)).array(readers),
-            "writer": In(MemWriteSignature(config)),
-            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
-            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_wr_data": Out(stream.Signature(write_beat_layout(self.config))),
-            **({"mem_wr_resp": In(WriteResponseSignature)}
-               if config.memory_system.write_response else {}),
-            "read_beats": Out(1),
-            "write_beats": Out(1),
-        })
+        super().__init__(DramArbiterSignature(config, readers))
 
     def elaborate(self, platform):
         m = Module()
@@ -77,8 +84,20 @@ class DramArbiter(wiring.Component):
         beats_bits = (MAX_BURST_BEATS - 1).bit_length() if narrow else BURST_BEATS_BITS
         m.submodules.order = order = fifo.SyncFIFO(width=id_bits + beats_bits,
                                                 depth=self.config.dram_reads_in_flight)
+        self._requests(m, order, id_bits, beats_bits)
+        beat = self._read_data(m, order, id_bits, beats_bits)
+        self._writes(m)
+        m.d.comb += [
+            self.read_beats.eq(beat),
+            self.write_beats.eq(self.mem_wr_data.valid & self.mem_wr_data.ready),
+        ]
+        return m
 
-        # ---------------------------------------------------------- requests
+    def _requests(self, m: Module, order, id_bits: int, beats_bits: int):
+        """One client granted at a time, round robin; its request forwarded to
+        ``mem_rd_req`` while the order FIFO has room, and recorded there."""
+        n = self.n_readers
+        narrow = bool(self.config.narrow_walkers)
         granted = Signal()            # a client is connected to mem_rd_req
         owner = Signal(range(n))
         last = Signal(range(n))
@@ -109,10 +128,12 @@ class DramArbiter(wiring.Component):
             ]
             m.d.sync += [granted.eq(0), last.eq(owner)]
 
-        # ---------------------------------------------------------- data
+    def _read_data(self, m: Module, order, id_bits: int, beats_bits: int):
+        """Each beat to the client at the order FIFO's head, popped after its burst's
+        last beat; returns whether a beat is taken from the port."""
         head_owner = order.r_data[:id_bits]
         head_beats = order.r_data[id_bits:]
-        head_last = head_beats if narrow else head_beats - 1
+        head_last = head_beats if self.config.narrow_walkers else head_beats - 1
         received = Signal(beats_bits)
         self._route_read_data(m, order, head_owner)
         beat = self.mem_rd_data.valid & self.mem_rd_data.ready
@@ -122,8 +143,10 @@ class DramArbiter(wiring.Component):
                 m.d.comb += order.r_en.eq(1)
             with m.Else():
                 m.d.sync += received.eq(received + 1)
+        return beat
 
-        # ---------------------------------------------------------- writes
+    def _writes(self, m: Module):
+        """The store's write streams straight through, and the write responses back."""
         for port, client in ((self.mem_wr_req, self.writer.req),
                              (self.mem_wr_data, self.writer.data)):
             m.d.comb += [port.valid.eq(client.valid), port.payload.eq(client.payload),
@@ -132,11 +155,6 @@ class DramArbiter(wiring.Component):
             m.d.comb += [self.writer.resp.valid.eq(self.mem_wr_resp.valid),
                          self.writer.resp.payload.eq(self.mem_wr_resp.payload),
                          self.mem_wr_resp.ready.eq(self.writer.resp.ready)]
-        m.d.comb += [
-            self.read_beats.eq(beat),
-            self.write_beats.eq(self.mem_wr_data.valid & self.mem_wr_data.ready),
-        ]
-        return m
 
     def _route_read_data(self, m, order, head_owner):
         """The port's read data straight to the client at the order FIFO's head."""
