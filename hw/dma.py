@@ -103,8 +103,7 @@ class ElementReader(wiring.Component):
         self.count_bits = count_bits
         self.rows_ahead = rows_ahead
         # How elements lie in beats: the variant the element and bus widths choose.
-        self.shape_kind = (_WideElements if element_bytes >= config.dram_bus_bytes
-                           else _NarrowElements)
+        self.shape_kind = _shape_variant(config, element_bytes)
         super().__init__(ElementReaderSignature(config, element_bytes, count_bits))
 
     def elaborate(self, platform):
@@ -317,3 +316,9 @@ class _NarrowElements(_ElementShape):
             m.d.sync += holding.eq(0)
         with m.If(beat_taken):
             m.d.sync += [beat.eq(reader.mem.data.payload), holding.eq(1)]
+
+
+def _shape_variant(config: HwConfig, element_bytes: int) -> type[_ElementShape]:
+    """`_WideElements` for elements of a beat or more on ``config``'s bus, else
+    `_NarrowElements`."""
+    return _WideElements if element_bytes >= config.dram_bus_bytes else _NarrowElements
