@@ -1,7 +1,9 @@
 """The graph level: whole networks above the layer compiler.
 
 `graph.ir` is vdla's own small graph IR (nodes, tensors with shapes and
-dtypes, constants); `vdla.frontend.onnx` fills it from an ONNX model.
+dtypes, constants); `graph.ops` declares each of its operators once (import,
+semantics, quantisation, placement, file checks, export); `vdla.frontend.onnx`
+fills it from an ONNX model.
 `graph.passes` simplify and fuse it, `graph.quantize` turns a float graph into
 an integer one (power-of-two scales, one shift per layer), `graph.kernels`
 runs any graph in numpy (on the integer graph, the oracle of every tier),

@@ -6,7 +6,8 @@ graph's ``inputs`` are the tensors a caller feeds, its ``outputs`` those it
 gets back. Every shape is static (the importer fixes the batch).
 
 Operators and their attributes (the importer normalises every source format
-to these; `graph.kernels` gives each its numpy semantics)::
+to these; each is declared once in `graph.ops`, with its import, numpy
+semantics, quantisation, placement, network-file checks and QDQ export)::
 
     conv            x, w[, b]   kernel, stride, pads (top, left, bottom, right), groups,
                                 dilation, relu (ONNX's Conv: w is (K, C/groups, KH, KW))
@@ -22,6 +23,14 @@ to these; `graph.kernels` gives each its numpy semantics)::
     reshape         x           shape (the output's, resolved)
     softmax         x           axis
     pad             x           pads (top, left, bottom, right)      (zeros)
+    concat          x, ...      axis
+    slice           x           starts, ends, steps (one each per axis, resolved: an end
+                                < 0 means through index 0)
+    transpose       x           perm
+    mul, sub, div   a, b        (one of them a constant)
+    hardsigmoid     x           alpha, beta
+    hardswish, sigmoid, tanh    x
+    leakyrelu       x           alpha
     quantize        x, scale, zero_point      axis  (QDQ, as ONNX's QuantizeLinear)
     dequantize      x, scale, zero_point      axis  (as ONNX's DequantizeLinear)
 
@@ -40,6 +49,9 @@ real value ``q * 2**-e``)::
                                               [scale, out_scale]
     qglobal_avgpool x          -> int8        [scale, out_scale]
     dequantize_output x (int8) -> float32     exponent or scale
+    qaffine         x, a, b (int8, float32, float32) -> int8
+                                              scale, out_scale, relu
+    requantize      x          -> int8        scale, out_scale
 
 A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
 shift)`` (`compiler.requant`), for scales that are not powers of two; with
@@ -53,7 +65,14 @@ factor and rounds half to even, as onnxruntime's QLinearAdd does; pools with
 ``scale``/``out_scale`` average in float32 as onnxruntime between its
 DequantizeLinear and QuantizeLinear.
 
-(``maxpool``, ``flatten``, ``reshape`` and ``pad`` work on int8 unchanged.)
+``qaffine`` computes ``rint((x * scale * a + b) / out_scale)`` in float32
+(an activation times or plus a constant), ``requantize`` ``rint(x * scale /
+out_scale)``; the elementwise functions (``hardsigmoid`` ... ``leakyrelu``)
+take a ``table`` attribute on int8, the 256 outputs of the int8 inputs -128
+to 127.
+
+(``maxpool``, ``flatten``, ``reshape``, ``pad``, ``concat``, ``slice`` and
+``transpose`` work on int8 unchanged.)
 """
 
 from __future__ import annotations

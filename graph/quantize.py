@@ -16,7 +16,11 @@ operators:
   rounding right shift (host); or, with ``fuse_residuals``, the conv that
   produces one operand takes the add into its epilogue (one rounding,
   `graph.passes.residual`: the conv's own output is never quantised);
-- pooling, flatten and reshape keep their input's scale.
+- pooling and data movement (flatten, reshape, slice, transpose) keep their
+  input's scale; a concat brings its inputs onto one scale first;
+- each float node goes through its operator's rule (`graph.ops`): elementwise
+  functions become int8 tables, arithmetic with a constant a float32
+  ``qaffine``.
 
 Exponents come from the tensor (a QDQ model's, `graph.passes.qdq`) or from
 calibration: the largest magnitude seen over sample inputs, ``e =

@@ -25,7 +25,7 @@ from vdla.graph.ops import activations, add, arith, batchnorm, constant, layers,
 from vdla.graph.ops import qdq, shapes, slicing, softmax
 from vdla.graph.ops.base import PLACES, Op
 
-__all__ = ["Op", "OPS", "ONNX", "PLACES", "get", "layer_ops"]
+__all__ = ["Op", "OPS", "ONNX", "PLACES", "layer_ops"]
 
 _MODULES = (layers, batchnorm, add, arith, activations, pool, movement, slicing, softmax, qdq,
             constant, shapes)
@@ -49,11 +49,6 @@ def _collect() -> tuple[dict[str, Op], dict[str, tuple[Op, Callable]]]:
 
 # Every operator by name; every ONNX operator imported, with its operator and converter.
 OPS, ONNX = _collect()
-
-
-def get(name: str) -> Op | None:
-    """The operator ``name`` (None when there is none)."""
-    return OPS.get(name)
 
 
 def layer_ops() -> tuple[str, ...]:

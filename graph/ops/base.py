@@ -186,16 +186,14 @@ def windows(x: np.ndarray, kernel, stride, pads, fill, dilation=(1, 1)) -> np.nd
 # -- ONNX import helpers ----------------------------------------------------------------------
 
 
-def onnx_axis(node, name: str, default: int, rank_: int, *, inclusive: bool = False) -> int:
-    """An ONNX axis attribute resolved against a rank (``inclusive``: ``rank`` itself too,
-    as Flatten's), or the node's one-line refusal."""
+def onnx_axis(node, name: str, default: int, rank_: int) -> int:
+    """An ONNX axis attribute resolved against a rank, or the node's one-line refusal."""
     axis = node.attr(name, default)
     if not isinstance(axis, int):
         raise node.fail(f"attribute {name}={axis!r} is not an integer")
-    resolved = axis + rank_ + inclusive if axis < 0 else axis
-    if not 0 <= resolved < rank_ + inclusive:
+    if not -rank_ <= axis < rank_:
         raise node.fail(f"axis {axis} is out of range for rank {rank_}")
-    return resolved
+    return axis % rank_
 
 
 def emit_or_fold(node, kernel, op: str, inputs: list[str] | None = None, *,

@@ -52,10 +52,9 @@ def _onnx_concat(node) -> None:
     if not node.inputs:
         raise node.fail("expected 1 or more inputs, got 0")
     node.arity(1, len(node.inputs))
-    shape = node.importer.shape(node.inputs[0])
-    axis = onnx_axis(node, "axis", None, len(shape)) if "axis" in node.attrs else None
-    if axis is None:
+    if "axis" not in node.attrs:
         raise node.fail("attribute axis is missing")
+    axis = onnx_axis(node, "axis", 0, len(node.importer.shape(node.inputs[0])))
     emit_or_fold(node, _concat, "concat", axis=axis)
 
 
