@@ -68,7 +68,7 @@ class ElementReader(wiring.Component):
         ready follows ``elements``' ready). False: only once the element is
         gone, for a user that never has beats in flight while it holds an
         element (fetch with a one-instruction buffer): its consumer's ready
-        then stays out of the memory's ready path, a long one on iCE40.
+        then stays out of the memory's ready path.
     in_place : bool
         An element of several beats: write each beat into its place (the first
         in the low bits) as it arrives, instead of shifting the element down a

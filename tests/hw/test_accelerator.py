@@ -220,3 +220,22 @@ def test_variants_are_chosen_once_by_the_preset(name):
         "default": (InFlight, VectorAlu, AluUnit, DramArbiter),
         "ulx3s": (RegisteredInFlight, RegisteredTwoCycleAlu, TwoCycleAluUnit, SkidDramArbiter),
         "icebreaker": (RegisteredInFlight, TwoCycleAlu, TwoCycleAluUnit, DramArbiter)}[name]
+
+
+@pytest.mark.parametrize("name", ["default", "ulx3s", "icebreaker"])
+def test_port_variants_are_chosen_once_by_the_preset(name):
+    """Compute's LOAD ports and head decode, and the top's read clients, follow the
+    preset's ``shared_load_engine`` and in-place decode without command queues."""
+    from vdla.hw import accelerator, compute
+    config = PRESETS[name]
+    shared = name == "icebreaker"
+    assert compute._loads_variant(config) is (compute._SharedLoads if shared
+                                              else compute._OwnLoads)
+    assert compute._head_variant(config) is (compute._RegisteredHead if shared
+                                             else compute._Head)
+    loads = {"engine", "sram_uop", "sram_acc"} if shared else {"mem_uop", "mem_acc"}
+    members = set(compute.ComputeSignature(config).members)
+    assert loads <= members and not ({"engine", "mem_uop"} - loads) & members
+    # icebreaker's inp, wgt, uop and acc elements are all 4 bytes: one shared reader.
+    assert accelerator.read_clients(config) == (
+        ("fetch", "engine_inp") if shared else accelerator.READ_CLIENTS)

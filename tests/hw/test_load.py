@@ -203,3 +203,15 @@ def test_walk_variant_is_chosen_once_by_the_config():
     from vdla.hw.load import _ComparedWalk, _CountedWalk, _RegisteredWalk, _walk_variant
     assert [_walk_variant(config) for config in (TINY, TINY_REGISTERED, TINY_TIGHT)] \
         == [_ComparedWalk, _RegisteredWalk, _CountedWalk]
+
+
+def test_engine_and_ports_are_chosen_once_by_the_config():
+    """Own engine: the load module's DRAM and SRAM ports; shared: one engine port."""
+    from vdla.hw.load import LoadUnitSignature, _engine_variant, _OwnEngine, _SharedEngine
+    assert [_engine_variant(config) for config in (TINY, TINY_SHARED)] == [_OwnEngine,
+                                                                        _SharedEngine]
+    common = {"cmds", "from_compute", "to_compute", "busy", "wait_token", "wait_mem", "idle",
+              "retired"}
+    assert set(LoadUnitSignature(TINY).members) == common | {"mem_inp", "mem_wgt", "sram_inp",
+                                                             "sram_wgt"}
+    assert set(LoadUnitSignature(TINY_SHARED).members) == common | {"engine"}

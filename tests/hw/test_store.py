@@ -230,3 +230,16 @@ def test_store_ignores_the_next_module_flags():
     np.testing.assert_array_equal(memory_model.data,
                                   store_reference(dram, out_bytes, insn, config.element_bytes("out")))
     assert driver.pushes == 0
+
+
+@pytest.mark.parametrize("name, beats, responses, pending", [
+    ("tiny", "_WideBeats", "_NoResponses", False),         # 4-byte out elements, 4-byte bus
+    ("odd", "_NarrowBeats", "_NoResponses", False),        # 8-byte elements, 16-byte bus
+    ("default", "_WideBeats", "_Responses", True),         # 16-byte elements, AXI4
+    ("icebreaker", "_NarrowBeats", "_NoResponses", False)])
+def test_variants_and_ports_are_chosen_once_by_the_config(name, beats, responses, pending):
+    from vdla.hw import store
+    config = PRESETS[name]
+    assert store.beats_variant(config).__name__ == beats
+    assert store._responses_variant(config).__name__ == responses
+    assert ("writes_pending" in store.StoreSignature(config).members) == pending
