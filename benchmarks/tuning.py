@@ -44,7 +44,7 @@ from vdla.bench.executor import Pool
 from vdla.compiler import Conv2d, Dense
 from vdla.compiler.workloads import resnet18_layer
 from vdla.hw.config import load_config
-from vdla.tune import tune
+from vdla.tune import TuneSettings, tune
 from vdla.tune.log import (TuneLog, measurement_key, read_jsonl, record_measurement,
                            workload_key)
 from vdla.tune.target import get_target
@@ -145,9 +145,10 @@ def main() -> int:
             for tuner in TUNERS:
                 seeds = range(args.seeds) if tuner != "grid" else range(1)  # grid: no randomness
                 curves[tuner] = [
-                    tune(op, config, target=args.target, tuner=tuner, trials=args.trials,
-                         pool=pool, seed=seed,
-                         batch=args.batch, cache=cache, start_from_default=False).best_so_far()
+                    tune(op, config,
+                         TuneSettings(target=args.target, tuner=tuner, trials=args.trials,
+                                      batch=args.batch, seed=seed, start_from_default=False),
+                         pool=pool, cache=cache).best_so_far()
                     for seed in seeds]
             best = min(v for runs in curves.values() for curve in runs for v in curve
                        if v is not None)

@@ -86,7 +86,7 @@ def _read_logs(paths):
 def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_paths, jobs,
           scheduler, batch_size, seed, as_json, **_):
     from tqdm import tqdm
-    from vdla.tune import get_target, tune
+    from vdla.tune import TuneSettings, get_target, tune
     op = make_op()
     unit = get_target(target).unit
     transfer = _read_logs(transfer_paths)
@@ -108,9 +108,10 @@ def _tune(make_op, *, config, target, trials, tuner, log_path, resume, transfer_
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # the torn line was reported above
-            result = tune(op, config, target=target, tuner=tuner, trials=trials,
-                          log=log_path, resume=resume, jobs=jobs, scheduler=scheduler,
-                          batch=batch_size, seed=seed, transfer=transfer, progress=progress,
+            settings = TuneSettings(target=target, tuner=tuner, trials=trials, log=log_path,
+                                    resume=resume, jobs=jobs, scheduler=scheduler,
+                                    batch=batch_size, seed=seed)
+            result = tune(op, config, settings, transfer=transfer, progress=progress,
                           message=message)
             bar.n = len(result.records)
     except KeyboardInterrupt:

@@ -13,12 +13,12 @@ synthesis estimate.
 """
 
 from vdla.tune.log import TuneLog, best_record, read_log, workload_key
-from vdla.tune.session import TuneResult, tune
+from vdla.tune.session import TuneResult, TuneSettings, tune
 from vdla.tune.target import (TUNING_TARGETS, Measurement, Target, TuneError, get_target,
                               register_target)
 from vdla.tune.tuners import TUNERS, make_tuner
 from vdla.tune import cpu_target  # noqa: F401  (registers the "cpu" target)
 
-__all__ = ["tune", "TuneResult", "TuneLog", "read_log", "best_record", "workload_key",
+__all__ = ["tune", "TuneSettings", "TuneResult", "TuneLog", "read_log", "best_record", "workload_key",
            "Target", "Measurement", "TuneError", "TUNING_TARGETS", "get_target", "register_target",
            "TUNERS", "make_tuner"]

@@ -170,9 +170,10 @@ def evaluate_config(config: HwConfig, workloads: Sequence[Workload], space: Desi
         for workload in workloads:
             schedule = None
             if space.schedules == "tuned":
-                from vdla.tune import tune
-                result = tune(workload.op, config, tuner=space.tuner, trials=space.trials,
-                              pool=Pool(executor=_InProcess()), seed=0)
+                from vdla.tune import TuneSettings, tune
+                result = tune(workload.op, config,
+                              TuneSettings(tuner=space.tuner, trials=space.trials, seed=0),
+                              pool=Pool(executor=_InProcess()))
                 if result.best is None:
                     raise DseError(f"{workload.name}: no tuning trial succeeded")
                 from vdla.compiler.accel.schedule import Schedule

@@ -10,7 +10,7 @@ import pytest
 from vdla.bench.executor import ExecutorError, Pool, make_executor
 from vdla.compiler import Conv2d
 from vdla.hw.config import PRESETS
-from vdla.tune import tune
+from vdla.tune import TuneSettings, tune
 
 pytestmark = [pytest.mark.slow, pytest.mark.rtl]
 
@@ -18,7 +18,8 @@ OP = Conv2d(1, 8, 8, 6, 6, kernel=3, padding=1, bias=True, shift=3)
 
 
 def _trials(pool):
-    result = tune(OP, PRESETS["tiny"], tuner="xgb", trials=8, batch=4, seed=5, pool=pool)
+    result = tune(OP, PRESETS["tiny"], TuneSettings(tuner="xgb", trials=8, batch=4, seed=5),
+                  pool=pool)
     return sorted((json_key(r["schedule"]), r["cost"], r["correct"]) for r in result.records)
 
 

@@ -14,7 +14,7 @@ from vdla.cli.main import cli
 from vdla.compiler import Conv2d, Dense
 from vdla.compiler.cpu import CpuProblem, CpuSchedule, cpu_knob_space, estimate_cpu_cost
 from vdla.hw.config import load_config
-from vdla.tune import get_target, read_log, tune
+from vdla.tune import TuneSettings, get_target, read_log, tune
 from vdla.tune.cpu_target import FEATURE_NAMES, THREADS, TIMED_RUNS, WARMUP_RUNS
 from vdla.tune.log import measurement_key
 
@@ -111,14 +111,15 @@ def test_measurement_keys_name_the_cpu_compiler_and_threads():
 def test_tuning_logs_every_trial_resumes_and_is_never_slower_than_the_default(
         tmp_path, name, tuner):
     op, log = OPS[name], tmp_path / "tune.jsonl"
-    first = tune(op, CONFIG, target="cpu", tuner=tuner, trials=4, batch=2, log=log,
+    first = tune(op, CONFIG, TuneSettings(target="cpu", tuner=tuner, trials=4, batch=2, log=log),
                  pool=_thread_pool())
     default = TARGET.default(op, CONFIG)
     # The default is measured in the first batch (logged in the order trials finish).
     assert first.measured == 4
     assert default.to_dict() in [r["schedule"] for r in first.records[:2]]
-    second = tune(op, CONFIG, target="cpu", tuner=tuner, trials=6, batch=2, log=log,
-                  resume=True, seed=1, pool=_thread_pool())
+    second = tune(op, CONFIG, TuneSettings(target="cpu", tuner=tuner, trials=6, batch=2,
+                                           log=log, resume=True, seed=1),
+                  pool=_thread_pool())
     records = read_log(log)
     assert second.measured == 2 and records[:4] == first.records and len(records) == 6
     assert len({json.dumps(r["schedule"], sort_keys=True) for r in records}) == 6
@@ -173,7 +174,7 @@ def test_measured_output_matches_numpy_for_the_tuned_program(tmp_path):
     from vdla.compiler.cpu.program import compile_cpu
     from vdla.compiler.cpu.runner import CpuRunner
     op = OPS["dense"]
-    result = tune(op, CONFIG, target="cpu", tuner="random", trials=2, seed=5,
+    result = tune(op, CONFIG, TuneSettings(target="cpu", tuner="random", trials=2, seed=5),
                   pool=_thread_pool())
     schedule = CpuSchedule.from_dict(result.best["schedule"])
     inputs = op.random_inputs(np.random.default_rng(7))

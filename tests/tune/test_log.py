@@ -1,6 +1,7 @@
 """The tuning log: append-only records, a torn last line skipped, resume without loss or
 repeats, best-record lookup."""
 
+import dataclasses
 import json
 import warnings
 
@@ -8,7 +9,7 @@ import pytest
 
 from vdla.compiler import Conv2d, Schedule
 from vdla.hw.config import PRESETS
-from vdla.tune import TuneError, TuneLog, best_record, read_log, tune
+from vdla.tune import TuneError, TuneLog, TuneSettings, best_record, read_log, tune
 from vdla.tune.log import make_record, read_jsonl
 from vdla.tune.target import Measurement
 import tests.tune.fake_target  # noqa: F401  (registers the "fake" target)
@@ -102,12 +103,13 @@ def test_reads_are_bounded(tmp_path):
 
 def test_resume_continues_without_repeating(tmp_path):
     path = tmp_path / "log.jsonl"
-    first = tune(OP, CONFIG, target="fake", tuner="random", trials=6, log=path, seed=3,
-                 pool=_inline_pool())
+    settings = TuneSettings(target="fake", tuner="random", trials=6, log=path, seed=3)
+    first = tune(OP, CONFIG, settings, pool=_inline_pool())
+    settings = dataclasses.replace(settings, trials=10, seed=0)
     with pytest.raises(TuneError, match="already holds 6 trial\\(s\\).*pass --resume"):
-        tune(OP, CONFIG, target="fake", tuner="random", trials=10, log=path, pool=_inline_pool())
-    second = tune(OP, CONFIG, target="fake", tuner="random", trials=10, log=path, resume=True,
-                  seed=4, pool=_inline_pool())
+        tune(OP, CONFIG, settings, pool=_inline_pool())
+    second = tune(OP, CONFIG, dataclasses.replace(settings, resume=True, seed=4),
+                  pool=_inline_pool())
     assert second.measured == 4
     records = read_log(path)
     assert records[:6] == first.records

@@ -8,7 +8,7 @@ import pytest
 from vdla.compiler import Conv2d, Dense, Schedule
 from vdla.compiler.accel.space import schedule_space
 from vdla.hw.config import PRESETS
-from vdla.tune import TuneError, make_tuner, tune
+from vdla.tune import TuneError, TuneSettings, make_tuner, tune
 from vdla.tune.target import Measurement, get_target
 from tests.tune.fake_target import fake_cost
 
@@ -114,7 +114,7 @@ def test_unknown_tuner_and_target_are_named():
     with pytest.raises(TuneError, match="unknown tuner 'sa' \\(available: xgb, random, grid\\)"):
         make_tuner("sa", space, get_target("fake"))
     with pytest.raises(TuneError, match="unknown target 'gpu' \\(available: .*accel"):
-        tune(OP, CONFIG, target="gpu", trials=1)
+        tune(OP, CONFIG, TuneSettings(target="gpu", trials=1))
 
 
 def test_features_follow_the_plan():
@@ -153,7 +153,7 @@ def test_transfer_warm_starts_the_model_from_another_workload(tmp_path):
     import concurrent.futures
     from vdla.bench.executor import Pool
     other = Conv2d(1, 24, 16, 12, 12, kernel=3, padding=1)
-    records = tune(other, CONFIG, target="fake", tuner="random", trials=40, seed=1,
+    records = tune(other, CONFIG, TuneSettings(target="fake", tuner="random", trials=40, seed=1),
                    pool=Pool(executor=concurrent.futures.ThreadPoolExecutor(1))).records
     op = Conv2d(1, 32, 48, 14, 14, kernel=3, padding=1)
     groups = transfer_data(records, "fake", exclude=workload_key(op) + CONFIG.hash)
