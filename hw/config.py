@@ -294,10 +294,10 @@ class HwConfig(JsonRecord):
         idle, a cycle or more before they read). For the same beats from
         the port clients see them at the same cycles, but the port sees a beat
         taken up to a cycle earlier (so a burst's order entry may free earlier):
-        against a memory that never stalls no cycle changed in the programs
-        measured (``ulx3s``'s ResNet-18 C2-C11: the same cycles either way);
-        one that stalls at random sees other handshakes (tiny on a 64-bit bus,
-        random programs: -2.3 % to +0.7 % cycles).
+        against a memory that never stalls ResNet-18's layers take the same
+        cycles either way; one that stalls at random sees other handshakes, and
+        cycle counts move a little either way (benchmarks/README.md, "Synthesis,
+        Fmax and time").
     memory : str
         The memory system behind the DRAM port, a key of `MEMORY_SYSTEMS`
         (`memory_system`): the bursts the accelerator issues keep its rules,
@@ -604,8 +604,8 @@ PRESETS: dict[str, HwConfig] = {
     # ULX3S-85F (ECP5 LFE5U-85F: 83,640 LUTs, 208 18-kbit block RAMs, 156 18x18
     # multipliers): a 1x16x4 core, 64 multipliers in DSPs like a 1x8x8 but half
     # its ALU lanes and acc width. The LUTs go with the lanes (batch x
-    # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is ~15 k
-    # LUTs of that core's 31 k. The switches it sets cut the longest paths
+    # block_out), not the MACs: the ALU unit alone of a 1x8x8 core is about
+    # half of that core's LUTs. The switches it sets cut the longest paths
     # (two_cycle_alu, gemm_operand_stage, gemm_tree_stage, sequencer_gap,
     # registered_load_walk, registered_load_data, registered_dispatch,
     # registered_control) and the block RAMs' bypass logic. Resources, Fmax and
@@ -620,19 +620,18 @@ PRESETS: dict[str, HwConfig] = {
                       name="ulx3s"),
     # iCEBreaker (iCE40 UP5K: 5280 logic cells of one LUT4 + one FF, 30 4-kbit
     # block RAMs of 256x16, 8 DSPs, 4 single-port RAMs of 16K x 16). DSPs set
-    # the shape: the ALU's 32-bit MUL takes 3 per lane and the GEMM two 8x8
-    # multipliers per DSP, so 1x4x1 uses 5 (1x4x4 needed 21). One acc bank
-    # (each bank costs a row of 16-bit-wide block RAMs); no command queues, a
-    # one-instruction fetch buffer (the fetch reader's own register), 17-bit
-    # DRAM addresses (the board's 128 KiB in the SPRAMs) and only the cycle
-    # counter (event_counters 0) save logic cells, and so do every area switch
-    # (one load engine, narrow walkers, collision don't-care block RAMs, a gap
-    # between a unit's instructions, a two-cycle ALU). Buffers take 10 block
-    # RAMs (the board memory's read FIFO 2 more). Two timing switches keep the
-    # long paths off comparators and decoders: the load walk in registers
-    # (registered_load_walk) and registered dispatch and issue
-    # (registered_dispatch); no switch changes a cycle. Resources and Fmax:
-    # benchmarks/README.md ("iCEBreaker").
+    # the shape: the ALU's 32-bit MUL takes 3 per lane and each GEMM product
+    # one, so 1x4x1 uses 7. One acc bank (each bank costs a row of 16-bit-wide
+    # block RAMs); no command queues, a one-instruction fetch buffer (the fetch
+    # reader's own register), 17-bit DRAM addresses (the board's 128 KiB in the
+    # SPRAMs) and only the cycle counter (event_counters 0) save logic cells,
+    # and so do every area switch (one load engine, narrow walkers, collision
+    # don't-care block RAMs, a gap between a unit's instructions, a two-cycle
+    # ALU). Buffers take 10 block RAMs (the board memory's read FIFO 2 more).
+    # Two timing switches keep the long paths off comparators and decoders: the
+    # load walk in registers (registered_load_walk) and registered dispatch and
+    # issue (registered_dispatch); no switch changes a cycle. Resources and
+    # Fmax: benchmarks/README.md ("iCEBreaker").
     "icebreaker": HwConfig(batch=1, block_in=4, block_out=1, uop_buffer_bytes=1024,
                            inp_buffer_bytes=512, wgt_buffer_bytes=1024, acc_buffer_bytes=1024,
                            dram_bus_bits=32, dram_read_latency=8, dram_reads_in_flight=2,
@@ -647,17 +646,17 @@ PRESETS: dict[str, HwConfig] = {
 PRESETS["ecpix5"] = dataclasses.replace(PRESETS["ulx3s"], name="ecpix5")
 # VTA's 256 MACs per cycle on the ECPIX-5's ECP5-85, beside its board's 128 KiB
 # on-chip memory (64 of the 208 block RAMs), as a 1x32x8 GEMM: ALU lanes, not
-# MACs, take the LUTs, and 8 lanes instead of VTA's 16 took 13 k LUTs and 24
-# multipliers off the 1x16x16 this preset was (twice the ALU micro-ops, hidden
-# beside the GEMMs: each thread's acc in a bank of its own, with its own copy
-# of the bias, `compiler.accel.schedule.acc_layout`). ``ulx3s``'s timing and area
-# switches; buffers as large as the block RAMs allow (a 2048-bit wgt entry takes
-# 57 block RAMs at any depth up to 512; each 256-bit acc bank of 1024 entries 15,
-# so two banks), 118 block RAMs in all; of the 156 18x18 multipliers the ALU
-# takes 3 per lane (24) and 132 of the 256 products the rest, the other 124
-# products are LUTs (`lut_products`); the inp operand in 8 copies, one per
-# output row (`gemm_operand_copies`). Measured in benchmarks/README.md
-# ("ECPIX-5, 256 MACs").
+# MACs, take the LUTs, and 8 lanes instead of VTA's 16 took a large share of
+# the LUTs and 24 multipliers off the 1x16x16 this preset was (twice the ALU
+# micro-ops, hidden beside the GEMMs: each thread's acc in a bank of its own,
+# with its own copy of the bias, `compiler.accel.schedule.acc_layout`).
+# ``ulx3s``'s timing and area switches; buffers as large as the block RAMs
+# allow (a 2048-bit wgt entry takes 57 block RAMs at any depth up to 512; each
+# 256-bit acc bank of 1024 entries 15, so two banks), 118 block RAMs in all; of
+# the 156 18x18 multipliers the ALU takes 3 per lane (24) and 132 of the 256
+# products the rest, the other 124 products are LUTs (`lut_products`); the inp
+# operand in 8 copies, one per output row (`gemm_operand_copies`). Resources,
+# Fmax and cycles: benchmarks/README.md ("ECPIX-5, 256 MACs").
 PRESETS["ecpix5-256"] = dataclasses.replace(
     PRESETS["ulx3s"], block_in=32, block_out=8, uop_buffer_bytes=8 * 1024,
     inp_buffer_bytes=32 * 1024, wgt_buffer_bytes=128 * 1024, acc_buffer_bytes=64 * 1024,

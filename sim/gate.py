@@ -61,7 +61,8 @@ CELL_LIBRARIES = {"ice40": ("ice40/cells_sim.v",), "ecp5": ("ecp5/cells_sim.v",)
 DP16KD_MODEL = Path(__file__).resolve().parent / "ecp5_dp16kd.v"
 # The gate-level core model's C++ optimisation (`sim.rtl.build_model`'s ``opt_fast``), below
 # the RTL model's -O2: a synthesised core is megabytes of cell instances, and compiling it,
-# more than running it, is what a gate-level check waits for (benchmarks/README.md).
+# more than running it, is what a gate-level check waits for (benchmarks/README.md,
+# "Synthesised netlists against the RTL (gate level)").
 GATE_OPT_FAST = "-O1"
 # Bump when the miter or its build changes in a way the cache key does not see.
 RECIPE_VERSION = 1

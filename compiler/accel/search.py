@@ -200,8 +200,8 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
         # A residual adds about the same work to every tiling (a GEMM and maybe an SHL
         # micro-op per output entry, its LOAD): keep the tiling of the conv alone where
         # the residual's buffers fit beside it. Searching afresh picks between estimates
-        # a few hundred cycles apart, and on the RTL that choice cost ResNet-18's
-        # layer3.1.conv2 and layer4.1.conv2 2 % and 5 %.
+        # a few hundred cycles apart, and on the RTL that choice made some of ResNet-18's
+        # fused layers slower (benchmarks/README.md, "Whole networks from ONNX").
         plain = dataclasses.replace(geometry, epilogue=dataclasses.replace(
             geometry.epilogue, residual_shift=None))
         schedule = default_schedule(plain, config, virtual_threads, latency_hiding)

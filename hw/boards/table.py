@@ -107,18 +107,18 @@ BOARDS: dict[str, Board] = {board.name: board for board in (
           BAUD, "ecp5", "LFE5U-85F", clock_mhz=50.0, dram="litedram-sdram"),
     # The same core on the ECPIX-5's speed-8 part (benchmarks/README.md, "ECPIX-5"),
     # its bitstream with the board's 512 MiB DDR3 through LiteDRAM (`hw.boards.litedram_gen`),
-    # at 80 MHz: with the controller and PHY the board top routed at 90.9-94.7 MHz
-    # at a 100 MHz goal, 83.9-89.9 at 85 (three placements each), so it runs at 80
-    # (benchmarks/README.md, "The boards' bitstreams with their DRAMs").
+    # at 80 MHz: with the controller and PHY the board top misses 100 MHz and
+    # meets 85 only on some placements (benchmarks/README.md, "The boards'
+    # bitstreams with their DRAMs").
     Board("ecpix5-85f", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5", 128 * 1024,
           BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=80.0, led="rgb_led.g",
           dram="litedram-ddr3"),
     # VTA's 256 MACs per cycle on the same board (`hw.config.PRESETS["ecpix5-256"]`,
-    # 1x32x8) with its DDR3, at the DDR3's 80 MHz: the bitstream routed at 98.9 MHz
-    # (seed 1). With on-chip memory instead, its board top routed at 105.7 MHz at
-    # seed 2 in `hw.synth`'s placement, but the bitstream's own at 85.8 (a layer's
-    # image did not fit 128 KiB either). router1: router2's overused wires fell for
-    # 23 iterations, then rose (benchmarks/README.md, "ECPIX-5, 256 MACs").
+    # 1x32x8) with its DDR3, at the DDR3's 80 MHz, which its bitstream meets. With
+    # on-chip memory instead its bitstream missed the 100 MHz the board then had,
+    # and a layer's image did not fit 128 KiB either. router1: router2 does not
+    # converge on this board top, its overused wires falling for a while and then
+    # rising (benchmarks/README.md, "ECPIX-5, 256 MACs").
     Board("ecpix5-85f-256", "amaranth_boards.ecpix5:ECPIX585Platform", "ecpix5-256",
           128 * 1024, BAUD, "ecp5", "LFE5UM5G-85F-8BG554", clock_mhz=80.0,
           led="rgb_led.g", dram="litedram-ddr3", router="router1"),

@@ -30,8 +30,8 @@ LUTs
 
 `check_fits` turns an estimate over the part's capacity into `DoesNotFit`,
 naming each resource and by how much: a design that cannot fit is refused
-before Yosys and nextpnr run (on the VTA-size ``default`` nextpnr took over
-30 minutes to fail).
+before Yosys and nextpnr run, which on the VTA-size ``default`` take a long
+time to fail (benchmarks/README.md, "Synthesis, Fmax and time").
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ _LUTS_PER_BIT = {"$add": 1.0, "$sub": 1.0, "$neg": 1.0, "$lt": 0.6, "$le": 0.6, 
 _SHIFTS = ("$shl", "$shr", "$sshr", "$sshl", "$shift", "$shiftx")
 # A LUT multiplier of A x B bits: about this many LUTs per partial-product bit; a
 # GEMM product built from LUTs (a signed 8x8 ``booth`` multiplier): Yosys's LUTs,
-# carry cells as 2 (`tiny` with 10 of them: 1,359 LUTs more).
+# carry cells as 2, fitted on `tiny` with 10 of them (benchmarks/README.md, "Fit
+# before synthesis").
 _LUTS_PER_PRODUCT_BIT = 2.1
 _LUTS_PER_LUT_PRODUCT = 136
 # Yosys's LUTs per estimated LUT, by family (ECP5: carry cells count 2; fitted on

