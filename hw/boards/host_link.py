@@ -93,6 +93,23 @@ class HostLink(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        build = _LinkBuild(self, m)
+        build.replies()
+        build.start_and_done()
+        with m.FSM():
+            build.receive()
+            build.execute()
+            build.memory_access()
+            build.send()
+        return m
+
+
+class _LinkBuild:
+    """One `HostLink`'s logic, added part by part to its module; the parts share
+    the command's registers and the reply's, kept here."""
+
+    def __init__(self, link: HostLink, m: Module):
+        self.link, self.m = link, m
         command = Signal(8)
         address = Signal(32)
         count = Signal(32)
@@ -103,137 +120,164 @@ class HostLink(wiring.Component):
         argument_index = Signal(range(9))
         status = Signal(8)
         settle = Signal(range(DONE_SETTLE_CYCLES + 1))
-        wait = Signal(range(self.read_latency))
+        wait = Signal(range(link.read_latency))
+        self.command, self.address, self.count, self.arguments = command, address, count, arguments
+        self.argument_index, self.status, self.settle, self.wait = (argument_index, status,
+                                                                    settle, wait)
+        self.busy_status = Mux(link.running, Status.BUSY, Status.OK)
 
-        # Reply bytes: INFO's constants, the STATUS byte, the counters (little-endian).
-        info = info_bytes(self.config, self.memory_bytes, self.memory_kind, self.dram_phy)
-        counters = [getattr(self, f"counter_{name}") for name in rtl_counters(self.config)]
-        status_byte = Cat(self.done & ~self.running, self.running, Const(0, 6))
+    def replies(self):
+        """Reply bytes: INFO's constants, the STATUS byte, the counters
+        (little-endian), and with a DRAM CSR_READ's word; the commands the link
+        knows."""
+        m, link, count = self.m, self.link, self.count
+        info = info_bytes(link.config, link.memory_bytes, link.memory_kind, link.dram_phy)
+        counters = [getattr(link, f"counter_{name}") for name in rtl_counters(link.config)]
+        status_byte = Cat(link.done & ~link.running, link.running, Const(0, 6))
         # CSR_READ's word waits in ``count`` (its command has no count).
         csr_word = ([count.word_select(i, 8) for i in range(protocol.CSR_BYTES)]
-                    if self.has_csr else [])
+                    if link.has_csr else [])
         replies = Array([Const(byte, 8) for byte in info] + [status_byte]
                         + [counter.word_select(i, 8) for counter in counters for i in range(4)]
                         + csr_word)
-        first_reply = {Command.INFO: 0, Command.STATUS: len(info), Command.COUNTERS: len(info) + 1}
-        csr_reply = len(replies) - protocol.CSR_BYTES
-        commands = {code: length for code, length in protocol.ARGUMENT_BYTES.items()
-                    if self.has_csr or code not in protocol.CSR_COMMANDS}
-        if self.has_csr:
-            m.d.comb += [self.csr_addr.eq(-1), self.csr_wdata.eq(count)]
+        self.first_reply = {Command.INFO: 0, Command.STATUS: len(info),
+                            Command.COUNTERS: len(info) + 1}
+        self.csr_reply = len(replies) - protocol.CSR_BYTES
+        self.commands = {code: length for code, length in protocol.ARGUMENT_BYTES.items()
+                         if link.has_csr or code not in protocol.CSR_COMMANDS}
+        if link.has_csr:
+            m.d.comb += [link.csr_addr.eq(-1), link.csr_wdata.eq(count)]
         reply_index = Signal(range(len(replies) + 1))
         reply_end = Signal(range(len(replies) + 1))
+        self.counters, self.replies = counters, replies
+        self.reply_index, self.reply_end = reply_index, reply_end
 
-        m.d.comb += [self.host_owns.eq(~self.running), self.host_addr.eq(address),
-                     self.host_wdata.eq(self.rx.payload)]
-        m.d.sync += self.start.eq(0)
-        with m.If(self.running):
+    def start_and_done(self):
+        """The host's memory port, and ``running`` from ``start`` to the
+        accelerator's ``done`` (ignored while ``settle`` counts down)."""
+        m, link, settle = self.m, self.link, self.settle
+        m.d.comb += [link.host_owns.eq(~link.running), link.host_addr.eq(self.address),
+                     link.host_wdata.eq(link.rx.payload)]
+        m.d.sync += link.start.eq(0)
+        with m.If(link.running):
             with m.If(settle != 0):
                 m.d.sync += settle.eq(settle - 1)
-            with m.Elif(self.done):
-                m.d.sync += self.running.eq(0)
+            with m.Elif(link.done):
+                m.d.sync += link.running.eq(0)
 
-        busy_status = Mux(self.running, Status.BUSY, Status.OK)
+    def _send_status(self, value):
+        self.m.d.sync += self.status.eq(value)
+        self.m.next = "status"
 
-        def send_status(value):
-            m.d.sync += status.eq(value)
-            m.next = "status"
-
-        with m.FSM():
-            with m.State("command"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(self.rx.valid):
-                    m.d.sync += [command.eq(self.rx.payload), argument_index.eq(0)]
-                    with m.Switch(self.rx.payload):
-                        for code, length in commands.items():
-                            with m.Case(code):
-                                m.next = "arguments" if length else "execute"
-                        with m.Default():
-                            send_status(Status.UNKNOWN)
-            with m.State("arguments"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(self.rx.valid):
-                    m.d.sync += [arguments.word_select(argument_index, 8).eq(self.rx.payload),
-                                 argument_index.eq(argument_index + 1)]
-                    with m.Switch(command):
-                        for code, length in commands.items():
-                            if length:
-                                with m.Case(code):
-                                    with m.If(argument_index == length - 1):
-                                        m.next = "execute"
-            with m.State("execute"):
-                with m.Switch(command):
-                    with m.Case(Command.WRITE):
-                        m.next = "write"
-                    with m.Case(Command.READ):
-                        m.next = "read"
-                    with m.Case(Command.SET_REG):
-                        with m.Switch(arguments[:8]):
-                            with m.Case(protocol.Register.INSN_ADDR):
-                                m.d.sync += self.insn_addr.eq(arguments[8:40])
-                            with m.Case(protocol.Register.INSN_COUNT):
-                                m.d.sync += self.insn_count.eq(arguments[8:40])
-                        send_status(Status.OK)
-                    with m.Case(Command.START):
-                        with m.If(~self.running):
-                            m.d.sync += [self.start.eq(1), self.running.eq(1),
-                                         settle.eq(DONE_SETTLE_CYCLES)]
-                        send_status(busy_status)
-                    for code, first in first_reply.items():
+    def receive(self):
+        """The command byte, then its argument bytes."""
+        m, link, argument_index = self.m, self.link, self.argument_index
+        with m.State("command"):
+            m.d.comb += link.rx.ready.eq(1)
+            with m.If(link.rx.valid):
+                m.d.sync += [self.command.eq(link.rx.payload), argument_index.eq(0)]
+                with m.Switch(link.rx.payload):
+                    for code, length in self.commands.items():
                         with m.Case(code):
-                            end = first + protocol.reply_bytes(code, len(counters))
-                            m.d.sync += [reply_index.eq(first), reply_end.eq(end),
-                                         status.eq(Status.OK)]
-                            m.next = "reply"
-                    if self.has_csr:
-                        with m.Case(Command.CSR_WRITE):
-                            m.d.comb += [self.csr_addr.eq(address),
-                                         self.csr_write.eq(~self.running)]
-                            send_status(busy_status)
-                        with m.Case(Command.CSR_READ):
-                            m.d.comb += self.csr_addr.eq(address)
-                            m.next = "csr_read"
-            with m.State("write"):
-                with m.If(count == 0):
-                    send_status(busy_status)
-                with m.Else():
-                    m.d.comb += [self.rx.ready.eq(~self.host_busy),
-                                 self.host_write.eq(self.rx.valid & ~self.running
-                                                    & ~self.host_busy)]
-                    with m.If(self.rx.valid & ~self.host_busy):
-                        m.d.sync += [address.eq(address + 1), count.eq(count - 1)]
-            with m.State("read"):
-                with m.If(count == 0):
-                    send_status(busy_status)
-                with m.Elif(~self.host_busy):
-                    m.d.comb += self.host_read.eq(~self.running)
-                    m.d.sync += wait.eq(self.read_latency - 1)
-                    m.next = "read_wait"
-            with m.State("read_wait"):  # the memory's read pipeline
-                m.d.sync += wait.eq(wait - 1)
-                with m.If((wait == 0) & ~self.host_busy):
-                    m.next = "read_send"
-            with m.State("read_send"):
-                m.d.comb += [self.tx.valid.eq(1),
-                             self.tx.payload.eq(Mux(self.running, 0, self.host_rdata))]
-                with m.If(self.tx.ready):
-                    m.d.sync += [address.eq(address + 1), count.eq(count - 1)]
+                            m.next = "arguments" if length else "execute"
+                    with m.Default():
+                        self._send_status(Status.UNKNOWN)
+        with m.State("arguments"):
+            m.d.comb += link.rx.ready.eq(1)
+            with m.If(link.rx.valid):
+                m.d.sync += [self.arguments.word_select(argument_index, 8).eq(link.rx.payload),
+                             argument_index.eq(argument_index + 1)]
+                with m.Switch(self.command):
+                    for code, length in self.commands.items():
+                        if length:
+                            with m.Case(code):
+                                with m.If(argument_index == length - 1):
+                                    m.next = "execute"
+
+    def execute(self):
+        """The command runs: to its state, or done in this cycle."""
+        m, link, arguments = self.m, self.link, self.arguments
+        with m.State("execute"):
+            with m.Switch(self.command):
+                with m.Case(Command.WRITE):
+                    m.next = "write"
+                with m.Case(Command.READ):
                     m.next = "read"
-            if self.has_csr:
-                with m.State("csr_read"):   # the word, a cycle after its address
-                    m.d.comb += self.csr_addr.eq(address)
-                    m.d.sync += [count.eq(Mux(self.running, 0, self.csr_rdata)),
-                                 reply_index.eq(csr_reply), reply_end.eq(len(replies)),
-                                 status.eq(busy_status)]
-                    m.next = "reply"
-            with m.State("reply"):
-                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(replies[reply_index])]
-                with m.If(self.tx.ready):
-                    m.d.sync += reply_index.eq(reply_index + 1)
-                    with m.If(reply_index + 1 == reply_end):
-                        m.next = "status"
-            with m.State("status"):
-                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(status)]
-                with m.If(self.tx.ready):
-                    m.next = "command"
-        return m
+                with m.Case(Command.SET_REG):
+                    with m.Switch(arguments[:8]):
+                        with m.Case(protocol.Register.INSN_ADDR):
+                            m.d.sync += link.insn_addr.eq(arguments[8:40])
+                        with m.Case(protocol.Register.INSN_COUNT):
+                            m.d.sync += link.insn_count.eq(arguments[8:40])
+                    self._send_status(Status.OK)
+                with m.Case(Command.START):
+                    with m.If(~link.running):
+                        m.d.sync += [link.start.eq(1), link.running.eq(1),
+                                     self.settle.eq(DONE_SETTLE_CYCLES)]
+                    self._send_status(self.busy_status)
+                for code, first in self.first_reply.items():
+                    with m.Case(code):
+                        end = first + protocol.reply_bytes(code, len(self.counters))
+                        m.d.sync += [self.reply_index.eq(first), self.reply_end.eq(end),
+                                     self.status.eq(Status.OK)]
+                        m.next = "reply"
+                if link.has_csr:
+                    with m.Case(Command.CSR_WRITE):
+                        m.d.comb += [link.csr_addr.eq(self.address),
+                                     link.csr_write.eq(~link.running)]
+                        self._send_status(self.busy_status)
+                    with m.Case(Command.CSR_READ):
+                        m.d.comb += link.csr_addr.eq(self.address)
+                        m.next = "csr_read"
+
+    def memory_access(self):
+        """WRITE's data bytes into the memory, READ's bytes out of it, one at a
+        time, each held while the memory is busy."""
+        m, link, address, count, wait = self.m, self.link, self.address, self.count, self.wait
+        with m.State("write"):
+            with m.If(count == 0):
+                self._send_status(self.busy_status)
+            with m.Else():
+                m.d.comb += [link.rx.ready.eq(~link.host_busy),
+                             link.host_write.eq(link.rx.valid & ~link.running
+                                                & ~link.host_busy)]
+                with m.If(link.rx.valid & ~link.host_busy):
+                    m.d.sync += [address.eq(address + 1), count.eq(count - 1)]
+        with m.State("read"):
+            with m.If(count == 0):
+                self._send_status(self.busy_status)
+            with m.Elif(~link.host_busy):
+                m.d.comb += link.host_read.eq(~link.running)
+                m.d.sync += wait.eq(link.read_latency - 1)
+                m.next = "read_wait"
+        with m.State("read_wait"):  # the memory's read pipeline
+            m.d.sync += wait.eq(wait - 1)
+            with m.If((wait == 0) & ~link.host_busy):
+                m.next = "read_send"
+        with m.State("read_send"):
+            m.d.comb += [link.tx.valid.eq(1),
+                         link.tx.payload.eq(Mux(link.running, 0, link.host_rdata))]
+            with m.If(link.tx.ready):
+                m.d.sync += [address.eq(address + 1), count.eq(count - 1)]
+                m.next = "read"
+
+    def send(self):
+        """A CSR read's word, then a reply's bytes, then the status byte."""
+        m, link, reply_index = self.m, self.link, self.reply_index
+        if link.has_csr:
+            with m.State("csr_read"):   # the word, a cycle after its address
+                m.d.comb += link.csr_addr.eq(self.address)
+                m.d.sync += [self.count.eq(Mux(link.running, 0, link.csr_rdata)),
+                             reply_index.eq(self.csr_reply), self.reply_end.eq(len(self.replies)),
+                             self.status.eq(self.busy_status)]
+                m.next = "reply"
+        with m.State("reply"):
+            m.d.comb += [link.tx.valid.eq(1), link.tx.payload.eq(self.replies[reply_index])]
+            with m.If(link.tx.ready):
+                m.d.sync += reply_index.eq(reply_index + 1)
+                with m.If(reply_index + 1 == self.reply_end):
+                    m.next = "status"
+        with m.State("status"):
+            m.d.comb += [link.tx.valid.eq(1), link.tx.payload.eq(self.status)]
+            with m.If(link.tx.ready):
+                m.next = "command"
