@@ -17,8 +17,8 @@ machine turns each burst into commands:
   accelerator's pace; the machine goes on to the next burst while they do
   (the port returns data in command order). LiteDRAM's own up-converter
   (a bus-wide port on a wider controller) keeps only one controller read in
-  flight, its command buffer being of depth 0: through it C2 took twice the
-  cycles;
+  flight, its command buffer being of depth 0, so its reads would not
+  overlap;
 * an accelerator write burst sends each beat as a write command with its
   data, replicated on every lane, and the beat's byte strobes on its lane
   (command and data offered together: the native port takes the data when
@@ -159,151 +159,223 @@ class DramMemory(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        config = self.config
-        bus_bits, bus_bytes = config.dram_bus_bits, config.dram_bus_bytes
-        word_shift = log2(bus_bytes)
-        generated = litedram_verilog(MODULES[self.kind], bus_bits, hardware=self.pins is not None)
-        address_bits, port_bits = generated.address_bits, generated.data_bits
-        port_bytes = port_bits // 8
-        lanes = port_bits // bus_bits       # bus words per port word (2 for DDR3 at 64 bits)
-        lane_bits = log2(lanes)
+        generated = litedram_verilog(MODULES[self.kind], self.config.dram_bus_bits,
+                                     hardware=self.pins is not None)
+        build = _DramBuild(self, m, generated)
+        build.native_port()
+        build.read_fifo()
+        build.addressing()
+        build.lane_picker()
+        build.bursts()
+        build.read_data_out()
+        return m
 
-        cmd_valid, cmd_ready, cmd_we = Signal(), Signal(), Signal()
-        cmd_addr = Signal(address_bits)
-        wdata_valid, wdata_ready = Signal(), Signal()
-        wdata_data, wdata_we = Signal(port_bits), Signal(port_bytes)
-        rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(port_bits)
-        m.submodules.controller = self._controller(generated, dict(
-            i_cmd_valid=cmd_valid, o_cmd_ready=cmd_ready, i_cmd_we=cmd_we, i_cmd_addr=cmd_addr,
-            i_wdata_valid=wdata_valid, o_wdata_ready=wdata_ready, i_wdata_data=wdata_data,
-            i_wdata_we=wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,
+
+class _DramBuild:
+    """One `DramMemory`'s logic, added part by part to its module; the parts
+    share the native port's signals and the burst machine's registers, kept
+    here."""
+
+    def __init__(self, memory: DramMemory, m: Module, generated):
+        self.memory, self.m, self.generated = memory, m, generated
+        self.bus_bits = memory.config.dram_bus_bits
+        self.word_shift = log2(memory.config.dram_bus_bytes)
+        self.port_bits = generated.data_bits
+        self.port_bytes = self.port_bits // 8
+        self.lanes = self.port_bits // self.bus_bits  # bus words per port word (2 for DDR3 at 64 bits)
+        self.lane_bits = log2(self.lanes)
+
+    def native_port(self):
+        """LiteDRAM's native user port, on the controller."""
+        # The grouping keeps the RTLIL's names: Amaranth names a signal after the
+        # target its constructor's result is stored in straight away, which in
+        # ``a, b = Signal(), Signal()`` is only a local ``b``, no attribute.
+        self.cmd_valid, self.cmd_ready, self.cmd_we = Signal(), Signal(), Signal()
+        self.cmd_addr = Signal(self.generated.address_bits)
+        self.wdata_valid, self.wdata_ready = Signal(), Signal()
+        self.wdata_data, self.wdata_we = Signal(self.port_bits), Signal(self.port_bytes)
+        rdata_valid, rdata_ready, rdata_data = Signal(), Signal(), Signal(self.port_bits)
+        self.m.submodules.controller = self.memory._controller(self.generated, dict(
+            i_cmd_valid=self.cmd_valid, o_cmd_ready=self.cmd_ready, i_cmd_we=self.cmd_we,
+            i_cmd_addr=self.cmd_addr, i_wdata_valid=self.wdata_valid,
+            o_wdata_ready=self.wdata_ready, i_wdata_data=self.wdata_data,
+            i_wdata_we=self.wdata_we, o_rdata_valid=rdata_valid, i_rdata_ready=rdata_ready,
             o_rdata_data=rdata_data))
+        self.rdata_valid, self.rdata_ready, self.rdata_data = rdata_valid, rdata_ready, rdata_data
 
-        # Read data: into a FIFO, out to the accelerator or (host reads) a word register.
-        m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=port_bits, depth=READ_FIFO_DEPTH)
+    def read_fifo(self):
+        """Read data into a FIFO, out to the accelerator or (host reads) a word
+        register; ``room`` while it has room for every read in flight."""
+        m = self.m
+        m.submodules.read_fifo = fifo = SyncFIFOBuffered(width=self.port_bits,
+                                                         depth=READ_FIFO_DEPTH)
         in_flight = Signal(range(READ_FIFO_DEPTH + 1))
         issued = Signal()   # a read command taken this cycle
-        m.d.comb += [rdata_ready.eq(1), fifo.w_data.eq(rdata_data), fifo.w_en.eq(rdata_valid)]
-        m.d.sync += in_flight.eq(in_flight + issued - rdata_valid)
-        room = fifo.level + in_flight < READ_FIFO_DEPTH
+        m.d.comb += [self.rdata_ready.eq(1), fifo.w_data.eq(self.rdata_data),
+                     fifo.w_en.eq(self.rdata_valid)]
+        m.d.sync += in_flight.eq(in_flight + issued - self.rdata_valid)
+        self.fifo, self.issued = fifo, issued
+        self.room = fifo.level + in_flight < READ_FIFO_DEPTH
 
-        word = Signal(address_bits + lane_bits)     # the next command's bus word
+    def addressing(self):
+        """The burst machine's registers: the next command's bus word, the beats
+        left, and the host access's word, data and strobes."""
+        m, memory, lanes, lane_bits = self.m, self.memory, self.lanes, self.lane_bits
+        word = Signal(self.generated.address_bits + lane_bits)     # the next command's bus word
         lane = word[:lane_bits] if lanes > 1 else 0
-        beats_left = Signal(burst_beats_bits(config))
+        beats_left = Signal(burst_beats_bits(memory.config))
         # The beats one read command covers: to the end of its port word or of the burst.
         covered = Signal.like(beats_left)
         m.d.comb += covered.eq(Mux(beats_left < lanes - lane, beats_left, lanes - lane)
                                if lanes > 1 else 1)
-        host_word = Signal(port_bits)       # a host read's port word
-        host_byte = self.host_addr[:log2(port_bytes)]
-        host_data = Signal(port_bits)
-        host_strobes = Signal(port_bytes)
+        host_word = Signal(self.port_bits)       # a host read's port word
+        host_byte = memory.host_addr[:log2(self.port_bytes)]
+        host_data = Signal(self.port_bits)
+        host_strobes = Signal(self.port_bytes)
         reads_last = Signal()               # the last burst taken was a read (take turns)
-        m.d.comb += [self.host_rdata.eq(host_word.word_select(host_byte, 8)),
-                     cmd_addr.eq(word[lane_bits:])]
+        m.d.comb += [memory.host_rdata.eq(host_word.word_select(host_byte, 8)),
+                     self.cmd_addr.eq(word[lane_bits:])]
+        self.word, self.lane, self.beats_left, self.covered = word, lane, beats_left, covered
+        self.host_word, self.host_byte = host_word, host_byte
+        self.host_data, self.host_strobes, self.reads_last = host_data, host_strobes, reads_last
 
-        # Several bus words per port word: with each read command, the lanes it
-        # asked for (first, last) go into a FIFO beside the data's, and the
-        # accelerator's beats are picked from the port words by them.
-        pick = 1                            # this beat is its port word's last one
-        if lanes > 1:
-            m.submodules.lane_fifo = lane_fifo = SyncFIFOBuffered(width=2 * lane_bits,
-                                                                  depth=READ_FIFO_DEPTH)
-            m.d.comb += [lane_fifo.w_data.eq(Cat(lane, (lane + covered - 1)[:lane_bits])),
-                         lane_fifo.w_en.eq(issued)]
-            first, last = lane_fifo.r_data[:lane_bits], lane_fifo.r_data[lane_bits:]
-            started = Signal()              # the head word gave some of its beats
-            next_lane = Signal(lane_bits)
-            current = Mux(started, next_lane, first)
-            pick = current == last
-            m.d.comb += self.rd_data.payload.eq(fifo.r_data.word_select(current, bus_bits))
-            with m.If(~self.host_owns & self.rd_data.valid & self.rd_data.ready):
-                m.d.sync += [started.eq(~pick), next_lane.eq(current + 1)]
-        else:
-            m.d.comb += self.rd_data.payload.eq(fifo.r_data)
+    def lane_picker(self):
+        """Several bus words per port word: with each read command, the lanes it
+        asked for (first, last) go into a FIFO beside the data's, and the
+        accelerator's beats are picked from the port words by them. ``pick``: this
+        beat is its port word's last one."""
+        m, memory, fifo, lane_bits = self.m, self.memory, self.fifo, self.lane_bits
+        self.pick, self.lane_fifo = 1, None
+        if self.lanes == 1:
+            m.d.comb += memory.rd_data.payload.eq(fifo.r_data)
+            return
+        m.submodules.lane_fifo = lane_fifo = SyncFIFOBuffered(width=2 * lane_bits,
+                                                              depth=READ_FIFO_DEPTH)
+        m.d.comb += [lane_fifo.w_data.eq(Cat(self.lane, (self.lane + self.covered - 1)[:lane_bits])),
+                     lane_fifo.w_en.eq(self.issued)]
+        first, last = lane_fifo.r_data[:lane_bits], lane_fifo.r_data[lane_bits:]
+        started = Signal()              # the head word gave some of its beats
+        next_lane = Signal(lane_bits)
+        current = Mux(started, next_lane, first)
+        pick = current == last
+        m.d.comb += memory.rd_data.payload.eq(fifo.r_data.word_select(current, self.bus_bits))
+        with m.If(~memory.host_owns & memory.rd_data.valid & memory.rd_data.ready):
+            m.d.sync += [started.eq(~pick), next_lane.eq(current + 1)]
+        self.pick, self.lane_fifo = pick, lane_fifo
 
+    def bursts(self):
+        """The state machine that turns bursts and host accesses into commands;
+        ``host_busy`` while it is not idle."""
+        m = self.m
         # A write: its command and its data are offered together, each until taken
         # (LiteDRAM's native port takes the data when the controller runs the
         # command, with ``wdata_ready`` for one cycle, not waiting for
         # ``wdata_valid``; a converter in front of it may take them in either
         # order); ``written`` when both have been.
-        command_taken, data_taken, written = Signal(), Signal(), Signal()
-
-        def write(valid, data, enables):
-            m.d.comb += [cmd_valid.eq(valid & ~command_taken), cmd_we.eq(1),
-                         wdata_valid.eq(valid & ~data_taken), wdata_data.eq(data),
-                         wdata_we.eq(enables),
-                         written.eq((command_taken | cmd_valid & cmd_ready)
-                                    & (data_taken | wdata_valid & wdata_ready))]
-            with m.If(written):
-                m.d.sync += [command_taken.eq(0), data_taken.eq(0)]
-            with m.Else():
-                with m.If(cmd_valid & cmd_ready):
-                    m.d.sync += command_taken.eq(1)
-                with m.If(wdata_valid & wdata_ready):
-                    m.d.sync += data_taken.eq(1)
-
-        def take(request, state, read):
-            m.d.comb += request.ready.eq(1)
-            m.d.sync += [word.eq(request.payload.addr >> word_shift),
-                         beats_left.eq(request.payload.beats), reads_last.eq(read)]
-            m.next = state
-
+        self.command_taken, self.data_taken, self.written = Signal(), Signal(), Signal()
+        written = self.written
         with m.FSM() as fsm:
             with m.State("idle"):
-                host_word_address = (self.host_addr >> word_shift)[:len(word)]
-                with m.If(self.host_owns):
-                    m.d.sync += [word.eq(host_word_address),
-                                 host_data.eq(self.host_wdata.replicate(port_bytes)),
-                                 host_strobes.eq(1 << host_byte)]
-                    with m.If(self.host_write):
-                        m.next = "host_write"
-                    with m.Elif(self.host_read):
-                        m.next = "host_read"
-                with m.Elif(self.rd_req.valid & (~self.wr_req.valid | ~reads_last)):
-                    take(self.rd_req, "read", 1)
-                with m.Elif(self.wr_req.valid):
-                    take(self.wr_req, "write", 0)
+                self._idle()
             with m.State("read"):
-                m.d.comb += [cmd_valid.eq(room), cmd_we.eq(0), issued.eq(room & cmd_ready)]
-                with m.If(room & cmd_ready):
-                    m.d.sync += [word.eq(word + covered), beats_left.eq(beats_left - covered)]
-                    with m.If(beats_left == covered):
-                        m.next = "idle"
+                self._read()
             with m.State("write"):
-                # One write per beat, its data replicated on every lane, its strobes
-                # on its lane of the port word.
-                strobes = self.wr_data.payload.strb
-                write(self.wr_data.valid, self.wr_data.payload.data.replicate(lanes),
-                      Cat(Mux(lane == index, strobes, 0) for index in range(lanes))
-                      if lanes > 1 else strobes)
-                m.d.comb += self.wr_data.ready.eq(written)
-                with m.If(written):
-                    m.d.sync += [word.eq(word + 1), beats_left.eq(beats_left - 1)]
-                    with m.If(beats_left == 1):
-                        m.next = "idle"
+                self._write()
             with m.State("host_write"):
-                write(1, host_data, host_strobes)
+                self._offer_write(1, self.host_data, self.host_strobes)
                 with m.If(written):
                     m.next = "idle"
             with m.State("host_read"):
-                m.d.comb += [cmd_valid.eq(1), cmd_we.eq(0), issued.eq(cmd_ready)]
-                with m.If(cmd_ready):
+                m.d.comb += [self.cmd_valid.eq(1), self.cmd_we.eq(0),
+                             self.issued.eq(self.cmd_ready)]
+                with m.If(self.cmd_ready):
                     m.next = "host_read_data"
             with m.State("host_read_data"):
-                m.d.comb += fifo.r_en.eq(1)
-                if lanes > 1:
-                    m.d.comb += lane_fifo.r_en.eq(1)
-                with m.If(fifo.r_rdy):
-                    m.d.sync += host_word.eq(fifo.r_data)
+                m.d.comb += self.fifo.r_en.eq(1)
+                if self.lanes > 1:
+                    m.d.comb += self.lane_fifo.r_en.eq(1)
+                with m.If(self.fifo.r_rdy):
+                    m.d.sync += self.host_word.eq(self.fifo.r_data)
                     m.next = "idle"
-        m.d.comb += self.host_busy.eq(~fsm.ongoing("idle"))
-        # Accelerator read data leave the FIFO whenever the host does not own the
-        # port: a port word (and its lanes, which are there before it) once its
-        # last lane asked for is taken.
-        with m.If(~self.host_owns):
-            taken = self.rd_data.valid & self.rd_data.ready & pick
-            m.d.comb += [self.rd_data.valid.eq(fifo.r_rdy), fifo.r_en.eq(taken)]
-            if lanes > 1:
-                m.d.comb += lane_fifo.r_en.eq(taken)
-        return m
+        m.d.comb += self.memory.host_busy.eq(~fsm.ongoing("idle"))
+
+    def _idle(self):
+        """A host access while the host owns the port, else a burst: reads and
+        writes take turns when both wait."""
+        m, memory = self.m, self.memory
+        host_word_address = (memory.host_addr >> self.word_shift)[:len(self.word)]
+        with m.If(memory.host_owns):
+            m.d.sync += [self.word.eq(host_word_address),
+                         self.host_data.eq(memory.host_wdata.replicate(self.port_bytes)),
+                         self.host_strobes.eq(1 << self.host_byte)]
+            with m.If(memory.host_write):
+                m.next = "host_write"
+            with m.Elif(memory.host_read):
+                m.next = "host_read"
+        with m.Elif(memory.rd_req.valid & (~memory.wr_req.valid | ~self.reads_last)):
+            self._take(memory.rd_req, "read", 1)
+        with m.Elif(memory.wr_req.valid):
+            self._take(memory.wr_req, "write", 0)
+
+    def _take(self, request, state: str, read: int):
+        """Take ``request``'s burst, to ``state``."""
+        m = self.m
+        m.d.comb += request.ready.eq(1)
+        m.d.sync += [self.word.eq(request.payload.addr >> self.word_shift),
+                     self.beats_left.eq(request.payload.beats), self.reads_last.eq(read)]
+        m.next = state
+
+    def _read(self):
+        """One read command per port word the burst touches, while the FIFO has room."""
+        m, room, covered = self.m, self.room, self.covered
+        m.d.comb += [self.cmd_valid.eq(room), self.cmd_we.eq(0),
+                     self.issued.eq(room & self.cmd_ready)]
+        with m.If(room & self.cmd_ready):
+            m.d.sync += [self.word.eq(self.word + covered),
+                         self.beats_left.eq(self.beats_left - covered)]
+            with m.If(self.beats_left == covered):
+                m.next = "idle"
+
+    def _write(self):
+        """One write per beat, its data replicated on every lane, its strobes on
+        its lane of the port word."""
+        m, memory, lanes = self.m, self.memory, self.lanes
+        strobes = memory.wr_data.payload.strb
+        self._offer_write(memory.wr_data.valid, memory.wr_data.payload.data.replicate(lanes),
+                          Cat(Mux(self.lane == index, strobes, 0) for index in range(lanes))
+                          if lanes > 1 else strobes)
+        m.d.comb += memory.wr_data.ready.eq(self.written)
+        with m.If(self.written):
+            m.d.sync += [self.word.eq(self.word + 1), self.beats_left.eq(self.beats_left - 1)]
+            with m.If(self.beats_left == 1):
+                m.next = "idle"
+
+    def _offer_write(self, valid, data, enables):
+        """A write command and its data, offered together, each until taken."""
+        m = self.m
+        cmd_valid, cmd_ready = self.cmd_valid, self.cmd_ready
+        wdata_valid, wdata_ready = self.wdata_valid, self.wdata_ready
+        command_taken, data_taken = self.command_taken, self.data_taken
+        m.d.comb += [cmd_valid.eq(valid & ~command_taken), self.cmd_we.eq(1),
+                     wdata_valid.eq(valid & ~data_taken), self.wdata_data.eq(data),
+                     self.wdata_we.eq(enables),
+                     self.written.eq((command_taken | cmd_valid & cmd_ready)
+                                     & (data_taken | wdata_valid & wdata_ready))]
+        with m.If(self.written):
+            m.d.sync += [command_taken.eq(0), data_taken.eq(0)]
+        with m.Else():
+            with m.If(cmd_valid & cmd_ready):
+                m.d.sync += command_taken.eq(1)
+            with m.If(wdata_valid & wdata_ready):
+                m.d.sync += data_taken.eq(1)
+
+    def read_data_out(self):
+        """Accelerator read data leave the FIFO whenever the host does not own the
+        port: a port word (and its lanes, which are there before it) once its
+        last lane asked for is taken."""
+        m, memory = self.m, self.memory
+        with m.If(~memory.host_owns):
+            taken = memory.rd_data.valid & memory.rd_data.ready & self.pick
+            m.d.comb += [memory.rd_data.valid.eq(self.fifo.r_rdy), self.fifo.r_en.eq(taken)]
+            if self.lanes > 1:
+                m.d.comb += self.lane_fifo.r_en.eq(taken)
