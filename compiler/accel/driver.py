@@ -76,7 +76,7 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     timings["schedule"] = time.perf_counter() - start
     function = lower(plan, name=op.describe())
     timings["lower"] = time.perf_counter() - start - timings["schedule"]
-    context = PassContext(config, serialise=not schedule.latency_hiding, fold=fold,
+    context = PassContext(config, serialize=not schedule.latency_hiding, fold=fold,
                           fused_epilogue=fused_epilogue)
     function, pass_timings = run_pipeline(function, context, dump)
     timings.update(pass_timings)

@@ -36,7 +36,7 @@ class PassContext:
     Attributes
     ----------
     config : HwConfig
-    serialise : bool
+    serialize : bool
         No latency hiding: fully serialising tokens and no compute overlap.
     fold : bool
         False keeps one instruction per micro-op (to measure what folding buys).
@@ -45,7 +45,7 @@ class PassContext:
     """
 
     config: HwConfig
-    serialise: bool = False
+    serialize: bool = False
     fold: bool = True
     fused_epilogue: bool = True
 
@@ -79,12 +79,12 @@ def _uop_folding(function: ir.Function, context: PassContext) -> ir.Function:
 
 
 def _latency_hiding(function: ir.Function, context: PassContext) -> ir.Function:
-    return insert_tokens(function, serialise=context.serialise)
+    return insert_tokens(function, serialize=context.serialize)
 
 
 def _mark_overlap(function: ir.Function, context: PassContext) -> ir.Function:
     # A serialised program waits for everything: nothing may overlap.
-    if not context.serialise:
+    if not context.serialize:
         function.stats["overlap"]["instructions"] = mark_overlap(function.instructions,
                                                                  context.config)
     return function

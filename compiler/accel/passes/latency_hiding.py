@@ -22,7 +22,7 @@ thread 1's slot while compute reads thread 0's) get no token and overlap.
 
 The stream ends with FINISH on compute, which pops from store (and load) when
 their last instruction is not already ordered before it, so the program only
-finishes once every store is done. ``serialise=True`` makes every instruction
+finishes once every store is done. ``serialize=True`` makes every instruction
 wait for the previous instruction of each neighbouring module: the ablation
 baseline without latency hiding.
 """
@@ -85,7 +85,7 @@ def accesses(insn: ir.Insn) -> tuple[list, list]:
     return [], []
 
 
-def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function:
+def insert_tokens(function: ir.Function, serialize: bool = False) -> ir.Function:
     """Flatten the stages into ``function.instructions`` with dependency flags set."""
     config = function.config
     stream = [stmt for stage in function.all_stages() for stmt in stage.body]
@@ -120,7 +120,7 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
             already = covered.get((other, module), -1)
             if last_any[other] <= already:
                 continue        # everything the other module did is already ordered
-            if serialise or is_finish:
+            if serialize or is_finish:
                 needed = last_any[other]
             else:
                 needed = -1
@@ -146,5 +146,5 @@ def insert_tokens(function: ir.Function, serialise: bool = False) -> ir.Function
         if flag:
             insn.instruction = insn.instruction.replace(**flag)
     function.instructions = stream
-    function.stats["latency_hiding"] = {"serialised": serialise, "tokens": tokens}
+    function.stats["latency_hiding"] = {"serialised": serialize, "tokens": tokens}
     return function
