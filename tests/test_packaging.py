@@ -81,7 +81,8 @@ def test_wheel_holds_only_vdla_with_its_data(tmp_path):
     for needed in ["vdla/sim/rtl/harness.cpp", "vdla/sim/rtl/lz4.h", "vdla/sim/board_uart.cpp",
                    "vdla/sim/ecp5_dp16kd.v",
                    "vdla/bench/baselines/default.json", "vdla/bench/baselines/tiny.json",
-                   "vdla/testing/cocotb/bench_chip.py", "vdla/__main__.py", "vdla/compiler/cpu/pool.c"]:
+                   "vdla/testing/cocotb/bench_chip.py", "vdla/__main__.py", "vdla/compiler/cpu/pool.c",
+                   "vdla/cache.py", "vdla/hw/boards/bitstream.py", "vdla/compiler/accel/passes/dma.py"]:
         assert needed in names
 
 
