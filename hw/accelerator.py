@@ -65,7 +65,7 @@ bit 0 (``addr`` in the low bits of a request).
 from __future__ import annotations
 
 from amaranth import Module, Mux, ResetInserter, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from vdla.hw.banked_memory import BankedMemory, collision_attrs
@@ -76,7 +76,7 @@ from vdla.hw.counters import (ACTIVITY_STATES, RTL_ACTIVITY, RTL_COUNTERS, RTL_S
 from vdla.hw.dram_arbiter import arbiter_variant
 from vdla.hw.fetch import Fetch
 from vdla.hw.isa import MODULES, TOKEN_QUEUES
-from vdla.hw.layouts import REQUEST_LAYOUT, WriteResponseSignature, write_beat_layout
+from vdla.hw.layouts import dram_port_members
 from vdla.hw.load import LoadUnit, SharedLoadEngine, reader_groups
 from vdla.hw.store import StoreUnit
 from vdla.hw.token_queue import TokenQueue
@@ -147,13 +147,8 @@ class AcceleratorSignature(wiring.Signature):
             "insn_addr": In(32),
             "insn_count": In(32),
             "done": Out(1),
-            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
-            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
+            **dram_port_members(config),
         }
-        if config.memory_system.write_response:
-            members["mem_wr_resp"] = In(WriteResponseSignature)
         members.update({f"counter_{name}": Out(32) for name in rtl_counters(config)})
         members.update({f"status_{name}": Out(STATUS_BITS) for name in RTL_STATUS})
         members.update({f"activity_{name}": Out(2) for name in RTL_ACTIVITY})

@@ -23,12 +23,12 @@ straight through to ``mem_wr_req`` / ``mem_wr_data``, and the write responses
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
-from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, REQUEST_LAYOUT, MemReadSignature,
-                             MemWriteSignature, WriteResponseSignature, write_beat_layout)
+from vdla.hw.layouts import (BURST_BEATS_BITS, MAX_BURST_BEATS, MemReadSignature,
+                             MemWriteSignature, dram_port_members)
 
 __all__ = ["DramArbiter", "DramArbiterSignature", "SkidDramArbiter", "arbiter_variant"]
 
@@ -45,14 +45,10 @@ class DramArbiterSignature(wiring.Signature):
         members = {
             "readers": In(MemReadSignature(config.dram_bus_bits)).array(readers),
             "writer": In(MemWriteSignature(config)),
-            "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
-            "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
-            "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
+            **dram_port_members(config),
+            "read_beats": Out(1),
+            "write_beats": Out(1),
         }
-        if config.memory_system.write_response:
-            members["mem_wr_resp"] = In(WriteResponseSignature)
-        members.update({"read_beats": Out(1), "write_beats": Out(1)})
         super().__init__(members)
 
 

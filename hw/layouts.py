@@ -133,6 +133,22 @@ class MemWriteSignature(wiring.Signature):
         super().__init__(members)
 
 
+def dram_port_members(config: HwConfig) -> dict[str, wiring.Member]:
+    """The memory port as its master (the accelerator, the DRAM arbiter) declares it:
+    ``mem_rd_req`` out, ``mem_rd_data`` in, ``mem_wr_req`` and ``mem_wr_data`` out,
+    and with a write response (``config.memory_system.write_response``)
+    ``mem_wr_resp`` in, in that order (the order of the top's ports)."""
+    members = {
+        "mem_rd_req": Out(stream.Signature(REQUEST_LAYOUT)),
+        "mem_rd_data": In(stream.Signature(config.dram_bus_bits)),
+        "mem_wr_req": Out(stream.Signature(REQUEST_LAYOUT)),
+        "mem_wr_data": Out(stream.Signature(write_beat_layout(config))),
+    }
+    if config.memory_system.write_response:
+        members["mem_wr_resp"] = In(WriteResponseSignature)
+    return members
+
+
 def sram_read_signature(config: HwConfig, kind: str) -> wiring.Signature:
     """A synchronous SRAM read port as its user sees it (use with ``In(...)``)."""
     return memory.ReadPort.Signature(addr_width=config.index_bits(kind),
