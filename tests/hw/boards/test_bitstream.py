@@ -10,6 +10,7 @@ from vdla.hw.boards.table import BOARDS
 from vdla.hw.boards.bitstream import build_bitstream
 from vdla.hw.config import PRESETS
 from vdla.hw.synth import SynthError
+from tests.hw.unelaborated import built
 from tests.rtl.standin import StandIn
 
 pytestmark = pytest.mark.slow
@@ -178,14 +179,15 @@ def test_a_boards_router_reaches_nextpnr(name, router, monkeypatch):
     seen = {}
     platform = board.platform_instance()
 
-    def build(*args, nextpnr_opts, **kwargs):
+    def build(design, *args, nextpnr_opts, **kwargs):
         seen["options"] = nextpnr_opts
+        design._MustUse__silence = True     # stopped before elaboration on purpose: no warning
         raise RuntimeError("stop before any tool")
 
     monkeypatch.setattr(platform, "build", build)
     monkeypatch.setattr(type(board), "platform_instance", lambda self: platform)
     with pytest.raises(SynthError, match="stop before any tool"):
-        build_bitstream(board, Path("x.bit"), core=StandIn(board.config))
+        build_bitstream(board, Path("x.bit"), core=built(StandIn, board.config))
     assert seen["options"] == ["--placer", "static", "--router", router]
     placement = _placement(board.config, "ecp5", _board_part(board.config, "ecp5"), None)
     assert placement["router"] == board.router and placement["clock_mhz"] == board.clock_mhz
