@@ -422,6 +422,15 @@ def _keras_conv(net: _Net, x: str, name: str, channels: int, kernel, stride: int
     return net.batchnorm(y, f"{name}_bn")
 
 
+def _keras_head(net: _Net, x: str, pool: str, classes: int):
+    """Keras's classifier tail: an AveragePool over the whole map (named ``pool``),
+    Flatten, Dense and Softmax; the finished model."""
+    _, _, h, w = net.shapes[x]
+    x = net.node("AveragePool", [x], pool, kernel_shape=[h, w], strides=[h, w])
+    x = net.node("Flatten", [x], "flatten", axis=1)
+    return net.model([net.node("Softmax", [net.gemm(x, "dense", classes)], "softmax", axis=1)])
+
+
 def kws_dscnn(seed: int = 0):
     """MLPerf Tiny keyword spotting: DS-CNN on 49 x 10 MFCCs, 12 classes."""
     net = _Net("kws_dscnn", seed, {"input": (1, 1, 49, 10)})
@@ -430,10 +439,7 @@ def kws_dscnn(seed: int = 0):
         x = net.node("Relu", [_keras_conv(net, x, f"dw_{index}", 64, 3, groups=64)],
                      f"dw_{index}_relu")
         x = net.node("Relu", [_keras_conv(net, x, f"pw_{index}", 64, 1)], f"pw_{index}_relu")
-    _, _, h, w = net.shapes[x]
-    x = net.node("AveragePool", [x], "avg_pool", kernel_shape=[h, w], strides=[h, w])
-    x = net.node("Flatten", [x], "flatten", axis=1)
-    return net.model([net.node("Softmax", [net.gemm(x, "dense", 12)], "softmax", axis=1)])
+    return _keras_head(net, x, "avg_pool", 12)
 
 
 def ic_resnet8(seed: int = 0):
@@ -448,10 +454,7 @@ def ic_resnet8(seed: int = 0):
             x = net.conv(x, f"stack{stack}_shortcut", channels, 1, stride, pads=[0] * 4)
         x = net.node("Relu", [net.node("Add", [x, y], f"stack{stack}_add")],
                      f"stack{stack}_relu2")
-    _, _, h, w = net.shapes[x]
-    x = net.node("AveragePool", [x], "average_pooling2d", kernel_shape=[h, w], strides=[h, w])
-    x = net.node("Flatten", [x], "flatten", axis=1)
-    return net.model([net.node("Softmax", [net.gemm(x, "dense", 10)], "softmax", axis=1)])
+    return _keras_head(net, x, "average_pooling2d", 10)
 
 
 def vww_mobilenet(seed: int = 0):
@@ -469,11 +472,7 @@ def vww_mobilenet(seed: int = 0):
         x = relu6(_keras_conv(net, x, f"conv_dw_{index}", c, 3, stride, groups=c),
                   f"conv_dw_{index}_relu")
         x = relu6(_keras_conv(net, x, f"conv_pw_{index}", channels, 1), f"conv_pw_{index}_relu")
-    _, _, h, w = net.shapes[x]
-    x = net.node("AveragePool", [x], "global_average_pooling", kernel_shape=[h, w],
-                 strides=[h, w])
-    x = net.node("Flatten", [x], "flatten", axis=1)
-    return net.model([net.node("Softmax", [net.gemm(x, "dense", 2)], "softmax", axis=1)])
+    return _keras_head(net, x, "global_average_pooling", 2)
 
 
 def ad_autoencoder(seed: int = 0):
