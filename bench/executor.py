@@ -161,7 +161,8 @@ class Pool:
         pending = {}
         items = list(items)
         for index, item in enumerate(items):
-            pending[self._executor.submit(fn, item)] = index
+            # A worker may die while later tasks are still being submitted.
+            pending[self._submit(fn, item)] = index
         while pending:
             done, _ = concurrent.futures.wait(pending, return_when="FIRST_COMPLETED")
             for future in done:
@@ -175,11 +176,11 @@ class Pool:
                     if attempts[index] > self.retries:
                         raise ExecutorError(f"a worker died {attempts[index]} times running "
                                             f"task {index} ({type(error).__name__})") from None
-                    pending[self._resubmit(fn, items[index])] = index
+                    pending[self._submit(fn, items[index])] = index
                     continue
                 yield items[index], result
 
-    def _resubmit(self, fn, item):
+    def _submit(self, fn, item):
         try:
             return self._executor.submit(fn, item)
         except concurrent.futures.process.BrokenProcessPool:

@@ -53,6 +53,16 @@ def test_a_lost_worker_costs_only_a_retry(tmp_path, scheduler):
     assert sorted(results) == markers and all(isinstance(pid, int) for pid in results.values())
 
 
+def test_a_pool_broken_before_a_task_is_submitted_is_replaced(tmp_path):
+    # A worker that dies while map_unordered is still submitting breaks the pool under it.
+    with Pool(jobs=2) as pool:
+        killer = pool._executor.submit(_die_once, str(tmp_path / "first"))
+        with pytest.raises(concurrent.futures.process.BrokenProcessPool):
+            killer.result()
+        results = dict(pool.map_unordered(_die_once, [str(tmp_path / "first")]))
+    assert list(results) == [str(tmp_path / "first")]
+
+
 def test_bad_requests_are_named(monkeypatch):
     with pytest.raises(ExecutorError, match="jobs: expected a positive integer, got 0"):
         make_executor(0)
