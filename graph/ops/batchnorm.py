@@ -1,14 +1,19 @@
 """``batchnorm``: ONNX's BatchNormalization in inference mode (float only).
 
-`graph.passes.batchnorm` folds it into the conv or dense layer before it;
-one that follows no layer is refused by quantisation.
+`graph.passes.batchnorm` folds it into the conv or dense layer before it.
+One that follows no layer (DenseNet's after a Concat) is a per-channel affine
+function ``x * f + (beta - mean * f)`` with ``f = scale / sqrt(var + eps)``:
+quantisation makes it the host's ``qaffine`` (`graph.ops.arith`), float32 as
+onnxruntime computes between DequantizeLinear and QuantizeLinear.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vdla.graph.errors import GraphError
 from vdla.graph.ir import Node
+from vdla.graph.ops.arith import quantize_affine
 from vdla.graph.ops.base import Op
 
 __all__ = ["OPS"]
@@ -39,6 +44,27 @@ def _onnx_batchnorm(node) -> None:
     node.emit("batchnorm", epsilon=epsilon)
 
 
-OPS = [Op("batchnorm", "float", "float only: it must follow a conv, into which it folds "
-          "(graph.passes.batchnorm)", _batchnorm,
-          onnx={"BatchNormalization": _onnx_batchnorm})]
+# -- quantisation -----------------------------------------------------------------------------
+
+
+def _quantize_batchnorm(q, node: Node) -> None:
+    """A BatchNorm no layer took (`graph.passes.batchnorm`): a ``qaffine`` whose factor and
+    offset, per channel, are computed in float64 from its constant parameters."""
+    x = node.inputs[0]
+    params = [q.graph.value(name) for name in node.inputs[1:]]
+    missing = [name for name, value in zip(node.inputs[1:], params) if value is None]
+    if missing:
+        raise GraphError(f"{node.describe()}: its parameter {missing[0]!r} must be a constant "
+                         "(vdla quantises an inference-mode BatchNorm as a per-channel affine "
+                         "function)")
+    scale, beta, mean, var = (np.asarray(p, np.float64).reshape(-1) for p in params)
+    factor = scale / np.sqrt(var + node.attrs["epsilon"])
+    ndim = len(q.graph.tensors[x].shape)
+    # Without its epsilon, which is in the factor: a qaffine carries only its own attributes.
+    affine = Node(node.name, node.op, list(node.inputs), list(node.outputs), {})
+    quantize_affine(q, affine, x, _channel(factor, ndim), _channel(beta - mean * factor, ndim))
+
+
+OPS = [Op("batchnorm", "float", "float only: it folds into the conv or dense layer before it "
+          "(graph.passes.batchnorm), else quantisation makes it a qaffine", _batchnorm,
+          onnx={"BatchNormalization": _onnx_batchnorm}, quantize=_quantize_batchnorm)]
