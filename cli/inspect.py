@@ -14,11 +14,14 @@ and whether its header holds against its op (`compiler.host.host_spec`);
 from the op, mode and schedule (the file holds no code).
 
 A network file (`graph.network_file`) shows one row per node: its operator,
-shapes, place, and for accelerator layers the compiler's estimated cycles and
+shapes, place, for accelerator layers the compiler's estimated cycles and
 their time at the clock (``--clock-mhz``, else the config's Fmax from ``vdla hw
-synth``), then its DRAM arena. ``--source`` and ``--all-uops`` are about a
-single program and are refused for a network, as ``--clock-mhz`` is for a
-single program (which shows no cycles).
+synth``); then why each node runs where it does (the reason the compile
+recorded: the default, ``--target cpu``, ``--on-cpu``, the accelerator's
+refusal, a split; a host operator's registry entry), and its DRAM arena.
+``--source`` and ``--all-uops`` are about a single program and are refused
+for a network, as ``--clock-mhz`` is for a single program (which shows no
+cycles).
 
 Text from the file (names, roles, layouts, metadata keys) is printed through
 `vdla.files.printable`: a crafted file cannot send the terminal an escape
@@ -299,6 +302,11 @@ def inspect_network(program_file, as_json: bool, config, clock_mhz: float | None
              f"{network.config.name!r}, vdla hw synth finds it)")
     else:
         echo(f"est. ms at {clock[0]:g} MHz ({clock[1]})")
+    # Whole, on lines of their own: a refusal names the limit the layer is over.
+    echo("why each node runs where it does:")
+    for row in rows:
+        echo(f"  {printable(row['name'])} ({row['op']}) on {row['place']}: "
+             f"{printable(row['reason'])}")
     if "arena" in report:
         arena = report["arena"]
         echo(f"DRAM arena: {arena['bytes']:,} bytes ({arena['code_and_constants_bytes']:,} "

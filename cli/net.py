@@ -17,6 +17,7 @@ import click
 
 from vdla.cli.clock import clock_option
 from vdla.cli.options import Command, Group, config_option, fail
+from vdla.files import printable
 
 __all__ = ["ModelGroup", "compile_model", "run_network",
            "per_channel_option"]
@@ -56,6 +57,9 @@ def _names(value: str | None) -> list[str]:
                    "beats the accelerator's estimate at the clock (--clock-mhz or the known "
                    "Fmax).")
 @clock_option
+@click.option("--cpu-fallback/--no-cpu-fallback", "fallback", default=True, show_default=True,
+              help="Run a layer the accelerator refuses as generated C (the summary names "
+                   "each, `vdla inspect` says why); --no-cpu-fallback stops at it instead.")
 @click.option("--fuse-residuals/--no-fuse-residuals", default=True, show_default=True,
               help="Fuse each residual add into the conv producing an operand, where its "
                    "target can add it (the cpu, or a square GEMM block); else on the host.")
@@ -65,7 +69,7 @@ def _names(value: str | None) -> list[str]:
 @per_channel_option
 @config_option
 def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
-                  fuse_residuals, output, as_json, per_channel, config):
+                  fallback, fuse_residuals, output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load as load_model
@@ -82,14 +86,15 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
         calibration = {graph.inputs[0]: samples}
     network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
                               target=target, by_cost=by_cost, clock_mhz=clock_mhz,
-                              per_channel=per_channel, fuse_residuals=fuse_residuals)
+                              per_channel=per_channel, fuse_residuals=fuse_residuals,
+                              fallback=fallback)
     save(network, output)
     rows = network.rows()
     summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),
                "placement": {place: sum(r["place"] == place for r in rows)
                              for place in ("accel", "cpu", "host")},
                "compile_seconds": round(network.compile_seconds, 3),
-               "bytes": Path(output).stat().st_size}
+               "bytes": Path(output).stat().st_size, "changes": network.changes}
     if as_json:
         click.echo(json.dumps(summary))
         return
@@ -98,6 +103,8 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                f"compiled in {summary['compile_seconds']:.2f} s")
     for name, spec in summary["inputs"].items():
         click.echo(f"input {name}: {spec}")
+    for name, change in network.changes.items():   # names come from the model: shown only
+        click.echo(f"{printable(name)}: {printable(change)}")
     for name, cost in network.metadata.get("placement_costs", {}).items():
         click.echo(f"{name}: accelerator {cost['accel_ms']:.3f} ms (estimated), cpu "
                    f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")

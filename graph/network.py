@@ -34,13 +34,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from vdla.compiler.ops import Conv2d, Dense
 from vdla.graph.errors import GraphError
 from vdla.graph.execution import (ARENA, CPU, HOST, HOST_BLOCKED, IMAGE, ArenaLayers, CpuLayers,
                                   HostNodes, ImageLayers, Step, Tensors, plan_steps)
 from vdla.graph.ir import Graph
 from vdla.graph.layout import Blocked, unblock
-from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, run_passes
-from vdla.graph.placement import LAYER_OPS, layer_op, place
+from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, TARGET_PIPELINE, run_passes
+from vdla.graph.placement import (ACCEL_REASON, LAYER_OPS, by_cost_reason, host_reason,
+                                  layer_op, place, placement_reasons, refused_reason,
+                                  split_bounds, split_dense)
 from vdla.graph.quantize import quantize
 from vdla.hw import isa
 from vdla.hw.config import HwConfig
@@ -102,8 +105,13 @@ class Network:
     programs: dict[str, Program]
     config: HwConfig
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Why each layer runs where it does (`graph.placement`); `reason` says it for any node.
+    reasons: dict[str, str] = dataclasses.field(default_factory=dict)
     # How long `compile_network` took (not saved: files are the same bytes every time).
     compile_seconds: float | None = dataclasses.field(default=None, compare=False)
+    # What the compile decided beyond the placement rule, one line per layer it moved to
+    # the cpu or split (`compile_network`; not saved: the reasons say it in the file).
+    changes: dict[str, str] = dataclasses.field(default_factory=dict, compare=False)
     # cpu layers' programs, generated when a run first needs them.
     _cpu_kernels: dict[str, Any] = dataclasses.field(default_factory=dict, init=False,
                                                      repr=False, compare=False)
@@ -268,10 +276,21 @@ class Network:
             self._cpu_kernels[node.name] = kernel
         return self._cpu_kernels[node.name]
 
+    def reason(self, name: str) -> str:
+        """Why node ``name`` runs where it does: the reason the compile recorded, a host
+        node's operator's (`graph.placement.host_reason`), else what its place implies
+        (a file written before reasons were recorded)."""
+        if name in self.reasons:
+            return self.reasons[name]
+        where = self.placement[name]
+        return (host_reason(self.graph.node(name)) if where == "host" else ACCEL_REASON
+                if where == "accel" else "placed on the cpu (the file records no reason)")
+
     def rows(self) -> list[dict[str, Any]]:
-        """One row per node: name, op, input and output shapes, place, estimated cycles."""
+        """One row per node: name, op, input and output shapes, place, its reason,
+        estimated cycles."""
         estimates = self.metadata.get("estimated_cycles", {})
-        return [{**row, "place": self.placement[row["name"]],
+        return [{**row, "place": self.placement[row["name"]], "reason": self.reason(row["name"]),
                  "estimated_cycles": estimates.get(row["name"])}
                 for row in self.graph.summary()]
 
@@ -332,7 +351,8 @@ def residual_fusion(config: HwConfig, target: str = "accel", on_cpu=(),
 def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.ndarray] | None
                     = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
                     clock_mhz: float | None = None, threads: int = 2,
-                    per_channel: bool = False, fuse_residuals: bool = True) -> Network:
+                    per_channel: bool = False, fuse_residuals: bool = True,
+                    fallback: bool = True) -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -359,6 +379,21 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     fuse_residuals : bool
         Fuse each residual add into the conv producing one operand where it can
         (`graph.passes.residual`, `residual_fusion`); False keeps them on the host.
+    fallback : bool
+        A layer the accelerator refuses (any `compiler.errors.CompileError` of its
+        compile) runs as the cpu target's C instead, its reason the compiler's
+        message (and a line in ``Network.changes``); False raises that message.
+
+    Notes
+    -----
+    A ``qdense`` layer whose tensors exceed the accelerator's per-program DRAM limit
+    (`compiler.accel.driver.MAX_LAYER_BYTES`) is split along its output features
+    into the fewest layers that fit, joined by a host ``concat``
+    (`graph.placement.split_dense`): bit for bit the same layer. The parts follow
+    the placement rule of every layer: the accelerator, where the compile targets
+    it; with ``by_cost`` each part is timed against its C like any other layer.
+    (The cpu target has no time estimate to weigh a split against, only cycles
+    of its own machine, so the measured comparison is the one ``by_cost`` makes.)
 
     Raises
     ------
@@ -371,26 +406,74 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     began = time.perf_counter()
     integer = quantize_graph(graph, calibration, per_channel,
                              residual_fusion(config, target, on_cpu, fuse_residuals))
+    integer = run_passes(integer, TARGET_PIPELINE, config=config, target=target, on_cpu=on_cpu)
     placement = place(integer, target, on_cpu)
-    programs, estimates = {}, {}
-    for node in integer.nodes:
-        if node.op not in LAYER_OPS:
-            continue
-        op = layer_op(integer, node)
+    reasons = placement_reasons(integer, placement, target, on_cpu)
+    programs, estimates, changes = {}, {}, {}
+    pending = [node for node in integer.nodes if node.op in LAYER_OPS]
+    while pending:
+        node = pending.pop(0)
+        op = layer_op(integer, node)   # refuses a shape no target computes
         if placement[node.name] != "accel":
             continue
         try:
             programs[node.name] = compile_op(op, config)
         except CompileError as error:
-            raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
-                             f"--on-cpu {node.name})") from None
+            parts = _split(integer, node, op, config)
+            if parts is not None:
+                *layers, concat = parts
+                placement.pop(node.name)
+                reasons.pop(node.name)
+                for index, part in enumerate(layers):
+                    placement[part.name] = "accel"
+                    reasons[part.name] = (f"part {index + 1} of {len(layers)} of dense layer "
+                                          f"{node.name!r}, split along its output features: "
+                                          f"{error}")
+                placement[concat.name], reasons[concat.name] = "host", host_reason(concat)
+                changes[node.name] = (f"split into {len(layers)} accelerator layers "
+                                      f"({', '.join(p.name for p in layers)}) joined by "
+                                      f"{concat.name!r} on the host: {error}")
+                pending[:0] = layers
+                continue
+            if not fallback:
+                raise GraphError(f"{node.describe()}: {error} (place it on the cpu with "
+                                 f"--on-cpu {node.name})") from None
+            placement[node.name], reasons[node.name] = "cpu", refused_reason(error)
+            changes[node.name] = f"on the cpu: {refused_reason(error)}"
+            continue
         estimates[node.name] = _estimated_cycles(programs[node.name], op, config)
     metadata = {"estimated_cycles": estimates}
     if by_cost:
         metadata["placement_costs"] = _place_by_cost(integer, placement, programs, estimates,
                                                      config, clock_mhz, threads)
+        for name, cost in metadata["placement_costs"].items():
+            if placement[name] == "cpu":
+                reasons[name] = by_cost_reason(cost["accel_ms"], cost["cpu_ms"])
     return Network(integer, placement, programs, config, metadata,
-                   compile_seconds=time.perf_counter() - began)
+                   {name: reasons[name] for name in placement
+                    if integer.node(name).op in LAYER_OPS},
+                   compile_seconds=time.perf_counter() - began, changes=changes)
+
+
+def _packed_bytes(op: Conv2d | Dense, config: HwConfig) -> int:
+    """The bytes of a layer's packed tensors, as the accelerator's compile counts them
+    against `compiler.accel.driver.MAX_LAYER_BYTES`."""
+    from vdla.runtime.layout import packed_nbytes
+    geometry = op.geometry()
+    return sum(packed_nbytes(geometry.layouts[name], tuple(geometry.shapes[name]), config)
+               for name in geometry.layouts if name in geometry.shapes)
+
+
+def _split(graph: Graph, node, op, config: HwConfig):
+    """Split a ``qdense`` ``node`` over the per-program DRAM limit into layers under it
+    (`graph.placement.split_dense`, in place): the parts and their concat, or None where
+    the node is no such layer or no split fits (its input alone is over the limit)."""
+    from vdla.compiler.accel import driver
+    limit = driver.MAX_LAYER_BYTES   # read now: a test may lower it
+    if node.op != "qdense" or _packed_bytes(op, config) <= limit:
+        return None
+    bounds = split_bounds(op, config.block_out, lambda part: _packed_bytes(part, config) <= limit)
+    return None if bounds is None else split_dense(graph, node, bounds)
 
 
 def _place_by_cost(graph: Graph, placement: dict[str, str], programs: dict[str, Program],

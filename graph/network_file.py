@@ -8,7 +8,8 @@ Layout (integers little-endian)::
     header           JSON      config, inputs, outputs, tensors (name, shape, dtype,
                                exponent or scale, and for constants their byte range in the
                                data), nodes (name, op, inputs, outputs, attrs),
-                               placement, programs (each layer's byte range), metadata
+                               placement, programs (each layer's byte range), metadata,
+                               and (optional) reasons: each layer's placement reason
     data             bytes     constant arrays (C order) and the accelerator layers'
                                ``.vdla`` program files, back to back
     digest           32 bytes  SHA-256 of everything before it
@@ -24,8 +25,10 @@ attribute types (`NODE_ATTRS`, `NODE_VARIANTS`), the graph's order
 (`runtime.program_file.loads`, which verifies its DRAM plan) and that each
 layer's program computes exactly that layer (its operator equals
 `graph.placement.layer_op`, its tensors are the layer's compiled geometry's),
-every node's output shapes and dtypes, and the metadata (`estimated_cycles`,
-`placement_costs`).
+every node's output shapes and dtypes, the metadata (`estimated_cycles`,
+`placement_costs`), and the reasons where the file has them (one printable line
+per layer; files without them load, each layer's reason then what its place
+implies, `graph.network.Network.reason`).
 
 A hostile header is as cheap to refuse as its size suggests: a node's output
 shape follows from its input shapes by arithmetic (`HOST_SHAPES` for host nodes,
@@ -57,7 +60,7 @@ from vdla.hw.config import ConfigError, HwConfig
 
 __all__ = ["save", "load", "dumps", "loads", "is_network_file", "MAGIC", "FORMAT_VERSION",
            "NODE_ATTRS", "NODE_VARIANTS", "HOST_SHAPES", "MAX_FILE_BYTES", "MAX_TENSOR_ELEMENTS",
-           "MAX_DECLARED_BYTES", "MAX_CYCLES"]
+           "MAX_DECLARED_BYTES", "MAX_CYCLES", "MAX_REASON_CHARS"]
 
 MAGIC = b"VDLANETW"
 FORMAT_VERSION = 1
@@ -70,6 +73,8 @@ MAX_FILE_BYTES = 1 << 30
 MAX_DECLARED_BYTES = 1 << 32
 # An estimated cycle count (`metadata["estimated_cycles"]`): an int64.
 MAX_CYCLES = (1 << 63) - 1
+# A layer's placement reason (``reasons``): one line, a compiler's message at most.
+MAX_REASON_CHARS = 2000
 _DTYPES = {"int8": np.int8, "int32": np.int32, "float32": np.float32}
 
 # Attribute kinds: "int", "bool", "count" (an int > 0), "pair" (2 ints > 0), "pads" (4 ints >= 0),
@@ -143,6 +148,8 @@ def dumps(network: Network) -> bytes:
                         for n in graph.nodes],
               "placement": network.placement, "programs": programs,
               "metadata": network.metadata}
+    if network.reasons:   # only then: a network compiled without them writes the old bytes
+        header["reasons"] = network.reasons
     text = json.dumps(header, sort_keys=True).encode()
     body = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(blobs)
     return body + hashlib.sha256(body).digest()
@@ -358,7 +365,30 @@ def _network(header: dict, blob, config, program_loads) -> Network:
         programs[node.name] = program
     _check_shapes(graph)
     return Network(graph, placement, programs, file_config,
-                   _metadata(header["metadata"], graph, placement))
+                   _metadata(header["metadata"], graph, placement),
+                   _reasons(header.get("reasons", {}), graph))
+
+
+def _reasons(reasons, graph: Graph) -> dict[str, str]:
+    """The layers' placement reasons, checked: absent (a file written before they were
+    recorded), or one line of text for every layer and no other node (a host node's
+    reason is its operator's, `graph.placement.host_reason`)."""
+    if not isinstance(reasons, dict):
+        raise _FileError("reasons must be a JSON object")
+    if not reasons:
+        return {}
+    layers = {node.name for node in graph.nodes if node.op in LAYER_OPS}
+    for name, text in reasons.items():
+        if name not in layers:
+            raise _FileError(f"reasons: names {_short(name, 60)}, which is no layer")
+        if not (isinstance(text, str) and text and text.isprintable()
+                and len(text) <= MAX_REASON_CHARS):
+            raise _FileError(f"reasons: the reason of {name!r} ({_short(text, 60)}) is not one "
+                             f"line of at most {MAX_REASON_CHARS} printable characters")
+    missing = sorted(layers - set(reasons))
+    if missing:
+        raise _FileError(f"reasons: no reason for layer {missing[0]!r}")
+    return reasons
 
 
 def _check_regions(program, op, config: HwConfig, where: str) -> None:
