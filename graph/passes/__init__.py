@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from vdla.graph.ir import Graph
+from vdla.graph.ops.conv_transpose import split_phases
 from vdla.graph.passes.batchnorm import fold_batchnorm
 from vdla.graph.passes.constants import fold_constants
 from vdla.graph.passes.fusion import fuse_activations, fuse_bias
@@ -36,6 +37,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
 ]
 # After quantisation, on the integer graph.
 INTEGER_PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
+    ("split_phases", split_phases),
     ("split_pads", split_pads),
 ]
 
