@@ -6,8 +6,12 @@ scalar ``e`` of an acc element (``batch x block_out``), with ``op`` one of
 SHR (arithmetic) and SHL by ``b[e] & 31``, and REQUANT, the fused epilogue
 ``clip((a[e] + b[e]) >> (imm & 31), lo, 127)`` (the add wraps in int32, the
 shift is arithmetic, ``lo`` is 0 when ``imm & 32`` -- relu -- else -128;
-higher ``imm`` bits are ignored). An unknown op passes ``a`` through (the
-decoder of the functional simulator rejects it). The compute module
+higher ``imm`` bits are ignored), and REQUANT_EVEN, REQUANT whose ties go to
+even: where the shift amount ``s`` is not 0 and the ``s`` bits it drops are
+all zero, bit 0 of the shifted value is cleared before the clip (a zero test
+beside the shifter and one AND gate per lane; the clip bounds are even, so
+the comparisons are unchanged). Every op is defined, so none passes ``a``
+through. The compute module
 (`hw.compute`) feeds ``a = acc[dst]`` and ``b = acc[src]``, the sign-extended
 immediate, or 0 (REQUANT with ``use_imm``), and the instruction's raw ``imm``,
 all from pipeline registers, so the ALU is one pipeline stage and takes one
@@ -26,8 +30,9 @@ bounds shifted left by its amount, beside the shifter instead of after it
 lo << s``). So no path runs from the operands' forwarding multiplexers through
 an adder, comparator or the shifter into the second cycle.
 `RegisteredTwoCycleAlu` (``two_cycle_alu`` with ``registered_control``) also
-registers those shifted clip bounds (once, for every lane) and the shifter's
-fill bit in the first cycle, so the second compares and shifts from registers.
+registers those shifted clip bounds and REQUANT_EVEN's mask of dropped bits
+(once, for every lane) and the shifter's fill bit in the first cycle, so the
+second compares and shifts from registers.
 
 Each variant is a class; `alu_variant` names the one a config asks for.
 """
@@ -39,7 +44,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from vdla.hw.config import HwConfig
-from vdla.hw.isa import IMM_BITS, REQUANT_RELU, SHIFT_BITS, AluOp
+from vdla.hw.isa import IMM_BITS, REQUANT_OPS, REQUANT_RELU, SHIFT_BITS, AluOp
 
 __all__ = ["VectorAlu", "TwoCycleAlu", "RegisteredTwoCycleAlu", "alu_variant"]
 
@@ -67,7 +72,8 @@ class VectorAlu(wiring.Component):
         An `AluOp` value.
     a, b : In(acc element bits)
     imm : In(IMM_BITS)
-        The instruction's immediate; only REQUANT reads it (shift and relu bits).
+        The instruction's immediate; only REQUANT and REQUANT_EVEN read it (shift
+        and relu bits).
     result : Out(acc element bits)
     """
 
@@ -97,10 +103,26 @@ class VectorAlu(wiring.Component):
         self._lanes(m, bits, shift_left, requant_low)
         return m
 
+    def _tie_mask(self, m, bits):
+        """REQUANT_EVEN's mask of the bits its shift drops, all zero for every other op
+        and for a shift of 0 (no tie): a lane ties where its sum has none of them set."""
+        mask = Signal(bits, name="tie_mask")
+        amount = self.imm[:SHIFT_MASK_BITS]
+        m.d.comb += mask.eq(Mux(self.op == AluOp.REQUANT_EVEN,
+                                ~(Const((1 << bits) - 1, bits) << amount)[:bits], 0))
+        return mask
+
+    @staticmethod
+    def _round_even(shifted, operand, mask):
+        """``shifted`` with bit 0 cleared where ``operand`` ties (`_tie_mask`)."""
+        tie = mask.any() & ~(operand & mask).any()
+        return Cat(shifted[0] & ~tie, shifted[1:])
+
     def _lanes(self, m, bits, shift_left, requant_low):
         """Every lane's datapath, into ``m``."""
         op = self.op
-        requant = op == AluOp.REQUANT
+        requant = op.matches(*REQUANT_OPS)
+        tie_mask = self._tie_mask(m, bits)
         # Per lane one comparator (MIN, MAX), one adder (ADD, REQUANT) and one
         # right shifter (SHR, REQUANT's shift, and SHL as a logical right
         # shift of the bit-reversed operand), each shared by the ops that need it.
@@ -119,6 +141,7 @@ class VectorAlu(wiring.Component):
             shifted = Signal(bits, name=f"shifted_{e}")
             m.d.comb += shifted.eq((Cat(operand, fill).as_signed() >> amount)[:bits])
             clipped = shifted.as_signed()
+            rounded = self._round_even(shifted, total, tie_mask).as_signed()
             out = Signal(bits, name=f"alu_{e}")
             # MUL keeps the low 32 bits: unsigned arithmetic gives the same
             # bits as signed and simulates faster.
@@ -126,8 +149,8 @@ class VectorAlu(wiring.Component):
                 (AluOp.MIN, Mux(less, a, b)), (AluOp.MAX, Mux(less, b, a)), (AluOp.ADD, total),
                 (AluOp.SHR, shifted), (AluOp.SHL, shifted[::-1]),
                 (AluOp.MUL, (a.as_unsigned() * b.as_unsigned())[:bits]),
-                (AluOp.REQUANT, Mux(clipped > OUT_MAX, OUT_MAX,
-                                    Mux(clipped < requant_low, requant_low, clipped)))])
+                (REQUANT_OPS, Mux(clipped > OUT_MAX, OUT_MAX,
+                                  Mux(clipped < requant_low, requant_low, rounded)))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
 
 
@@ -138,6 +161,10 @@ class TwoCycleAlu(VectorAlu):
     def _shared_bounds(self, m, requant_low):
         """REQUANT's shifted clip bounds for every lane, or None: each lane shifts its own."""
         return None
+
+    def _second_cycle_tie_mask(self, m, bits):
+        """`_tie_mask` as the second cycle reads it (the inputs are held: the same)."""
+        return self._tie_mask(m, bits)
 
     def _shift_operand(self, m, e, bits, operand, shift_left, choices):
         """Register ``operand`` (the ``choices`` value, by op) and return the shifter's
@@ -151,6 +178,7 @@ class TwoCycleAlu(VectorAlu):
     def _lanes(self, m, bits, shift_left, requant_low):
         op = self.op
         shared_bounds = self._shared_bounds(m, requant_low)
+        tie_mask = self._second_cycle_tie_mask(m, bits)
         for e in range(self.config.batch * self.config.block_out):
             a = self.a.word_select(e, bits).as_signed()
             b = self.b.word_select(e, bits).as_signed()
@@ -172,12 +200,12 @@ class TwoCycleAlu(VectorAlu):
                          cross[1].eq(a_bits[half:] * b_bits[:half])]
             product = Cat(low[:half], low[half:] + cross[0] + cross[1])[:bits]
             fill = self._shift_operand(m, e, bits, operand, shift_left, (
-                ((AluOp.ADD, AluOp.REQUANT), a.as_unsigned() + b.as_unsigned()),
+                ((AluOp.ADD, *REQUANT_OPS), a.as_unsigned() + b.as_unsigned()),
                 ((AluOp.SHL,), a.as_unsigned()[::-1]), ((), a)))
             less = Signal(name=f"less_{e}")
             m.d.sync += less.eq(a < b)
             with m.Switch(op):
-                with m.Case(AluOp.REQUANT):
+                with m.Case(*REQUANT_OPS):
                     m.d.sync += amount.eq(self.imm[:SHIFT_MASK_BITS])
                 with m.Case(AluOp.SHR, AluOp.SHL):
                     m.d.sync += amount.eq(b.as_unsigned()[:SHIFT_MASK_BITS])
@@ -193,7 +221,8 @@ class TwoCycleAlu(VectorAlu):
             _select(m, op, out, shifted, [
                 (AluOp.MIN, Mux(less, operand, b)), (AluOp.MAX, Mux(less, b, operand)),
                 (AluOp.SHL, shifted[::-1]), (AluOp.MUL, product),
-                (AluOp.REQUANT, Mux(above, OUT_MAX, Mux(below, requant_low, shifted)))])
+                (REQUANT_OPS, Mux(above, OUT_MAX, Mux(below, requant_low, self._round_even(
+                    shifted, operand, tie_mask))))])
             m.d.comb += self.result.word_select(e, bits).eq(out)
 
 
@@ -210,6 +239,11 @@ class RegisteredTwoCycleAlu(TwoCycleAlu):
                          Signal.like(bounds[1], name="low_bound"))
         m.d.sync += [register.eq(bound) for register, bound in zip(shared_bounds, bounds)]
         return shared_bounds
+
+    def _second_cycle_tie_mask(self, m, bits):
+        mask = Signal(bits, name="tie_mask_registered")
+        m.d.sync += mask.eq(self._tie_mask(m, bits))
+        return mask
 
     def _shift_operand(self, m, e, bits, operand, shift_left, choices):
         # The operand and the shifter's fill bit (the sign, but 0 for SHL's

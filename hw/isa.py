@@ -39,6 +39,12 @@ Semantics (the functional simulator is their executable form):
   ``acc[dst] = clip((acc[dst] + b) >> (imm & 31), lo, 127)`` where ``b`` is
   ``acc[src]`` (the bias) or 0 with ``use_imm``, the add wraps in int32, the
   shift is arithmetic, and ``lo`` is 0 when ``imm & 32`` (relu), else -128.
+* ALU REQUANT_EVEN is REQUANT whose ties go to even: with ``s = imm & 31``
+  and ``x = acc[dst] + b``, when ``s > 0`` and the ``s`` bits the shift drops
+  are all zero (``x % 2**s == 0``), bit 0 of ``x >> s`` is cleared before the
+  clip. With the half step ``2**(s-1)`` folded into ``b``, as the compiler
+  does, that is ``x - 2**(s-1)`` divided by ``2**s`` and rounded half to even
+  (onnxruntime's and ONNX QuantizeLinear's rounding); REQUANT rounds it half up.
 * Compute runs GEMM and ALU instructions on two units. A GEMM or ALU
   instruction with ``overlap`` set waits only for the earlier instructions of
   its own unit, so it may run while the other unit is still busy; every other
@@ -84,7 +90,7 @@ __all__ = [
     "encode_uops", "decode_uops", "IsaError", "reference_markdown", "INSN_BYTES", "UOP_BYTES",
     "MODULES", "TOKEN_QUEUES", "DEPENDENCY_FLAGS", "EARLY_DECODE_FIELDS", "QUEUE_FLAGS",
     "module_of", "flag_queue",
-    "SHIFT_BITS", "REQUANT_RELU", "requant_imm",
+    "SHIFT_BITS", "REQUANT_RELU", "requant_imm", "REQUANT_OPS", "ROUNDINGS", "requant_op",
 ]
 
 # The instruction and micro-op words, and the DRAM addresses their fields hold
@@ -182,6 +188,23 @@ class AluOp(enum.IntEnum):
     SHL = 4
     MUL = 5
     REQUANT = 6
+    REQUANT_EVEN = 7
+
+
+# The fused epilogue's ops: they add ``b`` (0 with ``use_imm``) and take their shift
+# and relu from ``imm``, and differ only in how a tie rounds.
+REQUANT_OPS = (AluOp.REQUANT, AluOp.REQUANT_EVEN)
+# The roundings of a fused epilogue (`compiler.ops.Epilogue.rounding`), by the op that does it.
+ROUNDINGS = {"half_up": AluOp.REQUANT, "half_even": AluOp.REQUANT_EVEN}
+
+
+def requant_op(rounding: str) -> AluOp:
+    """The REQUANT op that rounds ``rounding`` (``"half_up"`` or ``"half_even"``)."""
+    try:
+        return ROUNDINGS[rounding]
+    except (KeyError, TypeError):
+        raise IsaError(f"rounding {rounding!r}: expected one of "
+                       f"{', '.join(ROUNDINGS)}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,6 +545,12 @@ hardware: the quantiser folds ``2**(s-1)`` into the bias, so the arithmetic
 shift computes ``floor(v / 2**s + 1/2)``, ties rounded half up (ONNX's
 QuantizeLinear rounds them half to even: after a conv a tie needs the low s
 bits of the sum exactly ``10...0``, about ``2**-s`` of the outputs).
+With ``rounding="half_even"`` (`compiler.ops.Epilogue`; a QDQ model's layers)
+the one pass is REQUANT_EVEN on the same biased sum: a tie, the ``s`` bits
+dropped all zero, clears bit 0 of the shifted value, so ties go to even as
+onnxruntime's do. The hardware is a zero test of the dropped bits (the mask
+comes from the immediate, shared by the lanes) and an AND gate per lane; the
+clip bounds are even, so the comparisons stay as they are.
 
 **Fixed-point multiplier** (any real scale ``S``, as other tools quantise:
 ``multiplier`` M, ``pre_shift`` p, ``shift`` q, ``S ~ M * 2**-(p+q)``), on
@@ -550,6 +579,8 @@ cpu target's C compute these integers bit for bit. Cost: the bias ADD takes
 the REQUANT's place as the pass reading acc[src]; 4 to 7 passes with an
 immediate (one micro-op a cycle) come on top, and since instructions start in
 program order the next tile's GEMMs wait for all but the last of them.
+This sequence rounds half up only: step 5 drops the low bits a tie test
+needs, so a fixed-point epilogue refuses ``rounding="half_even"``.
 
 **Per-channel multipliers** (``per_channel``; per-channel weight scales, or
 power-of-two ones that differ between channels): the same sequence with

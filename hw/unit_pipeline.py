@@ -488,7 +488,7 @@ class AluUnit(UnitPipeline):
         m.d.sync += [
             c0.op.eq(insn.alu_op), c0.use_imm.eq(insn.use_imm),
             c0.imm.eq(insn.imm[:SHIFT_MASK_BITS + 1]),
-            c0.operand.eq(Mux(insn.alu_op == isa.AluOp.REQUANT, 0, insn.imm)),
+            c0.operand.eq(Mux(insn.alu_op.matches(*isa.REQUANT_OPS), 0, insn.imm)),
         ]
 
     def _operand_stages(self, p, s2, read_acc, reads):

@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from vdla.hw.config import HwConfig
-from vdla.hw.isa import SHIFT_BITS, Alu, AluOp, REQUANT_RELU
+from vdla.hw.isa import REQUANT_OPS, SHIFT_BITS, Alu, AluOp, REQUANT_RELU
 from vdla.sim.backend import RunResult, register_backend
 from vdla.sim.checker import MAX_UOP_EXECUTIONS, PROGRESS_SECONDS, ProgramChecker
 from vdla.sim.errors import OptionError
@@ -44,18 +44,24 @@ def _wrap32(values: np.ndarray) -> np.ndarray:
 
 def _imm_operand(insn: Alu) -> int:
     """The operand an ALU instruction with ``use_imm`` applies (REQUANT adds no bias)."""
-    return 0 if insn.alu_op == AluOp.REQUANT else insn.imm
+    return 0 if insn.alu_op in REQUANT_OPS else insn.imm
 
 
 def _alu_apply(op: AluOp, a: np.ndarray, b, imm: int) -> np.ndarray:
     """One ALU operation on int64 operands (sign-extended int32); result unwrapped.
 
     ``b`` is the operand (``imm``, ``acc[src]``, or 0 for REQUANT with
-    ``use_imm``); REQUANT reads its shift and relu flag from ``imm``.
+    ``use_imm``); REQUANT reads its shift and relu flag from ``imm``, and
+    REQUANT_EVEN clears bit 0 of a tie (the bits its shift drops all zero).
     """
-    if op == AluOp.REQUANT:
+    if op in REQUANT_OPS:
         low = 0 if imm & REQUANT_RELU else -128
-        return np.clip(_wrap32(a + b).astype(np.int64) >> (imm & _SHIFT_MASK), low, 127)
+        total = _wrap32(a + b).astype(np.int64)
+        shift = imm & _SHIFT_MASK
+        shifted = total >> shift
+        if op == AluOp.REQUANT_EVEN and shift:
+            shifted = shifted & ~((total & ((1 << shift) - 1)) == 0).astype(np.int64)
+        return np.clip(shifted, low, 127)
     if op == AluOp.MIN:
         return np.minimum(a, b)
     if op == AluOp.MAX:

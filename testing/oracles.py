@@ -11,7 +11,8 @@ hand-built programs that benchmarks run use it too.
 
 * `wrap32`: two's-complement wrap to int32;
 * `to_int8`: the low byte as int8 (what GEMM/ALU write to the out buffer);
-* `requant`: the fused ALU REQUANT (``clip((a + bias) >> shift, lo, 127)``);
+* `requant`: the fused ALU REQUANT (``clip((a + bias) >> shift, lo, 127)``),
+  and with ``even`` REQUANT_EVEN (the folded half's ties rounded to even);
 * `alu`: every ALU op on int32 lanes;
 * `pack` / `unpack_signed`: lanes to and from one little-endian bit vector.
 
@@ -41,24 +42,32 @@ def to_int8(values) -> np.ndarray:
     return (((np.asarray(values, dtype=np.int64) & 0xFF) ^ 0x80) - 0x80).astype(np.int8)
 
 
-def requant(acc, bias, imm: int):
+def requant(acc, bias, imm: int, even: bool = False):
     """REQUANT of accumulators ``acc`` with ``bias``: the int32 add wraps, then an
     arithmetic shift by ``imm``'s shift bits and a clip to [-128, 127] ([0, 127]
-    with the relu bit); the immediate's higher bits are ignored."""
+    with the relu bit); the immediate's higher bits are ignored.
+
+    With ``even`` (REQUANT_EVEN) and a shift ``s > 0``, the sum ``x`` holds the
+    half step: the result is ``(x - 2**(s-1)) / 2**s`` rounded half to even
+    (numpy's ``rint``, exact in float64 for int32 sums) before the clip."""
     low = 0 if imm & isa.REQUANT_RELU else -128
     shift = imm & _SHIFT_MASK
     if isinstance(acc, (int, np.integer)) and isinstance(bias, (int, np.integer)):
-        return min(max(wrap32(int(acc) + int(bias)) >> shift, low), 127)
+        return int(requant(np.array([acc]), np.array([bias]), imm, even)[0])
     total = wrap32(np.asarray(acc, dtype=np.int64) + np.asarray(bias, dtype=np.int64))
-    return np.clip(total >> shift, low, 127)
+    if even and shift:
+        rounded = np.rint((total - 2.0 ** (shift - 1)) / 2.0 ** shift).astype(np.int64)
+    else:
+        rounded = total >> shift
+    return np.clip(rounded, low, 127)
 
 
 def alu(op: isa.AluOp, a, b, imm: int = 0) -> np.ndarray:
     """ALU ``op`` on int32 lanes ``a`` (destination) and ``b`` (register or
     immediate operand), ``imm`` being REQUANT's immediate; int64 results, wrapped."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-    if op == isa.AluOp.REQUANT:
-        return requant(a, b, imm)
+    if op in (isa.AluOp.REQUANT, isa.AluOp.REQUANT_EVEN):
+        return requant(a, b, imm, even=op == isa.AluOp.REQUANT_EVEN)
     if op == isa.AluOp.MIN:
         result = np.minimum(a, b)
     elif op == isa.AluOp.MAX:

@@ -15,7 +15,7 @@ import numpy as np
 
 from vdla.hw.config import HwConfig
 from vdla.hw import isa
-from vdla.hw.isa import Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
+from vdla.hw.isa import REQUANT_OPS, Alu, AluOp, Finish, Gemm, Load, MemType, Store, Uop
 from vdla.ints import round_up
 from vdla.testing import oracles
 
@@ -169,7 +169,7 @@ def alu_program(config: HwConfig, seed: int = 1) -> BuiltProgram:
 
     for op, use_imm, imm in steps:
         # An immediate is the operand; REQUANT's is its shift and relu, with no bias.
-        rhs = np.int64(0 if op == AluOp.REQUANT else imm) if use_imm else operand
+        rhs = np.int64(0 if op in REQUANT_OPS else imm) if use_imm else operand
         acc = oracles.alu(op, acc, rhs, imm)
     out = np.zeros((4, 5, b, bo), dtype=np.int8)
     out[:, :4] = oracles.to_int8(acc.reshape(4, 4, b, bo))

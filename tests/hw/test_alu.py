@@ -12,15 +12,18 @@ from tests.hw.amaranth_sim import TINY, run
 from tests.hw.unelaborated import built
 
 
-def test_requant_reference_agrees_with_fsim():
-    """The test's REQUANT model and the functional simulator's are the same function."""
+@pytest.mark.parametrize("op", isa.REQUANT_OPS, ids=lambda op: op.name)
+def test_requant_reference_agrees_with_fsim(op):
+    """The test's REQUANT models and the functional simulator's are the same functions
+    (random sums, and sums whose low bits are zero: ties of every shift)."""
     from vdla.sim.fsim import _alu_apply
     rng = np.random.default_rng(11)
-    a = rng.integers(-2**31, 2**31, 2000)
-    b = rng.integers(-2**31, 2**31, 2000)
+    a = np.concatenate([rng.integers(-2**31, 2**31, 2000),
+                        rng.integers(-2**20, 2**20, 2000) << rng.integers(0, 12, 2000)])
+    b = np.concatenate([rng.integers(-2**31, 2**31, 2000), np.zeros(2000, np.int64)])
     for imm in (0, 1, 7, 31, 32, 39, 63, 64 + 5, -1, -32, -2**15, 2**15 - 1):
-        want = alu(isa.AluOp.REQUANT, a, b, imm)
-        got = _alu_apply(isa.AluOp.REQUANT, a, b, imm)
+        want = alu(op, a, b, imm)
+        got = _alu_apply(op, a, b, imm)
         np.testing.assert_array_equal((got & 0xFFFFFFFF).astype(np.uint32).view(np.int32), want,
                                       err_msg=f"imm {imm}")
 
@@ -48,10 +51,16 @@ def test_alu_matches_numpy(config, op):
     cases += [(rng.integers(-2**31, 2**31, lanes), rng.integers(-2**31, 2**31, lanes))
               for _ in range(20)]
     cases += [(rng.integers(-2**31, 2**31, lanes), rng.integers(-64, 64, lanes)) for _ in range(10)]
-    if op == isa.AluOp.REQUANT:
+    if op in isa.REQUANT_OPS:
         # Small sums (every clip branch), sums that wrap, sums near the clip bounds.
         cases += [(rng.integers(-5000, 5000, lanes), rng.integers(-5000, 5000, lanes))
                   for _ in range(10)]
+        # Ties of every shift up to 9 (sums whose low bits are zero), negative ones
+        # included, and the ties at the clip bounds and around zero.
+        cases += [(rng.integers(-300, 300, lanes) << rng.integers(0, 10, lanes),
+                   np.zeros(lanes, np.int64)) for _ in range(10)]
+        cases.append((np.array([255 << 8, -257 << 8, -1 << 8, 1 << 8][:lanes]),
+                      np.array([1 << 7, 1 << 7, 1 << 7, -(1 << 7)][:lanes])))
         cases.append((np.array([2**31 - 1, -2**31, 2**31 - 100, -2**31 + 3][:lanes]),
                       np.array([1, -1, 200, -7][:lanes])))
         imms = REQUANT_IMMS

@@ -20,7 +20,7 @@ from amaranth.lib.wiring import connect
 from amaranth.sim import Simulator
 
 from vdla.hw import isa
-from vdla.hw.isa import Alu, AluOp, Gemm, Uop
+from vdla.hw.isa import REQUANT_OPS, Alu, AluOp, Gemm, Uop
 from vdla.hw.unit_pipeline import AluUnit, GemmUnit, TwoCycleAluUnit, unit_variant
 from vdla.testing.oracles import alu, pack, to_int8, unpack_signed, wrap32
 from tests.hw.amaranth_sim import TINY, TINY_PIPELINED
@@ -75,7 +75,7 @@ def _reference(config, program, uops, acc, inp, wgt):
                         product = inp[src].astype(np.int64) @ wgt[w].astype(np.int64).T
                         acc[dst] = wrap32(acc[dst] + product.reshape(-1))
                     else:
-                        operand = (np.int64(0 if insn.alu_op == AluOp.REQUANT else insn.imm)
+                        operand = (np.int64(0 if insn.alu_op in REQUANT_OPS else insn.imm)
                                    if insn.use_imm else acc[src].copy())
                         acc[dst] = alu(insn.alu_op, acc[dst], operand, insn.imm)
     return acc, micro_ops
@@ -97,7 +97,7 @@ def _random_program(rng, unit, uop_count):
         else:
             op = AluOp(int(rng.integers(0, len(AluOp))))
             use_imm = bool(rng.random() < 0.5)
-            imm = int(rng.integers(0, 64)) if op == AluOp.REQUANT else int(rng.integers(-40, 40))
+            imm = int(rng.integers(0, 64)) if op in REQUANT_OPS else int(rng.integers(-40, 40))
             program.append(Alu(alu_op=op, use_imm=use_imm, imm=imm, **fields))
     return program
 

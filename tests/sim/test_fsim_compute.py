@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from vdla.hw.isa import Alu, AluOp, Gemm, Uop
+from vdla.hw.isa import REQUANT_OPS, Alu, AluOp, Gemm, Uop, requant_imm
 from vdla.testing.oracles import alu, requant, to_int8, wrap32
 from tests.sim.image import CONFIGS, TINY, Image, random_elements
 
@@ -126,7 +126,7 @@ def alu_reference(acc: np.ndarray, insn: Alu, uops) -> np.ndarray:
             continue
         if insn.use_imm:
             # REQUANT takes its shift from imm and adds no bias with use_imm.
-            operand = [0 if insn.alu_op == AluOp.REQUANT else insn.imm] * len(rows[dst])
+            operand = [0 if insn.alu_op in REQUANT_OPS else insn.imm] * len(rows[dst])
         else:
             operand = list(rows[uop.src + i * insn.src_factor_out + j * insn.src_factor_in])
         rows[dst] = [int(v) for v in alu(insn.alu_op, rows[dst], operand, insn.imm)]
@@ -208,6 +208,42 @@ def test_requant_known_answers(a, b, imm, expected):
     no_bias = run_alu(config, acc, Alu(alu_op=AluOp.REQUANT, use_imm=True, imm=imm, uop_end=1),
                       [Uop(dst=0, src=1)])
     assert (no_bias.details["sram"]["acc"][0] == requant(a, 0, imm)).all()
+
+
+# v / 2**s with the half 2**(s-1) folded into the bias, as the compiler does: REQUANT
+# rounds a tie half up, REQUANT_EVEN to the even neighbour (numpy's and onnxruntime's).
+@pytest.mark.parametrize("v, shift, half_up, half_even", [
+    (5, 1, 3, 2),                  # 2.5
+    (3, 1, 2, 2),                  # 1.5
+    (1, 1, 1, 0),                  # 0.5
+    (-1, 1, 0, 0),                 # -0.5
+    (-3, 1, -1, -2),               # -1.5
+    (-5, 1, -2, -2),               # -2.5
+    (6, 2, 2, 2),                  # 1.5
+    (10, 2, 3, 2),                 # 2.5
+    (11, 2, 3, 3),                 # 2.75: no tie
+    (-10, 2, -2, -2),              # -2.5
+    (-11, 2, -3, -3),              # -2.75
+    (253 << 7, 8, 127, 126),       # 126.5
+    (255 << 7, 8, 127, 127),       # 127.5: 128 saturates
+    (-255 << 7, 8, -127, -128),    # -127.5
+    (-257 << 7, 8, -128, -128),    # -128.5
+    (-(1 << 29) - (1 << 30), 31, -1, -1),  # -0.75: no tie at the largest shift
+    (-(1 << 30), 31, 0, 0),        # -0.5
+    (1 << 29, 30, 1, 0),           # 0.5
+    (7, 0, 7, 7),                  # no shift: nothing to round
+])
+@pytest.mark.parametrize("relu", [False, True])
+def test_requant_even_known_answers(v, shift, half_up, half_even, relu):
+    """Ties at every position, negative ones, at the clip bounds and the largest shift."""
+    config = TINY
+    acc = np.zeros((2, config.batch, config.block_out), np.int32)
+    half = 1 << shift >> 1
+    acc[0], acc[1] = v - 1000, 1000 + half
+    for op, expected in ((AluOp.REQUANT, half_up), (AluOp.REQUANT_EVEN, half_even)):
+        result = run_alu(config, acc, Alu(alu_op=op, imm=requant_imm(shift, relu), uop_end=1),
+                         [Uop(dst=0, src=1)])
+        assert (result.details["sram"]["acc"][0] == max(expected, 0 if relu else -128)).all(), op
 
 
 def test_alu_imm_is_sign_extended():

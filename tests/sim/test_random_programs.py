@@ -22,7 +22,7 @@ import pytest
 
 from vdla.hw import isa
 from vdla.hw.config import PRESETS, HwConfig
-from vdla.hw.isa import QUEUE_FLAGS, Alu, AluOp, Finish, Gemm, Load, MemType, Store
+from vdla.hw.isa import QUEUE_FLAGS, REQUANT_OPS, Alu, AluOp, Finish, Gemm, Load, MemType, Store
 from vdla.sim.backends import get_backend
 from vdla.sim.errors import DeadlockError, RaceError, TokenError
 from vdla.testing.programs import GeneratorOptions, check_token_discipline, generate
@@ -122,7 +122,7 @@ class Reference:
             return np.zeros_like(self.acc[dst])
         a = self.acc[dst]
         if insn.use_imm:   # REQUANT with use_imm adds no bias: imm is its shift and relu
-            b = np.full_like(a, 0 if insn.alu_op == AluOp.REQUANT else insn.imm)
+            b = np.full_like(a, 0 if insn.alu_op in REQUANT_OPS else insn.imm)
         else:
             b = self.acc[src].copy()
         return oracles.alu(insn.alu_op, a, b, insn.imm)

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from vdla.compiler.accel import ir
-from vdla.hw.isa import AluOp
+from vdla.hw.isa import REQUANT_OPS
 from vdla.testing.oracles import alu
 
 
@@ -54,7 +54,7 @@ def run_nest(stmt, sram) -> None:
             if leaf.src is not None:
                 operand = sram["acc"][at(leaf.src)]
             else:
-                operand = 0 if leaf.op == AluOp.REQUANT else leaf.imm
+                operand = 0 if leaf.op in REQUANT_OPS else leaf.imm
             sram["acc"][at(leaf.dst)] = alu(leaf.op, sram["acc"][at(leaf.dst)], operand,
                                             leaf.imm or 0)
         else:
@@ -81,7 +81,7 @@ def run_instructions(insns, sram) -> None:
                         sram["acc"][d] = 0
                     else:
                         if i.use_imm:
-                            operand = 0 if i.alu_op == AluOp.REQUANT else i.imm
+                            operand = 0 if i.alu_op in REQUANT_OPS else i.imm
                         else:
                             operand = sram["acc"][s]
                         sram["acc"][d] = alu(i.alu_op, sram["acc"][d], operand, i.imm)
