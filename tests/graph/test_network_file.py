@@ -305,6 +305,12 @@ def _shape_cases():
         ("sigmoid", {"table": (0,) * 256}, x4),
         ("tanh", {"table": (0,) * 256}, x4),
         ("leakyrelu", {"table": (0,) * 256, "alpha": 0.1}, x4),
+        ("resize", {"size": (4, 15), "factor_h": 0.5, "factor_w": 2.0, "linear": True,
+                    "coordinates": 0, "rounding": 0, "scale": 0.5, "out_scale": 0.25}, x4),
+        ("reduce_max", {"axes": (1, 3), "keepdims": False}, x4),
+        ("reduce_mean", {"axes": (2, 3), "keepdims": True}, x4),
+        ("qlrn", {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0, "scale": 0.5,
+                  "out_scale": 0.25}, x4),
         ("im2col", {**pool, "dilation": (2, 1)}, x4),
     ]
 
