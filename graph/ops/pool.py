@@ -6,10 +6,14 @@ arrays as on logical ones (it does not mix channels or batch; axes after the
 spatial ones are carried along). A max keeps its input's scale; an average
 of int8 values at one power-of-two scale is an exact integer mean rounded
 half to even, and with other scales onnxruntime's float32 arithmetic between
-its DequantizeLinear and QuantizeLinear.
+its DequantizeLinear and QuantizeLinear. ONNX's ``ceil_mode=1`` is imported as
+padding (`_ceil_mode`), so the int8 kernels and the network file know only
+floor-mode pools.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -146,16 +150,56 @@ def _onnx_pool(op: str):
         node.attr("storage_order", 0, (0,))
         if op == "avgpool":
             attrs["count_include_pad"] = bool(node.attr("count_include_pad", 0, (0, 1)))
+        source = node.inputs[0]
         if ceil:
-            height, width = node.importer.shape(node.inputs[0])[2:]
-            top, left, bottom, right = attrs["pads"]
-            for size, k, s, lo, hi in zip((height, width), kernel, attrs["stride"],
-                                          (top, left), (bottom, right)):
-                if (size + lo + hi - k) % s:
-                    raise node.fail("attribute ceil_mode=1 is not supported where it changes "
-                                    "the output size")
-        node.emit(op, **attrs)
+            source = _ceil_mode(node, attrs)
+        node.emit(op, [source], **attrs)
     return convert
+
+
+def _ceil_mode(node, attrs: dict) -> str:
+    """ONNX's ``ceil_mode=1`` as padding: the pool's input, with ``attrs`` made floor mode.
+
+    Each axis has ``ceil((size + pads - kernel) / stride) + 1`` outputs, less the
+    last where it would start past the input and its top (left) padding. The
+    windows that reach past the bottom (right) padding see fewer elements: for a
+    max, and for an average that does not count padding, that is more padding
+    at the end (-inf, or not counted). An average that counts padding divides
+    by the elements of the window inside the input and its given padding, but
+    not beyond: that padding becomes zeros (a ``pad`` node) that it counts as
+    elements, and the pool pads only the rest, uncounted.
+    """
+    height, width = node.importer.shape(node.inputs[0])[2:]
+    top, left, bottom, right = attrs["pads"]
+    extra = []
+    for size, k, s, low, high in zip((height, width), attrs["kernel"], attrs["stride"],
+                                     (top, left), (bottom, right)):
+        count = -(-(size + low + high - k) // s) + 1
+        if (count - 1) * s >= size + low:
+            count -= 1
+        extra.append(max(0, (count - 1) * s + k - (size + low + high)))
+    pads = (top, left, bottom + extra[0], right + extra[1])
+    n, c = node.importer.shape(node.inputs[0])[:2]
+    ours = (n, c) + tuple((size + low + high - k) // s + 1 for size, k, s, low, high in zip(
+        (height, width), attrs["kernel"], attrs["stride"], pads[:2], pads[2:]))
+    theirs = node.importer.inferred_shape(node)
+    if ours != theirs:
+        raise node.fail(f"ceil_mode=1 gives output {ours} by ONNX's rule (no window starts in "
+                        f"the bottom or right padding), but onnx shape inference says {theirs}, "
+                        "which the next nodes' shapes follow; not supported")
+    source = node.inputs[0]
+    if attrs.get("count_include_pad") and any(extra) and any(attrs["pads"]):
+        source = f"{node.name}/padded"
+        shape = (n, c, height + top + bottom, width + left + right)
+        node.importer.spend(math.prod(shape), 0, f"{node.where}: its padded input")
+        node.importer.tensors[source] = Tensor(source, shape, np.float32)
+        node.importer.nodes.append(Node(f"{node.name}/pad", "pad", [node.inputs[0]], [source],
+                                        {"pads": attrs["pads"]}))
+        pads = (0, 0, extra[0], extra[1])
+    if any(extra) and "count_include_pad" in attrs:
+        attrs["count_include_pad"] = False
+    attrs["pads"] = pads
+    return source
 
 
 def _onnx_global(node) -> None:

@@ -105,9 +105,11 @@ WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
      r"node output\)"),
     (helper.make_node("LRN", ["x"], ["y"], name="n", size=3), [],
      r"node 'n' \(LRN\): operator LRN is not supported \(vdla imports Add, "),
-    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[3, 3], ceil_mode=1,
+    (helper.make_node("MaxPool", ["x"], ["y"], name="p", kernel_shape=[1, 1], ceil_mode=1,
                       strides=[2, 2]), [],
-     r"node 'p' \(MaxPool\): attribute ceil_mode=1 is not supported where it changes"),
+     r"node 'p' \(MaxPool\): ceil_mode=1 gives output \(1, 2, 2, 2\) by ONNX's rule \(no "
+     r"window starts in the bottom or right padding\), but onnx shape inference says "
+     r"\(1, 2, 3, 3\)"),
     (helper.make_node("Gemm", ["x", "w"], ["y"], name="g", alpha=2.0), [WEIGHT],
      r"model: onnx shape inference failed: \[ShapeInferenceError\] Inference error\(s\): "
      r"\(op_type:Gemm, node name: g\): \[ShapeInferenceError\] Input 0 expected to have "
