@@ -99,22 +99,31 @@ class AxisPhases:
 
 def axis_phases(size: int, stride: int, crop: int, pad: int, kernel: int, dilation: int,
                 outputs: int) -> AxisPhases:
-    """The phase convs of one axis of ``conv(insert_zeros(x))``.
+    """The phase convs of one axis of ``conv(insert_zeros(x))``: of the ``stride`` ways to
+    cut the outputs into phases, the one with the fewest products (`_phases`).
 
     ``insert_zeros`` puts ``stride - 1`` zeros between the ``size`` inputs and
     crops ``crop`` before; the stride-1 conv pads ``pad`` before, has
-    ``kernel`` taps ``dilation`` apart and ``outputs`` outputs. Output ``o``
-    then reads the zero-inserted row ``t = o + crop - pad + j * dilation``
-    by tap ``j``, an input row where ``t % stride == 0``. Splitting ``q = o +
-    crop - pad`` as ``m * stride + phase``, phase ``phase`` reads input row
-    ``m + (phase + j * dilation) // stride`` by each tap ``j`` with ``(phase
-    + j * dilation) % stride == 0``: a stride-1 conv of the input itself.
+    ``kernel`` taps ``dilation`` apart and ``outputs`` outputs.
     """
-    shift = crop - pad
-    first, last = shift // stride, (shift + outputs - 1) // stride
-    count = last - first + 1
-    rows = [(phase, j, first + (phase + j * dilation) // stride) for phase in range(stride)
-            for j in range(kernel) if (phase + j * dilation) % stride == 0]
+    return min((_phases(size, stride, crop - pad, kernel, dilation, outputs, origin)
+                for origin in range(stride)),
+               key=lambda plan: (plan.outputs * plan.kernel, plan.outputs))
+
+
+def _phases(size: int, stride: int, shift: int, kernel: int, dilation: int, outputs: int,
+            origin: int) -> AxisPhases:
+    """Output ``o`` reads the zero-inserted row ``t = o + shift + j * dilation`` by tap
+    ``j``, an input row where ``t % stride == 0``. Writing ``o + shift = m * stride + p``
+    with ``origin <= p < origin + stride``, phase ``p - origin`` reads input row ``m + (p +
+    j * dilation) // stride`` by each tap ``j`` with ``(p + j * dilation) % stride == 0``:
+    a stride-1 conv of the input itself, whose output ``m`` is the interleaved row ``(m -
+    first) * stride + p - origin``."""
+    first = (shift - origin) // stride
+    count = (shift + outputs - 1 - origin) // stride - first + 1
+    rows = [(p - origin, j, first + (p + j * dilation) // stride)
+            for p in range(origin, origin + stride) for j in range(kernel)
+            if (p + j * dilation) % stride == 0]
     low, high = min(row for _, _, row in rows), max(row for _, _, row in rows)
     # Rows before the input are padding; rows past its end too. An input row that no output
     # reads is cut (start, end), except the last, so that the phase conv reads one.
@@ -123,7 +132,7 @@ def axis_phases(size: int, stride: int, crop: int, pad: int, kernel: int, dilati
     width = high - start + before + 1
     end = min(size, max(start + 1, count + high))
     after = count + width - 1 - (end - start) - before
-    head = shift - first * stride
+    head = shift - first * stride - origin
     return AxisPhases(tuple((phase, j, row - start + before) for phase, j, row in rows), width,
                       start, end, (before, after), count,
                       (head, count * stride - head - outputs))
