@@ -305,7 +305,7 @@ def inspect_network(program_file, as_json: bool, config, clock_mhz: float | None
     # Whole, on lines of their own: a refusal names the limit the layer is over.
     echo("why each node runs where it does:")
     for row in rows:
-        echo(f"  {printable(row['name'])} ({row['op']}) on {row['place']}: "
+        echo(f"  {row['place']:<6} {printable(row['name'])} ({row['op']}): "
              f"{printable(row['reason'])}")
     if "arena" in report:
         arena = report["arena"]

@@ -15,6 +15,8 @@ from vdla.graph.errors import GraphError
 from vdla.graph.kernels import execute
 from vdla.graph.network import compile_network
 from vdla.graph.network_file import MAGIC, dumps, is_network_file, load, loads, save
+from vdla.graph.ops import OPS
+from vdla.graph.placement import ACCEL_REASON, ON_CPU_REASON
 from vdla.hw.config import PRESETS
 
 
@@ -42,6 +44,17 @@ def test_same_network_same_bytes_and_a_faithful_round_trip(data, tmp_path):
     assert is_network_file(path) and load(path).graph.outputs == ["probs"]
     with pytest.raises(GraphError, match=r"compiled for hardware 'tiny', not for 'default'"):
         load(path, PRESETS["default"])
+
+
+def test_placement_reasons_round_trip_and_older_files_load_without_them(data):
+    network = loads(data)
+    assert network.reasons == {"conv1": ACCEL_REASON, "conv2": ACCEL_REASON,
+                               "conv3": ACCEL_REASON, "fc": ON_CPU_REASON}
+    assert network.reason("pool1") == OPS["maxpool"].why
+    older = loads(_resign(data, lambda h: h.pop("reasons")))
+    assert older.reasons == {} and older.placement == network.placement
+    assert older.reason("conv1") == ACCEL_REASON and older.reason("pool1") == OPS["maxpool"].why
+    assert older.reason("fc") == "placed on the cpu (the file records no reason)"
 
 
 def test_grouped_and_dilated_layers_round_trip():
@@ -173,6 +186,15 @@ def _rename_node(header, old, new):
      r"\{accel_ms, cpu_ms\} \(milliseconds, finite and >= 0\)$"),
     (lambda h: h["metadata"].update(notes="\x1b[2J"),
      r"metadata: unknown entry 'notes' \(known: estimated_cycles, placement_costs\)$"),
+    # The layers' placement reasons: one printable line each, for every layer and no other.
+    (lambda h: h.update(reasons=["conv1"]), r"reasons must be a JSON object$"),
+    (lambda h: h["reasons"].update(pool1="numpy"), r"reasons: names 'pool1', which is no layer$"),
+    (lambda h: h["reasons"].pop("conv2"), r"reasons: no reason for layer 'conv2'$"),
+    (lambda h: h["reasons"].update(conv1="\x1b[2Jfine"),
+     r"reasons: the reason of 'conv1' \('\\x1b\[2Jfine'\) is not one line of at most 2000 "
+     r"printable characters$"),
+    (lambda h: h["reasons"].update(fc=7), r"reasons: the reason of 'fc' \(7\) is not one line"),
+    (lambda h: h["reasons"].update(fc="x" * 2001), r"reasons: the reason of 'fc' \('xxx"),
 ])
 def test_tampered_headers_are_refused_in_one_line(data, change, message):
     with pytest.raises(GraphError, match=f"^network file: {message}"):
