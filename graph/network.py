@@ -450,8 +450,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
             if placement[name] == "cpu":
                 reasons[name] = by_cost_reason(cost["accel_ms"], cost["cpu_ms"])
     return Network(integer, placement, programs, config, metadata,
-                   {name: reasons[name] for name in placement
-                    if integer.node(name).op in LAYER_OPS},
+                   {node.name: reasons[node.name] for node in integer.nodes
+                    if node.op in LAYER_OPS},
                    compile_seconds=time.perf_counter() - began, changes=changes)
 
 
