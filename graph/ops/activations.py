@@ -1,5 +1,6 @@
 """Elementwise activations: ``relu`` and ``clip``, on float and int8 alike; ``hardsigmoid``,
-``hardswish``, ``sigmoid``, ``tanh`` and ``leakyrelu``, as tables on int8.
+``hardswish``, ``sigmoid``, ``tanh``, ``leakyrelu`` and ``silu``, as tables on int8;
+``prelu`` (float), ``qprelu`` (int8).
 
 ``relu`` and ``clip`` keep their input's scale on int8 (a clip's bounds
 become integers at that scale). The others quantise to a lookup table over
@@ -9,6 +10,15 @@ even), so the table is exactly what a float32 DequantizeLinear -> function
 -> QuantizeLinear computes, for one gather per element. All run on the host,
 on blocked arrays as on logical ones (they do not mix elements), where no
 layer takes them into its epilogue (`graph.passes.fusion`).
+
+``silu`` (``x * sigmoid(x)``, computed in float32 as the Mul of the two) has
+no ONNX operator of the opsets vdla reads: exporters write the Mul of a
+tensor by its Sigmoid, which `graph.passes.gates` fuses into one ``silu``.
+A PRelu whose slope is one number is a ``leakyrelu``; a slope per channel
+(any constant that broadcasts onto the input) is a ``prelu``, and on int8 a
+``qprelu``: DequantizeLinear -> PRelu -> QuantizeLinear in float32,
+``rint(where(x < 0, x s_x slope, x s_x) / s_y)``, its QDQ export as well.
+It needs the slope's logical layout (no blocked arrays).
 """
 
 from __future__ import annotations
@@ -102,6 +112,10 @@ def _leakyrelu(node: Node, x):
     return np.where(x >= 0, x, np.float32(node.attrs["alpha"]) * x)
 
 
+def _silu(node: Node, x):
+    return x * _sigmoid(node, x)
+
+
 def _table_kernel(function):
     def kernel(node: Node, x):
         if "table" in node.attrs:   # int8: one entry per input value
@@ -158,3 +172,81 @@ OPS += [Op(op, "host", _TABLE_WHY, _table_kernel(function),
            attrs={"table": "table", **{name: "float" for name in defaults}}, shape=_tabled,
            dtype=np.int8, blocked=True, export=_export_table(onnx_op))
         for op, onnx_op, function, defaults in _TABLES]
+
+
+def _export_silu(writer, node: Node) -> None:
+    x = writer.dequantize(node.inputs[0])
+    gate, raw = f"{node.outputs[0]}/sigmoid", f"{node.outputs[0]}/raw"
+    writer.node("Sigmoid", [x], [gate], f"{node.name}/sigmoid")
+    writer.node("Mul", [x, gate], [raw], node.name)
+    writer.quantize(node, raw)
+
+
+OPS.append(Op("silu", "host", _TABLE_WHY, _table_kernel(_silu), quantize=_quantize_table(_silu),
+              attrs={"table": "table"}, shape=_tabled, dtype=np.int8, blocked=True,
+              export=_export_silu))
+
+
+# -- PRelu ------------------------------------------------------------------------------------
+
+
+def _prelu(node: Node, x, slope):
+    return [np.where(x < 0, x * slope, x).astype(np.asarray(x).dtype)]
+
+
+def _qprelu(node: Node, x, slope):
+    value = np.asarray(x, np.float32) * np.float32(node.attrs["scale"])
+    with np.errstate(over="ignore", under="ignore"):   # +-inf saturates, tiny values are 0
+        value = np.where(value < 0, value * slope, value)
+    return [quantize_float(value, node.attrs["out_scale"])]
+
+
+def _onnx_prelu(node) -> None:
+    """The slope: a float constant that broadcasts onto the input (ONNX's unidirectional
+    broadcasting); one number makes a ``leakyrelu``."""
+    node.arity(2)
+    slope = node.constant_input(1, "slope")
+    x = node.importer.shape(node.inputs[0])
+    if slope.dtype.kind != "f" or node.importer.tensors[node.inputs[0]].dtype.kind != "f":
+        raise node.fail(f"its input and slope ({node.inputs[1]!r}, {slope.dtype.name}) must be "
+                        "float")
+    if slope.ndim > len(x) or any(n not in (1, m) for n, m in zip(slope.shape[::-1], x[::-1])):
+        raise node.fail(f"its slope {node.inputs[1]!r} of shape {slope.shape} does not "
+                        f"broadcast onto its input's {x}")
+    node.finite(f"slope ({node.inputs[1]!r})", slope)
+    if slope.size and np.all(slope == slope.flat[0]):
+        node.emit("leakyrelu", [node.inputs[0]], alpha=float(slope.flat[0]))
+        return
+    node.emit("prelu")
+
+
+def _quantize_prelu(q, node: Node) -> None:
+    x = node.inputs[0]
+    s_x, s_y = q.input_scale(node), q.scale(node.outputs[0])
+    rank = len(q.graph.tensors[x].shape)
+    slope = q.graph.value(node.inputs[1]).astype(np.float32)
+    name = q.constant(f"{node.name}/slope", slope.reshape((1,) * (rank - slope.ndim)
+                                                           + slope.shape))
+    q.emit(node, "qprelu", [x, name], s_y, scale=q.real_scale(s_x),
+           out_scale=q.real_scale(s_y))
+
+
+def _qpreluded(node: Node, x: Tensor, slope: Tensor) -> tuple[int, ...]:
+    if x.dtype != np.int8:
+        raise GraphError(f"{node.describe()}: its input is {x.describe()}, not int8")
+    if slope.dtype != np.float32 or len(slope.shape) != len(x.shape) or any(
+            s not in (1, n) for s, n in zip(slope.shape, x.shape)):
+        raise GraphError(f"{node.describe()}: its slope {slope.describe()} does not broadcast "
+                         f"onto its input {x.describe()} (float32, of its rank)")
+    return x.shape
+
+
+OPS += [
+    Op("prelu", "float", "float only: quantisation makes it a qprelu", _prelu,
+       onnx={"PRelu": _onnx_prelu}, quantize=_quantize_prelu, arity=2),
+    Op("qprelu", "host", "elementwise float32 on the host, between dequantising and "
+       "requantising (a slope per channel)", _qprelu,
+       attrs={"scale": "scale", "out_scale": "scale"}, arity=2, shape=_qpreluded,
+       dtype=np.int8, blocked=False,
+       export=lambda writer, node: writer.float_op(node, "PRelu", [node.inputs[1]])),
+]

@@ -6,7 +6,9 @@ layer before it (one no layer takes becomes a ``qaffine``, `graph.ops.arith`).
 rounding right shift (half to even), or, with scales that are not powers of
 two, rescales each in float32 as onnxruntime's QLinearAdd does; unless a conv
 takes it into its epilogue (`graph.passes.residual`), it runs on the host, on
-blocked arrays as well (it does not mix channels).
+blocked arrays as well (it does not mix channels). Two computed operands of
+different shapes (``[N, C, H, W] + [1, C, 1, 1]``) broadcast: they become a
+``qadd_broadcast`` (`graph.ops.elementwise`), never part of a conv.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from vdla.graph.ir import Node, Tensor
 from vdla.graph.ops.arith import quantize_affine
 from vdla.graph.ops.base import Op, round_shift, round_shift_even, saturate_int8
 
-__all__ = ["OPS"]
+__all__ = ["OPS", "qadd_kernel"]
 
 
 def _add(node: Node, a, b):
@@ -26,7 +28,8 @@ def _add(node: Node, a, b):
     return [np.maximum(out, 0) if node.attrs.get("relu") else out]
 
 
-def _qadd(node: Node, a, b):
+def qadd_kernel(node: Node, a, b):
+    """``qadd``'s numpy semantics (operands that broadcast included: `graph.ops.elementwise`)."""
     if "scale_a" in node.attrs:
         # onnxruntime's QLinearAdd: each operand times its float32 scale ratio, summed in
         # float32 and rounded half to even.
@@ -46,17 +49,20 @@ def _qadd(node: Node, a, b):
 def _onnx_add(node) -> None:
     node.arity(2)
     shapes = [node.importer.shape(name) for name in node.inputs]
-    out = np.broadcast_shapes(*shapes)
+    try:
+        out = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise node.fail(f"its inputs of shapes {shapes[0]} and {shapes[1]} do not broadcast "
+                        "together") from None
     constants = [node.importer.value(name) is not None for name in node.inputs]
     if all(constants):
         node.fold(node.importer.value(node.inputs[0]) + node.importer.value(node.inputs[1]))
         return
-    if shapes[0] != shapes[1] and not any(constants):
-        raise node.fail(f"broadcasting Add of {shapes[0]} and {shapes[1]} is not supported "
-                        "(only equal shapes, or a constant bias)")
     for name, shape, constant in zip(node.inputs, shapes, constants):
-        if constant and tuple(np.broadcast_shapes(shape, out)) != tuple(out):
-            raise node.fail(f"constant {name!r} of shape {shape} does not broadcast to {out}")
+        if any(constants) and not constant and tuple(shape) != tuple(out):
+            raise node.fail(f"constant {node.inputs[constants.index(True)]!r} of shape "
+                            f"{shapes[constants.index(True)]} does not broadcast onto "
+                            f"{name!r} of shape {shape} (a bias must not enlarge it)")
     node.emit("add", relu=False)
 
 
@@ -72,8 +78,16 @@ def _onnx_sum(node) -> None:
 def _quantize_add(q, node: Node) -> None:
     """Fused into the conv producing an operand where it may be (the cheapest such conv),
     else a host ``qadd``: shifts at powers of two, float32 ratios otherwise."""
+    from vdla.graph.ops.elementwise import quantize_two
     from vdla.graph.passes.residual import cheapest_to_fuse, fusable
     convs = [q.pending.pop(name) for name in node.inputs if name in q.pending]
+    shapes = {q.graph.tensors[name].shape for name in node.inputs}
+    if len(shapes) > 1 and not any(q.graph.tensors[name].constant for name in node.inputs):
+        # Operands that broadcast: no conv's epilogue adds a residual of another shape.
+        for conv in convs:
+            q.layer(conv, "qconv")
+        quantize_two(q, node)
+        return
     if convs:
         # Two convs meeting: the one whose fusing costs least may take the add in, the
         # other is quantised apart first (the residual must exist).
@@ -126,7 +140,7 @@ OPS = [
        "qadd or part of its conv", _add, onnx={"Add": _onnx_add, "Sum": _onnx_sum},
        quantize=_quantize_add),
     Op("qadd", "host", "the accelerator adds a residual only inside a conv's epilogue "
-       "(graph.passes.residual); an add left over is elementwise numpy", _qadd,
+       "(graph.passes.residual); an add left over is elementwise numpy", qadd_kernel,
        attrs={"relu": "bool"},
        variants=[{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
                  {"scale_a": "scale", "scale_b": "scale"}],

@@ -9,7 +9,8 @@ DequantizeLinear and QuantizeLinear, in float32: ``q_y = rint((q_x * s_x * a
 + b) / s_y)`` (half to even, saturated; then a fused ReLU's ``max(q_y, 0)``),
 which is also its QDQ export. An add
 of a constant that no layer takes as its bias (`graph.passes.fusion`) is one
-too. Two computed operands (``x * gate``) are not supported.
+too. Two computed operands (``x * gate``), of any shapes that broadcast, become
+``qmul``, ``qsub`` or ``qdiv`` (`graph.ops.elementwise`).
 
 ``requantize`` moves int8 values to another scale, ``rint(q * s_in / s_out)``
 in float32: a Concat's inputs onto their common scale (`graph.ops.slicing`).
@@ -61,8 +62,9 @@ def _requantize(node: Node, x):
 
 def _onnx_binary(op: str):
     def convert(node) -> None:
-        """Of two constants, folded; else one operand must be a constant that broadcasts
-        onto the other (a Div's divisor)."""
+        """Of two constants, folded; of a computed tensor and a constant, the constant
+        must broadcast onto the other (a Div's divisor); two computed tensors broadcast
+        together."""
         node.arity(2)
         importer = node.importer
         values = [importer.value(name) for name in node.inputs]
@@ -71,14 +73,15 @@ def _onnx_binary(op: str):
             return
         constant = 0 if values[0] is not None else 1 if values[1] is not None else None
         if constant is None:
-            raise node.fail(f"{node.op} of two computed tensors is not supported (only by a "
-                            "constant)")
+            _two_computed(node)
+            node.emit(op)
+            return
         if op == "div" and constant == 0:
             raise node.fail("a Div of a constant by a computed tensor is not supported (only "
                             "by a constant divisor)")
         x = importer.shape(node.inputs[1 - constant])
         c = importer.shape(node.inputs[constant])
-        if len(c) > len(x) or tuple(np.broadcast_shapes(x, c)) != tuple(x):
+        if len(c) > len(x) or any(n not in (1, m) for n, m in zip(c[::-1], x[::-1])):
             raise node.fail(f"constant {node.inputs[constant]!r} of shape {c} does not "
                             f"broadcast onto {x}")
         if values[constant].dtype.kind != "f":
@@ -88,6 +91,16 @@ def _onnx_binary(op: str):
             raise node.fail(f"its divisor {node.inputs[constant]!r} holds zeros")
         node.emit(op)
     return convert
+
+
+def _two_computed(node) -> None:
+    """Two computed operands: any shapes numpy broadcasts (`graph.ops.elementwise`)."""
+    shapes = [node.importer.shape(name) for name in node.inputs]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise node.fail(f"its inputs of shapes {shapes[0]} and {shapes[1]} do not broadcast "
+                        "together") from None
 
 
 # -- quantisation -----------------------------------------------------------------------------
@@ -107,6 +120,10 @@ def quantize_affine(q, node: Node, x: str, a, b) -> None:
 
 
 def _quantize_binary(q, node: Node) -> None:
+    from vdla.graph.ops.elementwise import quantize_two
+    if not any(q.graph.tensors[name].constant for name in node.inputs):
+        quantize_two(q, node)
+        return
     constant = 0 if q.graph.tensors[node.inputs[0]].constant else 1
     x, c = node.inputs[1 - constant], q.graph.value(node.inputs[constant]).astype(np.float64)
     if node.op == "mul":
@@ -150,7 +167,8 @@ def _export_requantize(writer, node: Node) -> None:
 _RESCALE = {"scale": "scale", "out_scale": "scale"}
 
 OPS = [
-    *(Op(op, "float", "float only: quantisation makes it a qaffine", _binary,
+    *(Op(op, "float", "float only: quantisation makes it a qaffine (by a constant) or a "
+         f"q{op} (graph.ops.elementwise)", _binary,
          onnx={name: _onnx_binary(op)}, quantize=_quantize_binary, arity=2)
       for op, name in (("mul", "Mul"), ("sub", "Sub"), ("div", "Div"))),
     Op("qaffine", "host", _WHY, _qaffine, attrs={**_RESCALE, "relu": "bool"}, arity=3, shape=_affined,

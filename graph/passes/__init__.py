@@ -17,6 +17,7 @@ from vdla.graph.ops.conv_transpose import split_phases
 from vdla.graph.passes.batchnorm import fold_batchnorm
 from vdla.graph.passes.constants import fold_constants
 from vdla.graph.passes.fusion import fuse_activations, fuse_bias
+from vdla.graph.passes.gates import fuse_gates
 from vdla.graph.passes.identities import remove_identities
 from vdla.graph.passes.pads import split_pads
 from vdla.graph.passes.qdq import read_qdq
@@ -33,6 +34,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("remove_identities", remove_identities),
     ("fuse_bias", fuse_bias),
     ("fold_batchnorm", fold_batchnorm),
+    ("fuse_gates", fuse_gates),
     ("fuse_activations", fuse_activations),
 ]
 # After quantisation, on the integer graph.

@@ -174,8 +174,6 @@ def test_arithmetic_with_a_constant_matches_onnx(op, constant_first):
 
 
 @pytest.mark.parametrize("node, arrays, message", [
-    (helper.make_node("Mul", ["x", "x"], ["y"]), [np.ones((2, 3), np.float32)],
-     r"Mul of two computed tensors is not supported \(only by a constant\)$"),
     (helper.make_node("Div", ["c", "x"], ["y"]), None,
      r"a Div of a constant by a computed tensor is not supported"),
     (helper.make_node("Div", ["x", "c"], ["y"]),
