@@ -111,6 +111,13 @@ class Epilogue:
         (0 .. `MAX_RESIDUAL_SHIFT`), to the accumulator before the bias and
         the shift: ``clip((acc + bias + (residual << d)) >> shift)``. Plain
         shift epilogues only (no multiplier).
+    rounding : str
+        ``"half_up"`` (REQUANT) or ``"half_even"`` (REQUANT_EVEN, onnxruntime's
+        rounding): how a plain shift's tie goes, the bias holding the half step
+        ``2**(shift-1)`` as the quantiser folds it in. With ``"half_even"`` a sum
+        whose ``shift`` low bits are all zero (a tie) has bit 0 of its shifted
+        value cleared before the clip. Plain shift epilogues only: a fixed-point
+        multiplier rounds half up (`hw.isa.REQUANTISATION`).
     """
 
     bias: bool = False
@@ -120,6 +127,7 @@ class Epilogue:
     pre_shift: int = 0
     per_channel: bool = False
     residual_shift: int | None = None
+    rounding: str = "half_up"
 
     @property
     def fixed_point(self) -> bool:
@@ -154,6 +162,17 @@ class Epilogue:
             if self.fixed_point:
                 raise ShapeError("residual_shift: a residual adds into plain shift epilogues "
                                  "only, not with a multiplier")
+        if not isinstance(self.rounding, str) or self.rounding not in isa.ROUNDINGS:
+            raise ShapeError(f"rounding: expected one of {', '.join(isa.ROUNDINGS)}, got "
+                             f"{self.rounding!r}")
+        if self.rounding == "half_even" and self.fixed_point:
+            raise ShapeError("rounding half_even: a fixed-point multiplier rounds half up "
+                             "only (its rounding shift drops the bits a tie needs)")
+
+    @property
+    def round_even(self) -> bool:
+        """Whether ties go to even (REQUANT_EVEN) instead of up."""
+        return self.rounding == "half_even"
 
     @property
     def identity_scale(self) -> int | None:
@@ -180,7 +199,14 @@ class Epilogue:
         # The accelerator accumulates and adds in int32, wrapping.
         value = value.astype(np.int32).astype(np.int64)
         if not self.fixed_point:
-            value = value >> min(self.shift, 63)
+            shift = min(self.shift, 63)
+            floor = value >> shift
+            if self.round_even and shift:
+                # The bias holds the half step: a tie leaves the dropped bits all zero,
+                # and then ``floor`` is the upper neighbour; an odd one steps down.
+                tie = (value & ((1 << shift) - 1)) == 0
+                floor = floor - (tie & ((floor & 1) == 1))
+            value = floor
         else:
             multiplier = self.multiplier
             if self.per_channel:
@@ -247,7 +273,7 @@ class _Op:
     @property
     def epilogue(self) -> Epilogue:
         return Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
-                        self.per_channel, self.residual_shift)
+                        self.per_channel, self.residual_shift, self.rounding)
 
     def to_dict(self) -> dict[str, Any]:
         data = {"op": self.kind}
@@ -260,6 +286,8 @@ class _Op:
             del data["residual_shift"]
         if not self.epilogue.fixed_point:  # ... and before fixed-point epilogues
             del data["multiplier"], data["pre_shift"]
+        if self.rounding == "half_up":  # ... and before the rounding mode
+            del data["rounding"]
         return self._compact_dict(data)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -329,6 +357,8 @@ class Conv2d(_ConvOutput, _Op):
     residual_shift : int, optional
         Add the input ``residual`` (int8, the output's shape) shifted left by
         this into the accumulator (`Epilogue.residual_shift`).
+    rounding : str
+        ``"half_up"`` or ``"half_even"`` (`Epilogue.rounding`).
 
     Raises
     ------
@@ -356,6 +386,7 @@ class Conv2d(_ConvOutput, _Op):
     pre_shift: int = 0
     per_channel: bool = False
     residual_shift: int | None = None
+    rounding: str = "half_up"
 
     kind = "conv2d"
 
@@ -391,7 +422,7 @@ class Conv2d(_ConvOutput, _Op):
                 raise ShapeError(f"{name} {size} exceeds the ISA's largest DRAM row stride "
                                  f"({MAX_STRIDE} elements)")
         Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
-                 self.per_channel, self.residual_shift)
+                 self.per_channel, self.residual_shift, self.rounding)
 
     def _compact_dict(self, data: dict[str, Any]) -> dict[str, Any]:
         # Symmetric padding as the (height, width) pair and the default groups
@@ -510,6 +541,7 @@ class Dense(_Op):
     relu : bool
     multiplier : int, optional
     pre_shift : int
+    rounding : str
         The epilogue (`Epilogue`).
     """
 
@@ -522,6 +554,7 @@ class Dense(_Op):
     multiplier: int | None = None
     pre_shift: int = 0
     per_channel: bool = False
+    rounding: str = "half_up"
 
     kind = "dense"
 
@@ -529,7 +562,7 @@ class Dense(_Op):
         for name in ("batch", "in_features", "out_features"):
             _positive(name, getattr(self, name))
         Epilogue(self.bias, self.shift, self.relu, self.multiplier, self.pre_shift,
-                 self.per_channel)
+                 self.per_channel, rounding=self.rounding)
 
     @property
     def output_shape(self) -> tuple[int, int]:
@@ -624,7 +657,7 @@ def _describe_epilogue(epilogue: Epilogue) -> str:
     residual = ([] if epilogue.residual_shift is None else
                 ["+res" + (f"<<{epilogue.residual_shift}" if epilogue.residual_shift else "")])
     parts = ((["+bias"] if epilogue.bias else []) + residual + scale
-             + (["relu"] if epilogue.relu else []))
+             + (["even"] if epilogue.round_even else []) + (["relu"] if epilogue.relu else []))
     return (" " + " ".join(parts)) if parts else ""
 
 

@@ -30,8 +30,9 @@ AVX512-VNNI or AVX-VNNI, and by the same sum in portable GCC vector code
 elsewhere. ``epilogue[k] = bias[k] - 128 * sum(w[k])`` (wrapping int32, made by
 the host) turns it back into ``acc + bias`` exactly, because every sum wraps
 modulo 2**32 as the accelerator's does; then the REQUANT semantics of
-`hw.isa`: arithmetic shift, clip to [-128, 127] (or [0, 127] with relu); a
-fixed-point epilogue computes `compiler.requant`'s integers before the clip.
+`hw.isa`: arithmetic shift (REQUANT_EVEN's, ties to even, with rounding
+``half_even``), clip to [-128, 127] (or [0, 127] with relu); a fixed-point
+epilogue computes `compiler.requant`'s integers before the clip.
 
 fp32 arithmetic. ``out = (acc + bias) * 2**-shift``, then ``max(out, 0)`` with
 relu: the float counterpart of the same epilogue (no rounding or clipping).
@@ -53,13 +54,19 @@ __all__ = ["generate_c", "generate_op_c"]
 MAX_ITEMS = 1 << 24
 def _constants(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
                relu: bool, multiplier: int | None = None, pre_shift: int = 0,
-               per_channel: bool = False, residual_shift: int | None = None) -> dict[str, int]:
+               per_channel: bool = False, residual_shift: int | None = None,
+               rounding: str = "half_up") -> dict[str, int]:
     if (multiplier is not None or per_channel) and mode != "int8":
         raise ShapeError("a fixed-point multiplier epilogue is int8 only (mode fp32 has none)")
     if residual_shift is not None and mode != "int8":
         raise ShapeError("a residual is int8 only (mode fp32 adds none)")
-    # Only a kernel with a residual defines RES_SHIFT: the others' C stays as it was.
+    if rounding != "half_up" and mode != "int8":
+        raise ShapeError(f"rounding {rounding}: int8 only (mode fp32 does not round)")
+    # Only a kernel with a residual defines RES_SHIFT, only one that rounds ties to even
+    # ROUND_EVEN: the others' C stays as it was.
     residual = {} if residual_shift is None else {"RES_SHIFT": residual_shift}
+    if rounding == "half_even":
+        residual["ROUND_EVEN"] = 1
     ic_block = schedule.ic_block
     # Channel blocks and output-channel blocks of one group (the whole layer's without groups).
     channel_blocks = ceil_div(problem.group_in, ic_block)
@@ -212,7 +219,8 @@ static void compute_item(void *unused, long item)
 
 def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int,
                relu: bool, multiplier: int | None = None, pre_shift: int = 0,
-               per_channel: bool = False, residual_shift: int | None = None) -> str:
+               per_channel: bool = False, residual_shift: int | None = None,
+               rounding: str = "half_up") -> str:
     """The complete C translation unit of one kernel.
 
     Parameters
@@ -227,6 +235,7 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     pre_shift : int
     per_channel : bool
     residual_shift : int, optional
+    rounding : str
         The epilogue (the bias, if any, is folded into the host's epilogue vector).
 
     Returns
@@ -234,7 +243,7 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
     str
     """
     constants = _constants(problem, schedule, mode, shift, relu, multiplier, pre_shift,
-                           per_channel, residual_shift)
+                           per_channel, residual_shift, rounding)
     items = constants["N"] * constants["GROUPS"] * max(constants["CB"] * constants["H"],
                                                        constants["KB"] * constants["OH"])
     if items >= MAX_ITEMS:
@@ -249,8 +258,9 @@ def generate_c(problem: CpuProblem, schedule: CpuSchedule, mode: str, shift: int
         tiles.append(_tile_function(tail, schedule, mode))
     residual = residual_shift is not None
     return "\n".join([f"/* vdla cpu kernel ({mode}), generated: schedule "
-                      f"{schedule.to_dict()} */", header, PREAMBLE, epilogue_c(mode, residual),
-                      *tiles, _driver(schedule, mode, tail)] + ([RESIDUAL_ENTRY] if residual else []))
+                      f"{schedule.to_dict()} */", header, PREAMBLE,
+                      epilogue_c(mode, residual, rounding == "half_even"), *tiles,
+                      _driver(schedule, mode, tail)] + ([RESIDUAL_ENTRY] if residual else []))
 
 
 def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
@@ -260,4 +270,4 @@ def generate_op_c(op, mode: str, schedule: CpuSchedule) -> str:
     how a program file that stores no code gets its kernel back (`compiler.host`).
     """
     return generate_c(CpuProblem.from_op(op), schedule, mode, op.shift, op.relu, op.multiplier,
-                      op.pre_shift, op.per_channel, op.residual_shift)
+                      op.pre_shift, op.per_channel, op.residual_shift, op.rounding)

@@ -122,5 +122,6 @@ def generate_depthwise_c(problem: CpuProblem, schedule: CpuSchedule, mode: str,
     tiles = [_tile(schedule.ow_tile, mode)] + ([_tile(tail, mode)] if tail else [])
     residual = "RES_SHIFT" in constants
     return "\n".join([f"/* vdla cpu depthwise kernel ({mode}), generated: schedule "
-                      f"{schedule.to_dict()} */", header, PREAMBLE, epilogue_c(mode, residual),
+                      f"{schedule.to_dict()} */", header, PREAMBLE,
+                      epilogue_c(mode, residual, "ROUND_EVEN" in constants),
                       *tiles, _driver(schedule, mode, tail)] + ([RESIDUAL_ENTRY] if residual else []))

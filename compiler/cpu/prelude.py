@@ -121,6 +121,11 @@ static const int8_t *res_out;
     t = (vsi)((vui)(t) + ((vui)q_ << RES_SHIFT)); } while (0)
 """
 _SUM = "    vsi t_ = (vsi)((vui)(acc) + (vui)(e)); \\\n"
+# REQUANT_EVEN (`compiler.ops.Epilogue.rounding` half_even): a tie, the bits the shift
+# drops all zero (the bias holds the half step), clears bit 0 of the shifted sum.
+_SHIFT = "    } else t_ = t_ >> SHIFT; \\\n"
+_SHIFT_EVEN = ("    } else { vsi d_ = t_ & (vsi)((vui){0} + ((1u << SHIFT) - 1u)); \\\n"
+               "        t_ = (t_ >> SHIFT) & ~(((vsi){0} + (SHIFT != 0)) & (d_ == 0)); } \\\n")
 
 # The entry point of a kernel with a residual: where it lies, then `vdla_run`. One call at
 # a time, as vdla_run (the statics are shared).
@@ -135,13 +140,18 @@ void vdla_run_residual(const void *data, const void *weight, const void *epilogu
 """
 
 
-def epilogue_c(mode: str, residual: bool) -> str:
+def epilogue_c(mode: str, residual: bool, round_even: bool = False) -> str:
     """The epilogue macro of ``mode`` (`EPILOGUES`); with ``residual`` (int8 mode only:
-    `codegen` refuses others), the residual's lanes added to the sum before the shift."""
+    `codegen` refuses others), the residual's lanes added to the sum before the shift;
+    with ``round_even`` (int8 only), ties of the shift rounded to even (REQUANT_EVEN)."""
+    text = EPILOGUES[mode]
+    if round_even:
+        assert mode == "int8" and _SHIFT in text
+        text = text.replace(_SHIFT, _SHIFT_EVEN)
     if not residual:
-        return EPILOGUES[mode]
-    assert mode == "int8" and _SUM in EPILOGUES[mode]
-    return _RESIDUAL + EPILOGUES[mode].replace(_SUM, _SUM + "    RESIDUAL_ADD(t_, dst, kv); \\\n")
+        return text
+    assert mode == "int8" and _SUM in text
+    return _RESIDUAL + text.replace(_SUM, _SUM + "    RESIDUAL_ADD(t_, dst, kv); \\\n")
 
 
 def parallel_items(loops: list[tuple[str, str]]) -> tuple[str, str]:

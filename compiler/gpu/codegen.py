@@ -264,14 +264,17 @@ extern "C" __global__ void __launch_bounds__({tiling.threads}, 1)
 
 
 def refuse_unsupported(op) -> None:
-    """Raise `ShapeError` for an epilogue the gpu target lacks: a fixed-point multiplier, or
-    a residual (`compiler.ops.Epilogue.residual_shift`)."""
+    """Raise `ShapeError` for an epilogue the gpu target lacks: a fixed-point multiplier,
+    a residual (`compiler.ops.Epilogue.residual_shift`), or ties rounded to even."""
     if op.epilogue.fixed_point:
         raise ShapeError(f"{op.describe()}: the gpu target has no fixed-point multiplier "
                          "epilogue (use the accelerator or the cpu target)")
     if op.residual_shift is not None:
         raise ShapeError(f"{op.describe()}: the gpu target adds no residual (use the "
                          "accelerator or the cpu target)")
+    if op.epilogue.round_even:
+        raise ShapeError(f"{op.describe()}: the gpu target rounds ties half up only (use the "
+                         "accelerator or the cpu target for rounding half_even)")
 
 
 def generate_op_cuda(op, mode: str, schedule: GpuSchedule) -> str:

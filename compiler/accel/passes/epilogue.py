@@ -5,7 +5,8 @@ Per accumulator tile, by default one fused pass::
     LOAD acc  bias[k0 : k0 + nk] -> reserved bias region     (compute module)
     ALU REQUANT acc[tile] = clip((acc + bias[k]) >> shift, lo, 127)
                 (src = the bias entry of the channel block, or use_imm without
-                 bias; imm = shift | 32 * relu, lo = 0 with relu else -128)
+                 bias; imm = shift | 32 * relu, lo = 0 with relu else -128;
+                 REQUANT_EVEN with rounding half_even: ties to even)
 
 or, with ``fused=False`` (hardware without REQUANT), four passes::
 
@@ -33,7 +34,8 @@ from __future__ import annotations
 from vdla.compiler.accel import ir
 from vdla.compiler.accel.ir import Access, Affine
 from vdla.compiler.requant import CLAMP
-from vdla.hw.isa import SHIFT_BITS, AluOp, requant_imm
+from vdla.compiler.errors import ShapeError
+from vdla.hw.isa import SHIFT_BITS, AluOp, requant_imm, requant_op
 
 __all__ = ["lower_epilogues"]
 
@@ -89,12 +91,15 @@ def _expand(epilogue: ir.Epilogue, spec, bias: ir.Buffer | None, channel_blocks:
                                          fused)
     if fused:
         imm = requant_imm(min(spec.shift, MAX_SHIFT), spec.relu)
+        op = requant_op(spec.rounding)
         if spec.bias:
-            statements.append(ir.nest(loops, ir.Alu(AluOp.REQUANT, dst, Access(bias, k + offset),
-                                                    imm=imm)))
+            statements.append(ir.nest(loops, ir.Alu(op, dst, Access(bias, k + offset), imm=imm)))
         else:
-            statements.append(ir.nest(loops, ir.Alu(AluOp.REQUANT, dst, imm=imm)))
+            statements.append(ir.nest(loops, ir.Alu(op, dst, imm=imm)))
         return statements
+    if spec.round_even:
+        raise ShapeError("rounding half_even needs the fused REQUANT epilogue (REQUANT_EVEN); "
+                         "the four ALU passes round half up")
     if spec.bias:
         statements.append(ir.nest(loops, ir.Alu(AluOp.ADD, dst, Access(bias, k + offset))))
     if spec.shift:
