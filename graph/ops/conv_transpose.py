@@ -159,19 +159,19 @@ def _transposed_pads(node, sizes, kernel, stride, dilation, extra) -> tuple[int,
     if shape is not None:
         if auto == "VALID":
             raise node.fail("output_shape with auto_pad=VALID: give one of them")
-        if not isinstance(shape, (list, tuple)) or len(shape) not in (2, 4) or not all(
+        if not isinstance(shape, (list, tuple)) or len(shape) != 2 or not all(
                 isinstance(v, int) for v in shape):
             raise node.fail(f"attribute output_shape={shape!r}: expected 2 integers")
-        wanted = list(shape[-2:])
+        wanted = list(shape)
     elif auto.startswith("SAME"):
         wanted = [size * s for size, s in zip(sizes, stride)]
     else:
         return (0, 0, 0, 0) if auto == "VALID" else pads
+    if min(wanted) < 1:
+        raise node.fail(f"output_shape {list(shape)} holds a size below 1")
+    # A negative total (an output larger than the full one) pads the output with its bias;
+    # halves round down, as onnx's reference and its node cases do.
     totals = [f - want for f, want in zip(full, wanted)]
-    if min(totals) < 0 or min(wanted) < 1:
-        raise node.fail(f"an output of {wanted[0]} x {wanted[1]} is not within the "
-                        f"transposed convolution's full output {full[0]} x {full[1]} "
-                        "(it would need negative pads)")
     small = [total // 2 for total in totals]
     large = [total - half for total, half in zip(totals, small)]
     begin, end = (small, large) if auto == "SAME_UPPER" else (large, small)
