@@ -32,8 +32,12 @@ class ModelGroup(Group):
     """A click group where ``GROUP FILE.onnx ...`` means ``GROUP model FILE.onnx ...``."""
 
     def resolve_command(self, ctx, args):
-        if args and args[0] not in self.commands and args[0].endswith(".onnx"):
-            return "model", self.commands["model"], args
+        if args and args[0] not in self.commands:
+            # A PyTorch checkpoint goes to the model command too, whose import refuses it in
+            # one line that says how to export instead (rather than "no such command").
+            from vdla.frontend.onnx import CHECKPOINT_SUFFIXES
+            if args[0].lower().endswith((".onnx", *CHECKPOINT_SUFFIXES)):
+                return "model", self.commands["model"], args
         return super().resolve_command(ctx, args)
 
 

@@ -464,6 +464,29 @@ def _topological(nodes, available: set[str]) -> list:
     return order
 
 
+# PyTorch checkpoints: zip archives (torch.save's format) or bare pickles (protocol 2-5, the
+# legacy format). No ONNX file starts so: these bytes would be fields ModelProto lacks.
+CHECKPOINT_SUFFIXES = (".pt", ".pth")
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _refuse_checkpoint(source: str, head: bytes | None = None) -> None:
+    """Refuse a PyTorch checkpoint, named by its suffix or (``head``: the first bytes)
+    recognised by its format, before anything parses it: unpickling one runs code."""
+    if head is None:
+        if Path(source).suffix.lower() not in CHECKPOINT_SUFFIXES:
+            return
+        what = f"a PyTorch checkpoint ({Path(source).suffix}),"
+    elif head[:4] == _ZIP_MAGIC:
+        what = "a zip archive, as torch.save writes a checkpoint,"
+    elif len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        what = "a pickle, as torch.save writes a checkpoint,"
+    else:
+        return
+    raise GraphError(f"{source}: {what} not an ONNX model; vdla does not unpickle (it runs "
+                     "code): export the module with torch.onnx.export or vdla.frontend.torch.load")
+
+
 def from_bytes(data: bytes, *, batch: int | None = None, folder: str | Path | None = None,
                source: str = "model") -> Graph:
     """Import an ONNX model from its bytes; see `load`.
@@ -471,6 +494,8 @@ def from_bytes(data: bytes, *, batch: int | None = None, folder: str | Path | No
     ``folder`` is where its external data may be read from (none when None).
     """
     onnx = _onnx()
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        _refuse_checkpoint(source, bytes(data[:4]))
     if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool)
                               or batch <= 0):
         raise GraphError(f"batch: expected a positive integer, got {batch!r}")
@@ -506,8 +531,10 @@ def load(path: str | Path, *, batch: int | None = None) -> Graph:
     Raises
     ------
     GraphError
-        One line for an unreadable, malformed, oversized or unsupported model.
+        One line for an unreadable, malformed, oversized or unsupported model,
+        or a PyTorch checkpoint (never unpickled).
     """
     path = Path(path)
+    _refuse_checkpoint(str(path))
     data = read_bounded(path, MAX_MODEL_BYTES, "model", GraphError)
     return from_bytes(data, batch=batch, folder=path.parent, source=str(path))
