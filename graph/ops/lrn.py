@@ -67,7 +67,7 @@ def _qlrn(node: Node, q):
     below, above = _reach(node.attrs["size"], channels)
     squares = np.square(np.asarray(q, np.int32))
     prefix = np.zeros((q.shape[0], channels + 1) + q.shape[2:], np.int64)
-    np.cumsum(squares, axis=1, out=prefix[:, 1:])
+    np.cumsum(squares, axis=1, dtype=np.int64, out=prefix[:, 1:])
     index = np.arange(channels)
     sums = np.take(prefix, np.minimum(index + above + 1, channels), axis=1)
     sums -= np.take(prefix, np.maximum(index - below, 0), axis=1)
