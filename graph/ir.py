@@ -27,9 +27,10 @@ semantics, quantisation, placement, network-file checks and QDQ export)::
     slice           x           starts, ends, steps (one each per axis, resolved: an end
                                 < 0 means through index 0)
     transpose       x           perm
-    mul, sub, div   a, b        (one of them a constant)
+    mul, sub, div   a, b        (either may be a constant; shapes broadcast as numpy's)
     hardsigmoid     x           alpha, beta
-    hardswish, sigmoid, tanh    x
+    hardswish, sigmoid, tanh, silu   x
+    prelu           x, slope    (slope a constant that broadcasts onto x)
     leakyrelu       x           alpha
     quantize        x, scale, zero_point      axis  (QDQ, as ONNX's QuantizeLinear)
     dequantize      x, scale, zero_point      axis  (as ONNX's DequantizeLinear)
@@ -52,6 +53,10 @@ real value ``q * 2**-e``)::
     qaffine         x, a, b (int8, float32, float32) -> int8
                                               scale, out_scale, relu
     requantize      x          -> int8        scale, out_scale
+    qmul            a, b       -> int8        shift, or scale_a, scale_b, out_scale
+    qdiv            a, b       -> int8        scale_a, scale_b, out_scale
+    qsub, qadd_broadcast  a, b -> int8        as qadd (operands that broadcast)
+    qprelu          x, slope (int8, float32) -> int8   scale, out_scale
 
 A layer with ``multiplier`` requantises by ``multiplier * 2**-(pre_shift +
 shift)`` (`compiler.requant`), for scales that are not powers of two; with
@@ -67,7 +72,8 @@ DequantizeLinear and QuantizeLinear.
 
 ``qaffine`` computes ``rint((x * scale * a + b) / out_scale)`` in float32
 (an activation times or plus a constant), ``requantize`` ``rint(x * scale /
-out_scale)``; the elementwise functions (``hardsigmoid`` ... ``leakyrelu``)
+out_scale)``; the arithmetic of two int8 tensors is `graph.ops.elementwise`'s;
+the elementwise functions (``hardsigmoid`` ... ``leakyrelu``, ``silu``)
 take a ``table`` attribute on int8, the 256 outputs of the int8 inputs -128
 to 127.
 

@@ -36,9 +36,10 @@ PLACES = ("layer", "host", "float", "import")
 # What a network file's tensor may hold (`graph.network_file`), and so what any array a
 # host kernel makes on the way (a pool's padded input) may hold.
 MAX_TENSOR_ELEMENTS = 1 << 28
-# The ONNX element types vdla reads, by their TensorProto code.
-ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
-               11: np.float64}
+# The ONNX element types vdla reads, by their TensorProto code (the integer ones that
+# numpy computes as ONNX does; quantisation takes float32 inputs only).
+ONNX_DTYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32,
+               7: np.int64, 9: np.bool_, 11: np.float64, 12: np.uint32, 13: np.uint64}
 
 
 @dataclasses.dataclass(frozen=True)
