@@ -21,8 +21,9 @@ from vdla.graph.passes.gates import fuse_gates
 from vdla.graph.passes.identities import remove_identities
 from vdla.graph.passes.pads import split_pads
 from vdla.graph.passes.qdq import read_qdq
+from vdla.graph.passes.stem import pack_stems
 
-__all__ = ["PIPELINE", "INTEGER_PIPELINE", "run_passes"]
+__all__ = ["PIPELINE", "INTEGER_PIPELINE", "TARGET_PIPELINE", "run_passes"]
 
 # Before quantisation, on the float graph: in this order, each enabling the next
 # (folded constants expose biases and BatchNorms to fold, a bias Add folded into its
@@ -42,14 +43,19 @@ INTEGER_PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("split_phases", split_phases),
     ("split_pads", split_pads),
 ]
+# On the integer graph, for one accelerator: ``pass(graph, config=, target=, on_cpu=)``.
+TARGET_PIPELINE: list[tuple[str, Callable[..., Graph]]] = [
+    ("pack_stems", pack_stems),
+]
 
 
 def run_passes(graph: Graph, pipeline=PIPELINE,
-               dump: Callable[[str, Graph], None] | None = None) -> Graph:
-    """Run ``pipeline`` on a copy of ``graph``; ``dump(name, graph)`` after each pass."""
+               dump: Callable[[str, Graph], None] | None = None, **context) -> Graph:
+    """Run ``pipeline`` on a copy of ``graph``; ``dump(name, graph)`` after each pass.
+    ``context``: keywords every pass of the pipeline takes (`TARGET_PIPELINE`'s)."""
     graph = graph.copy()
     for name, run in pipeline:
-        graph = run(graph).prune().check()
+        graph = run(graph, **context).prune().check()
         if dump is not None:
             dump(name, graph)
     return graph

@@ -33,18 +33,19 @@ def test_compile_inspect_run(tmp_path):
                           "--batch", 2, "--on-cpu", "fc", "-o", net, "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    # The residual add is fused into conv3 (graph.passes.residual): one host node fewer.
-    assert summary["placement"] == {"accel": 3, "cpu": 1, "host": 6}
+    # The residual add is fused into conv3 (graph.passes.residual): one host node fewer;
+    # conv1 reads the input's patches (graph.passes.stem): one more.
+    assert summary["placement"] == {"accel": 3, "cpu": 1, "host": 7}
     assert summary["inputs"] == {"input": "float32 (2, 1, 8, 8)"}
     result = invoke(cli, ["compile", tmp_path / "m.onnx", "--calibration", tmp_path / "cal.npy",
                           "--batch", 2, "--on-cpu", "fc", "--no-fuse-residuals",
                           "-o", tmp_path / "unfused.vdla", "--json"])
-    assert json.loads(result.stdout)["placement"] == {"accel": 3, "cpu": 1, "host": 7}
+    assert json.loads(result.stdout)["placement"] == {"accel": 3, "cpu": 1, "host": 8}
 
     result = invoke(cli, ["inspect", net])
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[2:]}
-    assert rows["conv1"][1:5] == ["qconv", "2x1x8x8", "2x8x8x8", "accel"]
+    assert rows["conv1"][1:5] == ["qconv", "2x9x8x8", "2x8x8x8", "accel"]
     assert rows["fc"][4] == "cpu" and "residual" not in rows
     # The fused conv reads its data and the residual.
     assert rows["conv3"][1:6] == ["qconv", "2x8x4x4", "2x8x4x4", "2x8x4x4", "accel"]
@@ -147,7 +148,7 @@ def _expected(net, folder):
                                  "board)"),
     (["--threads", "3"], "--threads does not apply to --sim fsim (it applies to --target cpu)"),
     (["--sim", "rtl", "--trace", "w.fst"], "--trace records the run of one program; {net} is "
-                                           "a network of 10 nodes"),
+                                           "a network of 11 nodes"),
     (["--target", "cpu", "--sim", "rtl"], "--sim rtl does not apply to {net}: --target cpu "
                                           "runs every layer as C"),
 ])

@@ -132,9 +132,11 @@ def test_a_fused_residual_is_read_in_place(fused):
     block = fused._arena_image()[identity.dram_offset:identity.dram_offset + 256]
     assert np.array_equal(block.view(np.int8).reshape(16, 16),
                           identity.shape[0] * np.eye(16, dtype=np.int8))
-    # The host writes what it computed (the input, maxpool's p1, the pooled vector), once:
+    # The host writes what it computed (the input's patches, `graph.passes.stem`, maxpool's
+    # p1, the pooled vector), once:
     # p1 is conv2's input and conv3's residual, the same slot.
-    assert result.copied_bytes == sum(arena.slots[t].nbytes for t in ("input/q", "p1", "g"))
+    assert result.copied_bytes == sum(arena.slots[t].nbytes
+                                      for t in ("conv1/im2col", "p1", "g"))
     # A residual read from another slot is refused.
     moved = relocate(conv3, conv3.insn_offset, conv3.uop_offset,
                      {**{t.name: t.dram_offset for t in conv3.tensors},
@@ -159,9 +161,10 @@ def test_layers_hand_tensors_over_in_place_and_the_host_writes_only_its_own(netw
     reference = execute(network.graph, {"input": x}, keep=True)
     for name, array in result.tensors.items():
         np.testing.assert_array_equal(array, reference[name], err_msg=name)
-    # The host writes the packed input and the host nodes' results a layer reads
-    # (maxpool's for conv2, the pooled vector for fc); no layer's output.
-    written = sum(arena.slots[t].nbytes for t in ("input/q", "p1", "g"))
+    # The host writes the input's patches (`graph.passes.stem`) and the host nodes'
+    # results a layer reads (maxpool's for conv2, the pooled vector for fc); no layer's
+    # output.
+    written = sum(arena.slots[t].nbytes for t in ("conv1/im2col", "p1", "g"))
     assert result.copied_bytes == written
     # A second run reuses the arena (code and constants placed once): the same outputs.
     again = network.run({"input": x})
@@ -220,7 +223,7 @@ def test_the_verifier_refuses_overlaps_strays_and_moved_tensors(network):
         verify_arena(network.graph, moved("logits", arena.size, ("fc", "out")))
 
 
-@pytest.mark.parametrize("on_cpu, written", [((), ("input/q", "p1", "g")),
+@pytest.mark.parametrize("on_cpu, written", [((), ("conv1/im2col", "p1", "g")),
                                               (("conv1",), ("p1", "g"))])
 def test_a_host_result_two_layers_read_is_written_once(on_cpu, written):
     """A pooled tensor read by two convs (then added): the host writes it once, blocked

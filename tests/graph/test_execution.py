@@ -28,6 +28,7 @@ def test_the_plan_keeps_the_arenas_blocked_tensors_blocked_where_readers_can_tak
     assert network.runs_in_arena
     assert _plan(network) == {
         "input/quantize": ("host", HOST),
+        "conv1/im2col": ("host", HOST),       # the stem's patches (graph.passes.stem)
         "conv1": ("accel", ARENA),
         "pool1": ("host", HOST_BLOCKED),      # conv1's output as it lies in its slot
         "conv2": ("cpu", CPU),                # reads and writes the logical layout

@@ -319,6 +319,8 @@ def _shape_cases():
         ("slice", {"starts": (1, 0, 3), "ends": (2, 3, -1), "steps": (1, 2, -2)},
          [((2, 3, 4), np.int8)]),
         ("transpose", {"perm": (2, 0, 3, 1)}, x4),
+        ("insert_zeros", {"stride": (2, 3), "crop": (1, 0, 2, 1)}, x4),
+        ("interleave", {"block": (1, 3), "crop": (0, 1, 0, 2)}, x4),
         ("qaffine", {"scale": 0.5, "out_scale": 0.25, "relu": True},
          [((2, 3, 4), np.int8), ((1, 3, 1), np.float32), ((1, 1, 4), np.float32)]),
         ("requantize", {"scale": 0.5, "out_scale": 0.125}, x4),
