@@ -17,7 +17,7 @@ import numpy as np
 from vdla.compiler.errors import CompileError
 from vdla.compiler.ops import Conv2d, Dense, Epilogue
 from vdla.graph.errors import GraphError
-from vdla.graph.ir import Graph, Node
+from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.ops.base import Op, onnx_spatial, windows
 
 __all__ = ["OPS", "conv_sum", "layer_epilogue"]
@@ -151,46 +151,123 @@ def _onnx_conv(node) -> None:
 
 
 def _onnx_gemm(node) -> None:
+    """``alpha * A' @ B' + beta * C``: alpha folds into the constant weight, beta into a
+    constant C; a C of one value per output is the bias, any other an add after the layer
+    (`graph.passes.fusion` folds what is per output). A computed A with transA=1 is
+    transposed first on the host; all-constant operands fold."""
     node.arity(2, 3)
-    node.rank(0, (2,))
+    a_shape = node.rank(0, (2,))
     node.rank(1, (2,))
-    node.attr("transA", 0, (0,))
-    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
-    if alpha != 1.0 or beta != 1.0:
-        raise node.fail(f"alpha={alpha}, beta={beta} are not supported (only 1)")
+    trans_a = node.attr("transA", 0, (0, 1))
+    trans_b = node.attr("transB", 0, (0, 1))
+    alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise node.fail(f"attribute {name}={value!r} is not a finite number")
     node.ignore("broadcast")
-    transposed = node.attr("transB", 0, (0, 1))
-    _emit_dense(node, transposed)
+    importer = node.importer
+    values = [importer.value(name) for name in node.inputs]
+    if all(value is not None for value in values):
+        node.fold(_gemm_value(values, trans_a, trans_b, alpha, beta))
+        return
+    inputs = list(node.inputs)
+    weight = values[1]
+    # A QDQ model's weight is a DequantizeLinear's output, constant once `graph.passes.qdq`
+    # has read it: taken as it is, (out, in), where nothing has to be computed from it.
+    if weight is None and (alpha != 1 or not trans_b):
+        raise node.fail(f"its weight {node.inputs[1]!r} must be a constant"
+                        + ("" if alpha == 1 else f" (to fold alpha={alpha})"))
+    if values[0] is not None:
+        raise node.fail(f"its A operand {node.inputs[0]!r} is a constant and its weight "
+                        "computed: not supported")
+    m = a_shape[1] if trans_a else a_shape[0]
+    if trans_a:
+        inputs[0] = _intermediate(node, "A_T", (a_shape[1], a_shape[0]), np.float32)
+        importer.nodes.append(Node(f"{node.name}/transA", "transpose", [node.inputs[0]],
+                                   [inputs[0]], {"perm": (1, 0)}))
+    b_shape = importer.shape(node.inputs[1])
+    out_features = b_shape[0] if trans_b else b_shape[1]
+    # The weight as the layer takes it, (out, in), under its own name where it is the
+    # model's (a QDQ model's scales are recorded by name).
+    if alpha != 1 or not trans_b:
+        scaled = "" if alpha == 1 else f"/alpha{alpha!r}"
+        inputs[1] = f"{node.inputs[1]}{scaled}{'' if trans_b else '/T'}"
+        if inputs[1] not in importer.tensors:
+            weight = weight if trans_b else weight.T
+            if alpha != 1:
+                weight = (weight.astype(np.float64) * alpha).astype(weight.dtype)
+            importer.constant(inputs[1], np.ascontiguousarray(weight))
+    if len(inputs) == 2:
+        node.emit("dense", inputs, relu=False)
+        return
+    c_shape = importer.shape(inputs[2])
+    if len(c_shape) > 2 or tuple(np.broadcast_shapes(c_shape, (m, out_features))) != (
+            m, out_features):
+        raise node.fail(f"its C {inputs[2]!r} of shape {c_shape} does not broadcast onto the "
+                        f"output ({m}, {out_features})")
+    c = values[2]
+    if c is None and beta != 1:
+        raise node.fail(f"attribute beta={beta} with a computed C ({inputs[2]!r}) is not "
+                        "supported (only 1)")
+    if c is not None:
+        scaled = "" if beta == 1 else f"/beta{beta!r}"
+        if beta != 1:
+            c = (c.astype(np.float64) * beta).astype(c.dtype)
+        if c.ndim < 2 or c.shape[0] == 1:    # one value per output: the layer's bias
+            if scaled or c.shape != (out_features,):
+                inputs[2] = f"{node.inputs[2]}{scaled}/vector"
+                importer.constant(inputs[2], np.ascontiguousarray(np.broadcast_to(
+                    c.reshape(c.shape[-1:] if c.ndim else (1,)), (out_features,))))
+            node.emit("dense", inputs, relu=False)
+            return
+        inputs[2] = f"{node.inputs[2]}{scaled}/matrix"
+        importer.constant(inputs[2], np.ascontiguousarray(np.broadcast_to(
+            c, (m, out_features))))
+    elif c_shape == (out_features,):    # a QDQ model's bias, a DequantizeLinear's output
+        node.emit("dense", inputs, relu=False)
+        return
+    elif c_shape != (m, out_features):
+        raise node.fail(f"its computed C {inputs[2]!r} of shape {c_shape} is not of the "
+                        f"output's shape ({m}, {out_features})")
+    product = _intermediate(node, "product", (m, out_features), np.float32)
+    importer.nodes.append(Node(node.name, "dense", inputs[:2], [product], {"relu": False}))
+    # The add is the ONNX node's output; the layer keeps the node's name.
+    node.name = f"{node.name}/C"
+    node.emit("add", [product, inputs[2]], relu=False)
+
+
+def _gemm_value(values, trans_a: int, trans_b: int, alpha: float, beta: float) -> np.ndarray:
+    """A Gemm of constants, in float32 as its operands."""
+    a, b = values[0], values[1]
+    out = np.float32(alpha) * ((a.T if trans_a else a) @ (b.T if trans_b else b))
+    if len(values) == 3:
+        out = out + np.float32(beta) * values[2]
+    return out.astype(np.result_type(a, b))
+
+
+def _intermediate(node, what: str, shape: tuple[int, ...], dtype) -> str:
+    """A tensor between the IR nodes of one ONNX node, named after the node."""
+    name = f"{node.name}/{what}"
+    if name in node.importer.tensors:
+        raise node.fail(f"its tensor {name!r} is already defined")
+    node.importer.spend(math.prod(shape), 0, f"{node.where}: {what}")
+    node.importer.tensors[name] = Tensor(name, shape, dtype)
+    return name
 
 
 def _onnx_matmul(node) -> None:
+    """A dense node with weight (out, in): the constant weight, stored (in, out), transposed."""
     node.arity(2)
     node.rank(0, (2,))
     node.rank(1, (2,))
-    _emit_dense(node, False)
-
-
-def _emit_dense(node, transposed: bool) -> None:
-    """A dense node with weight (out, in): a constant weight stored (in, out) is transposed."""
     importer = node.importer
     weight = importer.value(node.inputs[1])
-    inputs = list(node.inputs)
-    if not transposed:
-        if weight is None:
-            raise node.fail(f"its weight {node.inputs[1]!r} must be a constant")
-        inputs[1] = f"{node.inputs[1]}/T"
-        if inputs[1] not in importer.tensors:
-            importer.constant(inputs[1], np.ascontiguousarray(weight.T))
-    if len(inputs) == 3:
-        out_features = importer.shape(inputs[1])[0]
-        bias = importer.value(inputs[2])
-        if math.prod(importer.shape(inputs[2])) != out_features:
-            raise node.fail(f"its bias {inputs[2]!r} must hold {out_features} elements (one "
-                            "per output)")
-        if bias is not None and bias.shape != (out_features,):
-            inputs[2] = f"{inputs[2]}/vector"
-            importer.constant(inputs[2], bias.reshape(out_features))
-    node.emit("dense", inputs, relu=False)
+    if weight is None:
+        raise node.fail(f"its weight {node.inputs[1]!r} must be a constant")
+    transposed = f"{node.inputs[1]}/T"
+    if transposed not in importer.tensors:
+        importer.constant(transposed, np.ascontiguousarray(weight.T))
+    node.emit("dense", [node.inputs[0], transposed], relu=False)
 
 
 # -- quantisation -----------------------------------------------------------------------------
