@@ -19,6 +19,7 @@ from vdla.graph.network import _estimated_cycles, compile_network, quantize_grap
 from vdla.graph.network_file import HOST_SHAPES, dumps, loads
 from vdla.graph.ops.base import MAX_TENSOR_ELEMENTS
 from vdla.graph.ops.im2col import im2col
+from vdla.graph.passes.stem import stem_cycles
 from vdla.graph.placement import layer_op
 from vdla.hw.config import PRESETS
 
@@ -134,9 +135,6 @@ STEM = ("stem", 8, {"kernel": (7, 7), "strides": [2, 2], "pads": [3, 3, 3, 3]})
 @pytest.mark.parametrize("channels, convs, config, options, packed", [
     # ResNet's stem shape: 3 channels of a 16-wide block, 49 taps into 10 blocks.
     (3, [STEM], "default", {}, {"stem"}),
-    # Input from an accelerator layer (stem's output, blocked in DRAM): left alone.
-    (3, [STEM, ("next", 4, {"pads": [1, 1, 1, 1]}), ("after", 4, {"pads": [1, 1, 1, 1]})],
-     "tiny", {}, {"stem"}),
     # From a host node (a max pool of a layer's output): packed where it wins.
     (3, [("first", 3, {"kernel": (1, 1)}), ("pool", 0, {}),
          ("second", 8, {"pads": [1, 1, 1, 1]})], "tiny", {}, {"second"}),
@@ -161,6 +159,15 @@ def test_the_pass_packs_host_fed_few_channel_convs_where_the_cost_model_says(
         assert conv.inputs[0] == f"{name}/im2col"
         taps = np.prod(network.graph.node(f"{name}/im2col").attrs["kernel"])
         assert network.graph.tensors[conv.inputs[1]].shape[1:] == (3 * taps, 1, 1)
+
+
+def test_a_conv_an_accelerator_layer_feeds_is_left_alone_where_packing_would_win():
+    """Its input lies blocked in DRAM: packing it would bring it back to the host."""
+    _, _, network = _compile(3, (12, 12), [("first", 3, {"kernel": (1, 1)}),
+                                           ("second", 8, {"pads": [1, 1, 1, 1]})], "tiny")
+    assert _packed(network) == set()
+    before, after = stem_cycles(network.graph, network.graph.node("second"), PRESETS["tiny"])
+    assert after < before
 
 
 ODD = [  # channels, size, the stem's Conv attributes, config
