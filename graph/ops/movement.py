@@ -1,9 +1,12 @@
 """Data movement: ``flatten``, ``reshape`` (ONNX's Reshape, Squeeze, Unsqueeze, Identity and
-inference Dropout) and ``pad`` (zeros around the image).
+inference Dropout) and ``pad`` (around the image: zeros, a constant ``value``, or the edge's
+or the reflected values with ``edge`` or ``reflect``).
 
-They move values without computing: an int8 tensor keeps its scale. They run
-on the host; padding, and the flatten of a 1x1 image (whose bytes are its
-input's), also on blocked arrays.
+They move values without computing: an int8 tensor keeps its scale, and a
+pad's constant is quantised at it (half to even, as QuantizeLinear), refused
+where it falls outside int8 rather than saturated. They run on the host;
+zero padding, and the flatten of a 1x1 image (whose bytes are its input's),
+also on blocked arrays.
 """
 
 from __future__ import annotations
@@ -48,22 +51,44 @@ def _onnx_reshape(node) -> None:
 
 
 def _onnx_pad(node) -> None:
-    """Zero padding of a 4-D tensor's height and width (what `graph.export` writes)."""
+    """Padding of a 4-D tensor's height and width: a constant, or the edge's or the reflected
+    values (wrap is refused)."""
     if node.importer.opset < 11:
         raise node.fail("the pads attribute (opset < 11) is not supported")
     node.arity(2, 4)
-    node.rank(0, (4,))
-    node.attr("mode", "constant", ("constant",))
+    shape = node.rank(0, (4,))
+    mode = node.attr("mode", "constant", ("constant", "edge", "reflect"))
     pads = [int(v) for v in node.constant_input(1, "pads").reshape(-1)]
+    axes = list(range(4))
     if len(node.inputs) > 3 and node.inputs[3]:
-        raise node.fail("the axes input is not supported (pads must cover all four axes)")
+        given = [int(v) for v in node.constant_input(3, "axes").reshape(-1)]
+        if any(not -4 <= axis < 4 for axis in given) or len({a % 4 for a in given}) != len(given):
+            raise node.fail(f"axes {given} are not distinct axes of rank 4")
+        axes = [axis % 4 for axis in given]
+    if len(pads) != 2 * len(axes):
+        raise node.fail(f"pads {pads} are not two per axis of {axes}")
+    full = [0] * 8
+    for i, axis in enumerate(axes):
+        full[axis], full[axis + 4] = pads[i], pads[i + len(axes)]
     fill = (node.constant_input(2, "constant_value")
             if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1))
-    fill = float(fill.reshape(-1)[0]) if fill.size else 0.0
-    if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0 or fill != 0:
-        raise node.fail(f"pads {pads} filled with {fill:g}: only zeros added to height and "
-                        "width are supported")
-    node.emit("pad", [node.inputs[0]], pads=(pads[2], pads[3], pads[6], pads[7]))
+    if fill.size != 1:
+        raise node.fail(f"its constant_value holds {fill.size} values (expected one)")
+    fill = float(fill.reshape(-1)[0])
+    if not np.isfinite(fill):
+        raise node.fail(f"its constant_value {fill} is not finite")
+    if any(full[i] for i in (0, 1, 4, 5)) or min(full) < 0:
+        raise node.fail(f"pads {full}: only padding added to height and width is supported "
+                        "(none on batch or channels, none negative)")
+    if mode == "reflect" and any(full[i] >= shape[2 + i % 2] for i in (2, 3, 6, 7)):
+        raise node.fail(f"pads {full} in mode reflect: each must be smaller than its axis "
+                        f"{shape[2:]}")
+    attrs = {"pads": (full[2], full[3], full[6], full[7])}
+    if mode != "constant":
+        attrs[mode] = True
+    elif fill != 0:
+        attrs["value"] = fill
+    node.emit("pad", [node.inputs[0]], **attrs)
 
 
 def _axes(node) -> list[int] | None:
@@ -150,10 +175,35 @@ def _reshaped(node: Node, x: Tensor) -> tuple[int, ...]:
     return shape
 
 
+def _pad(node: Node, x):
+    """The padded image (axes after the spatial ones, a blocked layout's, carried along)."""
+    top, left, bottom, right = node.attrs["pads"]
+    widths = ((0, 0), (0, 0), (top, bottom), (left, right)) + ((0, 0),) * (x.ndim - 4)
+    for mode in ("edge", "reflect"):
+        if node.attrs.get(mode):
+            return [np.pad(x, widths, mode=mode)]
+    return [pad_spatial(x, node.attrs["pads"], node.attrs.get("value", 0))]
+
+
 def _padded(node: Node, x: Tensor) -> tuple[int, ...]:
     n, c, h, w = rank(node, x, 4)
     top, left, bottom, right = node.attrs["pads"]
+    for mode in ("edge", "reflect"):
+        if mode in node.attrs and node.attrs[mode] is not True:
+            raise GraphError(f"{node.describe()}: attribute {mode} must be true where given")
+    if node.attrs.get("reflect") and (max(top, bottom) >= h or max(left, right) >= w):
+        raise GraphError(f"{node.describe()}: reflected pads {list(node.attrs['pads'])} reach "
+                         f"past its {h}x{w} image")
+    value = node.attrs.get("value", 0.0)
+    if x.dtype == np.int8 and (value != int(value) or not -128 <= value <= 127):
+        raise GraphError(f"{node.describe()}: its value {value!r} is not an int8 value (its "
+                         f"input is {x.describe()})")
     return n, c, h + top + bottom, w + left + right
+
+
+def _pad_blocked(graph: Graph, node: Node) -> bool:
+    """Zero padding: a blocked layout's padding channels stay zero."""
+    return set(node.attrs) == {"pads"} or node.attrs.get("value") == 0
 
 
 def _flatten_blocked(graph: Graph, node: Node) -> bool:
@@ -174,7 +224,27 @@ def _export_pad(writer, node: Node) -> None:
     top, left, bottom, right = node.attrs["pads"]
     name = f"{node.name}/pads"
     writer.constant(name, np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
-    writer.float_op(node, "Pad", [name])
+    mode = next((m for m in ("edge", "reflect") if node.attrs.get(m)), "constant")
+    extra = [name]
+    if node.attrs.get("value"):   # the int8 value, dequantised
+        extra.append(writer.constant(f"{node.name}/value", np.array(
+            node.attrs["value"] * writer.graph.tensors[node.inputs[0]].real_scale, np.float32)))
+    writer.float_op(node, "Pad", extra, **({} if mode == "constant" else {"mode": mode}))
+
+
+def _quantize_pad(q, node: Node) -> None:
+    """At its input's scale; a constant quantised there as QuantizeLinear does (half to
+    even), refused where int8 cannot hold it."""
+    if "value" not in node.attrs:
+        q.same_scale(node)
+        return
+    step = q.real_scale(q.input_scale(node))
+    level = float(np.rint(np.float32(node.attrs["value"]) / np.float32(step)))
+    if not -128 <= level <= 127:
+        raise GraphError(f"{node.describe()}: its constant value {node.attrs['value']:g} is "
+                         f"{level:g} steps of its input's scale {step:.6g}, outside int8 "
+                         "(-128 to 127); refused rather than saturated")
+    q.same_scale(node, value=level)
 
 
 def _same_scale(q, node: Node) -> None:
@@ -193,8 +263,9 @@ OPS = [
              "Dropout": _onnx_dropout},
        quantize=_same_scale, attrs={"shape": "shape"}, shape=_reshaped,
        export=_export_reshape),
-    Op("pad", "host", "zeros around the image, where a conv's LOAD cannot pad as much "
-       "(graph.passes.pads)", lambda node, x: [pad_spatial(x, node.attrs["pads"], 0)],
-       onnx={"Pad": _onnx_pad}, quantize=_same_scale, attrs={"pads": "pads"},
-       shape=_padded, blocked=True, export=_export_pad),
+    Op("pad", "host", "padding around the image (zeros where a conv's LOAD cannot pad as "
+       "much, graph.passes.pads)", _pad, onnx={"Pad": _onnx_pad}, quantize=_quantize_pad,
+       attrs={"pads": "pads"},
+       variants=[{}, {"value": "float"}, {"edge": "bool"}, {"reflect": "bool"}],
+       shape=_padded, blocked=_pad_blocked, export=_export_pad),
 ]

@@ -92,8 +92,8 @@ WEIGHT = initializer("w", np.ones((3, 2, 3, 3), np.float32))
      r"node 'p' \(MaxPool\): pads \(2, 0, 0, 0\) reach a whole kernel"),
     (helper.make_node("Pad", ["x", "pads"], ["y"], name="p"),
      [initializer("pads", np.array([0, 1, 0, 0, 0, 0, 0, 0], np.int64))],
-     r"node 'p' \(Pad\): pads \[0, 1, 0, 0, 0, 0, 0, 0\] filled with 0: only zeros added to "
-     r"height and width are supported$"),
+     r"node 'p' \(Pad\): pads \[0, 1, 0, 0, 0, 0, 0, 0\]: only padding added to height and "
+     r"width is supported \(none on batch or channels, none negative\)$"),
     (helper.make_node("Conv", ["x", "w"], ["y"], name="c", group=2), [WEIGHT],
      r"node 'c' \(Conv\): attribute group=2 does not fit input channels 2 and weight "
      r"\(3, 2, 3, 3\) \(expected input channels = group \* weight.shape\[1\], group "
