@@ -10,8 +10,10 @@ operators:
 - a conv or dense with weights at ``e_w`` on an input at ``e_x`` accumulates
   at ``e_x + e_w``; the bias is quantised there, and the requantisation to
   the output's ``e_y`` is one arithmetic right shift by ``e_x + e_w - e_y``,
-  which the accelerator's REQUANT does. Rounding to nearest (half up) costs
-  no hardware: ``2**(shift-1)`` is folded into the bias;
+  which the accelerator's REQUANT does. Rounding to nearest costs no
+  hardware: ``2**(shift-1)`` is folded into the bias. Calibrated layers round
+  ties half up (REQUANT); a layer whose output scale a QDQ model gives rounds
+  them half to even (``round_even``, REQUANT_EVEN), as onnxruntime does;
 - a residual add aligns its operands with left shifts and requantises with a
   rounding right shift (host); or, with ``fuse_residuals``, the conv that
   produces one operand takes the add into its epilogue (one rounding,
@@ -361,6 +363,11 @@ class _Quantizer:
                              f"input's 2**-{e_x} times the weight's 2**-{e_w})")
         w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), (e_w, None))
         b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32), (e_acc, None))
+        # onnxruntime rounds a QDQ model's ties half to even; vdla's own scales keep
+        # REQUANT's half up, which its calibration chose them with (`quantization_error`).
+        y_name = (node if residual is None else residual[0]).outputs[0]
+        if graph.tensors[y_name].quantized:
+            attrs["round_even"] = True
         self.emit(node, op, [node.inputs[0], w_name, b_name, *extra], (e_y, None),
                   shift=shift, relu=bool(node.attrs.get("relu")), **attrs)
         return True

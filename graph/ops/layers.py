@@ -78,11 +78,13 @@ def _dense(node: Node, x, w, b=None):
 
 def layer_epilogue(node: Node) -> Epilogue:
     """The epilogue of a ``qconv`` or ``qdense`` node (a fixed-point one with ``multiplier``
-    or ``per_channel``; a qconv's with ``residual_shift`` adds its fourth input)."""
+    or ``per_channel``; a qconv's with ``residual_shift`` adds its fourth input; ties to
+    even with ``round_even``)."""
     attrs = node.attrs
     return Epilogue(True, attrs["shift"], attrs["relu"], attrs.get("multiplier"),
                     attrs.get("pre_shift", 0), attrs.get("per_channel", False),
-                    attrs.get("residual_shift"))
+                    attrs.get("residual_shift"),
+                    "half_even" if attrs.get("round_even") else "half_up")
 
 
 def _qconv(node: Node, x, w, b, residual=None):
@@ -104,6 +106,8 @@ def _epilogue_args(node: Node) -> dict:
             "per_channel": spec.per_channel}
     if spec.residual_shift is not None:
         args["residual_shift"] = spec.residual_shift
+    if spec.round_even:
+        args["rounding"] = spec.rounding
     return args
 
 
@@ -332,6 +336,8 @@ _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
 # Requantisation by a fixed-point multiplier, or by one per output channel (`graph.ir`).
 _FIXED_POINT = {"multiplier": "multiplier", "pre_shift": "shift"}
 _PER_CHANNEL = {"per_channel": "bool", "pre_shift": "shift"}
+# Ties rounded to even (`compiler.ops.Epilogue.rounding`), a power-of-two layer's only.
+_ROUND_EVEN = {"round_even": "bool"}
 
 OPS = [
     Op("conv", "float", _WHY_FLOAT, _conv, onnx={"Conv": _onnx_conv},
@@ -342,8 +348,10 @@ OPS = [
     Op("qconv", "layer", _WHY_LAYER, _qconv,
        attrs={**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",
               "relu": "bool"},
-       variants=[{}, _FIXED_POINT, _PER_CHANNEL, {"residual_shift": "residual"}],
+       variants=[{}, _FIXED_POINT, _PER_CHANNEL, {"residual_shift": "residual"}, _ROUND_EVEN,
+                 {"residual_shift": "residual"} | _ROUND_EVEN],
        export=_export_layer, layer=_conv_layer),
     Op("qdense", "layer", _WHY_LAYER, _qdense, attrs={"shift": "shift", "relu": "bool"},
-       variants=[{}, _FIXED_POINT, _PER_CHANNEL], export=_export_layer, layer=_dense_layer),
+       variants=[{}, _FIXED_POINT, _PER_CHANNEL, _ROUND_EVEN], export=_export_layer,
+       layer=_dense_layer),
 ]

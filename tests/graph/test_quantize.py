@@ -217,3 +217,63 @@ def test_a_bias_beyond_int32_names_the_scales():
                                          r"\(the input's 2\*\*-\d+ times the weight's "
                                          r"2\*\*-\d+\)$"):
         quantize_graph(graph, {"x": _samples()})
+
+
+def _qdq_power_of_two_conv(seed: int, relu: bool) -> bytes:
+    """x -> Q/DQ(2**-4) -> Conv(DQ(int8 weight, 2**-5), DQ(int32 bias, 2**-9)) [-> Relu]
+    -> Q/DQ(2**-7): symmetric int8, powers of two, so the requantisation is a shift by 2
+    and a quarter of the outputs are ties."""
+    from onnx import TensorProto, helper
+
+    from tests.graph.models import initializer, model_bytes
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "z"], ["xq"], name="q_x"),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "z"], ["wf"], name="dq_w"),
+             helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bf"], name="dq_b"),
+             helper.make_node("Conv", ["xf", "wf", "bf"], ["c"], name="conv", pads=[1] * 4)]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+    nodes += [helper.make_node("QuantizeLinear", ["r" if relu else "c", "sy", "z"], ["cq"],
+                               name="q_y"),
+              helper.make_node("DequantizeLinear", ["cq", "sy", "z"], ["y"], name="dq_y")]
+    inits = [initializer(name, np.array(2.0 ** -e, np.float32))
+             for name, e in (("sx", 4), ("sw", 5), ("sb", 9), ("sy", 7))]
+    inits += [initializer("z", np.array(0, np.int8)), initializer("zb", np.array(0, np.int32)),
+              initializer("w", rng.integers(-8, 9, (5, 3, 3, 3)).astype(np.int8)),
+              initializer("b", rng.integers(-300, 300, 5).astype(np.int32))]
+    return model_bytes(nodes, [("x", TensorProto.FLOAT, [2, 3, 6, 6])],
+                       [("y", TensorProto.FLOAT, [2, 5, 6, 6])], inits)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_a_qdq_models_power_of_two_layers_round_ties_as_onnxruntime(relu):
+    """A QDQ model's layers round ties half to even (REQUANT_EVEN): identical to
+    onnxruntime's int8 run, in numpy, on fsim and as the cpu target's C, and through a
+    network file; a calibrated layer keeps half up."""
+    ort = pytest.importorskip("onnxruntime")
+    from vdla.graph import network_file
+    from vdla.graph.network import compile_network
+    from vdla.hw.config import load_config
+    model = _qdq_power_of_two_conv(3, relu)
+    x = (np.random.default_rng(4).integers(-100, 100, (2, 3, 6, 6)) / 16).astype(np.float32)
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"x": x})
+    network = compile_network(from_bytes(model, batch=2), load_config("default"))
+    (layer,) = [n for n in network.graph.nodes if n.op == "qconv"]
+    assert layer.attrs["shift"] == 2 and layer.attrs["round_even"] is True
+    (output,) = network.graph.outputs
+    np.testing.assert_array_equal(execute(network.graph, {"x": x})[output], expected)
+    loaded = network_file.loads(network_file.dumps(network))
+    for target in ("accel", "cpu"):
+        got = loaded.run({"x": x}, sim="fsim", target=target).outputs[output]
+        np.testing.assert_array_equal(got, expected, err_msg=target)
+    # The check can fail: half up (REQUANT) rounds this model's ties otherwise.
+    layer.attrs.pop("round_even")
+    assert np.any(execute(network.graph, {"x": x})[output] != expected)
+
+
+def test_calibrated_layers_round_half_up(graphs):
+    """vdla's own scales were chosen for REQUANT's half up: their layers keep it."""
+    layers = [n for n in graphs[1].nodes if n.op in ("qconv", "qdense")]
+    assert layers and not any("round_even" in n.attrs for n in layers)
