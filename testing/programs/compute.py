@@ -67,8 +67,9 @@ class ComputeActions:
         """Random (reset, alu_op, use_imm) of a GEMM or ALU instruction."""
         rng = self.rng
         reset = rng.random() < (0.2 if kind == "gemm" else 0.08)
-        if self.options.requant and rng.random() < 0.25:
-            alu_op = AluOp.REQUANT
+        draw = rng.random() if self.options.requant else 1.0
+        if draw < 0.25:   # half of them rounding ties to even, from the same draw
+            alu_op = AluOp.REQUANT_EVEN if draw < 0.125 else AluOp.REQUANT
         else:
             alu_op = AluOp(int(rng.integers(0, AluOp.REQUANT)))
         use_imm = kind == "alu" and rng.random() < 0.5
@@ -145,7 +146,7 @@ class ComputeActions:
     def _random_imm(self, op: AluOp) -> int:
         rng = self.rng
         r = rng.random()
-        if op == AluOp.REQUANT:
+        if op in isa.REQUANT_OPS:
             # shift in bits 4:0 (the ends often), relu in bit 5, sometimes junk above
             if r < 0.15:
                 shift = 0
