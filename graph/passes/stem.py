@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.ops import OPS
 from vdla.hw.config import HwConfig
@@ -74,29 +75,27 @@ def _fresh(graph: Graph, name: str) -> str:
     return fresh
 
 
-def _packed(graph: Graph, node: Node) -> tuple[Graph, Node]:
+def _packed(graph: Graph, node: Node) -> tuple[Graph, Node] | None:
     """A copy of ``graph`` with ``node`` packed (an ``im2col`` before a 1x1 conv), and the
-    packed conv."""
+    packed conv; None where the patches would be larger than a tensor may be."""
     graph = graph.copy()
     conv = graph.node(node.name)
     attrs = conv.attrs
     source, weight = graph.tensors[conv.inputs[0]], graph.tensors[conv.inputs[1]]
-    n, c, h, w = source.shape
-    kh, kw = attrs["kernel"]
-    extent = [(k - 1) * d + 1 for k, d in zip(attrs["kernel"], attrs["dilation"])]
-    top, left, bottom, right = attrs["pads"]
-    oh = (h + top + bottom - extent[0]) // attrs["stride"][0] + 1
-    ow = (w + left + right - extent[1]) // attrs["stride"][1] + 1
     patches = _fresh(graph, f"{conv.name}/im2col")
-    graph.tensors[patches] = Tensor(patches, (n, c * kh * kw, oh, ow), source.dtype,
-                                    exponent=source.exponent, scale=source.scale)
+    im2col = Node(f"{conv.name}/im2col", "im2col", [source.name], [patches],
+                  {name: attrs[name] for name in ("kernel", "stride", "pads", "dilation")})
+    try:
+        shape = OPS["im2col"].shape(im2col, source)
+    except GraphError:
+        return None
+    graph.tensors[patches] = Tensor(patches, shape, source.dtype, exponent=source.exponent,
+                                    scale=source.scale)
     packed_weight = _fresh(graph, f"{conv.name}/im2col_weight")
-    value = np.ascontiguousarray(weight.value.reshape(weight.shape[0], c * kh * kw, 1, 1))
+    value = np.ascontiguousarray(weight.value.reshape(weight.shape[0], shape[1], 1, 1))
     graph.tensors[packed_weight] = Tensor(packed_weight, value.shape, weight.dtype, value,
                                           exponent=weight.exponent, scale=weight.scale)
-    graph.nodes.insert(graph.nodes.index(conv), Node(
-        f"{conv.name}/im2col", "im2col", [source.name], [patches],
-        {name: attrs[name] for name in ("kernel", "stride", "pads", "dilation")}))
+    graph.nodes.insert(graph.nodes.index(conv), im2col)
     conv.inputs = [patches, packed_weight] + conv.inputs[2:]
     conv.attrs = {**attrs, "kernel": (1, 1), "stride": (1, 1), "pads": (0, 0, 0, 0),
                   "dilation": (1, 1)}
@@ -104,10 +103,12 @@ def _packed(graph: Graph, node: Node) -> tuple[Graph, Node]:
 
 
 def stem_cycles(graph: Graph, node: Node, config: HwConfig) -> tuple[float, float]:
-    """The estimated cycles of conv ``node`` as it is and packed, on ``config``."""
+    """The estimated cycles of conv ``node`` as it is and packed, on ``config`` (infinite
+    where a form cannot be compiled, or the patches would be too large)."""
     from vdla.graph.placement import layer_op
-    packed, conv = _packed(graph, node)
-    return _estimate(layer_op(graph, node), config), _estimate(layer_op(packed, conv), config)
+    packed = _packed(graph, node)
+    after = math.inf if packed is None else _estimate(layer_op(*packed), config)
+    return _estimate(layer_op(graph, node), config), after
 
 
 def pack_stems(graph: Graph, config: HwConfig, target: str = "accel", on_cpu=()) -> Graph:

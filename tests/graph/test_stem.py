@@ -170,6 +170,16 @@ def test_a_conv_an_accelerator_layer_feeds_is_left_alone_where_packing_would_win
     assert after < before
 
 
+def test_patches_larger_than_a_tensor_may_be_are_not_made(monkeypatch):
+    from vdla.graph.ops import im2col as module
+    limit = 2 * 147 * 6 * 6 - 1   # a 12x12 stem's patches, less one element
+    monkeypatch.setattr(module, "MAX_TENSOR_ELEMENTS", limit)
+    _, _, network = _compile(3, (12, 12), [STEM], "default")
+    assert _packed(network) == set()
+    before, after = stem_cycles(network.graph, network.graph.node("stem"), PRESETS["default"])
+    assert after == float("inf") > before
+
+
 ODD = [  # channels, size, the stem's Conv attributes, config
     (1, (9, 7), {"kernel": (3, 2), "strides": [2, 1], "pads": [0, 1, 2, 1]}, "tiny"),
     (2, (8, 11), {"kernel": (3, 3), "dilations": [2, 1], "pads": [2, 0, 1, 3]}, "tiny"),
