@@ -33,7 +33,8 @@ from vdla.graph.ir import Graph
 
 __all__ = ["load", "export", "DEFAULT_OPSET", "INSTALL_HINT"]
 
-# The newest opset both the TorchScript exporter and the ONNX importer handle.
+# An opset the TorchScript exporter of every torch the extra admits writes, and the ONNX
+# import reads.
 DEFAULT_OPSET = 17
 INSTALL_HINT = "pip install 'vdla[torch]'"
 

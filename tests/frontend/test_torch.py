@@ -163,7 +163,7 @@ def test_the_graph_is_the_one_the_exported_file_gives(torch, tmp_path):
     example = torch.zeros(2, 3, 16, 16)
     path = tmp_path / "model.onnx"
     path.write_bytes(export(module, example))
-    from_file, in_memory = onnx_frontend.load(path), load(module, example)
+    from_file, in_memory = onnx_frontend.load(path), load(module, example.numpy())
     assert [(n.op, n.inputs, n.outputs) for n in in_memory.nodes] == \
         [(n.op, n.inputs, n.outputs) for n in from_file.nodes]
     for name, tensor in from_file.tensors.items():
