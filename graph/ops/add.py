@@ -18,32 +18,15 @@ import numpy as np
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Node, Tensor
 from vdla.graph.ops.arith import quantize_affine
-from vdla.graph.ops.base import Op, round_shift, round_shift_even, saturate_int8
+from vdla.graph.ops.base import Op
+from vdla.graph.ops.elementwise import qadd_kernel, quantize_two
 
-__all__ = ["OPS", "qadd_kernel"]
+__all__ = ["OPS"]
 
 
 def _add(node: Node, a, b):
     out = a + b
     return [np.maximum(out, 0) if node.attrs.get("relu") else out]
-
-
-def qadd_kernel(node: Node, a, b):
-    """``qadd``'s numpy semantics (operands that broadcast included: `graph.ops.elementwise`)."""
-    if "scale_a" in node.attrs:
-        # onnxruntime's QLinearAdd: each operand times its float32 scale ratio, summed in
-        # float32 and rounded half to even.
-        total = (np.asarray(a, np.float32) * np.float32(node.attrs["scale_a"])
-                 + np.asarray(b, np.float32) * np.float32(node.attrs["scale_b"]))
-        out = saturate_int8(np.clip(np.rint(total), -128, 127))
-        return [np.maximum(out, 0) if node.attrs["relu"] else out]
-    shift_a, shift_b = node.attrs["shift_a"], node.attrs["shift_b"]
-    # int8 operands aligned by up to 2**22, summed (< 2**30) and rounded by up to 2**29 stay
-    # inside int32, which numpy adds and shifts faster than int64.
-    dtype = np.int32 if max(shift_a, shift_b) <= 22 and node.attrs["shift"] <= 30 else np.int64
-    total = round_shift(a, -shift_a, dtype) + round_shift(b, -shift_b, dtype)
-    out = saturate_int8(round_shift_even(total, node.attrs["shift"]))
-    return [np.maximum(out, 0) if node.attrs["relu"] else out]
 
 
 def _onnx_add(node) -> None:
@@ -78,7 +61,6 @@ def _onnx_sum(node) -> None:
 def _quantize_add(q, node: Node) -> None:
     """Fused into the conv producing an operand where it may be (the cheapest such conv),
     else a host ``qadd``: shifts at powers of two, float32 ratios otherwise."""
-    from vdla.graph.ops.elementwise import quantize_two
     from vdla.graph.passes.residual import cheapest_to_fuse, fusable
     convs = [q.pending.pop(name) for name in node.inputs if name in q.pending]
     shapes = {q.graph.tensors[name].shape for name in node.inputs}

@@ -23,6 +23,7 @@ import numpy as np
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Node, Tensor
 from vdla.graph.ops.base import Op, emit_or_fold, quantize_float, same_shape
+from vdla.graph.ops.elementwise import quantize_two
 
 __all__ = ["OPS", "quantize_affine"]
 
@@ -120,7 +121,6 @@ def quantize_affine(q, node: Node, x: str, a, b) -> None:
 
 
 def _quantize_binary(q, node: Node) -> None:
-    from vdla.graph.ops.elementwise import quantize_two
     if not any(q.graph.tensors[name].constant for name in node.inputs):
         quantize_two(q, node)
         return

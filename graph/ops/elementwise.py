@@ -40,10 +40,9 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
-from vdla.graph.ops.add import qadd_kernel
-from vdla.graph.ops.base import Op, quantize_float, round_shift_even, saturate_int8
+from vdla.graph.ops.base import Op, quantize_float, round_shift, round_shift_even, saturate_int8
 
-__all__ = ["OPS", "quantize_two", "broadcast_shape"]
+__all__ = ["OPS", "qadd_kernel", "quantize_two", "broadcast_shape"]
 
 _WHY = "elementwise numpy of two int8 tensors on the host (the accelerator multiplies only " \
        "inside a GEMM)"
@@ -55,6 +54,24 @@ _MAX_SHIFT = 31
 
 
 # -- kernels ----------------------------------------------------------------------------------
+
+
+def qadd_kernel(node: Node, a, b):
+    """``qadd``'s numpy semantics (`graph.ops.add`), and ``qadd_broadcast``'s."""
+    if "scale_a" in node.attrs:
+        # onnxruntime's QLinearAdd: each operand times its float32 scale ratio, summed in
+        # float32 and rounded half to even.
+        total = (np.asarray(a, np.float32) * np.float32(node.attrs["scale_a"])
+                 + np.asarray(b, np.float32) * np.float32(node.attrs["scale_b"]))
+        out = saturate_int8(np.clip(np.rint(total), -128, 127))
+        return [np.maximum(out, 0) if node.attrs["relu"] else out]
+    shift_a, shift_b = node.attrs["shift_a"], node.attrs["shift_b"]
+    # int8 operands aligned by up to 2**22, summed (< 2**30) and rounded by up to 2**29 stay
+    # inside int32, which numpy adds and shifts faster than int64.
+    dtype = np.int32 if max(shift_a, shift_b) <= 22 and node.attrs["shift"] <= 30 else np.int64
+    total = round_shift(a, -shift_a, dtype) + round_shift(b, -shift_b, dtype)
+    out = saturate_int8(round_shift_even(total, node.attrs["shift"]))
+    return [np.maximum(out, 0) if node.attrs["relu"] else out]
 
 
 def _dequantized(node: Node, a, b):
