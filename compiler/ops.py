@@ -612,10 +612,9 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     the GEMM's MACs is useful. The returned geometry names that layout.
 
     Padding is added by the LOADs' pad fields as the tile's input window
-    arrives (`compiler.accel.passes.dma`): at most `MAX_PAD` on a side, and every
-    tile's window must reach the input, which holds when each side's padding
-    is smaller than the dilated kernel (`_ConvOutput.extent`). Beyond that
-    outputs see only padding: the `cpu` and `gpu` targets compute those.
+    arrives (`compiler.accel.passes.dma`): at most `MAX_PAD` on a side. A
+    window that sees only padding (a side's padding at least the dilated
+    kernel, `_ConvOutput.extent`) loads as zeros without reading DRAM.
 
     Raises
     ------
@@ -639,14 +638,9 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
         geometry = dataclasses.replace(geometry, layouts=geometry.layouts | {
             "weight": "block_diagonal"})
     for side, pad in zip(_SIDES, geometry.padding):
-        extent = geometry.extent[_SIDES.index(side) % 2]
         if pad > MAX_PAD:
             raise ShapeError(f"padding {pad} ({side}) exceeds the ISA's {isa.PAD_BITS}-bit load "
                              f"pad fields (at most {MAX_PAD}); use --target cpu")
-        if pad >= extent:
-            raise ShapeError(f"padding {pad} ({side}) must be smaller than the kernel's extent "
-                             f"({extent}) on the accelerator (outputs would see only padding); "
-                             f"use --target cpu")
     return geometry
 
 

@@ -120,9 +120,6 @@ def test_conv_validation(kwargs, message):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(kernel=17, padding=16, height=40, width=40),
      r"^padding 16 \(top\) exceeds the ISA's 4-bit load pad fields \(at most 15\); use --target cpu$"),
-    (dict(kernel=3, padding=(0, 0, 0, 3)),
-     r"^padding 3 \(right\) must be smaller than the kernel's extent \(3\) on the accelerator "
-     r"\(outputs would see only padding\); use --target cpu$"),
     (dict(groups=4, out_channels=32), r"^groups 4: each group's 4 input and 8 output channels "
                                       r"neither fill whole GEMM blocks nor tile the diagonal of "
                                       r"config 'default''s 16x16 block \(input channels dividing "
@@ -139,9 +136,12 @@ def test_accelerator_limits(kwargs, message):
         compile_op(op, PRESETS["default"])
 
 
-def test_accelerator_takes_dilation_and_padding_up_to_the_extent():
+def test_accelerator_takes_dilation_and_any_padding_the_field_holds():
     op = Conv2d(1, 32, 32, 9, 9, kernel=3, padding=(4, 0, 2, 1), dilation=(3, 1), groups=2)
     # extent 7 rows, 3 columns; groups of whole blocks keep the weight layout
+    assert accelerator_limits(op.geometry(), PRESETS["default"]) == op.geometry()
+    # Padding past the kernel's extent: windows that see only padding.
+    op = Conv2d(1, 16, 16, 4, 4, kernel=(1, 3), stride=3, padding=(15, 3, 1, 15))
     assert accelerator_limits(op.geometry(), PRESETS["default"]) == op.geometry()
 
 

@@ -10,7 +10,9 @@ unpadded, so a copy becomes as few 2D transfers as the ISA allows:
 
 Parts of the box outside the tensor are zero padding, folded into the load's
 ``y_pad_*`` / ``x_pad_*`` fields (so they may only occur on the two innermost
-axes and be at most 15 wide -- the operator checks that). A transfer lands
+axes and be at most 15 wide -- the operator checks that). A box that holds no
+data on one of those axes (a tile whose window sees only padding) becomes a
+LOAD of size 0 there: all zeros, no DRAM read. A transfer lands
 row-major from ``sram_base``, matching the tile layouts of `compiler.accel.lower`.
 
 The pass also elides a load whose exact data is already resident in the same
@@ -68,10 +70,17 @@ def lower_copy(copy: ir.Copy) -> list[ir.Insn]:
     axes, base = [], 0
     for axis, (size, first, count, stride) in enumerate(zip(grid, start, extent, strides)):
         low, high = max(first, 0), min(first + count, size)
-        if high <= low:
+        padding = axis >= len(grid) - 2 and copy.direction == "load" and copy.strides is None
+        if high <= low and not padding:
             raise CompileError(f"copy of {copy.tensor}: axis {axis} holds no data "
                                f"(box {first}..{first + count} of {size})")
-        before, after = low - first, first + count - high
+        if high <= low:
+            # A window that sees only padding (a pad at least the kernel's extent):
+            # the LOAD writes zeros and reads no DRAM (size 0 on this axis).
+            low = high = 0
+            before, after = count, 0
+        else:
+            before, after = low - first, first + count - high
         if (before or after) and (axis < len(grid) - 2 or copy.strides is not None):
             raise CompileError(f"copy of {copy.tensor}: padding on outer axis {axis}"
                                if copy.strides is None else
