@@ -111,6 +111,9 @@ class Tensor:
         For a quantised tensor whose scale is not a power of two (a model
         another tool quantised): its real value is ``q * scale``; a weight's
         or bias's may be one per output channel (first axis).
+    zero_point : int
+        For a quantised activation: the int8 level that stands for 0 (its real
+        value is ``(q - zero_point) * step``); a uint8 zero point less 128.
     """
 
     name: str
@@ -119,6 +122,7 @@ class Tensor:
     value: np.ndarray | None = None
     exponent: int | None = None
     scale: float | None = None
+    zero_point: int = 0
 
     def __post_init__(self):
         self.shape = tuple(int(n) for n in self.shape)

@@ -55,6 +55,11 @@ __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantizati
 
 # REQUANT's shift field.
 MAX_SHIFT = (1 << SHIFT_BITS) - 1
+# The float operators whose quantisation rules honour their tensors' zero points: the
+# layers (`_Quantizer.layer`) and what keeps its input's scale (`_Quantizer.same_scale`) and
+# commutes with adding a constant level (max and data movement).
+_ZERO_POINT_OPS = frozenset({"conv", "dense", "maxpool", "flatten", "reshape", "slice",
+                             "transpose"})
 # How many exponents calibration weighs per tensor (the no-clipping one and finer).
 CANDIDATES = 3
 # The exponents calibration chooses from. Values beyond the int8 range of the coarsest,
@@ -194,9 +199,11 @@ def real_scale(scale: Scale) -> float:
     return 2.0 ** -scale[0] if scale[0] is not None else scale[1]
 
 
-def step_attrs(scale: Scale) -> dict:
-    """A quantize_input or dequantize_output node's attributes for ``scale``."""
-    return {"exponent": scale[0]} if scale[0] is not None else {"scale": scale[1]}
+def step_attrs(scale: Scale, zero_point: int = 0) -> dict:
+    """A quantize_input or dequantize_output node's attributes for ``scale`` (and a zero
+    point other than 0)."""
+    attrs = {"exponent": scale[0]} if scale[0] is not None else {"scale": scale[1]}
+    return {**attrs, "zero_point": int(zero_point)} if zero_point else attrs
 
 
 def _check_float32(node: Node, what: str, values, scales: str) -> None:
@@ -209,6 +216,12 @@ def _check_float32(node: Node, what: str, values, scales: str) -> None:
         raise GraphError(f"{node.describe()}: {what} {float(bad[0]):.6g} leaves float32's "
                          f"normal range ({finfo.tiny:.6g} to {finfo.max:.6g}); its scales: "
                          f"{scales}")
+
+
+def _weight_sums(q_weight: np.ndarray) -> np.ndarray:
+    """Each output channel's sum of its int8 weights: an input zero point ``z`` adds ``z``
+    times it to the channel's accumulator, which the bias takes back."""
+    return q_weight.reshape(len(q_weight), -1).sum(axis=1, dtype=np.int64).astype(np.float64)
 
 
 class _Quantizer:
@@ -259,10 +272,11 @@ class _Quantizer:
             self.tensors[name] = Tensor(name, source.shape, np.float32)
             inputs.append(name)
             quantized = f"{name}/q"
-            scale = self.scale(name)
-            self.tensors[quantized] = Tensor(quantized, source.shape, np.int8, None, *scale)
+            scale, zero = self.scale(name), source.zero_point
+            self.tensors[quantized] = Tensor(quantized, source.shape, np.int8, None, *scale,
+                                             zero_point=zero)
             self.nodes.append(Node(f"{name}/quantize", "quantize_input", [name], [quantized],
-                                   step_attrs(scale)))
+                                   step_attrs(scale, zero)))
         self.renamed = {name: f"{name}/q" for name in graph.inputs}
         for node in graph.nodes:
             op = OPS.get(node.op)
@@ -276,6 +290,7 @@ class _Quantizer:
                 if name not in self.renamed and name not in self.pending \
                         and not graph.tensors[name].constant:
                     raise GraphError(f"{node.describe()}: input {name!r} is not quantised")
+            self._check_zero_points(node)
             op.quantize(self, node)
         outputs = []
         for name in graph.outputs:
@@ -290,18 +305,39 @@ class _Quantizer:
             out = name
             self.tensors[out] = Tensor(out, self.tensors[current].shape, np.float32)
             self.nodes.append(Node(f"{name}/dequantize", "dequantize_output", [current], [out],
-                                   step_attrs(tensor_scale(self.tensors[current]))))
+                                   step_attrs(tensor_scale(self.tensors[current]),
+                                              self.tensors[current].zero_point)))
             outputs.append(out)
         return Graph(self.tensors, self.nodes, inputs, outputs).check()
 
     def emit(self, node: Node, op: str, inputs: list[str], result_scale: Scale,
-             dtype=np.int8, **attrs) -> None:
+             dtype=np.int8, *, zero_point: int = 0, **attrs) -> None:
         (out,) = node.outputs
         self.tensors[out] = Tensor(out, self.graph.tensors[out].shape, dtype, None,
-                                   *result_scale)
+                                   *result_scale, zero_point=zero_point)
         self.renamed[out] = out
         self.nodes.append(Node(node.name, op, [self.renamed.get(i, i) for i in inputs], [out],
                                {**node.attrs, **attrs}))
+
+    def input_zero(self, node: Node, index: int = 0) -> int:
+        """The zero point of the integer tensor ``node``'s input ``index`` has (int8)."""
+        return self.tensors[self.renamed[node.inputs[index]]].zero_point
+
+    def _check_zero_points(self, node: Node) -> None:
+        """Refuse a node whose operator's rule does not honour zero points when one of its
+        tensors has one (a rule that does not ask for them computes as if they were 0)."""
+        if node.op in _ZERO_POINT_OPS:
+            return
+        for name in [*node.inputs, *node.outputs]:
+            if name in self.renamed:
+                zero = self.tensors[self.renamed[name]].zero_point
+            else:  # an output, a constant, or a conv waiting for its add
+                zero = self.graph.tensors[name].zero_point
+            if zero:
+                raise GraphError(f"{node.describe()}: tensor {name!r} has a zero point "
+                                 f"(int8 level {zero}); vdla honours activation zero points "
+                                 f"in {', '.join(sorted(_ZERO_POINT_OPS))} only (quantise "
+                                 "its activations symmetrically)")
 
     def input_scale(self, node: Node, index: int = 0) -> Scale:
         tensor = self.tensors[self.renamed[node.inputs[index]]]
@@ -326,11 +362,15 @@ class _Quantizer:
         x_scale = self.input_scale(node)
         y_scale = self.scale((node if residual is None else residual[0]).outputs[0])
         w_scale = self.constant_scale(node.inputs[1], weight, x_scale, y_scale)
+        x_zero = self.input_zero(node)
+        y_zero = self.graph.tensors[(node if residual is None else residual[0]).outputs[0]
+                                    ].zero_point
         attrs, extra = {}, []
         if residual is not None:
             add, r_name = residual
             r_scale = self.input_scale(add, add.inputs.index(r_name))
-            if None in (x_scale[0], w_scale[0], y_scale[0], r_scale[0]):
+            if None in (x_scale[0], w_scale[0], y_scale[0], r_scale[0]) or x_zero or y_zero \
+                    or self.input_zero(add, add.inputs.index(r_name)):
                 return False
             shifts = fused_shifts(x_scale[0] + w_scale[0], r_scale[0], y_scale[0])
             if shifts is None:
@@ -339,10 +379,11 @@ class _Quantizer:
                         {**node.attrs, "relu": bool(add.attrs.get("relu"))})
             attrs["residual_shift"] = shifts[0]
             extra = [r_name]
-        else:
-            if None in (x_scale[0], w_scale[0], y_scale[0]):
-                return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale,
-                                               y_scale)
+        node = self._zero_point_padding(node, x_zero)
+        relu = self._zero_point_relu(node, y_zero)
+        if residual is None and None in (x_scale[0], w_scale[0], y_scale[0]):
+            return self._fixed_point_layer(node, op, weight, bias, x_scale, w_scale, y_scale,
+                                           x_zero, y_zero, relu)
         e_x, e_w = x_scale[0], w_scale[0]
         q_weight = np.clip(np.floor(weight.astype(np.float64) * 2.0 ** e_w + 0.5), -128, 127)
         e_acc = e_x + e_w
@@ -354,7 +395,8 @@ class _Quantizer:
         if bias_exponent is not None and bias_exponent != e_acc:
             raise GraphError(f"{node.describe()}: its bias's scale 2**-{bias_exponent} is not "
                              f"the input's times the weight's (2**-{e_acc})")
-        q_bias = np.floor(acc_bias * 2.0 ** e_acc + 0.5) + (1 << shift >> 1)
+        q_bias = (np.floor(acc_bias * 2.0 ** e_acc + 0.5) + (1 << shift >> 1)
+                  - x_zero * _weight_sums(q_weight) + (y_zero << shift))
         if np.any(np.abs(q_bias) >= 2 ** 31):
             if residual is not None:
                 return False
@@ -369,16 +411,53 @@ class _Quantizer:
         if graph.tensors[y_name].quantized:
             attrs["round_even"] = True
         self.emit(node, op, [node.inputs[0], w_name, b_name, *extra], (e_y, None),
-                  shift=shift, relu=bool(node.attrs.get("relu")), **attrs)
+                  zero_point=y_zero, shift=shift, relu=relu, **attrs)
         return True
 
+    def _zero_point_padding(self, node: Node, x_zero: int) -> Node:
+        """``node``, or where its input has a zero point and it pads, a copy reading a host
+        ``pad`` node's output: padding is the real 0, the zero point's level, which the
+        accelerator's LOADs (they pad with 0) cannot add. A bias cannot correct it: what
+        the padding adds differs between border and inner outputs."""
+        if not x_zero or node.op != "conv" or not any(node.attrs["pads"]):
+            return node
+        source = self.renamed[node.inputs[0]]
+        n, c, h, w = self.tensors[source].shape
+        top, left, bottom, right = pads = node.attrs["pads"]
+        padded = f"{node.name}/padded"
+        self.tensors[padded] = Tensor(padded, (n, c, h + top + bottom, w + left + right),
+                                      np.int8, None, *tensor_scale(self.tensors[source]),
+                                      zero_point=x_zero)
+        self.nodes.append(Node(f"{node.name}/pad", "pad", [source], [padded],
+                               {"pads": tuple(pads), "value": float(x_zero)}))
+        return Node(node.name, node.op, [padded, *node.inputs[1:]], list(node.outputs),
+                    {**node.attrs, "pads": (0, 0, 0, 0)})
+
+    @staticmethod
+    def _zero_point_relu(node: Node, y_zero: int) -> bool:
+        """The layer's ReLU flag at output zero point ``y_zero``: the epilogue clamps at 0
+        after saturating to int8, which is the real 0 at zero point 0; at -128 (uint8's 0)
+        saturation alone clamps there."""
+        relu = bool(node.attrs.get("relu"))
+        if not relu or y_zero == 0:
+            return relu
+        if y_zero == -128:
+            return False
+        raise GraphError(f"{node.describe()}: a ReLU on an output with a zero point (int8 "
+                         f"level {y_zero}) is not supported: the layer's epilogue clamps at "
+                         "0 (zero points 0 and -128 only)")
+
     def _fixed_point_layer(self, node: Node, op: str, weight, bias, x_scale: Scale,
-                           w_scale: Scale, y_scale: Scale) -> None:
+                           w_scale: Scale, y_scale: Scale, x_zero: int = 0, y_zero: int = 0,
+                           relu: bool = False) -> None:
         """A layer whose scales are not all powers of two: a fixed-point multiplier.
 
         As onnxruntime's QLinearConv: the accumulator's scale is ``s_x * s_w``
         and the requantisation factor ``s_x * s_w / s_y``, both in float32;
-        `compiler.requant` turns the factor into integers.
+        `compiler.requant` turns the factor into integers. The input's zero point
+        folds into the bias exactly; the output's is added there too, as the
+        multiple of ``2**pre_shift`` that the multiplier takes nearest to it
+        (within half a multiplier step, ``M * 2**-shift / 2`` of an output step).
         """
         channels = weight.shape[0]
         s_x, s_y = (np.float32(real_scale(s)) for s in (x_scale, y_scale))
@@ -402,23 +481,27 @@ class _Quantizer:
         _check_float32(node, "the requantisation factor (accumulator's over output's)",
                        factors, scales)
         q_bias = np.rint((np.zeros(channels) if bias is None else bias.astype(np.float64))
-                         / s_acc.astype(np.float64))
+                         / s_acc.astype(np.float64)) - x_zero * _weight_sums(q_weight)
+        if per_channel:
+            multipliers, pre_shift, shift = fixed_point_per_channel(factors)
+        else:
+            multiplier, pre_shift, shift = fixed_point(float(factors[0]))
+            multipliers = np.full(channels, multiplier)
+        q_bias = q_bias + np.rint(y_zero * 2.0 ** shift / multipliers) * 2.0 ** pre_shift
         if np.any(np.abs(q_bias) >= 2 ** 31):
             raise GraphError(f"{node.describe()}: its bias does not fit int32 at scale "
                              f"{float(s_acc.min()):.6g}")
         w_name = self.constant(f"{node.name}/weight_q", q_weight.astype(np.int8), w_scale)
         if per_channel:  # the bias input: the biases, then the multipliers
-            multipliers, pre_shift, shift = fixed_point_per_channel(factors)
             b_name = self.constant(f"{node.name}/bias_q", np.concatenate(
                 [q_bias, multipliers]).astype(np.int32), (None, s_acc.astype(np.float64)))
             self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
-                      relu=bool(node.attrs.get("relu")), per_channel=True, pre_shift=pre_shift)
+                      zero_point=y_zero, relu=relu, per_channel=True, pre_shift=pre_shift)
             return
-        multiplier, pre_shift, shift = fixed_point(float(factors[0]))
         b_name = self.constant(f"{node.name}/bias_q", q_bias.astype(np.int32),
                                (None, float(s_acc[0])))
         self.emit(node, op, [node.inputs[0], w_name, b_name], y_scale, shift=shift,
-                  relu=bool(node.attrs.get("relu")), multiplier=multiplier, pre_shift=pre_shift)
+                  zero_point=y_zero, relu=relu, multiplier=multiplier, pre_shift=pre_shift)
 
     def constant_scale(self, name: str, value: np.ndarray, x_scale: Scale | None = None,
                        y_scale: Scale | None = None) -> Scale:
@@ -466,14 +549,18 @@ class _Quantizer:
     def same_scale(self, node: Node, op: str | None = None, **attrs) -> None:
         """Emit ``node`` (as ``op``) on its first input at that input's scale: an operator
         that moves or selects int8 values (a model's own output scale must agree)."""
-        scale = self.input_scale(node)
+        scale, zero = self.input_scale(node), self.input_zero(node)
         recorded = self.graph.tensors[node.outputs[0]]
         if recorded.quantized and tensor_scale(recorded) != scale:
             raise GraphError(f"{node.describe()}: its output's scale differs from its input's "
                              f"({real_scale(tensor_scale(recorded)):.6g} against "
                              f"{real_scale(scale):.6g}); vdla keeps the scale through "
                              f"{node.op}")
-        self.emit(node, op or node.op, node.inputs[:1], scale, **attrs)
+        if recorded.quantized and recorded.zero_point != zero:
+            raise GraphError(f"{node.describe()}: its output's zero point differs from its "
+                             f"input's (int8 levels {recorded.zero_point} against {zero}); "
+                             f"vdla keeps the zero point through {node.op}")
+        self.emit(node, op or node.op, node.inputs[:1], scale, zero_point=zero, **attrs)
 
 
 def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,

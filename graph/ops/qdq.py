@@ -20,11 +20,20 @@ def step(attrs: dict) -> np.float32:
 
 
 def _quantize_input(node: Node, x):
+    # The zero point is added after rounding and saturation follows, as QuantizeLinear does.
+    zero = node.attrs.get("zero_point", 0)
     if "scale" in node.attrs:  # as ONNX's QuantizeLinear: float32 division, half to even
         scaled = np.rint(np.asarray(x, np.float32) / np.float32(node.attrs["scale"]))
-        return [saturate_int8(np.clip(scaled, -128, 127))]
+        return [saturate_int8(np.clip(scaled + zero, -128, 127))]
     scaled = np.rint(np.asarray(x, np.float64) * 2.0 ** node.attrs["exponent"])
-    return [saturate_int8(np.clip(scaled, -128, 127))]
+    return [saturate_int8(np.clip(scaled + zero, -128, 127))]
+
+
+def _dequantize_output(node: Node, x):
+    levels = np.asarray(x, np.float32)
+    if node.attrs.get("zero_point"):
+        levels = levels - np.float32(node.attrs["zero_point"])
+    return [levels * step(node.attrs)]
 
 
 def _qdq_shape(scale, x, axis) -> np.ndarray:
@@ -81,8 +90,9 @@ def _export_dequantize_output(writer, node: Node) -> None:
                                      writer.zero8], [out], node.name)
 
 
-# A power-of-two scale or another (`graph.ir`).
-_STEP = [{"exponent": "exponent"}, {"scale": "scale"}]
+# A power-of-two scale or another (`graph.ir`), with or without a zero point.
+_STEP = [{"exponent": "exponent"}, {"scale": "scale"},
+         {"exponent": "exponent", "zero_point": "int"}, {"scale": "scale", "zero_point": "int"}]
 _READ = "float only: graph.passes.qdq reads its scale and removes it"
 
 OPS = [
@@ -92,6 +102,6 @@ OPS = [
     Op("quantize_input", "host", _EDGE, _quantize_input, attrs={}, variants=_STEP,
        shape=same_shape, dtype=np.int8, export=_export_quantize_input),
     Op("dequantize_output", "host", _EDGE,
-       lambda node, x: [np.asarray(x, np.float32) * step(node.attrs)], attrs={},
+       _dequantize_output, attrs={},
        variants=_STEP, shape=same_shape, dtype=np.float32, export=_export_dequantize_output),
 ]

@@ -12,8 +12,16 @@ A power-of-two scale becomes the tensor's ``exponent`` (requantisation by one
 shift); any other positive scale its ``scale``, which `graph.quantize`
 requantises with a fixed-point multiplier (`compiler.requant`). Activations
 have one scale per tensor, weights and biases one per tensor or one per
-output channel (``scale`` an array); every zero point is 0 (symmetric
-int8); anything else is refused with one line.
+output channel (``scale`` an array).
+
+Zero points. vdla computes on int8: an activation that onnxruntime quantises
+to uint8 ``q`` with zero point ``z`` (its default, QUInt8) is the int8 ``q -
+128`` with zero point ``z - 128``, the same real values; an int8 one keeps
+its zero point. The tensor's ``zero_point`` records it, and `graph.quantize`
+honours it (folded into the layers' biases, padding with it) or refuses the
+node. A constant's zero point is applied here: the weight becomes the exact
+float ``(q - z) * scale``, refused where ``q - z`` leaves int8 (vdla's
+weights are symmetric).
 """
 
 from __future__ import annotations
@@ -71,18 +79,54 @@ def scale_exponent(scale: np.ndarray, where: str) -> int:
     return exponent
 
 
-def _check_zero(graph: Graph, node: Node) -> None:
-    if len(node.inputs) < 3:
-        if node.op == "quantize":  # ONNX's default zero point is uint8
-            raise GraphError(f"{node.describe()}: no zero point, so uint8: vdla's accelerator "
-                             "is symmetric int8 (quantise with int8 activations and weights)")
-        return
+# How an activation's integer type's values map onto vdla's int8: ``q - offset``.
+_OFFSETS = {np.dtype(np.uint8): 128, np.dtype(np.int8): 0}
+
+
+def _zero_point(graph: Graph, node: Node) -> int:
+    """The int8 zero point of an activation's QuantizeLinear or DequantizeLinear."""
+    if len(node.inputs) < 3:  # ONNX's default: uint8, zero point 0
+        return -128
     zero = graph.value(node.inputs[2])
-    if zero.dtype not in (np.int8, np.int32) or np.any(zero != 0):
+    if zero.dtype == np.int32 and not np.any(zero):  # a symmetric int32 pair, as before
+        return 0
+    if zero.dtype not in _OFFSETS or zero.size != 1:
         raise GraphError(f"{node.describe()}: zero point {zero.dtype.name} "
-                         f"{zero.reshape(-1)[:4].tolist()} is not supported: vdla's "
-                         "accelerator is symmetric int8 (quantise with symmetric int8 "
-                         "activations and weights)")
+                         f"{zero.reshape(-1)[:4].tolist()} is not supported: vdla quantises "
+                         "activations to int8 or uint8 with one zero point per tensor")
+    return int(zero.reshape(-1)[0]) - _OFFSETS[zero.dtype]
+
+
+def _constant_levels(graph: Graph, node: Node) -> np.ndarray:
+    """A DequantizeLinear'd constant's levels less its zero point, refused where a weight's
+    leave int8 (vdla's weights are symmetric)."""
+    constant = graph.value(node.inputs[0])
+    levels = constant.astype(np.int64)
+    zero = graph.value(node.inputs[2]) if len(node.inputs) == 3 else np.zeros((), np.uint8)
+    if levels.ndim and zero.size > 1:
+        shape = [1] * levels.ndim
+        shape[node.attrs["axis"] % levels.ndim] = -1
+        zero = zero.reshape(shape)
+    levels = levels - zero.astype(np.int64)
+    if constant.dtype.itemsize == 1 and levels.size and (levels.min() < -128
+                                                          or levels.max() > 127):
+        raise GraphError(f"{node.describe()}: zero point {zero.dtype.name} "
+                         f"{zero.reshape(-1)[:4].tolist()} is not supported: its "
+                         f"{constant.dtype.name} constant less the zero point spans "
+                         f"{levels.min()} to {levels.max()}, beyond int8 (vdla's weights "
+                         "are symmetric int8)")
+    return levels
+    if levels.ndim and zero.size > 1:
+        shape = [1] * levels.ndim
+        shape[node.attrs["axis"] % levels.ndim] = -1
+        zero = zero.reshape(shape)
+    levels = levels - zero.astype(np.int64)
+    if zero.dtype.itemsize == 1 and (levels.min() < -128 or levels.max() > 127):
+        raise GraphError(f"{node.describe()}: zero point {zero.dtype.name} "
+                         f"{zero.reshape(-1)[:4].tolist()} is not supported: its constant "
+                         f"less the zero point spans {levels.min()} to {levels.max()}, beyond "
+                         "int8 (vdla's weights are symmetric int8)")
+    return levels
 
 
 def read_qdq(graph: Graph) -> Graph:
@@ -90,10 +134,9 @@ def read_qdq(graph: Graph) -> Graph:
     for node in list(graph.nodes):
         if node.op != "dequantize" or graph.value(node.inputs[0]) is None:
             continue
-        _check_zero(graph, node)
         exponent, scale = read_scale(graph.value(node.inputs[1]), node.describe(),
                                      per_channel=True, name=node.inputs[1])
-        constant = graph.value(node.inputs[0]).astype(np.float64)
+        constant = _constant_levels(graph, node).astype(np.float64)
         if isinstance(scale, np.ndarray):  # per output channel: the constant's first axis
             if node.attrs["axis"] % max(constant.ndim, 1) != 0 or len(scale) != len(constant):
                 raise GraphError(f"{node.describe()}: per-channel scales must run along the "
@@ -109,7 +152,7 @@ def read_qdq(graph: Graph) -> Graph:
     for node in list(graph.nodes):
         if node.op != "quantize":
             continue
-        _check_zero(graph, node)
+        zero = _zero_point(graph, node)
         scale = read_scale(graph.value(node.inputs[1]), node.describe(), name=node.inputs[1])
         source = graph.tensors[node.inputs[0]]
         readers = graph.consumers(node.outputs[0])
@@ -118,7 +161,9 @@ def read_qdq(graph: Graph) -> Graph:
             raise GraphError(f"{node.describe()}: its output must be read by DequantizeLinear "
                              "nodes only (the QDQ form)")
         for reader in readers:
-            _check_zero(graph, reader)
+            if _zero_point(graph, reader) != zero:
+                raise GraphError(f"{reader.describe()}: its zero point differs from its "
+                                 f"QuantizeLinear's ({node.name!r})")
             if read_scale(graph.value(reader.inputs[1]), reader.describe(),
                           name=reader.inputs[1]) != scale:
                 raise GraphError(f"{reader.describe()}: its scale differs from its "
@@ -131,10 +176,12 @@ def read_qdq(graph: Graph) -> Graph:
                 source = graph.tensors[reader.outputs[0]]
             else:
                 graph.rename_uses(reader.outputs[0], source.name)
-        if source.quantized and (source.exponent, source.scale) != scale:
+        if source.quantized and ((source.exponent, source.scale), source.zero_point) != (
+                scale, zero):
             raise GraphError(f"{node.describe()}: tensor {source.name!r} is quantised with two "
                              "scales")
         source.exponent, source.scale = scale
+        source.zero_point = zero
         graph.nodes.remove(node)
     for node in graph.nodes:
         if node.op in ("quantize", "dequantize"):

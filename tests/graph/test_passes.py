@@ -147,8 +147,12 @@ def test_qdq_pairs_become_exponents():
                    Node("r", "relu", ["d"], ["y"])], ["x"], ["y"]).check()
     read = read_qdq(graph.copy()).prune().check()
     assert [n.op for n in read.nodes] == ["relu"] and read.tensors["x"].exponent == 2
+    shifted = graph.copy()
+    shifted.tensors["z"].value = np.int8(3)
+    assert read_qdq(shifted).tensors["x"].zero_point == 3
     bad = graph.copy()
-    bad.tensors["z"].value = np.int8(3)
-    with pytest.raises(GraphError, match=r"^node 'q' \(quantize\): zero point int8 \[3\] is not "
-                                         r"supported: vdla's accelerator is symmetric int8"):
+    bad.tensors["z"].value = np.int16(3)
+    with pytest.raises(GraphError, match=r"^node 'q' \(quantize\): zero point int16 \[3\] is not "
+                                         r"supported: vdla quantises activations to int8 or uint8 "
+                                         r"with one zero point per tensor$"):
         read_qdq(bad)

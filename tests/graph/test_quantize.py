@@ -73,32 +73,6 @@ def test_a_float_model_needs_calibration(graphs):
         quantize(floating)
 
 
-def test_onnxruntime_asymmetric_activations_are_refused(tmp_path):
-    quantization = pytest.importorskip("onnxruntime.quantization")
-    import onnx
-    model = residual_cnn(seed=4, batch=1)
-    onnx.save(model, tmp_path / "f.onnx")
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{"input": images(1, seed=s)} for s in range(4)])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    quantization.quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(),
-                                 quant_format=quantization.QuantFormat.QDQ,
-                                 activation_type=quantization.QuantType.QInt8,
-                                 weight_type=quantization.QuantType.QInt8)
-    from vdla.frontend.onnx import load
-    graph = load(tmp_path / "q.onnx")
-    # Its default activations have zero points (scales that are not powers of two import).
-    with pytest.raises(GraphError, match=r"^node 'input_QuantizeLinear' \(quantize\): zero point "
-                                         r"int8 \[-?\d+\] is not supported: vdla's accelerator is "
-                                         r"symmetric int8"):
-        run_passes(graph)
-
-
 def test_exponents_hold_the_range_or_refuse_it():
     assert exponent_for(127.0 * 2 ** 24) == -24
     assert exponent_for(2.0 ** -31) == 30          # rounds to one step of the finest scale
