@@ -295,6 +295,8 @@ def _shape_cases():
     """(op, attrs, input shapes and dtypes) for every host operator, the odd ones included."""
     pool = {"kernel": (3, 2), "stride": (2, 3), "pads": (1, 0, 2, 1)}
     x4 = [((2, 3, 9, 7), np.int8)]
+    f32 = np.float32
+    recurrent = {"hidden": 2, "scale": 0.5, "out_scale": 0.25}
     return [
         ("quantize_input", {"exponent": 3}, [((2, 5), np.float32)]),
         ("dequantize_output", {"scale": 0.25}, [((3, 4, 1, 2), np.int8)]),
@@ -348,6 +350,19 @@ def _shape_cases():
         ("qlrn", {"size": 3, "alpha": 1e-4, "beta": 0.75, "bias": 1.0, "scale": 0.5,
                   "out_scale": 0.25}, x4),
         ("im2col", {**pool, "dilation": (2, 1)}, x4),
+        ("qlstm", {**recurrent, "which": 0, "layout": 0, "direction": 0, "input_forget": False},
+         [((15, 8), np.int8), ((1, 8, 2), f32), ((1, 8), f32), ((1, 6), f32),
+          ((1, 3, 2), f32), ((1, 3, 2), f32)]),
+        ("qlstm", {**recurrent, "which": 2, "layout": 1, "direction": 2, "input_forget": True,
+                   "clip": 2.5},
+         [((15, 16), np.int8), ((2, 8, 2), f32), ((2, 8), f32), ((2, 6), f32),
+          ((3, 2, 2), f32), ((3, 2, 2), f32)]),
+        ("qgru", {**recurrent, "which": 1, "layout": 0, "direction": 2,
+                  "linear_before_reset": True},
+         [((15, 12), np.int8), ((2, 6, 2), f32), ((2, 6), f32), ((2, 3, 2), f32)]),
+        ("qgru", {**recurrent, "which": 0, "layout": 1, "direction": 1,
+                  "linear_before_reset": False},
+         [((15, 6), np.int8), ((1, 6, 2), f32), ((1, 6), f32), ((3, 1, 2), f32)]),
     ]
 
 
@@ -382,6 +397,9 @@ def test_host_shape_rules_agree_with_the_kernels():
     ("qavgpool", {"kernel": (3, 3), "stride": (1, 1), "pads": (0, 0, 0, 3),
                   "count_include_pad": False}, [(1, 1, 4, 4)],
      r"pads \(0, 0, 0, 3\) reach a whole 3x3 window \(a window would see only padding\)$"),
+    ("qgru", {"hidden": 2, "direction": 0, "layout": 0, "which": 0, "scale": 0.5,
+              "out_scale": 0.25, "linear_before_reset": False}, [(15, 6), (1, 6, 2), (1, 6), (1, 3, 2)],
+     r"input 'in1' is int8 \(1, 6, 2\), expected float32 of shape \(1, 6, 2\)$"),
 ])
 def test_host_shape_rules_refuse_what_the_kernels_cannot_run(op, attrs, shapes, message):
     from vdla.graph.ir import Node, Tensor
