@@ -127,10 +127,6 @@ def gru_cells(projection, r, rb, h0, reverse: bool, clip: float | None = None,
     return ys, h
 
 
-def _batch(node: Node, h0_shape) -> int:
-    return h0_shape[1] if node.attrs["layout"] == 0 else h0_shape[0]
-
-
 def _recurrence(node: Node, projection, r, rb, *rest):
     """The float recurrence of an ``lstm``/``gru`` (and of their int8 forms, from the
     dequantised projection): the node's ONNX output, in the node's layout."""
