@@ -67,19 +67,23 @@ def _names(value: str | None) -> list[str]:
 @click.option("--fuse-residuals/--no-fuse-residuals", default=True, show_default=True,
               help="Fuse each residual add into the conv producing an operand, where its "
                    "target can add it (the cpu, or a square GEMM block); else on the host.")
+@click.option("--tuned", "tuned_path", default=None, metavar="LOG.jsonl",
+              help="Give each accelerator layer the best schedule a `vdla tune` log holds for "
+                   "it on this config (others keep the default).")
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="The network file to write (.vdla).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @per_channel_option
 @config_option
 def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
-                  fallback, fuse_residuals, output, as_json, per_channel, config):
+                  fallback, fuse_residuals, tuned_path, output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.arrays import read_npy, writable
     from vdla.frontend.onnx import load as load_model
     from vdla.graph.network import compile_network
     from vdla.graph.network_file import save
     writable(output, "-o")
+    schedules = _tuned(tuned_path, config, target) if tuned_path is not None else None
     calibration = None
     graph = load_model(model_path, batch=batch)
     if calibration_path is not None:
@@ -91,7 +95,7 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
     network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
                               target=target, by_cost=by_cost, clock_mhz=clock_mhz,
                               per_channel=per_channel, fuse_residuals=fuse_residuals,
-                              fallback=fallback)
+                              fallback=fallback, schedules=schedules)
     save(network, output)
     rows = network.rows()
     summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),
@@ -99,6 +103,9 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                              for place in ("accel", "cpu", "host")},
                "compile_seconds": round(network.compile_seconds, 3),
                "bytes": Path(output).stat().st_size, "changes": network.changes}
+    if schedules is not None:
+        summary["tuned"] = {"log": tuned_path, "layers": len(schedules.applied),
+                            "accel_layers": len(network.programs)}
     if as_json:
         click.echo(json.dumps(summary))
         return
@@ -107,11 +114,33 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
                f"compiled in {summary['compile_seconds']:.2f} s")
     for name, spec in summary["inputs"].items():
         click.echo(f"input {name}: {spec}")
+    if schedules is not None:
+        click.echo(f"tuned: {summary['tuned']['layers']} of {len(network.programs)} accelerator "
+                   f"layer(s) take their best schedule from {printable(tuned_path)}")
     for name, change in network.changes.items():   # names come from the model: shown only
         click.echo(f"{printable(name)}: {printable(change)}")
     for name, cost in network.metadata.get("placement_costs", {}).items():
         click.echo(f"{name}: accelerator {cost['accel_ms']:.3f} ms (estimated), cpu "
                    f"{cost['cpu_ms']:.3f} ms (measured) -> {network.placement[name]}")
+
+
+def _tuned(path: str, config, target: str):
+    """The schedule chooser of a tuning log (`tune.network.tuned_schedules`), its warnings
+    (a torn last line) printed as one line each."""
+    import warnings
+    from vdla.tune.log import read_log
+    from vdla.tune.network import tuned_schedules
+    if target != "accel":
+        fail(f"--tuned with --target {target}: a network file keeps no cpu schedules; "
+             "--tuned applies accelerator tuning logs (vdla tune MODEL.onnx)")
+    if not Path(path).is_file():
+        fail(f"--tuned {path}: no such file")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = read_log(path)
+    for warning in caught:
+        click.echo(f"warning: {warning.message}", err=True)
+    return tuned_schedules(records, config)
 
 
 def _network_runners(request, network) -> list[tuple[str, str | None]]:

@@ -9,6 +9,12 @@ trial to the log as it finishes and shows progress (trials, best so far).
 ``--resume`` continues a log after a crash; ``--transfer`` warm-starts the
 xgb model from other workloads' logs; ``vdla compile --tuned`` applies the
 result.
+
+``vdla tune MODEL.onnx|NET.vdla --trials N`` tunes a whole network's distinct
+accelerator layers together (`tune.network`): Ansor's task scheduler gives
+each round of trials to the layer that most lowers the estimated end-to-end
+cycles (``--strategy uniform``: rounds in turn); ``vdla compile MODEL.onnx
+--tuned LOG`` applies each layer's best.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import warnings
 import click
 
 from vdla.cli.compile import conv2d_from_options, conv2d_options, dense_from_options, dense_options
-from vdla.cli.options import Group, config_option, fail
+from vdla.cli.net import ModelGroup, per_channel_option
+from vdla.cli.options import config_option, fail
 
 
 def _tune_options(function):
@@ -52,9 +59,22 @@ def _tune_options(function):
     return function
 
 
-@click.group("tune", cls=Group, short_help="Tune a layer's schedule with measurements.")
+class _NetworkGroup(ModelGroup):
+    """``vdla tune FILE ...`` means ``vdla tune model FILE ...`` for a model or network file."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands:
+            from vdla.graph.network_file import is_network_file
+            if is_network_file(args[0]):
+                return "model", self.commands["model"], args
+        return super().resolve_command(ctx, args)
+
+
+@click.group("tune", cls=_NetworkGroup,
+             short_help="Tune a layer's or a network's schedules with measurements.")
 def command():
-    """Tune a layer's schedule with measurements (grid, random or XGBoost-guided)."""
+    """Tune a layer's schedule with measurements (grid, random or XGBoost-guided), or a
+    network's layers together (vdla tune MODEL.onnx)."""
 
 
 @command.command("conv2d")
@@ -71,6 +91,111 @@ def conv2d(**options):
 def dense(**options):
     """Tune a fully connected layer."""
     _tune(lambda: dense_from_options(options), **options)
+
+
+@command.command("model", short_help="Tune the layers of an ONNX model or network file.")
+@click.argument("model_path", metavar="MODEL.onnx|NET.vdla")
+@click.option("--calibration", "calibration_path", default=None, metavar="FILE.npy",
+              help="Sample inputs for quantisation, as vdla compile takes them (the layers "
+                   "tuned are those it compiles).")
+@click.option("--batch", type=click.IntRange(min=1), default=None,
+              help="The batch the network runs (default: the model's).")
+@click.option("--strategy", type=click.Choice(["gradient", "uniform"]), default="gradient",
+              show_default=True,
+              help="How rounds are allocated: Ansor's task scheduler, or in turn.")
+@per_channel_option
+@_tune_options
+def model(model_path, calibration_path, batch, strategy, per_channel, **options):
+    """Tune the distinct accelerator layers of a network together, within --trials in all."""
+    from vdla.graph.network_file import is_network_file
+    from vdla.tune.network import tasks_from_file, tasks_from_model
+    config = options["config"]
+    if options["target"] != "accel":
+        fail(f"--target {options['target']}: network tuning tunes the accelerator's layers "
+             "(tune one layer on the cpu with: vdla tune conv2d|dense ... --target cpu)")
+    if is_network_file(model_path):
+        if calibration_path is not None or batch is not None or per_channel:
+            fail("--calibration, --batch and --per-channel quantise an ONNX model; "
+                 f"{model_path} is a compiled network")
+        tasks = tasks_from_file(model_path, config)
+    else:
+        calibration = None
+        if calibration_path is not None:
+            from vdla.cli.arrays import read_npy
+            from vdla.frontend.onnx import load as load_model
+            samples = read_npy(calibration_path, "--calibration")
+            inputs = load_model(model_path, batch=batch).inputs
+            if len(inputs) != 1:
+                fail(f"--calibration: the model has {len(inputs)} inputs; one .npy "
+                     "calibrates a single-input model")
+            calibration = {inputs[0]: samples}
+        tasks = tasks_from_model(model_path, config, calibration, batch=batch,
+                                 per_channel=per_channel)
+    _tune_network(tasks, strategy=strategy, **options)
+
+
+def _tune_network(tasks, *, strategy, config, target, trials, tuner, log_path, resume,
+                  transfer_paths, jobs, scheduler, batch_size, seed, as_json):
+    from tqdm import tqdm
+    from vdla.tune import TuneSettings
+    from vdla.tune.network import tune_network
+    if transfer_paths:
+        fail("--transfer: a network's layers already share one model (tune each network "
+             "in its own log)")
+    _read_logs([log_path])                  # warn about a torn last line up front
+    bar = tqdm(total=trials, desc=f"tune {len(tasks)} layer(s) ({tuner})", unit="trial",
+               disable=as_json, leave=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # the torn line was reported above
+            settings = TuneSettings(target=target, tuner=tuner, trials=trials, log=log_path,
+                                    resume=resume, jobs=jobs, scheduler=scheduler,
+                                    batch=batch_size, seed=seed)
+            result = tune_network(tasks, config, settings, strategy=strategy,
+                                  progress=lambda task, record: bar.update(1))
+    except KeyboardInterrupt:
+        raise click.Abort() from None
+    finally:
+        bar.close()
+    best, allocation = result.best(), result.allocation()
+    default = [_default_cost(task, config, target, result) for task in range(len(tasks))]
+    rows = [{"op": task.op.describe(), "weight": task.weight, "layers": list(task.layers),
+             "trials": allocation[i], "best_cost": best[i]["cost"] if best[i] else None,
+             "default_cost": default[i]} for i, task in enumerate(tasks)]
+    summary = {"config": config.name, "target": target, "tuner": tuner, "strategy": strategy,
+               "trials": len(result.trials), "measured": result.measured, "log": log_path,
+               "end_to_end": result.end_to_end(),
+               "default_end_to_end": None if None in default else
+               sum(task.weight * cost for task, cost in zip(tasks, default)),
+               "tasks": rows}
+    if as_json:
+        click.echo(json.dumps(summary))
+        return
+    if summary["end_to_end"] is None:
+        untried = [row["op"] for row in rows if not row["trials"]]
+        if untried:
+            fail(f"--trials {trials}: {len(untried)} of the {len(tasks)} layers got no trial "
+                 f"(each needs a round of up to {result.batch} first): pass more --trials")
+        failed = next(row["op"] for row in rows if row["best_cost"] is None)
+        fail(f"no trial of {failed} succeeded (see {log_path})")
+    click.echo(f"{len(tasks)} distinct layer(s) on {config.name}: estimated end-to-end "
+               f"{_cost(summary['end_to_end'], 'cycles')} after {summary['trials']} trial(s) "
+               f"({result.measured} measured now)"
+               + (f", default schedules {_cost(summary['default_end_to_end'], 'cycles')}"
+                  if summary["default_end_to_end"] is not None else ""))
+    for row in rows:
+        click.echo(f"  {row['weight']} x {row['op']}: {row['trials']} trial(s), best "
+                   f"{_cost(row['best_cost'], 'cycles')}")
+    click.echo(f"  log: {log_path} (apply with: vdla compile MODEL.onnx --tuned {log_path})")
+
+
+def _default_cost(task: int, config, target: str, result) -> float | None:
+    """The cost of task ``task``'s default schedule among its trials, if measured."""
+    from vdla.tune import get_target
+    op = result.tasks[task].op
+    schedule = get_target(target).default(op, config).to_dict()
+    return next((r["cost"] for i, r in result.trials if i == task and r["schedule"] == schedule),
+                None)
 
 
 def _read_logs(paths):

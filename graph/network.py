@@ -352,7 +352,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
                     = None, *, on_cpu=(), target: str = "accel", by_cost: bool = False,
                     clock_mhz: float | None = None, threads: int = 2,
                     per_channel: bool = False, fuse_residuals: bool = True,
-                    fallback: bool = True) -> Network:
+                    fallback: bool = True,
+                    schedules: Callable[[Any], Any] | None = None) -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -383,6 +384,9 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
         A layer the accelerator refuses (any `compiler.errors.CompileError` of its
         compile) runs as the cpu target's C instead, its reason the compiler's
         message (and a line in ``Network.changes``); False raises that message.
+    schedules : callable, optional
+        Gives an accelerator layer's op its schedule (e.g. the best of a tuning
+        log, `tune.network.tuned_schedules`), or None for the default one.
 
     Notes
     -----
@@ -417,7 +421,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
         if placement[node.name] != "accel":
             continue
         try:
-            programs[node.name] = compile_op(op, config)
+            programs[node.name] = compile_op(op, config,
+                                             schedules(op) if schedules is not None else None)
         except CompileError as error:
             parts = _split(integer, node, op, config)
             if parts is not None:
