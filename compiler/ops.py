@@ -604,12 +604,15 @@ _SIDES = ("top", "left", "bottom", "right")
 def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     """Refuse a convolution the accelerator cannot run; return the geometry it compiles.
 
-    Groups run in one of two ways on ``config`` (a `HwConfig`): groups of whole
-    GEMM blocks as one GEMM per group, or groups that tile a block's diagonal
+    Groups run in one of three ways on ``config`` (a `HwConfig`): groups of whole
+    GEMM blocks as one GEMM per group; groups that tile a block's diagonal
     (``C/G`` dividing ``block_in``, ``K/G = C/G * block_out / block_in``:
     depthwise layers on a square block, for one) in the ``block_diagonal``
     weight layout of `runtime.layout`, where a ``(C/G) / block_in`` share of
-    the GEMM's MACs is useful. The returned geometry names that layout.
+    the GEMM's MACs is useful; any other groups run ``S`` at a time as one
+    dense group with zero weights between its members (`_merged_groups`,
+    the ``grouped:G:S`` weight layout). The returned geometry names the
+    layout (and with merged groups has ``G / S`` groups).
 
     Padding is added by the LOADs' pad fields as the tile's input window
     arrives (`compiler.accel.passes.dma`): at most `MAX_PAD` on a side. A
@@ -630,18 +633,55 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
     if groups > 1 and (per_in % block_in or per_out % block_out):
         if block_in % per_in or per_out * block_in != per_in * block_out:
-            raise ShapeError(
-                f"groups {groups}: each group's {per_in} input and {per_out} output channels "
-                f"neither fill whole GEMM blocks nor tile the diagonal of config "
-                f"{config.name!r}'s {block_out}x{block_in} block (input channels dividing "
-                f"{block_in}, {block_out}/{block_in} outputs per input); use --target cpu")
-        geometry = dataclasses.replace(geometry, layouts=geometry.layouts | {
-            "weight": "block_diagonal"})
+            geometry = _merged_groups(geometry, config)
+        else:
+            geometry = dataclasses.replace(geometry, layouts=geometry.layouts | {
+                "weight": "block_diagonal"})
     for side, pad in zip(_SIDES, geometry.padding):
         if pad > MAX_PAD:
             raise ShapeError(f"padding {pad} ({side}) exceeds the ISA's {isa.PAD_BITS}-bit load "
                              f"pad fields (at most {MAX_PAD}); use --target cpu")
     return geometry
+
+
+# The lowering `_merged_groups` picked, per (geometry, config hash): accelerator_limits
+# runs several times per layer (placement, the network file, the compiler).
+_MERGED: dict[tuple[str, str], ConvGeometry] = {}
+
+
+def _merged_groups(geometry: ConvGeometry, config) -> ConvGeometry:
+    """Groups whose channels neither fill whole GEMM blocks nor tile a block's diagonal,
+    run ``S`` at a time as one dense group.
+
+    A run of ``S`` consecutive groups (``S`` dividing ``G``) is one group of
+    ``S * C/G`` inputs and ``S * K/G`` outputs whose weights are zero between
+    its members (the ``grouped:G:S`` layout of `runtime.layout`). The activation
+    layout keeps channels contiguous, so a run must start its input and output
+    channels on block boundaries: ``S * C/G`` and ``S * K/G`` fill whole blocks,
+    or ``S = G`` (the whole layer one dense convolution). A smaller ``S`` does
+    fewer MACs but may tile worse, so the cost model ranks the candidates, each
+    with its default schedule (`compiler.accel.search.cheapest_geometry`).
+    """
+    from vdla.runtime.layout import grouped_layout
+    groups = geometry.groups
+    per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
+    key = (repr(geometry), config.hash)
+    if key not in _MERGED:
+        candidates = [dataclasses.replace(geometry, groups=groups // merged, layouts=(
+                          geometry.layouts | {"weight": grouped_layout(groups, merged)}))
+                      for merged in range(2, groups + 1)
+                      if groups % merged == 0 and (merged == groups or (
+                          merged * per_in % config.block_in == 0
+                          and merged * per_out % config.block_out == 0))]
+        if len(candidates) > 1:
+            from vdla.compiler.accel.search import cheapest_geometry
+            chosen = cheapest_geometry(candidates, config)
+        else:
+            chosen = candidates[0]
+        if len(_MERGED) > 1024:
+            _MERGED.clear()
+        _MERGED[key] = chosen
+    return _MERGED[key]
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:

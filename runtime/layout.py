@@ -19,6 +19,9 @@ dense_weight    (N, K) int8              weight of (N, K, 1, 1)
 dense_output    (M, N) int8              output of (M, N, 1, 1)
 identity        (S,), a constant         (1, BO, BI)                     one wgt element:
                                          S times the identity (S = 2^j, j <= 6)
+grouped:G:S     (K, C/G, KH, KW) int8    weight of (K, S*C/G, KH, KW):  G groups, each
+                                         run of S of them one dense group, zero
+                                         weights between its members
 ==============  =======================  ==========================================
 
 A constant layout (`CONSTANT_LAYOUTS`) holds bytes that follow from the
@@ -33,6 +36,7 @@ GEMM unit, scaled by ``S`` (`compiler.ops.Epilogue.residual_shift`).
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -41,15 +45,42 @@ from vdla.hw.config import HwConfig
 from vdla.ints import ceil_div
 
 __all__ = ["LAYOUTS", "CONSTANT_LAYOUTS", "MAX_IDENTITY_SCALE", "pack", "unpack", "packed_shape",
-           "packed_nbytes", "constant", "check_constant", "LayoutError"]
+           "packed_nbytes", "constant", "check_constant", "grouped_layout", "LayoutError"]
 
 
 class LayoutError(VdlaError, ValueError):
     """A tensor whose dtype or shape does not fit the layout asked for."""
 
 
+_GROUPED = re.compile(r"grouped:([1-9][0-9]{0,5}):([1-9][0-9]{0,5})")
+
+
+def grouped_layout(groups: int, merged: int) -> str:
+    """The weight layout of ``groups`` groups run ``merged`` at a time as one dense group
+    (``grouped:G:S``: groups whose channels do not fill GEMM blocks)."""
+    return f"grouped:{groups}:{merged}"
+
+
+def _grouping(layout) -> tuple[int, int] | None:
+    """``(G, S)`` of a ``grouped:G:S`` layout, None for any other."""
+    match = _GROUPED.fullmatch(layout) if isinstance(layout, str) else None
+    return (int(match[1]), int(match[2])) if match else None
+
+
+class _Layouts(dict):
+    """The layout table, which also holds every ``grouped:G:S`` weight layout."""
+
+    def __contains__(self, layout) -> bool:
+        return dict.__contains__(self, layout) or _grouping(layout) is not None
+
+    def __missing__(self, layout):
+        if _grouping(layout) is None:
+            raise KeyError(layout)
+        return self["weight"]
+
+
 # layout name -> (logical rank, dtype, memory kind of one element)
-LAYOUTS = {
+LAYOUTS = _Layouts({
     "activation": (4, np.int8, "inp"),
     "weight": (4, np.int8, "wgt"),
     "block_diagonal": (4, np.int8, "wgt"),
@@ -62,7 +93,7 @@ LAYOUTS = {
     "dense_weight": (2, np.int8, "wgt"),
     "dense_output": (2, np.int8, "out"),
     "identity": (1, np.int8, "wgt"),
-}
+})
 CONSTANT_LAYOUTS = ("identity",)
 # The largest power of two an int8 weight holds (2**7 does not).
 MAX_IDENTITY_SCALE = 1 << 6
@@ -86,9 +117,30 @@ def _half(shape: tuple[int, ...], name: str) -> int:
     return length // 2
 
 
+def _expanded(layout: str, shape: tuple[int, ...], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(output channel, lane)`` index arrays, each ``(K, C/G)``, placing a ``grouped:G:S``
+    weight's taps in its dense ``(K, S*C/G)`` form: each output channel's group's
+    position in its run of S groups picks its lanes."""
+    groups, merged = _grouping(layout)
+    channels, per_in = shape[0], shape[1]
+    if groups % merged or channels % groups:
+        raise LayoutError(f"{name}: layout {layout} takes {groups} groups run {merged} at a "
+                          f"time (dividing them) of whole output channels, got weights {shape}")
+    member = np.arange(channels) // (channels // groups) % merged
+    lanes = member[:, None] * per_in + np.arange(per_in)
+    return np.broadcast_to(np.arange(channels)[:, None], lanes.shape), lanes
+
+
+def _dense_shape(layout: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The logical shape a ``grouped:G:S`` weight of ``shape`` packs as ("weight")."""
+    return (shape[0], _grouping(layout)[1] * shape[1], *shape[2:])
+
+
 def packed_shape(layout: str, shape: tuple[int, ...], config: HwConfig) -> tuple[int, ...]:
     """Shape of the packed array for a logical tensor shape."""
     _check_layout(layout)
+    if _grouping(layout):
+        return packed_shape("weight", _dense_shape(layout, shape), config)
     if layout in _DENSE:
         return packed_shape(_DENSE[layout], (*shape, 1, 1), config)
     if layout == "identity":
@@ -169,6 +221,10 @@ def pack(layout: str, array: np.ndarray, config: HwConfig, name: str = "tensor")
                           f"got shape {array.shape}")
     if layout in _DENSE:
         return pack(_DENSE[layout], array[:, :, None, None], config, name)
+    if _grouping(layout):
+        full = np.zeros(_dense_shape(layout, array.shape), dtype=dtype)
+        full[_expanded(layout, array.shape, name)] = array
+        return pack("weight", full, config, name)
     if layout == "bias_pair":
         half = _half(array.shape, name)
         return np.concatenate([pack("bias", array[:half], config, name),
@@ -221,6 +277,9 @@ def unpack(layout: str, packed: np.ndarray, shape: tuple[int, ...], config: HwCo
         return np.asarray(packed).view(dtype).reshape(config.block_out, config.block_in).copy()
     if layout in _DENSE:
         return unpack(_DENSE[layout], packed, (*shape, 1, 1), config)[:, :, 0, 0]
+    if _grouping(layout):
+        full = unpack("weight", packed, _dense_shape(layout, shape), config)
+        return np.ascontiguousarray(full[_expanded(layout, shape, "packed weights")])
     blocked = np.asarray(packed).view(dtype).reshape(packed_shape(layout, shape, config))
     if layout == "bias_pair":
         half = _half(shape, "packed bias")

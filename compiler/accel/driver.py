@@ -42,9 +42,9 @@ def _resolve_schedule(op, config: HwConfig, schedule: Schedule | dict | None,
 MAX_LAYER_BYTES = 1 << 26
 
 
-def _check_size(op: Conv2d | Dense, config: HwConfig) -> None:
-    """Raise `CompileError` when the layer's packed tensors exceed `MAX_LAYER_BYTES`."""
-    geometry = op.geometry()
+def _check_size(op: Conv2d | Dense, geometry, config: HwConfig) -> None:
+    """Raise `CompileError` when the layer's packed tensors (as ``geometry``, the op's
+    compiled geometry, lays them out) exceed `MAX_LAYER_BYTES`."""
     sizes = {name: packed_nbytes(geometry.layouts[name], tuple(geometry.shapes[name]), config)
              for name in geometry.layouts if name in geometry.shapes}
     total = sum(sizes.values())
@@ -67,8 +67,8 @@ def compile_function(op: Conv2d | Dense, config: HwConfig, schedule: Schedule | 
     """
     if not isinstance(op, (Conv2d, Dense)):
         raise CompileError(f"cannot compile {type(op).__name__}: expected Conv2d or Dense")
-    _check_size(op, config)
     geometry = accelerator_limits(op.geometry(), config)
+    _check_size(op, geometry, config)
     timings = {}
     start = time.perf_counter()
     schedule = _resolve_schedule(op, config, schedule, virtual_threads, latency_hiding)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from vdla.compiler.errors import ScheduleError
+from vdla.compiler.errors import ScheduleError, ShapeError
 from vdla.compiler.knobs import KnobSpace
-from vdla.compiler.ops import ConvGeometry
+from vdla.compiler.ops import ConvGeometry, accelerator_limits
 from vdla.compiler.accel.schedule import (Schedule, TilePlan, group_blocks,
                                     max_virtual_threads, plan_tiles)
 from vdla.hw.config import HwConfig
@@ -34,9 +34,22 @@ def _balanced(extent: int) -> list[int]:
     return sorted({ceil_div(extent, n) for n in range(1, extent + 1)}, reverse=True)
 
 
-def layer_geometry(op) -> ConvGeometry:
-    """The `ConvGeometry` of a Conv2d or Dense (a geometry stays itself)."""
-    return op.geometry() if hasattr(op, "geometry") else op
+def layer_geometry(op, config: HwConfig | None = None) -> ConvGeometry:
+    """The `ConvGeometry` of a Conv2d or Dense (a geometry stays itself).
+
+    With ``config``, a grouped layer's is the geometry it compiles to there
+    (`compiler.ops.accelerator_limits`: groups merged into dense ones keep fewer,
+    larger groups), where the accelerator takes it.
+    """
+    if not hasattr(op, "geometry"):
+        return op
+    geometry = op.geometry()
+    if config is not None and geometry.groups > 1:
+        try:
+            return accelerator_limits(geometry, config)
+        except ShapeError:
+            pass        # refused where it compiles; schedules still describe it
+    return geometry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +107,7 @@ def schedule_space(op, config: HwConfig, latency_hiding: bool = True) -> Schedul
     `SPACE_MAX_THREADS`), loop orders are `LOOP_ORDERS`, and either operand may
     be resident.
     """
-    geometry = layer_geometry(op)
+    geometry = layer_geometry(op, config)
     blocks = plan_tiles(geometry, config, Schedule()).blocks
     threads = min(SPACE_MAX_THREADS, max_virtual_threads(config)) if latency_hiding else 1
     options = {axis: tuple(_balanced(blocks[axis])) for axis in "bhwkc"}

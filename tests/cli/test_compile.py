@@ -95,13 +95,6 @@ def test_schedule_and_config_files(tmp_path):
       "--stride", "2x"], "--stride '2x': expected N or HxW (e.g. 2 or 2x1)"),
     (["conv2d", "--in-channels", 6, "--out-channels", 4, "--height", 4, "--width", 4,
       "--groups", 4], "groups 4 must divide in_channels 6 and out_channels 4"),
-    (["conv2d", "--in-channels", 8, "--out-channels", 16, "--height", 6, "--width", 6,
-      "--groups", 4, "--config", "tiny"], "groups 4: each group's 2 input and 4 output channels "
-                                          "neither fill whole GEMM blocks nor tile the diagonal "
-                                          "of config 'tiny''s 4x4 block"),
-    (["conv2d", "--in-channels", 8, "--out-channels", 8, "--height", 6, "--width", 6,
-      "--groups", 8, "--config", "odd"], "(input channels dividing 8, 4/8 outputs per input); "
-                                         "use --target cpu"),
     (["dense", "--in-features", 4, "--out-features", 4, "--config", "nope"], "no such preset"),
     (["conv2d", "--in-channels", 64, "--out-channels", 64, "--height", 56, "--width", 56,
       "--pad", 1, "--schedule", "SCHEDULE"], "does not fit the inp buffer"),
