@@ -31,7 +31,11 @@ Semantics (the functional simulator is their executable form):
   [uop_begin, uop_end)`` over micro-ops; each index is the micro-op's plus
   ``i * factor_out + j * factor_in``. GEMM: ``acc[dst] += inp[src] @
   wgt[wgt].T`` (int8 x int8 -> int32, wrapping), or ``acc[dst] = 0`` with
-  ``reset``. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])`` elementwise on
+  ``reset``. GEMM_OVERWRITE is GEMM (the same format) whose micro-ops write
+  ``acc[dst] = inp[src] @ wgt[wgt].T``, the old value ignored (a later
+  micro-op of the same instruction on the same entry overwrites it again);
+  ``reset`` still writes 0. A reduction's first step as GEMM_OVERWRITE needs
+  no reset pass before it. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])`` elementwise on
   int32, wrapping; shifts are arithmetic and use the operand's low 5 bits.
   ``reset`` on either writes ``acc[dst] = 0``. An empty uop range or a zero
   trip count does nothing. Computed indices must lie inside their buffer.
@@ -112,6 +116,9 @@ class Opcode(enum.IntEnum):
     GEMM = 2
     FINISH = 3
     ALU = 4
+    # GEMM's format with ``overwrite`` (`Gemm.overwrite`): the GEMM opcode with bit 2
+    # set, since the 128-bit GEMM format of the largest presets has no bit to spare.
+    GEMM_OVERWRITE = 6
 
 
 class MemType(enum.IntEnum):
@@ -245,7 +252,8 @@ _HEADER = [
 def formats(config: HwConfig) -> dict[Opcode, list[Field]]:
     """The field lists of every instruction format for a configuration.
 
-    LOAD and STORE share the memory format; FINISH uses only the header.
+    LOAD and STORE share the memory format, GEMM and GEMM_OVERWRITE the GEMM one;
+    FINISH uses only the header.
     """
     uop_bits = config.index_bits("uop")
     acc_bits, src_bits, wgt_bits = config.acc_index_bits, config.uop_src_bits, config.wgt_index_bits
@@ -285,7 +293,7 @@ def formats(config: HwConfig) -> dict[Opcode, list[Field]]:
         overlap,
     ]
     return {Opcode.LOAD: memory, Opcode.STORE: memory, Opcode.GEMM: gemm,
-            Opcode.ALU: alu, Opcode.FINISH: list(_HEADER)}
+            Opcode.ALU: alu, Opcode.FINISH: list(_HEADER), Opcode.GEMM_OVERWRITE: gemm}
 
 
 def uop_fields(config: HwConfig) -> list[Field]:
@@ -332,6 +340,11 @@ class Instruction:
 
     def replace(self, **changes) -> "Instruction":
         return dataclasses.replace(self, **changes)
+
+    @property
+    def encoded_opcode(self) -> Opcode:
+        """The opcode field's value in the instruction's word."""
+        return self.opcode
 
     @property
     def flags(self) -> str:
@@ -398,6 +411,13 @@ class Gemm(_Loops):
     opcode: ClassVar[Opcode] = Opcode.GEMM
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
+    # Encoded as opcode GEMM_OVERWRITE rather than as a field (see `Opcode`).
+    overwrite: bool = False
+
+    @property
+    def encoded_opcode(self) -> Opcode:
+        """The opcode the word carries: GEMM_OVERWRITE with ``overwrite``."""
+        return Opcode.GEMM_OVERWRITE if self.overwrite else Opcode.GEMM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -428,7 +448,7 @@ def module_of(insn: Instruction) -> int:
 
 _CLASSES: dict[Opcode, type[Instruction]] = {
     Opcode.LOAD: Load, Opcode.STORE: Store, Opcode.GEMM: Gemm, Opcode.ALU: Alu,
-    Opcode.FINISH: Finish,
+    Opcode.FINISH: Finish, Opcode.GEMM_OVERWRITE: Gemm,
 }
 _ENUM_FIELDS = {"memory_type": MemType, "alu_op": AluOp}
 
@@ -454,7 +474,7 @@ def encode(insn: Instruction, config: HwConfig) -> int:
     word, position = 0, 0
     context = type(insn).__name__
     for field in formats(config)[insn.opcode]:
-        value = insn.opcode if field.name == "opcode" else getattr(insn, field.name)
+        value = insn.encoded_opcode if field.name == "opcode" else getattr(insn, field.name)
         word |= field.check(int(value), context) << position
         position += field.bits
     return word
@@ -493,6 +513,8 @@ def decode(word: int, config: HwConfig, index: int | None = None) -> Instruction
     if word >> position:
         raise IsaError(f"{where}: bits set above the {opcode.name} format's {position} bits")
     values.pop("opcode")
+    if opcode == Opcode.GEMM_OVERWRITE:
+        values["overwrite"] = True
     return _CLASSES[opcode](**values)
 
 
@@ -606,7 +628,9 @@ def reference_markdown(config: HwConfig) -> str:
         lines += [f"| {member.name} | {member.value} |" for member in enum_type] + [""]
     seen = set()
     for opcode, fields in formats(config).items():
-        names = "LOAD / STORE" if opcode in (Opcode.LOAD, Opcode.STORE) else opcode.name
+        names = ("LOAD / STORE" if opcode in (Opcode.LOAD, Opcode.STORE)
+                 else "GEMM / GEMM_OVERWRITE" if opcode in (Opcode.GEMM, Opcode.GEMM_OVERWRITE)
+                 else opcode.name)
         if names in seen:
             continue
         seen.add(names)

@@ -33,7 +33,10 @@ def instructions(draw, config):
         else:
             values[field.name] = draw(_field_strategy(field))
     cls = {isa.Opcode.LOAD: isa.Load, isa.Opcode.STORE: isa.Store, isa.Opcode.GEMM: isa.Gemm,
-           isa.Opcode.ALU: isa.Alu, isa.Opcode.FINISH: isa.Finish}[opcode]
+           isa.Opcode.ALU: isa.Alu, isa.Opcode.FINISH: isa.Finish,
+           isa.Opcode.GEMM_OVERWRITE: isa.Gemm}[opcode]
+    if opcode == isa.Opcode.GEMM_OVERWRITE:
+        values["overwrite"] = True
     return cls(**values)
 
 
@@ -94,6 +97,19 @@ def test_bad_words_are_refused_with_the_instruction_index():
         isa.decode(isa.encode(isa.Finish(), config) | (1 << 100), config)
     with pytest.raises(isa.IsaError, match="whole number"):
         isa.decode_program(b"\0" * 17, config)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_gemm_overwrite_is_the_gemm_word_with_opcode_bit_2(config):
+    fields = dict(pop_prev=True, reset=False, uop_begin=3, uop_end=9, iter_out=5, iter_in=2,
+                  dst_factor_out=4, src_factor_in=1, wgt_factor_out=2, overlap=True)
+    plain = isa.encode(isa.Gemm(**fields), config)
+    overwrite = isa.encode(isa.Gemm(overwrite=True, **fields), config)
+    assert plain & 7 == 2 and overwrite == plain | 4   # every other bit as GEMM's
+    assert isa.decode(overwrite, config) == isa.Gemm(overwrite=True, **fields)
+    assert not isa.decode(plain, config).overwrite
+    with pytest.raises(isa.IsaError, match="bad opcode 5"):
+        isa.decode(plain & ~7 | 5, config)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
