@@ -26,6 +26,7 @@ from vdla.graph.ops import elementwise
 from vdla.graph.ops import conv_transpose
 from vdla.graph.ops import im2col, qdq, shapes, slicing, softmax
 from vdla.graph.ops import lrn, reduce, resize
+from vdla.graph.ops import matmul, transformer
 from vdla.graph.ops import recurrent
 from vdla.graph.ops.base import PLACES, Op
 
@@ -33,7 +34,7 @@ __all__ = ["Op", "OPS", "ONNX", "PLACES", "layer_ops"]
 
 _MODULES = (layers, batchnorm, add, arith, activations, pool, movement, slicing, softmax, qdq,
             constant, shapes, elementwise, conv_transpose, reduce, resize, lrn, im2col,
-            recurrent)
+            recurrent, matmul, transformer)
 
 
 def _collect() -> tuple[dict[str, Op], dict[str, tuple[Op, Callable]]]:

@@ -343,7 +343,7 @@ OPS = [
     Op("conv", "float", _WHY_FLOAT, _conv, onnx={"Conv": _onnx_conv},
        quantize=_quantize_conv),
     Op("dense", "float", _WHY_FLOAT, _dense,
-       onnx={"Gemm": _onnx_gemm, "MatMul": _onnx_matmul},
+       onnx={"Gemm": _onnx_gemm},   # MatMul: graph.ops.matmul, which makes 2-D ones dense
        quantize=lambda q, node: q.layer(node, "qdense")),
     Op("qconv", "layer", _WHY_LAYER, _qconv,
        attrs={**_SPATIAL, "groups": "count", "dilation": "pair", "shift": "shift",

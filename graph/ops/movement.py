@@ -1,6 +1,7 @@
 """Data movement: ``flatten``, ``reshape`` (ONNX's Reshape, Squeeze, Unsqueeze, Identity and
-inference Dropout) and ``pad`` (around the image: zeros, a constant ``value``, or the edge's
-or the reflected values with ``edge`` or ``reflect``).
+inference Dropout), ``expand`` (a broadcast onto a constant shape) and ``pad`` (around the
+image: zeros, a constant ``value``, or the edge's or the reflected values with ``edge`` or
+``reflect``).
 
 They move values without computing: an int8 tensor keeps its scale, and a
 pad's constant is quantised at it (half to even, as QuantizeLinear), refused
@@ -141,6 +142,29 @@ def _onnx_unsqueeze(node) -> None:
     emit_or_fold(node, _reshape_kernel, "reshape", [node.inputs[0]], shape=out)
 
 
+def _expand(node: Node, x):
+    return [np.ascontiguousarray(np.broadcast_to(x, node.attrs["shape"]))]
+
+
+def _onnx_expand(node) -> None:
+    """Broadcast onto a constant shape (ONNX's, both ways: the larger of each axis)."""
+    node.arity(2)
+    target = node.constant_input(1, "shape")
+    if target.dtype != np.int64 or target.ndim != 1:
+        raise node.fail(f"its shape ({node.inputs[1]!r}) must be a 1-D int64 tensor, not "
+                        f"{target.dtype.name} of shape {target.shape}")
+    shape = node.importer.shape(node.inputs[0])
+    try:
+        out = tuple(int(v) for v in np.broadcast_shapes(shape, tuple(int(v) for v in target)))
+    except ValueError:
+        raise node.fail(f"shape {target.tolist()} and its input's {shape} do not broadcast "
+                        "together") from None
+    if 0 in out:
+        raise node.fail(f"its output of shape {out} is empty")
+    node.importer.spend(math.prod(out), 0, f"{node.where}: output")
+    emit_or_fold(node, _expand, "expand", [node.inputs[0]], shape=out)
+
+
 def _onnx_dropout(node) -> None:
     node.arity(1, 3)
     if len(node.outputs) > 1:
@@ -172,6 +196,15 @@ def _reshaped(node: Node, x: Tensor) -> tuple[int, ...]:
     if math.prod(shape) != math.prod(x.shape):
         raise GraphError(f"{node.describe()}: shape {list(shape)} does not hold its input "
                          f"{x.describe()}")
+    return shape
+
+
+def _expanded(node: Node, x: Tensor) -> tuple[int, ...]:
+    shape = tuple(node.attrs["shape"])
+    if len(x.shape) > len(shape) or any(n not in (1, m) for n, m in zip(x.shape[::-1],
+                                                                        shape[::-1])):
+        raise GraphError(f"{node.describe()}: {x.describe()} does not broadcast onto shape "
+                         f"{list(shape)}")
     return shape
 
 
@@ -263,6 +296,10 @@ OPS = [
              "Dropout": _onnx_dropout},
        quantize=_same_scale, attrs={"shape": "shape"}, shape=_reshaped,
        export=_export_reshape),
+    Op("expand", "host", _WHY, _expand, onnx={"Expand": _onnx_expand}, quantize=_same_scale,
+       attrs={"shape": "shape"}, shape=_expanded,
+       export=lambda writer, node: writer.float_op(node, "Expand", [writer.constant(
+           f"{node.name}/shape", np.array(node.attrs["shape"], np.int64))])),
     Op("pad", "host", "padding around the image (zeros where a conv's LOAD cannot pad as "
        "much, graph.passes.pads)", _pad, onnx={"Pad": _onnx_pad}, quantize=_quantize_pad,
        attrs={"pads": "pads"},

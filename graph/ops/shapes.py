@@ -5,7 +5,9 @@ chains exporters write around it (``x.view(x.size(0), -1)``: Shape ->
 Gather -> Unsqueeze -> Concat -> Reshape) fold into constants as they are
 imported (each converter folds a node whose inputs are all constants,
 `graph.ops.base.emit_or_fold`), so that the Reshape reads a constant shape.
-Gather and Cast of a computed tensor are refused in one line.
+A Gather with a computed operand becomes a slice or a ``take``
+(`graph.ops.transformer.gather_computed`); a Cast of a computed tensor is
+refused in one line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from vdla.graph.ir import Node
 from vdla.graph.ops.base import ONNX_DTYPES, Op, onnx_axis
+from vdla.graph.ops.transformer import gather_computed
 
 __all__ = ["OPS"]
 
@@ -36,9 +39,9 @@ def _onnx_gather(node) -> None:
     data, indices = (node.importer.value(name) for name in node.inputs)
     rank = len(node.importer.shape(node.inputs[0]))
     axis = onnx_axis(node, "axis", 0, rank)
-    if data is None or indices is None:
-        raise node.fail("a Gather of a computed tensor is not supported (only of constants, "
-                        "such as shapes, which fold at import)")
+    if data is None or indices is None:   # an embedding, a class token (graph.ops.transformer)
+        gather_computed(node, axis, data, indices)
+        return
     size = data.shape[axis]
     if np.any((indices < -size) | (indices >= size)):
         raise node.fail(f"indices {indices.reshape(-1)[:8].tolist()} are out of range for "

@@ -6,7 +6,9 @@ scale. A Concat of inputs at different scales first brings each onto one
 common scale, the coarsest of them (the one whose int8 range holds every
 input's: nothing saturates), or the model's own for a QDQ model: an input at
 another scale is requantised (``requantize``, `graph.ops.arith`) and the
-concat itself then moves int8 values. They run on the host on logical
+concat itself then moves int8 values. A constant input (a vision
+transformer's class token) weighs in with the power-of-two scale that holds
+its range and is quantised at the common one (half to even). They run on the host on logical
 arrays (a channel concat or slice of the blocked layout would move blocks
 partly filled).
 """
@@ -17,7 +19,7 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Node, Tensor
-from vdla.graph.ops.base import Op, axis_of, emit_or_fold, onnx_axis
+from vdla.graph.ops.base import Op, axis_of, emit_or_fold, onnx_axis, quantize_float
 
 __all__ = ["OPS"]
 
@@ -98,6 +100,25 @@ def _onnx_slice(node) -> None:
                  ends=tuple(ends), steps=tuple(steps))
 
 
+def emit_slice(node, starts, ends, axes, steps, *, drop: int | None = None) -> None:
+    """Emit (or fold) the slice of the ONNX node's first input (ONNX Slice's starts, ends,
+    axes and steps); with ``drop``, that axis (sliced to size 1) is then removed by a
+    ``reshape`` (a Gather at a scalar index)."""
+    shape = node.importer.shape(node.inputs[0])
+    starts, ends, steps = _normalised(shape, starts, ends, axes, steps)
+    if drop is None:
+        emit_or_fold(node, _slice, "slice", [node.inputs[0]], starts=tuple(starts),
+                     ends=tuple(ends), steps=tuple(steps))
+        return
+    cut = tuple(1 if axis == drop else size for axis, size in enumerate(shape))
+    from vdla.graph.ops.layers import _intermediate
+    name = _intermediate(node, "slice", cut, node.importer.tensors[node.inputs[0]].dtype)
+    node.importer.nodes.append(Node(name, "slice", [node.inputs[0]], [name], {
+        "starts": tuple(starts), "ends": tuple(ends), "steps": tuple(steps)}))
+    node.emit("reshape", [name], shape=tuple(size for axis, size in enumerate(shape)
+                                             if axis != drop))
+
+
 def _onnx_split(node) -> None:
     """One slice per output, along the axis."""
     node.arity(1, 2)
@@ -140,16 +161,27 @@ def _onnx_transpose(node) -> None:
 def _quantize_concat(q, node: Node) -> None:
     """Every input at one common scale: the model's own (QDQ), else the coarsest input's;
     an input at another scale is requantised first."""
-    constants = [name for name in node.inputs if q.graph.tensors[name].constant]
-    if constants:
-        raise GraphError(f"{node.describe()}: a concat of a constant ({constants[0]!r}) and "
-                         "computed tensors is not supported")
-    scales = [q.input_scale(node, index) for index in range(len(node.inputs))]
+    from vdla.graph.quantize import exponent_for
+    scales = []
+    for index, name in enumerate(node.inputs):
+        tensor = q.graph.tensors[name]
+        if not tensor.constant:
+            scales.append(q.input_scale(node, index))
+        elif tensor.quantized:
+            scales.append((tensor.exponent, tensor.scale))
+        else:   # the power-of-two scale that holds its range (a class token)
+            magnitude = float(np.max(np.abs(tensor.value))) if tensor.value.size else 0.0
+            scales.append((exponent_for(magnitude, f"tensor {name!r}"), None))
     recorded = q.graph.tensors[node.outputs[0]]
     common = ((recorded.exponent, recorded.scale) if recorded.quantized
               else max(scales, key=q.real_scale))
     inputs = []
     for index, (name, scale) in enumerate(zip(node.inputs, scales)):
+        if q.graph.tensors[name].constant:
+            value = np.asarray(q.graph.value(name), np.float32)
+            inputs.append(q.constant(f"{node.name}/constant{index}_q",
+                                     quantize_float(value, q.real_scale(common)), common))
+            continue
         inputs.append(name if scale == common else
                       q.requantize(node, name, scale, common, f"{node.name}/requantize{index}"))
     q.emit(node, "concat", inputs, common)

@@ -18,7 +18,9 @@ from vdla.graph.passes.batchnorm import fold_batchnorm
 from vdla.graph.passes.constants import fold_constants
 from vdla.graph.passes.fusion import fuse_activations, fuse_bias
 from vdla.graph.passes.gates import fuse_gates
+from vdla.graph.passes.gelu import fuse_gelu
 from vdla.graph.passes.identities import remove_identities
+from vdla.graph.passes.layernorm import fuse_layernorm
 from vdla.graph.passes.pads import split_pads
 from vdla.graph.passes.qdq import read_qdq
 from vdla.graph.passes.stem import pack_stems
@@ -33,6 +35,8 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("read_qdq", read_qdq),
     ("fold_constants", fold_constants),
     ("remove_identities", remove_identities),
+    ("fuse_layernorm", fuse_layernorm),
+    ("fuse_gelu", fuse_gelu),
     ("fuse_bias", fuse_bias),
     ("fold_batchnorm", fold_batchnorm),
     ("fuse_gates", fuse_gates),

@@ -180,8 +180,9 @@ def test_arithmetic_with_a_constant_matches_onnx(op, constant_first):
      [np.ones((2, 3), np.float32), np.array([1, 0, 2], np.float32)],
      r"its divisor 'c' holds zeros$"),
     (helper.make_node("Gather", ["x", "i"], ["y"]),
-     [np.ones((2, 3), np.float32), np.array([1], np.int64)],
-     r"a Gather of a computed tensor is not supported \(only of constants"),
+     [np.ones((3, 3), np.float32), np.array([0, 2, 1], np.int64)],
+     r"a Gather of a computed tensor at indices \[0, 2, 1\] \(shape \(3,\)\) is not "
+     r"supported \(only a scalar or evenly spaced 1-D indices: a slice\)$"),
     (helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32),
      [np.ones((2, 3), np.float32)],
      r"a Cast of a computed tensor to int32 is not supported"),
@@ -384,11 +385,15 @@ def test_the_qdq_export_runs_on_onnxruntime_within_one_lsb(movement_network):
                                                      "reshape") else 1), node.name
 
 
-def test_a_concat_with_a_constant_is_refused_in_one_line():
+def test_a_concat_with_a_constant_quantises_it_at_the_common_scale():
+    """A class token beside computed tokens: the constant weighs in with the scale holding its
+    range and is quantised at the common one, as QuantizeLinear would (half to even)."""
+    constant = np.array([[3.3], [-0.26]], np.float32)
     graph = Graph({"a": Tensor("a", (2, 3), np.float32),
-                   "c": Tensor("c", (2, 1), np.float32, np.ones((2, 1), np.float32)),
+                   "c": Tensor("c", (2, 1), np.float32, constant),
                    "y": Tensor("y", (2, 4), np.float32)},
                   [Node("cat", "concat", ["a", "c"], ["y"], {"axis": 1})], ["a"], ["y"])
-    with pytest.raises(GraphError, match=r"^node 'cat' \(concat\): a concat of a constant "
-                                         r"\('c'\) and computed tensors is not supported$"):
-        quantize(graph.check(), {"a": np.ones((2, 3), np.float32)})
+    integer = quantize(graph.check(), {"a": np.full((4, 3), 0.5, np.float32)})
+    (cat,) = [node for node in integer.nodes if node.op == "concat"]
+    assert integer.tensors[cat.outputs[0]].real_scale == 2.0 ** -5   # 3.3 < 127 / 32
+    np.testing.assert_array_equal(integer.value(cat.inputs[1]).ravel(), [106, -8])
