@@ -56,10 +56,11 @@ __all__ = ["calibrate", "quantize", "exponent_for", "best_exponent", "quantizati
 # REQUANT's shift field.
 MAX_SHIFT = (1 << SHIFT_BITS) - 1
 # The float operators whose quantisation rules honour their tensors' zero points: the
-# layers (`_Quantizer.layer`) and what keeps its input's scale (`_Quantizer.same_scale`) and
-# commutes with adding a constant level (max and data movement).
+# layers (`_Quantizer.layer`), what keeps its input's scale (`_Quantizer.same_scale`) and
+# commutes with adding a constant level (max and data movement), and the add and averages,
+# which compute as onnxruntime's float32 QDQ does, less and plus the zero points.
 _ZERO_POINT_OPS = frozenset({"conv", "dense", "maxpool", "flatten", "reshape", "slice",
-                             "transpose"})
+                             "transpose", "add", "avgpool", "global_avgpool"})
 # How many exponents calibration weighs per tensor (the no-clipping one and finer).
 CANDIDATES = 3
 # The exponents calibration chooses from. Values beyond the int8 range of the coarsest,
@@ -290,7 +291,8 @@ class _Quantizer:
                 if name not in self.renamed and name not in self.pending \
                         and not graph.tensors[name].constant:
                     raise GraphError(f"{node.describe()}: input {name!r} is not quantised")
-            self._check_zero_points(node)
+            if node.op not in _ZERO_POINT_OPS:
+                self.check_zero_points(node)
             op.quantize(self, node)
         outputs = []
         for name in graph.outputs:
@@ -323,11 +325,9 @@ class _Quantizer:
         """The zero point of the integer tensor ``node``'s input ``index`` has (int8)."""
         return self.tensors[self.renamed[node.inputs[index]]].zero_point
 
-    def _check_zero_points(self, node: Node) -> None:
-        """Refuse a node whose operator's rule does not honour zero points when one of its
-        tensors has one (a rule that does not ask for them computes as if they were 0)."""
-        if node.op in _ZERO_POINT_OPS:
-            return
+    def check_zero_points(self, node: Node) -> None:
+        """Refuse ``node`` where one of its tensors has a zero point: for the rules (and
+        their branches) that compute as if every zero point were 0."""
         for name in [*node.inputs, *node.outputs]:
             if name in self.renamed:
                 zero = self.tensors[self.renamed[name]].zero_point

@@ -68,6 +68,7 @@ def _quantize_add(q, node: Node) -> None:
         # Operands that broadcast: no conv's epilogue adds a residual of another shape.
         for conv in convs:
             q.layer(conv, "qconv")
+        q.check_zero_points(node)
         quantize_two(q, node)
         return
     if convs:
@@ -81,13 +82,18 @@ def _quantize_add(q, node: Node) -> None:
             return
         q.layer(last, "qconv")
     constant = [name for name in node.inputs if q.graph.tensors[name].constant]
+    zeros = {"zero_a": q.input_zero(node, 0) if not constant else 0,
+             "zero_b": q.input_zero(node, 1) if not constant else 0,
+             "zero_y": q.graph.tensors[node.outputs[0]].zero_point}
     if constant:   # a bias no layer took (`graph.passes.fusion`): x * 1 + c
+        q.check_zero_points(node)
         (other,) = [name for name in node.inputs if name != constant[0]]
         quantize_affine(q, node, other, 1.0, q.graph.value(constant[0]).astype(np.float64))
         return
     a, b, y = q.input_scale(node, 0), q.input_scale(node, 1), q.scale(node.outputs[0])
     relu = bool(node.attrs.get("relu"))
-    if None in (a[0], b[0], y[0]):  # onnxruntime's QLinearAdd: float32 scale ratios
+    if None in (a[0], b[0], y[0]) or any(zeros.values()):
+        # onnxruntime's QLinearAdd: float32 scale ratios (and the operands' zero points)
         s_y = np.float32(q.real_scale(y))
         with np.errstate(over="ignore", under="ignore"):    # checked just below
             ratios = [np.float32(q.real_scale(a)) / s_y, np.float32(q.real_scale(b)) / s_y]
@@ -95,7 +101,8 @@ def _quantize_add(q, node: Node) -> None:
                         f"{q.real_scale(a):.6g} ({node.inputs[0]!r}), {q.real_scale(b):.6g} "
                         f"({node.inputs[1]!r}), output {float(s_y):.6g} ({node.outputs[0]!r})")
         q.emit(node, "qadd", node.inputs, y, relu=relu, scale_a=float(ratios[0]),
-               scale_b=float(ratios[1]))
+               scale_b=float(ratios[1]), zero_point=zeros["zero_y"],
+               **(zeros if any(zeros.values()) else {}))
         return
     e_a, e_b = a[0], b[0]
     common = max(e_a, e_b)
@@ -125,6 +132,8 @@ OPS = [
        "(graph.passes.residual); an add left over is elementwise numpy", qadd_kernel,
        attrs={"relu": "bool"},
        variants=[{"shift_a": "shift", "shift_b": "shift", "shift": "shift"},
-                 {"scale_a": "scale", "scale_b": "scale"}],
+                 {"scale_a": "scale", "scale_b": "scale"},
+                 {"scale_a": "scale", "scale_b": "scale", "zero_a": "int", "zero_b": "int",
+                  "zero_y": "int"}],
        arity=2, shape=_added, dtype=np.int8, blocked=True, export=_export_qadd),
 ]

@@ -59,12 +59,15 @@ _MAX_SHIFT = 31
 def qadd_kernel(node: Node, a, b):
     """``qadd``'s numpy semantics (`graph.ops.add`), and ``qadd_broadcast``'s."""
     if "scale_a" in node.attrs:
-        # onnxruntime's QLinearAdd: each operand times its float32 scale ratio, summed in
-        # float32 and rounded half to even.
-        total = (np.asarray(a, np.float32) * np.float32(node.attrs["scale_a"])
-                 + np.asarray(b, np.float32) * np.float32(node.attrs["scale_b"]))
-        out = saturate_int8(np.clip(np.rint(total), -128, 127))
-        return [np.maximum(out, 0) if node.attrs["relu"] else out]
+        # onnxruntime's QLinearAdd: each operand less its zero point times its float32
+        # scale ratio, summed in float32, rounded half to even, then the output's zero point.
+        zero_a, zero_b, zero_y = (node.attrs.get(k, 0) for k in ("zero_a", "zero_b", "zero_y"))
+        total = ((np.asarray(a, np.float32) - np.float32(zero_a))
+                 * np.float32(node.attrs["scale_a"])
+                 + (np.asarray(b, np.float32) - np.float32(zero_b))
+                 * np.float32(node.attrs["scale_b"]))
+        out = saturate_int8(np.clip(np.rint(total) + zero_y, -128, 127))
+        return [np.maximum(out, zero_y) if node.attrs["relu"] else out]
     shift_a, shift_b = node.attrs["shift_a"], node.attrs["shift_b"]
     # int8 operands aligned by up to 2**22, summed (< 2**30) and rounded by up to 2**29 stay
     # inside int32, which numpy adds and shifts faster than int64.

@@ -106,12 +106,14 @@ def _rounded_mean(sums: np.ndarray, counts) -> np.ndarray:
 
 def _float_mean(node: Node, x, sums) -> np.ndarray:
     """As onnxruntime between DequantizeLinear and QuantizeLinear: the float32 mean of the
-    dequantised values, quantised at the output's scale (half to even)."""
-    mean = (sums(np.asarray(x, np.float32) * np.float32(node.attrs["scale"]))
+    dequantised values, quantised at the output's scale (half to even), zero points too."""
+    levels = np.asarray(x, np.float32) - np.float32(node.attrs.get("in_zero_point", 0))
+    mean = (sums(levels * np.float32(node.attrs["scale"]))
             / np.asarray(_pool_counts(x, node) if node.op == "qavgpool"
                          else x.shape[2] * x.shape[3], np.float32))
     return saturate_int8(np.clip(np.rint(mean.astype(np.float32)
-                                         / np.float32(node.attrs["out_scale"])), -128, 127))
+                                         / np.float32(node.attrs["out_scale"]))
+                                 + node.attrs.get("out_zero_point", 0), -128, 127))
 
 
 def _qavgpool(node: Node, x):
@@ -215,14 +217,16 @@ def _quantize_average(op: str):
     def quantize(q, node: Node) -> None:
         """An average: exact integers at one power-of-two scale, else onnxruntime's float32
         arithmetic between the input's scale and the output's (which may differ)."""
-        scale = q.input_scale(node)
+        scale, zero = q.input_scale(node), q.input_zero(node)
         recorded = q.graph.tensors[node.outputs[0]]
         out = (recorded.exponent, recorded.scale) if recorded.quantized else scale
-        if scale == out and scale[0] is not None:
+        out_zero = recorded.zero_point if recorded.quantized else zero
+        if scale == out and scale[0] is not None and not zero and not out_zero:
             q.emit(node, op, node.inputs[:1], scale)
         else:
+            zeros = {"in_zero_point": zero, "out_zero_point": out_zero} if zero or out_zero else {}
             q.emit(node, op, node.inputs[:1], out, scale=q.real_scale(scale),
-                   out_scale=q.real_scale(out))
+                   out_scale=q.real_scale(out), zero_point=out_zero, **zeros)
     return quantize
 
 
@@ -270,7 +274,9 @@ def _export_pool(onnx_op: str):
 
 
 _SPATIAL = {"kernel": "pair", "stride": "pair", "pads": "pads"}
-_FLOAT_MEAN = [{}, {"scale": "scale", "out_scale": "scale"}]
+_FLOAT_MEAN = [{}, {"scale": "scale", "out_scale": "scale"},
+               {"scale": "scale", "out_scale": "scale", "in_zero_point": "int",
+                "out_zero_point": "int"}]
 
 OPS = [
     Op("maxpool", "host", _WHY, _maxpool, onnx={"MaxPool": _onnx_pool("maxpool")},

@@ -253,7 +253,8 @@ def test_network_file_refuses_bad_fixed_point_attributes(quantised):
             (lambda h: node(h, "qadd")["attrs"].update(shift=3),
              r"node 'add1' \('qadd'\): attributes \['relu', 'scale_a', 'scale_b', 'shift'\], "
              r"expected \['relu', 'shift', 'shift_a', 'shift_b'\] or \['relu', 'scale_a', "
-             r"'scale_b'\]$"),
+             r"'scale_b'\] or \['relu', 'scale_a', 'scale_b', 'zero_a', 'zero_b', "
+             r"'zero_y'\]$"),
             (lambda h: h["tensors"][0].update(scale="big"),
              r"tensor 'input': dtype 'float32', exponent or scale is not supported$")]:
         with pytest.raises(GraphError, match=f"^network file: {message}"):
