@@ -181,11 +181,26 @@ class _Machine(ProgramChecker):
         # float32 products are exact while one dot product stays below 2^24.
         self._product_dtype = np.float32 if bi <= 1024 else np.float64
         self._lane = np.arange(b * bo)
+        self._overwrite = False     # of the GEMM running (`_gemm`)
 
     def _acc_written(self, entries) -> None:
         self.out[entries] = self.acc[entries].astype(np.int8)  # low 8 bits (hw/isa.py)
 
+    def _gemm(self, index: int, insn, component: int, vc: np.ndarray) -> None:
+        # The checker walks the loop nest; the chunks and the commit read the flag here.
+        self._overwrite = insn.overwrite and not insn.reset
+        super()._gemm(index, insn, component, vc)
+
     def _gemm_chunk(self, dst: np.ndarray, src: np.ndarray, wgt: np.ndarray) -> None:
+        if self._overwrite:
+            # Each entry keeps its last micro-op's product (chunks come in program order).
+            reversed_first = np.unique(dst[::-1], return_index=True)[1]
+            last = len(dst) - 1 - reversed_first
+            dst, src, wgt = dst[last], src[last], wgt[last]
+            self.sums[dst] = np.matmul(self.inp[src].astype(np.int64),
+                                       self.wgt[wgt].astype(np.int64).transpose(0, 2, 1)
+                                       ).reshape(len(dst), -1)
+            return
         dtype, columns = self._product_dtype, len(self._lane)
         products = np.matmul(self.inp[src].astype(dtype),
                              self.wgt[wgt].astype(dtype).transpose(0, 2, 1))
@@ -200,8 +215,8 @@ class _Machine(ProgramChecker):
         if reset:
             self.acc[touched] = 0
             return
-        self.acc[touched] = _wrap32(self.acc[touched].astype(np.int64)
-                                    + self.sums[touched].astype(np.int64))
+        old = 0 if self._overwrite else self.acc[touched].astype(np.int64)
+        self.acc[touched] = _wrap32(old + self.sums[touched].astype(np.int64))
         self.sums[touched] = 0
 
     def _alu_chunk(self, insn: Alu, dst: np.ndarray, src: np.ndarray | None) -> None:

@@ -66,18 +66,24 @@ def gemm_reference(state, insn, uops):
         dst = uop.dst + i * insn.dst_factor_out + j * insn.dst_factor_in
         src = uop.src + i * insn.src_factor_out + j * insn.src_factor_in
         w = uop.wgt + i * insn.wgt_factor_out + j * insn.wgt_factor_in
-        acc[dst] += inp[src] @ wgt[w].T
+        if insn.overwrite:
+            acc[dst] = inp[src] @ wgt[w].T
+        else:
+            acc[dst] += inp[src] @ wgt[w].T
     return wrap32(acc).astype(np.int32)
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @settings(max_examples=30, deadline=None)
-@given(data=st.data(), seed=st.integers(0, 2**32 - 1), reset=st.booleans())
-def test_gemm_matches_loop_reference(config, data, seed, reset):
+@given(data=st.data(), seed=st.integers(0, 2**32 - 1), reset=st.booleans(),
+       overwrite=st.booleans())
+def test_gemm_matches_loop_reference(config, data, seed, reset, overwrite):
+    """Also GEMM_OVERWRITE: repeated destinations (a narrow index span) keep the last
+    micro-op's product, the old value ignored; with reset, zero."""
     rng = np.random.default_rng(seed)
     image, state, program = preloaded(config, rng)
     fields, uops = data.draw(loops(config, {"dst": "acc", "src": "inp", "wgt": "wgt"}))
-    insn = Gemm(pop_prev=True, reset=reset, **fields)
+    insn = Gemm(pop_prev=True, reset=reset, overwrite=overwrite, **fields)
     program += [image.load_uops(uops, sram_base=insn.uop_begin), insn]
     result = image.run(program, dump_sram=True)
     expected = gemm_reference(state, insn, uops)
@@ -104,6 +110,33 @@ def test_gemm_accumulation_wraps_around():
     expected = wrap32(int(acc[0, 0, 0]) + 35 * 65536)
     assert expected < 0  # the case is only interesting if it wraps
     np.testing.assert_array_equal(result.details["sram"]["acc"][0], np.full((1, 4), expected))
+
+
+def test_gemm_overwrite_ignores_the_accumulator_then_gemm_adds():
+    """A reduction split as GEMM_OVERWRITE (first step) then GEMM (the rest) equals the
+    whole sum, whatever acc held; the overwrite GEMM reads two entries twice."""
+    config = TINY
+    rng = np.random.default_rng(5)
+    image = Image(config)
+    inp = random_elements(rng, config, "inp", 6)
+    wgt = random_elements(rng, config, "wgt", 6)
+    acc = random_elements(rng, config, "acc", 4)
+    # then dst d (0..3) += inp[d + i] @ wgt[i].T, i = 0, 1
+    uops = [Uop(dst=d, src=d, wgt=0) for d in range(4)] + [Uop(dst=1, src=0, wgt=1)]
+    program = [image.load_all("inp", inp), image.load_all("wgt", wgt, push_next=True),
+               image.load_all("acc", acc), image.load_uops(uops),
+               Gemm(pop_prev=True, uop_begin=0, uop_end=5, overwrite=True),
+               Gemm(uop_begin=0, uop_end=4, iter_out=2, src_factor_out=1, wgt_factor_out=1,
+                    dst_factor_out=0)]
+    result = image.run(program, dump_sram=True)
+    inp64, wgt64 = inp.astype(np.int64), wgt.astype(np.int64)
+    # entry 1's first write (d=1) is overwritten by the fifth micro-op (inp[0] @ wgt[1])
+    first = [inp64[d] @ wgt64[0].T for d in range(4)]
+    first[1] = inp64[0] @ wgt64[1].T
+    expected = np.stack([first[d] + inp64[d] @ wgt64[0].T + inp64[d + 1] @ wgt64[1].T
+                         for d in range(4)]).reshape(4, -1)
+    np.testing.assert_array_equal(result.details["sram"]["acc"][:4].reshape(4, -1),
+                                  wrap32(expected))
 
 
 def test_gemm_with_empty_loop_does_nothing():
