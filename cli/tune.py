@@ -110,7 +110,7 @@ def model(model_path, calibration_path, batch, strategy, per_channel, **options)
     from vdla.graph.network_file import is_network_file
     from vdla.tune.network import tasks_from_file, tasks_from_model
     config = options["config"]
-    if options["target"] != "accel":
+    if options["target"] == "cpu":
         fail(f"--target {options['target']}: network tuning tunes the accelerator's layers "
              "(tune one layer on the cpu with: vdla tune conv2d|dense ... --target cpu)")
     if is_network_file(model_path):
