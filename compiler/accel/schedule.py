@@ -41,8 +41,8 @@ import math
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from vdla.compiler.errors import ScheduleError
-from vdla.compiler.ops import ConvGeometry
+from vdla.compiler.errors import ScheduleError, ShapeError
+from vdla.compiler.ops import ConvGeometry, accelerator_limits
 from vdla.hw.config import HwConfig
 from vdla.records import JsonRecord
 from vdla.ints import ceil_div
@@ -93,6 +93,13 @@ class Schedule(JsonRecord):
         ScheduleError
             Naming the knob and the buffer that overflows.
         """
+        if geometry.groups > 1:
+            # An operator's own geometry plans as the one it compiles to (merged groups
+            # tile as fewer, larger ones); a compiled geometry stays itself.
+            try:
+                geometry = accelerator_limits(geometry, config)
+            except ShapeError:
+                pass        # refused where it compiles
         plan = plan_tiles(geometry, config, self)
         if self.resident_input and geometry.groups > 1:
             raise ScheduleError("schedule.resident_input keeps one group's input: a grouped "

@@ -126,3 +126,15 @@ def test_merged_groups_on_rtl():
                 bias=True, shift=6)
     assert accelerator_limits(op.geometry(), PRESETS["tiny"]).layouts["weight"] == "grouped:3:3"
     _check(op, PRESETS["tiny"], cpu=False, sim="rtl")
+
+
+def test_an_operators_geometry_plans_as_its_merged_one():
+    # The network's estimate checks a program's schedule against the operator's own
+    # geometry: it plans as the merged layer it compiled (here one dense group, whose
+    # default schedule keeps the input resident, which 4 groups could not).
+    config = PRESETS["default"]
+    op = Conv2d(1, 24, 112, 7, 7, kernel=1, groups=4, bias=True, shift=7)
+    schedule = default_schedule(op, config)
+    plan = schedule.check(op.geometry(), config)
+    assert plan.geometry == accelerator_limits(op.geometry(), config)
+    assert plan.geometry.groups == 1 and schedule.resident_input
