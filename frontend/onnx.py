@@ -509,6 +509,8 @@ def from_bytes(data: bytes, *, batch: int | None = None, folder: str | Path | No
                          f"{type(error).__name__})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise GraphError(f"{source}: not an ONNX model (it holds no graph nodes)")
+    from vdla.frontend.qoperator import to_qdq   # onnxruntime's QOperator format, as QDQ
+    model = to_qdq(model, source)
     return _Importer(model, Path(folder) if folder is not None else None, source).run(batch)
 
 
