@@ -28,7 +28,7 @@ import numpy as np
 from vdla.compiler.errors import ShapeError
 from vdla.compiler.requant import CLAMP, check_fixed_point, requantize
 from vdla.hw import isa
-from vdla.runtime.layout import MAX_IDENTITY_SCALE
+from vdla.runtime.layout import MAX_IDENTITY_SCALE, grouped_layout
 
 __all__ = ["Conv2d", "Dense", "ConvGeometry", "Epilogue", "op_from_dict", "accelerator_limits"]
 
@@ -622,8 +622,8 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     Raises
     ------
     ShapeError
-        Naming the side and the limit, or the groups and the block, pointing
-        to ``--target cpu``.
+        Naming the side and the padding limit (pointing to ``--target cpu``), or
+        a residual on a block that is not square.
     """
     groups, block_in, block_out = geometry.groups, config.block_in, config.block_out
     if geometry.epilogue.residual_shift is not None and block_in != block_out:
@@ -662,7 +662,6 @@ def _merged_groups(geometry: ConvGeometry, config) -> ConvGeometry:
     fewer MACs but may tile worse, so the cost model ranks the candidates, each
     with its default schedule (`compiler.accel.search.cheapest_geometry`).
     """
-    from vdla.runtime.layout import grouped_layout
     groups = geometry.groups
     per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
     key = (repr(geometry), config.hash)

@@ -317,10 +317,11 @@ def plan_tiles(geometry: ConvGeometry, config: HwConfig, schedule: Schedule) -> 
 def group_blocks(geometry: ConvGeometry, config: HwConfig) -> tuple[int, int]:
     """Output- and input-channel blocks of one group (a whole layer's without groups).
 
-    `compiler.ops.accelerator_limits` checks that grouped layers' groups are whole
-    blocks, or that they tile a block's diagonal: then the "group" here is
-    a block holding several groups, one block (the ``block_diagonal``
-    weight layout puts each group's taps on the GEMM block's diagonal).
+    `compiler.ops.accelerator_limits` makes grouped layers' groups whole blocks,
+    or has them tile a block's diagonal: then the "group" here is a block
+    holding several groups, one block (the ``block_diagonal`` weight layout
+    puts each group's taps on the GEMM block's diagonal). Merged groups (the
+    ``grouped:G:S`` layout) are whole blocks, or the whole layer.
     """
     groups = geometry.groups
     return (ceil_div(geometry.out_channels // groups, config.block_out),
