@@ -120,6 +120,10 @@ def to_qdq(graph: Graph, opset: int = 17):
         op = OPS.get(node.op)
         if op is None or op.export is None:
             raise GraphError(f"{node.describe()}: no QDQ form for operator {node.op!r}")
+        if any(key.startswith("zero") or key.endswith("zero_point") for key in node.attrs) \
+                or any(graph.tensors[name].zero_point for name in node.outputs):
+            raise GraphError(f"{node.describe()}: its zero points have no QDQ export (vdla "
+                             "writes symmetric int8)")
         op.export(writer, node)
     values = [helper.make_tensor_value_info(name, TensorProto.FLOAT, list(graph.tensors[name]
                                                                            .shape))

@@ -24,6 +24,16 @@ operators:
   functions become int8 tables, arithmetic with a constant a float32
   ``qaffine``.
 
+- an activation a QDQ model gives a zero point z (`graph.passes.qdq`: int8
+  levels, a uint8 one's less 128) keeps it: a layer folds ``-z_x * sum(w)``
+  into its bias (exact) and adds the output's z there too (exact with one
+  shift rounding half up; with half to even a tie at an odd z rounds the
+  other way; with a multiplier, the nearest multiple of its step), a padded
+  conv reads a host ``pad`` at ``z_x``, a fused ReLU is the saturation at z
+  = -128; max-pool and data movement carry z, the add and the averages
+  subtract and add it as onnxruntime does; any other node with one is
+  refused (`_ZERO_POINT_OPS`).
+
 Exponents come from the tensor (a QDQ model's, `graph.passes.qdq`) or from
 calibration: the largest magnitude seen over sample inputs, ``e =
 floor(log2(127 / max))``, so the range fits without clipping (weights from

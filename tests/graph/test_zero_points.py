@@ -295,3 +295,14 @@ def test_a_relu_at_an_inner_zero_point_is_refused():
                                          r"layer's epilogue clamps at 0 \(zero points 0 and "
                                          r"-128 only\)$"):
         quantize(graph)
+
+
+def test_qdq_export_refuses_zero_points(tmp_path):
+    from vdla.frontend.onnx import load
+    from vdla.graph.export import to_qdq
+    from vdla.graph.network import quantize_graph
+    integer = quantize_graph(load(_quantised(tmp_path, "dense", "QUInt8")))
+    with pytest.raises(GraphError, match=r"^node 'x/quantize' \(quantize_input\): its zero "
+                                         r"points have no QDQ export \(vdla writes symmetric "
+                                         r"int8\)$"):
+        to_qdq(integer)
