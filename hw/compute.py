@@ -205,7 +205,8 @@ class _Head:
         self.gemm = _view(config, word, isa.Opcode.GEMM)
         self.alu = _view(config, word, isa.Opcode.ALU)
         self.load = load = _view(config, word, isa.Opcode.LOAD)
-        self.is_gemm = header.opcode == isa.Opcode.GEMM
+        self.is_gemm = ((header.opcode == isa.Opcode.GEMM)
+                        | (header.opcode == isa.Opcode.GEMM_OVERWRITE))
         self.is_alu = header.opcode == isa.Opcode.ALU
         self.pop_prev, self.pop_next = header.pop_prev, header.pop_next
         self.is_ours = (header.opcode == isa.Opcode.LOAD) & (

@@ -17,7 +17,8 @@ S3    acc[dst] data forwarded and registered; GEMM: 8x8 multipliers on the
 S4    acc[dst] forwarded again; GEMM: adder trees, dot products registered
       (`GemmCore`); ALU: acc[src] data forwarded and registered
 S5    acc[dst] and acc[src] take a result S6 holds for their row; result =
-      acc + product, ALU op (`hw.alu`), or 0 (reset), registered
+      acc + product (0 + product for GEMM_OVERWRITE), ALU op (`hw.alu`),
+      or 0 (reset), registered
 S6    acc[dst] and out[dst] written from the register through the unit's own
       write ports; S7 keeps the result one more cycle, for forwarding
 ====  =====================================================================
@@ -105,7 +106,7 @@ def _field_bits(config: HwConfig, opcode: isa.Opcode, name: str) -> int:
 def _control_layout(config: HwConfig, unit: str) -> data.StructLayout:
     """What a micro-op carries down the pipeline besides its indices."""
     if unit == "gemm":
-        return data.StructLayout({"reset": 1})
+        return data.StructLayout({"reset": 1, "overwrite": 1})
     assert RELU_BIT == SHIFT_MASK_BITS
     return data.StructLayout({
         "reset": 1, "op": _field_bits(config, isa.Opcode.ALU, "alu_op"), "use_imm": 1,
@@ -430,6 +431,9 @@ class GemmUnit(UnitPipeline):
         return {"inp_read": In(sram_read_signature(config, "inp")),
                 "wgt_read": In(sram_read_signature(config, "wgt"))}
 
+    def _latch_control(self, m, c0, insn):
+        m.d.sync += c0.overwrite.eq(insn.opcode == isa.Opcode.GEMM_OVERWRITE)
+
     def _operand_stages(self, p, s2, read_acc, reads):
         m, config = p.m, self.config
         # acc[dst] is read in S2, or in the last of the extra stages (S2r, S2t), so
@@ -463,6 +467,8 @@ class GemmUnit(UnitPipeline):
         # product is ready in S5.
         assert core.latency == 2 + config.gemm_tree_stage
         m.d.comb += [core.inp.eq(operands["inp"]), core.wgt.eq(operands["wgt"])]
+        # GEMM_OVERWRITE adds the product to 0 instead of to acc[dst].
+        a = Mux(s5["control"].overwrite, 0, a)
         return Cat(*((a.word_select(e, scalar_bits)
                       + core.product.word_select(e, scalar_bits))[:scalar_bits]
                      for e in range(config.batch * config.block_out)))

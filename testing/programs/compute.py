@@ -6,7 +6,8 @@ entries its latest instruction reads and writes while it may still run beside
 the other unit's later instructions, and sets ``overlap`` only where the new
 instruction's accesses and those are disjoint wherever either writes. Bursts
 put several GEMM/ALU instructions behind one uop load so the units can run
-side by side. Every ALU op is drawn, REQUANT with every shift and relu.
+side by side. Every ALU op is drawn, REQUANT with every shift and relu, and
+GEMMs are GEMM_OVERWRITE at times (their destinations repeat as often).
 """
 
 from __future__ import annotations
@@ -64,32 +65,36 @@ class ComputeActions:
         return {"overlap": overlap}
 
     def _compute_choice(self, kind: str):
-        """Random (reset, alu_op, use_imm) of a GEMM or ALU instruction."""
+        """Random (reset, alu_op, use_imm, overwrite) of a GEMM or ALU instruction."""
         rng = self.rng
         reset = rng.random() < (0.2 if kind == "gemm" else 0.08)
-        draw = rng.random() if self.options.requant else 1.0
+        options = self.options
+        draw = rng.random() if options.requant or (kind == "gemm" and options.overwrite) else 1.0
         if draw < 0.25:   # half of them rounding ties to even, from the same draw
             alu_op = AluOp.REQUANT_EVEN if draw < 0.125 else AluOp.REQUANT
         else:
             alu_op = AluOp(int(rng.integers(0, AluOp.REQUANT)))
         use_imm = kind == "alu" and rng.random() < 0.5
-        return reset, alu_op, use_imm
+        # A GEMM has no ALU op: its draw decides GEMM_OVERWRITE, so that the random
+        # stream, and every other instruction of a seed's program, stays as it was.
+        overwrite = kind == "gemm" and options.overwrite and not reset and draw < 0.3
+        return reset, alu_op, use_imm, overwrite
 
     def _compute_loops(self, kind: str) -> bool:
         """One GEMM or ALU instruction over fresh or already loaded micro-ops."""
         rng = self.rng
-        reset, alu_op, use_imm = self._compute_choice(kind)
+        reset, alu_op, use_imm, overwrite = self._compute_choice(kind)
         plan = None
         if rng.random() < 0.3:
             plan = self._reuse_uops(kind, reset, use_imm)
         if plan is None:
             plan = self._fresh_uops(kind, reset, use_imm)
         if plan is None and not reset:   # nothing initialised fits: a reset always does
-            reset = True
+            reset, overwrite = True, False
             plan = self._fresh_uops(kind, reset, use_imm)
         if plan is None:
             return False
-        self._emit_compute(kind, reset, alu_op, use_imm, plan)
+        self._emit_compute(kind, reset, alu_op, use_imm, plan, overwrite)
         return True
 
     def _compute_burst(self) -> bool:
@@ -101,13 +106,13 @@ class ComputeActions:
         collected: list[Uop] = []
         members = []
         for _ in range(int(rng.integers(2, 5))):
-            reset, alu_op, use_imm = self._compute_choice(kind)
+            reset, alu_op, use_imm, overwrite = self._compute_choice(kind)
             plan = self._fresh_uops(kind, reset, use_imm, collect=collected)
             if plan is None and not reset:
-                reset = True
+                reset, overwrite = True, False
                 plan = self._fresh_uops(kind, reset, use_imm, collect=collected)
             if plan is not None:
-                members.append((kind, reset, alu_op, use_imm, plan))
+                members.append((kind, reset, alu_op, use_imm, plan, overwrite))
                 # later members may read what this one writes (acc, and out with it)
                 self.init["acc"][plan[1]] = True
             if rng.random() < 0.75:
@@ -116,14 +121,14 @@ class ComputeActions:
             return False
         begin = self._load_fresh_uops(collected)
         assert begin is not None, "a burst's micro-ops always fit the uop buffer"
-        for kind, reset, alu_op, use_imm, (fields, dst, src, wgt) in members:
+        for kind, reset, alu_op, use_imm, (fields, dst, src, wgt), overwrite in members:
             fields = dict(fields, uop_begin=fields["uop_begin"] + begin,
                           uop_end=fields["uop_end"] + begin)
-            self._emit_compute(kind, reset, alu_op, use_imm, (fields, dst, src, wgt))
+            self._emit_compute(kind, reset, alu_op, use_imm, (fields, dst, src, wgt), overwrite)
         self.counts["bursts"] += 1
         return True
 
-    def _emit_compute(self, kind, reset, alu_op, use_imm, plan) -> None:
+    def _emit_compute(self, kind, reset, alu_op, use_imm, plan, overwrite=False) -> None:
         fields, dst_idx, src_idx, wgt_idx = plan
         needs = {STORE: int(self.last_store_read_out[dst_idx].max())}
         if kind == "gemm" and not reset:
@@ -132,7 +137,7 @@ class ComputeActions:
         reads_acc = kind == "alu" and not reset and not use_imm
         access = (src_idx if reads_acc else np.zeros(0, np.int64), dst_idx)
         if kind == "gemm":
-            insn = Gemm(reset=reset, **fields)
+            insn = Gemm(reset=reset, overwrite=overwrite, **fields)
         else:
             imm = self._random_imm(alu_op)
             insn = Alu(reset=reset, alu_op=alu_op, use_imm=use_imm, imm=imm, **fields)

@@ -49,6 +49,8 @@ class GeneratorOptions:
         compute with a store -> compute -> load token chain).
     requant : bool
         Emit the fused ALU REQUANT (off for hardware without it).
+    overwrite : bool
+        Emit GEMM_OVERWRITE (off for hardware without it).
     overlap : bool
         Set ``overlap`` on GEMM/ALU instructions where it is legal (hardware
         that runs compute in order may ignore the flag: results are the same).
@@ -70,6 +72,7 @@ class GeneratorOptions:
     dump_acc: bool = True
     feedback_stores: bool = True
     requant: bool = True
+    overwrite: bool = True
     overlap: bool = True
     overlap_probability: float = 0.7
     burst_probability: float = 0.35

@@ -73,7 +73,8 @@ def _reference(config, program, uops, acc, inp, wgt):
                     elif isinstance(insn, Gemm):
                         w = uops[u].wgt + i * insn.wgt_factor_out + j * insn.wgt_factor_in
                         product = inp[src].astype(np.int64) @ wgt[w].astype(np.int64).T
-                        acc[dst] = wrap32(acc[dst] + product.reshape(-1))
+                        before = 0 if insn.overwrite else acc[dst]
+                        acc[dst] = wrap32(before + product.reshape(-1))
                     else:
                         operand = (np.int64(0 if insn.alu_op in REQUANT_OPS else insn.imm)
                                    if insn.use_imm else acc[src].copy())
@@ -93,7 +94,8 @@ def _random_program(rng, unit, uop_count):
                       reset=bool(rng.random() < 0.15))
         if unit == "gemm":
             program.append(Gemm(wgt_factor_out=int(rng.integers(0, 2)),
-                                wgt_factor_in=int(rng.integers(0, 2)), **fields))
+                                wgt_factor_in=int(rng.integers(0, 2)),
+                                overwrite=bool(rng.random() < 0.3), **fields))
         else:
             op = AluOp(int(rng.integers(0, len(AluOp))))
             use_imm = bool(rng.random() < 0.5)

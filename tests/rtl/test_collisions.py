@@ -32,7 +32,7 @@ pytestmark = pytest.mark.rtl
 _X_ON_COLLISION = re.compile(
     r"^(?P<indent> +)(?P<data>\S+) <= (?P<read>\S+\[[^\]]*\]);\n"
     r"(?P<check> +if \([^\n]*\)\n) +(?P=data) <= \d+'hx+;$", re.MULTILINE)
-FEATURES = dict(requant=True, overlap=True)
+FEATURES = dict(requant=True, overlap=True, overwrite=True)
 CONCURRENT = GeneratorOptions(**FEATURES, actions=(30, 50), max_uops_per_insn=256,
                               overlap_probability=1.0, burst_probability=0.9)
 _models: dict[tuple, RtlSimulator] = {}

@@ -41,7 +41,7 @@ SHIPPED = {"ulx3s": range(300, 350), "ecpix5": range(350, 370), "icebreaker": ra
 
 # What the RTL supports of what the generator can emit; a feature the RTL
 # lacks is switched off here (never skipped), so the rest keeps running.
-FEATURES = dict(requant=True, overlap=True)
+FEATURES = dict(requant=True, overlap=True, overwrite=True)
 BASE = GeneratorOptions(**FEATURES)
 # Bigger loads and loops than the defaults: long bursts, deep loop nests.
 STRESS = BASE.replace(actions=(30, 50), max_uops_per_insn=512, max_load_elements=200,
@@ -122,16 +122,18 @@ def test_shipped_presets_set_their_switches():
 
 
 def test_programs_use_the_features():
-    """The differential programs really hold REQUANT and instructions that run
-    beside the other unit (else the comparison would not cover them)."""
-    from vdla.hw.isa import Alu, AluOp
-    requants = concurrent = 0
+    """The differential programs really hold REQUANT, GEMM_OVERWRITE and instructions
+    that run beside the other unit (else the comparison would not cover them)."""
+    from vdla.hw.isa import Alu, AluOp, Gemm
+    requants = concurrent = overwrites = 0
     for seed in range(200, 212):
         program = generate(CONFIGS["tiny"], seed, CONCURRENT)
         requants += sum(isinstance(i, Alu) and i.alu_op == AluOp.REQUANT
                         for i in program.instructions)
+        overwrites += sum(isinstance(i, Gemm) and i.overwrite for i in program.instructions)
         concurrent += program.summary["concurrent_overlaps"]
     assert requants >= 10 * FEATURES["requant"] and concurrent >= 20 * FEATURES["overlap"]
+    assert overwrites >= 10 * FEATURES["overwrite"]
 
 
 def test_differential_can_fail():

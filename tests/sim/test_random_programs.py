@@ -347,16 +347,32 @@ def test_overlap_everywhere_races_or_stays_deterministic():
     assert racy >= 3 and diverged >= 1, (racy, accepted, diverged)
 
 
-@pytest.mark.parametrize("requant, overlap", [(False, False), (False, True), (True, False)])
-def test_features_can_be_switched_off(requant, overlap):
-    seen_requant = seen_overlap = False
+@pytest.mark.parametrize("requant, overlap, overwrite", [
+    (False, False, True), (False, True, False), (True, False, True), (True, True, False)])
+def test_features_can_be_switched_off(requant, overlap, overwrite):
+    seen_requant = seen_overlap = seen_overwrite = False
     for seed in range(10):
-        program = generate(TINY, seed, GeneratorOptions(requant=requant, overlap=overlap))
+        program = generate(TINY, seed, GeneratorOptions(requant=requant, overlap=overlap,
+                                                        overwrite=overwrite))
         for insn in program.instructions:
             seen_requant |= isinstance(insn, Alu) and insn.alu_op == AluOp.REQUANT
             seen_overlap |= isinstance(insn, (Gemm, Alu)) and insn.overlap
+            seen_overwrite |= isinstance(insn, Gemm) and insn.overwrite
         program.run(get_backend("fsim", TINY))
-    assert (seen_requant, seen_overlap) == (requant, overlap)
+    assert (seen_requant, seen_overlap, seen_overwrite) == (requant, overlap, overwrite)
+
+
+def test_overwrite_draw_keeps_every_other_instruction_of_a_seed():
+    """GEMM_OVERWRITE comes from a draw GEMMs already made: a seed's program with it
+    switched off differs only in that flag."""
+    changed = 0
+    for seed in range(6):
+        with_flag = generate(TINY, seed).instructions
+        without = generate(TINY, seed, GeneratorOptions(overwrite=False)).instructions
+        assert [i.replace(overwrite=False) if isinstance(i, Gemm) else i
+                for i in with_flag] == without
+        changed += sum(isinstance(i, Gemm) and i.overwrite for i in with_flag)
+    assert changed
 
 
 def test_programs_cover_the_isa():
@@ -384,7 +400,8 @@ def test_programs_cover_the_isa():
                 if insn.y_size > 1 and insn.x_stride > insn.x_size:
                     seen["store stride"] += 1
             elif isinstance(insn, Gemm):
-                seen["gemm reset" if insn.reset else "gemm"] += 1
+                seen["gemm reset" if insn.reset else
+                     "gemm overwrite" if insn.overwrite else "gemm"] += 1
                 if insn.iter_out > 1 and insn.iter_in > 1:
                     seen["gemm two loops"] += 1
                 seen[f"gemm overlap {insn.overlap}"] += 1
@@ -404,7 +421,7 @@ def test_programs_cover_the_isa():
                     seen[f"{type(insn).__name__} {flag}"] += 1
     wanted = ["load inp", "load wgt", "load acc", "load uop", "pad inp", "pad wgt", "pad acc",
               "pad uop", "short stride", "long stride", "store", "store stride", "gemm",
-              "gemm reset", "gemm two loops", "alu reset", "alu negative imm", "feedback",
+              "gemm reset", "gemm overwrite", "gemm two loops", "alu reset", "alu negative imm", "feedback",
               "eager", "filler", "burst", "concurrent overlap", "overlap refused",
               "requant relu True", "requant relu False", "requant shift 0",
               "requant shift 31", "requant high imm bits"]
