@@ -2,10 +2,9 @@
 
 A convolution's padding, any value on each side, is added by the accelerator's
 LOADs as a tile's input window arrives (`compiler.ops.accelerator_limits`),
-asymmetric pads included, as long as each side's pad is at most `MAX_PAD` and
-smaller than the dilated kernel's extent (beyond that some outputs see only
-padding, and no tile's window reaches the input). For a conv past either
-limit the conv keeps what the LOADs can add and an explicit zero ``pad`` adds
+asymmetric pads included, windows that see only padding too, as long as each
+side's pad is at most `MAX_PAD` (what the LOAD's pad field holds). For a conv
+past it the conv keeps what the LOADs can add and an explicit zero ``pad`` adds
 the rest: zero is the quantised zero (symmetric scales), so the result is
 exact. Convs within the limits are left alone, so no host copy is made.
 """
@@ -24,8 +23,7 @@ def split_pads(graph: Graph) -> Graph:
         if node.op != "qconv":
             continue
         pads = node.attrs["pads"]
-        extent = [(k - 1) * d + 1 for k, d in zip(node.attrs["kernel"], node.attrs["dilation"])]
-        keep = tuple(min(pad, MAX_PAD, extent[side % 2] - 1) for side, pad in enumerate(pads))
+        keep = tuple(min(pad, MAX_PAD) for pad in pads)
         if keep == tuple(pads):
             continue
         extra = tuple(pad - kept for pad, kept in zip(pads, keep))

@@ -89,7 +89,7 @@ def general_convs(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
 
     A 3x3 stem to 8 channels; a depthwise 3x3 of stride 2 with SAME_UPPER's
     asymmetric pads; a grouped (2 groups) 3x3 with dilation 2; a 1x3 kernel
-    with a left pad past its extent (split by `split_pads`); then global
+    with a left pad past its extent (windows that see only padding); then global
     average pool and a Gemm to 10 logits.
     """
     rng = np.random.default_rng(seed)

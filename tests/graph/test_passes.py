@@ -89,7 +89,8 @@ def test_pipeline_keeps_the_function_and_runs_in_declared_order(graph):
 
 @pytest.mark.parametrize("pads, kept, host", [
     ((0, 0, 1, 1), (0, 0, 1, 1), None),              # asymmetric: the LOADs pad it
-    ((3, 0, 1, 2), (1, 0, 1, 1), (2, 0, 0, 1)),      # past the kernel: the excess on the host
+    ((3, 0, 1, 2), (3, 0, 1, 2), None),              # past the kernel: the LOADs pad it too
+    ((17, 0, 1, 16), (15, 0, 1, 15), (2, 0, 0, 1)),  # past MAX_PAD: the excess on the host
 ])
 def test_split_pads_moves_only_what_the_loads_cannot_pad(pads, kept, host):
     out_h, out_w = 4 + pads[0] + pads[2] - 1, 4 + pads[1] + pads[3] - 1
