@@ -50,6 +50,12 @@ def _names(value: str | None) -> list[str]:
 @click.option("--calibration", "calibration_path", default=None, metavar="FILE.npy",
               help="Sample inputs (count, ...) for post-training quantisation (not needed for "
                    "a QDQ model, whose scales are used).")
+@click.option("--calibration-method", "calibration_method", default="mse",
+              show_default=True,
+              type=click.Choice(["mse", "minmax", "percentile", "entropy"]),
+              help="How --calibration sets activation ranges: vdla's least squared error, "
+                   "or onnxruntime's MinMax, Percentile (99.999) or Entropy (KL divergence); "
+                   "vdla.graph.calibration.")
 @click.option("--batch", type=click.IntRange(min=1), default=None,
               help="The batch the network runs (default: the model's, 1 where symbolic).")
 @click.option("--on-cpu", "on_cpu", default=None, metavar="NODE,...",
@@ -75,7 +81,7 @@ def _names(value: str | None) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @per_channel_option
 @config_option
-def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, clock_mhz,
+def compile_model(model_path, calibration_path, calibration_method, batch, on_cpu, target, by_cost, clock_mhz,
                   fallback, fuse_residuals, tuned_path, output, as_json, per_channel, config):
     """Compile a whole ONNX model (float with --calibration, or QDQ) into a network file."""
     from vdla.cli.arrays import read_npy, writable
@@ -95,7 +101,8 @@ def compile_model(model_path, calibration_path, batch, on_cpu, target, by_cost, 
     network = compile_network(graph, config, calibration, on_cpu=_names(on_cpu),
                               target=target, by_cost=by_cost, clock_mhz=clock_mhz,
                               per_channel=per_channel, fuse_residuals=fuse_residuals,
-                              fallback=fallback, schedules=schedules)
+                              fallback=fallback, schedules=schedules,
+                              calibration_method=calibration_method)
     save(network, output)
     rows = network.rows()
     summary = {"output": output, "nodes": len(rows), "inputs": network.input_specs_json(),

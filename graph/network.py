@@ -313,7 +313,8 @@ def _estimated_cycles(program: Program, op, config: HwConfig) -> int:
 
 def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
                    per_channel: bool = False,
-                   fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
+                   fuse_residuals: bool | Callable[[str], bool] = False,
+                   calibration_method: str = "mse") -> Graph:
     """The integer graph of a float (or QDQ) graph: both pass pipelines around `quantize`.
 
     ``calibration`` and ``per_channel`` are as for `compile_network`, checked
@@ -334,7 +335,8 @@ def quantize_graph(graph: Graph, calibration: dict[str, np.ndarray] | None = Non
                                  f"{sample.dtype.name} {sample.shape}")
             if not np.all(np.isfinite(sample)):
                 raise GraphError(f"calibration {name!r}: holds NaN or infinite values")
-    return run_passes(quantize(floating, calibration, per_channel, fuse_residuals),
+    return run_passes(quantize(floating, calibration, per_channel, fuse_residuals,
+                               calibration_method),
                       INTEGER_PIPELINE)
 
 
@@ -353,7 +355,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
                     clock_mhz: float | None = None, threads: int = 2,
                     per_channel: bool = False, fuse_residuals: bool = True,
                     fallback: bool = True,
-                    schedules: Callable[[Any], Any] | None = None) -> Network:
+                    schedules: Callable[[Any], Any] | None = None,
+                    calibration_method: str = "mse") -> Network:
     """Quantise, fuse, place and compile a float (or QDQ) graph into a `Network`.
 
     Parameters
@@ -377,6 +380,9 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     per_channel : bool
         Quantise weights with one power-of-two scale per output channel
         (`graph.quantize.quantize`); a QDQ model's own scales are kept.
+    calibration_method : str
+        How activations' ranges are calibrated from ``calibration``
+        (`graph.calibration.METHODS`; default ``mse``, vdla's own).
     fuse_residuals : bool
         Fuse each residual add into the conv producing one operand where it can
         (`graph.passes.residual`, `residual_fusion`); False keeps them on the host.
@@ -409,7 +415,8 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     from vdla.compiler.errors import CompileError
     began = time.perf_counter()
     integer = quantize_graph(graph, calibration, per_channel,
-                             residual_fusion(config, target, on_cpu, fuse_residuals))
+                             residual_fusion(config, target, on_cpu, fuse_residuals),
+                             calibration_method)
     integer = run_passes(integer, TARGET_PIPELINE, config=config, target=target, on_cpu=on_cpu)
     placement = place(integer, target, on_cpu)
     reasons = placement_reasons(integer, placement, target, on_cpu)

@@ -154,7 +154,8 @@ def _observe(graph: Graph, samples: dict[str, np.ndarray], record) -> None:
                 samples_only(tensor, array) for tensor, array in zip(node.outputs, outputs)])
 
 
-def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
+def calibrate(graph: Graph, samples: dict[str, np.ndarray], method: str = "mse"
+              ) -> dict[str, int]:
     """The exponent of every computed tensor, from sample inputs.
 
     A first pass finds each tensor's largest magnitude (the coarsest exponent
@@ -170,6 +171,8 @@ def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
     samples : dict of str to numpy.ndarray
         Per graph input, samples stacked on the first axis (any count), run
         at the graph's batch.
+    method : str
+        ``mse`` (this), or another of `graph.calibration.METHODS`.
     """
     ranges: dict[str, float] = {}
 
@@ -188,6 +191,9 @@ def calibrate(graph: Graph, samples: dict[str, np.ndarray]) -> dict[str, int]:
     for name, value in ranges.items():
         if name not in first:
             first[name] = exponent_for(value, f"tensor {name!r}")
+    if method != "mse":   # the other methods' thresholds (`graph.calibration`)
+        from vdla.graph.calibration import exponents
+        return exponents(graph, samples, method, _observe, exponent_for)
     errors = {name: np.zeros(CANDIDATES) for name in first}
 
     def error(name: str, array: np.ndarray) -> None:
@@ -575,7 +581,8 @@ class _Quantizer:
 
 def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
              per_channel: bool = False,
-             fuse_residuals: bool | Callable[[str], bool] = False) -> Graph:
+             fuse_residuals: bool | Callable[[str], bool] = False,
+             calibration_method: str = "mse") -> Graph:
     """The integer graph of a float graph (after `graph.passes.PIPELINE`).
 
     Parameters
@@ -592,11 +599,14 @@ def quantize(graph: Graph, calibration: dict[str, np.ndarray] | None = None,
         Fuse a residual add into the conv producing one operand
         (`graph.passes.residual`): True for every conv, or a predicate on the
         conv's node name (the layers whose target can add a residual).
+    calibration_method : str
+        How activations' ranges are calibrated (`graph.calibration.METHODS`).
 
     Raises
     ------
     GraphError
         For a node that cannot be quantised or a tensor without a scale.
     """
-    exponents = calibrate(graph, calibration) if calibration is not None else {}
+    exponents = (calibrate(graph, calibration, calibration_method)
+                 if calibration is not None else {})
     return _Quantizer(graph, exponents, per_channel, fuse_residuals).run()
