@@ -7,7 +7,9 @@ accelerator, bit-exactness checked; `cpu_target`: wall time of the generated C
 on this CPU, checked the same way) through one executor (`bench.executor`:
 local processes or Dask), and appends every trial to a JSON-lines log (`log`)
 that survives a ``kill -9`` and from which `vdla compile --tuned` applies the
-best schedule. `dse` searches the hardware too: accelerator configurations,
+best schedule. `network` tunes a network's distinct layers together under one
+budget (Ansor's task scheduler, one shared model) for ``vdla compile
+MODEL.onnx --tuned``. `dse` searches the hardware too: accelerator configurations,
 each measured on a workload (tuned through `tune` when asked) with its
 synthesis estimate.
 """
