@@ -25,6 +25,8 @@ scale.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from vdla.graph.errors import GraphError
@@ -41,9 +43,13 @@ _WHY_NORM = ("a float32 layer norm of the dequantised values on the host, requan
 # -- float functions --------------------------------------------------------------------------
 
 
+_ERF = np.frompyfunc(math.erf, 1, 1)
+
+
 def _erf(x):
-    from scipy.special import erf
-    return erf(np.asarray(x, np.float32)).astype(np.float32)
+    """erf in float64 (Python's, correctly rounded to float32 for all but a few values),
+    as float32."""
+    return np.asarray(_ERF(np.asarray(x, np.float64)), np.float64).astype(np.float32)
 
 
 def gelu(x, tanh: bool = False) -> np.ndarray:
@@ -371,11 +377,11 @@ def _where(node: Node, x, mask, fill):
     return [np.where(mask, x, fill).astype(np.asarray(x).dtype)]
 
 
-def _onnx_compare(function):
+def _onnx_compare(function, arity: int):
     def convert(node) -> None:
         """Of constants only (shape and mask arithmetic), folded at import."""
+        node.arity(arity)
         values = [node.importer.value(name) for name in node.inputs]
-        node.arity(len(values))
         if any(value is None for value in values):
             raise node.fail("of a computed tensor: not supported (only of constants, such as "
                             "shapes and masks, which fold at import)")
@@ -448,7 +454,7 @@ def _export_where(writer, node: Node) -> None:
 
 OPS += [
     Op("equal", "import", "mask and shape arithmetic: folded into constants at import",
-       onnx={"Equal": _onnx_compare(np.equal), "Not": _onnx_compare(np.logical_not)}),
+       onnx={"Equal": _onnx_compare(np.equal, 2), "Not": _onnx_compare(np.logical_not, 1)}),
     Op("where", "host", "a constant mask's fill on the host (numpy)", _where,
        onnx={"Where": _onnx_where}, quantize=_quantize_where, attrs={}, arity=3,
        shape=_whered, export=_export_where),

@@ -126,3 +126,47 @@ def test_main_writes_the_models_and_refuses_an_unknown_name(tmp_path, capsys):
         main(["-o", str(tmp_path), "--only", "gpt"])
     assert stopped.value.code == 2
     assert "unknown model 'gpt'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opset, approximate", [(14, "none"), (17, "tanh")])
+def test_a_torch_export_of_an_encoder_imports_as_it_is(opset, approximate):
+    """torch.onnx.export's own graph (decomposed LayerNorm and Erf GELU at opset 14,
+    LayerNormalization and the tanh GELU at 17): fused, compiled and close to onnxruntime."""
+    torch = pytest.importorskip("torch")
+    import io
+    import math
+
+    class Block(torch.nn.Module):
+        def __init__(self, dims=32, heads=2):
+            super().__init__()
+            self.heads = heads
+            self.qkv = torch.nn.ModuleList(torch.nn.Linear(dims, dims) for _ in range(3))
+            self.out, self.up = torch.nn.Linear(dims, dims), torch.nn.Linear(dims, 2 * dims)
+            self.down = torch.nn.Linear(2 * dims, dims)
+            self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(dims) for _ in range(2))
+            self.act = torch.nn.GELU(approximate=approximate)
+
+        def forward(self, x):
+            n, s, d = x.shape
+            q, k, v = (layer(x).view(n, s, self.heads, d // self.heads).transpose(1, 2)
+                       for layer in self.qkv)
+            scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+            context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(n, s, d)
+            x = self.norms[0](x + self.out(context))
+            return self.norms[1](x + self.down(self.act(self.up(x))))
+
+    torch.manual_seed(0)
+    buffer = io.BytesIO()
+    torch.onnx.export(Block().eval(), (torch.randn(1, 16, 32),), buffer, opset_version=opset,
+                      dynamo=False, input_names=["input"], output_names=["y"])
+    data = buffer.getvalue()
+    rng = np.random.default_rng(0)
+    network = compile_network(from_bytes(data, batch=1), PRESETS["default"],
+                              {"input": rng.standard_normal((4, 16, 32)).astype(np.float32)})
+    ops = collections.Counter(node.op for node in network.graph.nodes)
+    assert ops["qlayernorm"] == 2 and ops["gelu"] == 1 and ops["qmatmul"] == 2
+    feeds = {"input": rng.standard_normal((1, 16, 32)).astype(np.float32)}
+    want = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        None, feeds)[0]
+    assert _cosine(network.run(feeds, sim="fsim").outputs["y"], want) >= 0.99
