@@ -8,9 +8,9 @@ input's: nothing saturates), or the model's own for a QDQ model: an input at
 another scale is requantised (``requantize``, `graph.ops.arith`) and the
 concat itself then moves int8 values. A constant input (a vision
 transformer's class token) weighs in with the power-of-two scale that holds
-its range and is quantised at the common one (half to even). They run on the host on logical
-arrays (a channel concat or slice of the blocked layout would move blocks
-partly filled).
+its range and is quantised at the common one (half to even). They run on
+the host on logical arrays (a channel concat or slice of the blocked layout
+would move blocks partly filled).
 """
 
 from __future__ import annotations
