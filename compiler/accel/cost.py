@@ -19,7 +19,8 @@ from vdla.compiler.accel.schedule import AXES, TilePlan
 from vdla.hw.config import HwConfig
 from vdla.ints import ceil_div
 
-__all__ = ["estimate_cost", "estimate", "operand_loads", "uop_kernel"]
+__all__ = ["estimate_cost", "estimate", "operand_loads", "uop_kernel", "reduction_loops",
+           "reset_on_gemm"]
 
 # Cycles a GEMM, ALU or STORE instruction costs beyond its micro-ops or beats:
 # its dispatch and the drain of the unit's pipeline before the next one.
@@ -78,6 +79,22 @@ def uop_kernel(plan: TilePlan, residual: bool = False) -> int:
     return max(1, math.prod(loops) // max(1, math.prod(folded)))
 
 
+def reduction_loops(plan: TilePlan) -> int:
+    """The loops longer than 1 a chunk's GEMM nest sums over (its channel blocks,
+    kernel rows and columns): splitting off their first step for GEMM_OVERWRITE
+    (`passes.gemm_reset`) leaves one more GEMM nest per loop."""
+    kh, kw = plan.geometry.kernel
+    return sum(extent > 1 for extent in (plan.tile["c"], kh, kw))
+
+
+def reset_on_gemm(plan: TilePlan, epilogue_stalls: bool = True) -> bool:
+    """Whether the tiles' first GEMMs should overwrite their accumulators (GEMM_OVERWRITE)
+    instead of the ALU zeroing them first: when that estimates fewer cycles, i.e. where
+    the ALU's reset pass costs more than the GEMM instructions the split adds."""
+    return (estimate(plan, epilogue_stalls, gemm_reset=True)[0]
+            < estimate(plan, epilogue_stalls, gemm_reset=False)[0])
+
+
 def _load_cycles(config: HwConfig, instructions: int, rows: int, row_elements: int,
                  kind: str) -> float:
     """Cycles of ``instructions`` LOADs of ``rows`` rows of ``row_elements`` elements each.
@@ -102,9 +119,14 @@ def estimate_cost(plan: TilePlan, epilogue_stalls: bool = True) -> float:
     return estimate(plan, epilogue_stalls)[0]
 
 
-def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float]:
+def estimate(plan: TilePlan, epilogue_stalls: bool = True,
+             gemm_reset: bool | None = None) -> tuple[float, float]:
     """``(cycles, DRAM pressure)`` of a plan: its estimated cycles (lower is better)
     and its DRAM time per tile over its GEMM time per tile.
+
+    ``gemm_reset``: the tiles' first GEMMs overwrite the accumulators
+    (`passes.gemm_reset`) instead of an ALU reset pass; None, the cheaper of the
+    two, as the compiler chooses (`reset_on_gemm`).
 
     A software pipeline over the output tiles: with two or more virtual
     threads, the loads of one tile, the GEMMs of another, the ALU reset and
@@ -146,6 +168,11 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
     gemm = gemm_uops + INSTRUCTION_OVERHEAD * gemm_instructions
     alu = 2 * (slot["acc"] + INSTRUCTION_OVERHEAD)                       # reset + REQUANT
     epilogue, fixed = geometry.epilogue, 0.0
+    # With the reset on the GEMMs: no ALU reset; the first chunk's GEMM nest split at
+    # its reduction loops' first step (a residual's GEMM overwrites instead, adding none).
+    reset_alu = slot["acc"] + INSTRUCTION_OVERHEAD
+    split_gemm = (INSTRUCTION_OVERHEAD * reduction_loops(plan)
+                  if epilogue.residual_shift is None else 0)
     if epilogue.residual_shift is not None:
         gemm += slot["acc"] + INSTRUCTION_OVERHEAD * ceil_div(
             uop_kernel(plan, residual=True), kernel_budget(config))
@@ -166,41 +193,47 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True) -> tuple[float, float
         # pass starts, so every pass before it (the bias ADD, two cycles a micro-op, and
         # the immediates) runs serially with the GEMMs.
         fixed = 2 * slot["acc"] + INSTRUCTION_OVERHEAD + (passes - 1) * (slot["acc"] + INSTRUCTION_OVERHEAD)
-    whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
-    store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
-    store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
-             + INSTRUCTION_OVERHEAD * store_instructions)
-    first_load = inp + wgt
-    if plan.threads > 1:
-        # A slot's REQUANT, its store (which reads the out rows) and the reset
-        # of the slot's next tile (which overwrites them) run one after the
-        # other while the GEMM core works on the other threads' chunks: the
-        # chain must fit in those (threads - 1) chunk steps or the GEMMs wait.
-        # The epilogue runs beside the GEMMs only on acc banks they do not
-        # write (`TilePlan.epilogue_overlap`); the rest of it holds them up.
-        chain = alu + store
-        window = (plan.threads - 1) * gemm / chunks
-        serial = (1 - plan.epilogue_overlap()) * alu if epilogue_stalls else 0.0
-        period = max(gemm + serial + fixed + max(0.0, chain - window), load, store)
-    else:
-        period = load + gemm + alu + store
-    # Edge tiles are smaller: scale the full tile's period by the real work.
-    work = (plan.blocks["b"] * plan.blocks["k"] * plan.blocks["h"] * plan.blocks["w"]
-            * plan.blocks["c"] * kh * kw)
-    total = work * period / gemm_uops
-    resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
-    if plan.threads > 1:
-        # The first group of tiles (one per thread) streams in every block it
-        # reads, a resident operand's once: the GEMMs wait where that outlasts
-        # the group's own compute.
-        group = list(itertools.islice(itertools.product(*(range(counts[a]) for a in order)),
-                                      plan.threads))
-        k_tiles = len({position[order.index("k")] for position in group})
-        loads = chunks * (inp * (1 if resident_inp else len(group))
-                          + wgt * (k_tiles if resident_wgt else len(group)))
-        total += max(0.0, loads - len(group) * gemm)
-    pressure = load / gemm
-    if plan.threads > 1:
-        return first_load + total + alu / 2 + store, pressure
-    return total, pressure
+
+    def finish(gemm: float, alu: float) -> tuple[float, float]:
+        whole_rows = counts["w"] == 1 and tile["h"] == plan.blocks["h"]
+        store_instructions = 1 if whole_rows else tile["b"] * tile["k"]
+        store = (slot["acc"] * config.element_bytes("out") / config.dram_bus_bytes
+                 + INSTRUCTION_OVERHEAD * store_instructions)
+        first_load = inp + wgt
+        if plan.threads > 1:
+            # A slot's REQUANT, its store (which reads the out rows) and the reset
+            # of the slot's next tile (which overwrites them) run one after the
+            # other while the GEMM core works on the other threads' chunks: the
+            # chain must fit in those (threads - 1) chunk steps or the GEMMs wait.
+            # The epilogue runs beside the GEMMs only on acc banks they do not
+            # write (`TilePlan.epilogue_overlap`); the rest of it holds them up.
+            chain = alu + store
+            window = (plan.threads - 1) * gemm / chunks
+            serial = (1 - plan.epilogue_overlap()) * alu if epilogue_stalls else 0.0
+            period = max(gemm + serial + fixed + max(0.0, chain - window), load, store)
+        else:
+            period = load + gemm + alu + store
+        # Edge tiles are smaller: scale the full tile's period by the real work.
+        work = (plan.blocks["b"] * plan.blocks["k"] * plan.blocks["h"] * plan.blocks["w"]
+                * plan.blocks["c"] * kh * kw)
+        total = work * period / gemm_uops
+        resident_inp, resident_wgt = plan.schedule.resident_input, plan.schedule.resident_weights
+        if plan.threads > 1:
+            # The first group of tiles (one per thread) streams in every block it
+            # reads, a resident operand's once: the GEMMs wait where that outlasts
+            # the group's own compute.
+            group = list(itertools.islice(itertools.product(*(range(counts[a]) for a in order)),
+                                          plan.threads))
+            k_tiles = len({position[order.index("k")] for position in group})
+            loads = chunks * (inp * (1 if resident_inp else len(group))
+                              + wgt * (k_tiles if resident_wgt else len(group)))
+            total += max(0.0, loads - len(group) * gemm)
+        pressure = load / gemm
+        if plan.threads > 1:
+            return first_load + total + alu / 2 + store, pressure
+        return total, pressure
+
+    choices = (False, True) if gemm_reset is None else (gemm_reset,)
+    return min((finish(gemm + split_gemm * choice, alu - reset_alu * choice)
+                for choice in choices), key=lambda result: result[0])
 

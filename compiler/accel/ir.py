@@ -189,12 +189,14 @@ class Mac:
 
 @dataclasses.dataclass(eq=False)
 class Gemm:
-    """``acc[dst] += inp[src] @ wgt[wgt].T`` on whole entries, or ``acc[dst] = 0``."""
+    """``acc[dst] += inp[src] @ wgt[wgt].T`` on whole entries, or ``acc[dst] = 0``;
+    with ``overwrite`` ``acc[dst] = inp[src] @ wgt[wgt].T`` (GEMM_OVERWRITE)."""
 
     dst: Access
     src: Access | None = None
     wgt: Access | None = None
     reset: bool = False
+    overwrite: bool = False
 
 
 @dataclasses.dataclass(eq=False)

@@ -19,6 +19,7 @@ from typing import Callable
 from vdla.compiler.accel import ir
 from vdla.compiler.accel.passes.dma import inject_dma
 from vdla.compiler.accel.passes.epilogue import lower_epilogues
+from vdla.compiler.accel.passes.gemm_reset import gemm_reset
 from vdla.compiler.accel.passes.latency_hiding import insert_tokens
 from vdla.compiler.accel.passes.overlap import hoist_resets, mark_overlap
 from vdla.compiler.accel.passes.tensorize import tensorize
@@ -42,12 +43,16 @@ class PassContext:
         False keeps one instruction per micro-op (to measure what folding buys).
     fused_epilogue : bool
         False lowers the epilogue to four ALU passes instead of REQUANT.
+    gemm_reset : bool or None
+        The tiles' first GEMMs overwrite the accumulators instead of an ALU reset
+        (`passes.gemm_reset`): None where the cost model estimates it saves cycles.
     """
 
     config: HwConfig
     serialize: bool = False
     fold: bool = True
     fused_epilogue: bool = True
+    gemm_reset: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +74,10 @@ def _context_free(transform: Callable[[ir.Function], ir.Function]):
 
 def _epilogue(function: ir.Function, context: PassContext) -> ir.Function:
     return lower_epilogues(function, fused=context.fused_epilogue)
+
+
+def _gemm_reset(function: ir.Function, context: PassContext) -> ir.Function:
+    return gemm_reset(function, enabled=context.gemm_reset)
 
 
 def _uop_folding(function: ir.Function, context: PassContext) -> ir.Function:
@@ -97,6 +106,8 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("virtual_threads", _context_free(assign_virtual_threads),
          "buffers replicated into SRAM slots, threads interleaved"),
     Pass("dma", _context_free(inject_dma), "copies become 2D strided LOAD/STORE instructions"),
+    Pass("gemm_reset", _gemm_reset,
+         "where it saves cycles, each tile's first GEMMs overwrite instead of an ALU reset"),
     Pass("uop_folding", _uop_folding,
          "loop nests folded into GEMM/ALU instructions and micro-op kernels"),
     Pass("hoist_resets", _context_free(hoist_resets),

@@ -154,11 +154,13 @@ def hoist_resets(function: ir.Function) -> ir.Function:
             stats["kept"] += 1
             continue
         parts = _parts(stage.body)
-        if len(gemms) == 1 and len(parts) == 3:
-            # A residual's reset, GEMM and SHL, and one GEMM to hide them behind: cut off
-            # the end of that GEMM for the SHL to run beside (`_split_gemm`).
+        if (len(gemms) == 1 and len(parts) >= 2 and _unit(parts[-2]) == GEMM_UNIT
+                and _unit(parts[-1]) == ALU_UNIT):
+            # A residual's GEMM and SHL (after its reset, unless `passes.gemm_reset` made
+            # the GEMM overwrite), and one GEMM to hide them behind: cut off the end of
+            # that GEMM for the SHL to run beside (`_split_gemm`).
             p, i = gemms[0]
-            tail = _split_gemm(stages[p].body[i], sum(_cycles(insn) for insn in parts[2]))
+            tail = _split_gemm(stages[p].body[i], sum(_cycles(insn) for insn in parts[-1]))
             if tail is not None:
                 stages[p].body[i:i + 1] = tail
                 gemms.append((p, i + 1))

@@ -114,7 +114,8 @@ def _signature(stmt) -> tuple:
     loops, leaf = ir.loop_nest(stmt) if isinstance(stmt, ir.Loop) else ([], stmt)
     accesses = [leaf.dst, leaf.src] + ([leaf.wgt] if isinstance(leaf, ir.Gemm) else [])
     return (tuple((loop.var, loop.extent) for loop in loops), type(leaf).__name__,
-            getattr(leaf, "reset", None), getattr(leaf, "op", None), getattr(leaf, "imm", None),
+            getattr(leaf, "reset", None), getattr(leaf, "overwrite", None),
+            getattr(leaf, "op", None), getattr(leaf, "imm", None),
             tuple(None if a is None else
                   (a.buffer.base, tuple(sorted(a.index.terms.items())), a.index.const)
                   for a in accesses))
@@ -156,7 +157,7 @@ def fold_nest(stmt, config, max_folds: int = 2, max_kernel: int = 1 << 30):
     # uop_begin/uop_end are placeholders until place_uops gives the kernel its place.
     fields["uop_end"] = math.prod(loop.extent for loop in kernel_loops)
     if opcode == Opcode.GEMM:
-        template = isa.Gemm(reset=leaf.reset, **fields)
+        template = isa.Gemm(reset=leaf.reset, overwrite=leaf.overwrite, **fields)
     else:
         template = isa.Alu(reset=leaf.reset, alu_op=leaf.op, use_imm=leaf.src is None,
                            imm=leaf.imm if leaf.imm is not None else 0, **fields)
@@ -278,7 +279,7 @@ def _describe(leaf) -> str:
     if leaf.reset:
         return "reset"
     if isinstance(leaf, ir.Gemm):
-        return "gemm"
+        return "gemm overwrite" if leaf.overwrite else "gemm"
     return f"alu {leaf.op.name.lower()}"
 
 

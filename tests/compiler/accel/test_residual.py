@@ -291,9 +291,10 @@ def _compute_stream(op, config):
     ("tiny", dict(in_channels=8, out_channels=12, height=9, width=7)),
 ])
 def test_the_shift_runs_beside_the_other_threads_gemm(name, fields):
-    """With two threads the residual's reset, GEMM and SHL move into the other thread's GEMM
+    """With two threads the residual's GEMM and SHL move into the other thread's GEMM
     stage (`passes.overlap.hoist_resets`): the SHL is marked to overlap and follows the tail
-    of that thread's GEMM, cut off for it; nothing waits for it but the tile's own GEMMs."""
+    of that thread's GEMM, cut off for it; nothing waits for it but the tile's own GEMMs.
+    The residual's GEMM overwrites the accumulators (`passes.gemm_reset`): no ALU reset."""
     config = PRESETS[name]
     op = Conv2d(batch=1, kernel=3, padding=1, bias=True, shift=9, residual_shift=8, **fields)
     program, stream = _compute_stream(op, config)
@@ -304,12 +305,19 @@ def test_the_shift_runs_beside_the_other_threads_gemm(name, fields):
     assert not stream[shls[0]].overlap
     assert hoisted and all(stream[n].overlap for n in hoisted)
     for n in hoisted:
-        # residual GEMM, the other thread's GEMM tail, then the SHL beside it
+        # residual GEMM (overwriting), the other thread's GEMM tail, then the SHL beside it
         assert [type(i).__name__ for i in stream[n - 2:n + 1]] == ["Gemm", "Gemm", "Alu"]
-        assert stream[n - 1].overlap and not stream[n - 2].overlap
+        assert stream[n - 2].overwrite and stream[n - 1].overlap
     plain = dataclasses.replace(op, residual_shift=None)
-    # Per tile the residual adds its GEMM and SHL, and one GEMM is cut in two.
-    assert len(_compute_stream(plain, config)[1]) == len(stream) - 2 * len(shls) - len(hoisted)
+    plain_stream = _compute_stream(plain, config)[1]
+
+    def resets(instructions):
+        return sum(getattr(i, "reset", False) for i in instructions)
+    assert resets(stream) == 0
+    # Per tile the residual adds its GEMM and SHL, one GEMM is cut in two, and the ALU
+    # reset goes.
+    assert len(plain_stream) - resets(plain_stream) == \
+        len(stream) - 2 * len(shls) - len(hoisted)
 
 
 @pytest.mark.rtl

@@ -88,13 +88,18 @@ def _alus(program, op=None, reset=None):
 @pytest.mark.parametrize("op", [CONV, Conv2d(1, 8, 8, 8, 8, kernel=1, stride=2, bias=True,
                                             shift=3, relu=True)], ids=["3x3", "1x1s2"])
 def test_two_threads_run_resets_and_epilogues_beside_gemms(op, config):
-    """The ALU work of one thread overlaps the other thread's GEMMs, race-free."""
+    """The ALU work of one thread overlaps the other thread's GEMMs, race-free. The
+    1x1 stride-2 layer, ALU-bound with an ALU reset, has its tiles' first GEMMs
+    overwrite instead (`passes.gemm_reset`)."""
     program = _program(2, op=op, config=config, tile_h=2, tile_w=8 if op is CONV else 4)
     instructions = program.instructions
     requants = _alus(program, isa.AluOp.REQUANT)
     resets = _alus(program, reset=True)
     counts = program.metadata["tiling"]["counts"]
-    assert len(requants) == len(resets) == counts["b"] * counts["k"] * counts["h"] * counts["w"]
+    tiles = counts["b"] * counts["k"] * counts["h"] * counts["w"]
+    gemm_reset = program.metadata["stats"]["gemm_reset"]["tiles"]
+    assert gemm_reset == (0 if op is CONV else tiles)
+    assert len(requants) == len(resets) + gemm_reset == tiles
     # One fused pass per tile, and no four-pass epilogue left.
     assert not [i for i, insn in _alus(program, reset=False) if insn.alu_op != isa.AluOp.REQUANT]
     done = compute_done_before(instructions)
