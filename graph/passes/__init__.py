@@ -22,6 +22,7 @@ from vdla.graph.passes.gelu import fuse_gelu
 from vdla.graph.passes.identities import remove_identities
 from vdla.graph.passes.layernorm import fuse_layernorm
 from vdla.graph.passes.pads import split_pads
+from vdla.graph.passes.projection import fuse_projection_bias
 from vdla.graph.passes.qdq import read_qdq
 from vdla.graph.passes.stem import pack_stems
 
@@ -38,6 +39,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fuse_layernorm", fuse_layernorm),
     ("fuse_gelu", fuse_gelu),
     ("fuse_bias", fuse_bias),
+    ("fuse_projection_bias", fuse_projection_bias),
     ("fold_batchnorm", fold_batchnorm),
     ("fuse_gates", fuse_gates),
     ("fuse_activations", fuse_activations),

@@ -354,3 +354,22 @@ def test_a_softmax_output_stays_float_and_one_inside_is_int8():
     kinds = [(node.op, integer.tensors[node.outputs[0]].dtype) for node in integer.nodes]
     assert ("qsoftmax", np.int8) in kinds and ("softmax", np.float32) in kinds
     onnx.checker.check_model(to_qdq(integer))
+
+
+@pytest.mark.parametrize("per_feature", [True, False])
+def test_a_projections_bias_add_folds_into_its_dense_layer(per_feature):
+    rng = np.random.default_rng(14)
+    bias = _f32(rng, 6) if per_feature else _f32(rng, 5, 6)   # else one per token too
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["p"]),
+                    helper.make_node("Add", ["b", "p"], ["y"])], [("x", _F, (2, 5, 4))], ["y"],
+                   [("w", _f32(rng, 4, 6)), ("b", bias)])
+    x = _f32(rng, 2, 5, 4)
+    graph = run_passes(_check(model, {"x": x}, rtol=1e-5, atol=1e-5), PIPELINE)
+    ops = [node.op for node in graph.nodes]
+    if not per_feature:
+        assert ops == ["reshape", "dense", "reshape", "add"]
+        return
+    assert ops == ["reshape", "dense", "reshape"]
+    np.testing.assert_array_equal(graph.value(graph.nodes[1].inputs[2]), bias)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    np.testing.assert_allclose(execute(graph, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
