@@ -48,6 +48,9 @@ MAX_TENSOR_ELEMENTS = 1 << 28
 MAX_BATCH = MAX_TENSOR_ELEMENTS
 
 _DTYPES = ONNX_DTYPES
+# The most elements of an integer constant that shape inference gets as data (a shape, the
+# indices or bounds of shape arithmetic) when it runs again on folded values.
+_SHAPE_DATA = 64
 
 
 def _type_name(code: int) -> str:
@@ -162,7 +165,6 @@ class _Importer:
     # -- the graph ------------------------------------------------------------------------
 
     def run(self, batch: int | None) -> Graph:
-        onnx = _onnx()
         graph = self.model.graph
         self._check_versions()
         for proto in graph.initializer:
@@ -176,17 +178,8 @@ class _Importer:
         if self.batch_change is not None:
             self._rebatch_reshapes(*self.batch_change)
         nodes = _topological(graph.node, set(self.tensors) | {v.name for v in inputs})
-        try:
-            inferred = onnx.shape_inference.infer_shapes(self.model, check_type=True,
-                                                         strict_mode=True, data_prop=True)
-        except Exception as error:  # noqa: BLE001 - InferenceError, ValidationError, ...
-            text = str(error).strip().splitlines()
-            raise GraphError(f"{self.source}: onnx shape inference failed: "
-                             f"{text[-1] if text else type(error).__name__}") from None
         self.infos = {}
-        for value in (*inferred.graph.input, *inferred.graph.value_info,
-                      *inferred.graph.output):
-            self.infos[value.name] = value
+        self._infer(self.model)
         for value in inputs:
             self._declare(value.name, f"graph input {value.name!r}")
         for index, proto in enumerate(nodes):
@@ -206,6 +199,54 @@ class _Importer:
                                  "initializer, or computed from constants only); vdla "
                                  "compiles outputs computed from the inputs")
         return Graph(self.tensors, self.nodes, [v.name for v in inputs], outputs).check().prune()
+
+    def _infer(self, model) -> None:
+        """Record the shapes onnx shape inference finds in ``model`` (`_declare` reads them)."""
+        onnx = _onnx()
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, check_type=True,
+                                                         strict_mode=True, data_prop=True)
+        except Exception as error:  # noqa: BLE001 - InferenceError, ValidationError, ...
+            text = str(error).strip().splitlines()
+            raise GraphError(f"{self.source}: onnx shape inference failed: "
+                             f"{text[-1] if text else type(error).__name__}") from None
+        for value in (*inferred.graph.input, *inferred.graph.value_info,
+                      *inferred.graph.output):
+            self.infos[value.name] = value
+
+    def _infer_folded(self) -> None:
+        """Shape inference again, with every value folded so far (`graph.ops.base.emit_or_fold`)
+        in place of the nodes that computed it.
+
+        onnx's data propagation follows shape arithmetic through Shape, Gather,
+        Add, Mul, Concat... but not Div: ``torch.chunk`` exports a Slice whose
+        ends are ``Shape -> Gather -> Add -> Div -> Mul``, which inference leaves
+        unsized and import folds to a constant. Only integer values small enough
+        to be shapes travel as data; other constants go as typed inputs, so that
+        no weight is copied.
+        """
+        onnx = _onnx()
+        graph = self.model.graph
+        known = {name: t.value for name, t in self.tensors.items() if t.value is not None}
+        kept = [proto for proto in graph.node
+                if not all(name in known for name in proto.output if name)]
+        read = {name for proto in kept for name in proto.input if name}
+        light = onnx.ModelProto()
+        light.ir_version = self.model.ir_version
+        light.opset_import.extend(self.model.opset_import)
+        light.functions.extend(self.model.functions)
+        light.graph.node.extend(kept)
+        light.graph.input.extend(graph.input)
+        light.graph.output.extend(graph.output)
+        declared = {value.name for value in graph.input}
+        for name in sorted(read & set(known)):
+            value = known[name]
+            if value.dtype.kind in "iu" and value.size <= _SHAPE_DATA:
+                light.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+            elif name not in declared:
+                light.graph.input.append(onnx.helper.make_tensor_value_info(
+                    name, onnx.helper.np_dtype_to_tensor_dtype(value.dtype), value.shape))
+        self._infer(light)
 
     def _check_versions(self) -> None:
         """The IR version and the one default-domain opset the file claims."""
@@ -252,17 +293,32 @@ class _Importer:
         return change
 
     def _rebatch_reshapes(self, old: int, new: int) -> None:
-        """Reshapes to a constant shape that starts with the model's batch: to the new batch.
+        """Reshapes to a constant shape (an initializer's, or a Constant node's) that starts with
+        the model's batch: to the new batch.
 
         Before shape inference, so every later shape follows. A shape starting
         with the old batch is taken to mean the batch axis (a model exported
         at batch 1 reshapes to ``(1, -1)``).
         """
         onnx = _onnx()
+        # Exporters write a shape as an initializer or as a Constant node's value (torch's
+        # channel shuffle): both are read here, before any node is converted.
+        constants = {proto.output[0]: attribute.t for proto in self.model.graph.node
+                     if proto.op_type == "Constant" and proto.domain in ("", "ai.onnx")
+                     and len(proto.output) == 1 for attribute in proto.attribute
+                     if attribute.name == "value" and attribute.type == attribute.TENSOR}
         for proto in self.model.graph.node:
             if proto.op_type != "Reshape" or len(proto.input) < 2:
                 continue
             shape = self.value(proto.input[1])
+            value = constants.get(proto.input[1])
+            if shape is None and value is not None and value.data_type == onnx.TensorProto.INT64 \
+                    and len(value.dims) == 1 and value.dims[0] <= _SHAPE_DATA \
+                    and value.data_location != onnx.TensorProto.EXTERNAL:
+                try:
+                    shape = onnx.numpy_helper.to_array(value)
+                except Exception:  # noqa: BLE001 - malformed: its Constant's converter says so
+                    continue
             if shape is None or shape.ndim != 1 or not shape.size or shape[0] != old:
                 continue
             name = f"{proto.input[1]}/batch{new}"
@@ -273,11 +329,17 @@ class _Importer:
                 self.model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
             proto.input[1] = name
 
-    def _declare(self, name: str, what: str) -> Tensor:
-        """A non-constant tensor with the shape and type shape inference found."""
+    def _declare(self, name: str, what: str, retried: bool = False) -> Tensor:
+        """A non-constant tensor with the shape and type shape inference found (found again
+        with the values folded so far, `_infer_folded`, where the first left a size unknown)."""
         info = self.infos.get(name)
         kind = info.type.WhichOneof("value") if info is not None else None
-        if kind != "tensor_type" or not info.type.tensor_type.HasField("shape"):
+        shaped = kind == "tensor_type" and info.type.tensor_type.HasField("shape")
+        if not retried and (not shaped or not all(d.HasField("dim_value")
+                                                  for d in info.type.tensor_type.shape.dim)):
+            self._infer_folded()
+            return self._declare(name, what, retried=True)
+        if not shaped:
             raise GraphError(f"{what}: onnx shape inference found no tensor shape for it")
         tensor_type = info.type.tensor_type
         dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim]
