@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/models_status.py [--only NAME,...] [--no-light] [--samples 8]
                                        [--max-gmacs 5] [--timeout 900] [--config default]
+                                       [--per-channel] [--calibration-method mse]
                                        [--output benchmarks/results/models_status.json]
 
 The models: the zoo's (`benchmarks/models/zoo.py`: SqueezeNet, MobileNetV3,
@@ -17,8 +18,10 @@ replaced by a seeded initialiser (He-normal convolution and Gemm weights,
 BatchNorm statistics near the identity; `seeded_weights`) for the numbers.
 
 Each model, in a process of its own stopped after ``--timeout`` seconds:
-import (`vdla.frontend.onnx.load`), then `compile_network` for ``--config``
-with ``--samples`` seeded calibration inputs. A refusal stops it there and is
+import (`vdla.frontend.onnx.from_bytes`), then `compile_network` for ``--config``
+with ``--samples`` seeded calibration inputs (per-tensor weight scales unless
+``--per-channel``, activations calibrated by ``--calibration-method``,
+`vdla.graph.calibration`). A refusal stops it there and is
 recorded as vdla said it (the first line of the `VdlaError`, which names the
 node and operator); any other exception is a vdla bug and is recorded as
 ``crash``. A model that compiles runs other seeded inputs on fsim and as the
@@ -31,7 +34,13 @@ its logits (``logits_cosine``: random weights often saturate a softmax, whose
 near one-hot output then has a cosine near 1 whatever the logits), for
 classifiers the share of samples whose top-1 class agrees, and whether fsim
 and the cpu target agree bit for bit. ``accel_mac_share`` is the accelerator layers' MACs over the float
-model's (Conv, ConvTranspose, Gemm, MatMul; `zoo.macs`).
+model's (Conv, ConvTranspose, Gemm, MatMul; `zoo.macs`); ``estimated_cycles`` the
+accelerator layers' cycles for one run at the compiled ``batch`` as the cost
+model estimates them (`estimated_cycles`: fsim is untimed, and the RTL too slow
+for whole networks here); ``placement`` how many nodes run where.
+
+`benchmarks/torchvision_models.py` runs its models through the same
+`model_status` and `_bounded`.
 
 Prints one row per model and writes ``benchmarks/results/models_status.json``.
 """
@@ -43,7 +52,6 @@ import json
 import multiprocessing
 import platform
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -56,7 +64,12 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "models"))
 
 import zoo  # noqa: E402
 
-__all__ = ["light_models", "seeded_weights", "softmax_inputs", "model_status", "main"]
+__all__ = ["light_models", "seeded_weights", "softmax_inputs", "estimated_cycles",
+           "model_status", "main"]
+
+# The quantisation options `model_status` reads from its ``options``, and their defaults
+# (`compile_network`'s).
+QUANTIZATION = {"per_channel": False, "calibration_method": "mse"}
 
 
 def light_models() -> dict[str, Path]:
@@ -205,102 +218,142 @@ def _accel_macs(network) -> int:
                if node.op in LAYER_OPS and network.placement[node.name] == "accel")
 
 
-def model_status(name: str, source: str, model, classifier: bool, options: dict,
-                 progress=lambda stage: None, shipped=None) -> dict:
-    """One model's record (see the module's docstring); ``progress(stage)`` as it goes."""
+def estimated_cycles(network) -> int:
+    """The accelerator layers' cycles for one run of ``network`` (at its batch), as the
+    compiler's cost model estimates them (``network.metadata["estimated_cycles"]``)."""
+    estimates = network.metadata.get("estimated_cycles", {})
+    return int(sum(estimates.get(node) or 0
+                   for node, place in network.placement.items() if place == "accel"))
+
+
+def _failed(record: dict, stage: str, error: Exception) -> dict:
+    """``record`` stopped at ``stage``: a `VdlaError` is a refusal (its first line), any
+    other exception a crash (a vdla bug) with the end of its traceback."""
     from vdla.errors import VdlaError
-    from vdla.frontend.onnx import load
+    if isinstance(error, VdlaError):
+        return {**record, "stage": stage, "refusal": str(error).splitlines()[0]}
+    first = str(error).splitlines()[0] if str(error) else ""
+    return {**record, "stage": stage, "refusal": None,
+            "crash": f"{type(error).__name__}: {first}",
+            "traceback": traceback.format_exc().splitlines()[-6:]}
+
+
+def model_status(name: str, source: str, model, classifier: bool, options: dict,
+                 progress=lambda stage: None, shipped=None, at_batch=None) -> dict:
+    """One model's record (see the module's docstring); ``progress(stage)`` as it goes.
+
+    ``options`` holds ``samples``, ``seed``, ``config`` and ``max_gmacs``, and may hold
+    ``per_channel`` and ``calibration_method`` (`QUANTIZATION`'s defaults where not).
+    ``at_batch(batch)``, where given, is the same model with its batch fixed at
+    ``batch``, for a model whose batch import cannot change (a torch export writes it
+    into its Reshape shapes); ``model`` is then its batch-1 form.
+    """
+    from vdla.errors import VdlaError
+    from vdla.frontend.onnx import from_bytes, load
     from vdla.graph.network import compile_network
     from vdla.hw.config import PRESETS
     samples, seed = options["samples"], options["seed"]
+    quantization = {key: options.get(key, default) for key, default in QUANTIZATION.items()}
     per_sample = zoo.macs(model)
     # All samples in one batch where they fit the budget; else one at a time, as many as fit.
     budget = options["max_gmacs"] * 1e9
     runs = samples if per_sample * samples <= budget else int(budget // max(per_sample, 1))
     batch = samples if runs == samples else 1
     record = {"model": name, "source": source, "macs": per_sample, "compiles": False,
-              "stage": None, "refusal": None, "batch": batch}
-    with tempfile.TemporaryDirectory() as folder:
-        stage = "import"
-        try:
-            if shipped is not None:
-                progress("import as shipped")
-                try:
-                    load(shipped, batch=batch)
-                    record["imports_as_shipped"] = True
-                except VdlaError as error:
-                    record["imports_as_shipped"] = str(error).splitlines()[0]
-            path = Path(folder) / f"{name}.onnx"
-            path.write_bytes(model.SerializeToString())
+              "stage": None, "refusal": None, "batch": batch, **quantization}
+    stage = "import"
+    try:
+        if shipped is not None:
+            progress("import as shipped")
+            try:
+                load(shipped, batch=batch)
+                record["imports_as_shipped"] = True
+            except VdlaError as error:
+                record["imports_as_shipped"] = str(error).splitlines()[0]
+        if at_batch is not None and batch != 1:
+            stage = "export"
+            progress(stage)
+            model = at_batch(batch)
+            stage = "import"
+        progress(stage)
+        began = time.perf_counter()
+        graph = from_bytes(model.SerializeToString(), batch=batch, source=f"{name} ({source})")
+        stage = "compile"
+        progress(stage)
+        calibration = zoo.random_inputs(model, samples, seed + 1)
+        network = compile_network(graph, PRESETS[options["config"]], calibration,
+                                  **quantization)
+        record.update(compiles=True, compile_seconds=round(time.perf_counter() - began, 2),
+                      accel_mac_share=round(_accel_macs(network) / (per_sample * batch), 4)
+                      if per_sample else None,
+                      estimated_cycles=estimated_cycles(network),
+                      placement={place: sum(p == place for p in network.placement.values())
+                                 for place in ("accel", "cpu", "host")})
+        if runs == 0:
+            record["run"] = (f"not run: {per_sample / 1e9:.2f} G MACs per sample, over "
+                             f"--max-gmacs {options['max_gmacs']}")
+            return record
+        record["samples_run"] = runs
+        inputs = zoo.random_inputs(model, runs, seed + 2)
+        stage = "onnxruntime"
+        progress(stage)
+        logits = softmax_inputs(model)
+        expected = _onnxruntime(model, inputs, extra=list(logits.values()))
+        # vdla's float tensor each of its softmax outputs reads (a dequantised int8 one)
+        producers = {name: network.graph.producer(name) for name in logits}
+        read = {name: node.inputs[0] for name, node in producers.items()
+                if node is not None and node.op == "softmax"}
+        outputs = {}
+        for target, run in (("fsim", {"sim": "fsim"}), ("cpu", {"target": "cpu"})):
+            stage = f"run on {target}"
             progress(stage)
             began = time.perf_counter()
-            graph = load(path, batch=batch)
-            stage = "compile"
-            progress(stage)
-            calibration = zoo.random_inputs(model, samples, seed + 1)
-            network = compile_network(graph, PRESETS[options["config"]], calibration)
-            record.update(compiles=True, compile_seconds=round(time.perf_counter() - began, 2),
-                          accel_mac_share=round(_accel_macs(network) / (per_sample * batch), 4)
-                          if per_sample else None)
-            if runs == 0:
-                record["run"] = (f"not run: {per_sample / 1e9:.2f} G MACs per sample, over "
-                                 f"--max-gmacs {options['max_gmacs']}")
-                return record
-            record["samples_run"] = runs
-            inputs = zoo.random_inputs(model, runs, seed + 2)
-            stage = "onnxruntime"
-            progress(stage)
-            logits = softmax_inputs(model)
-            expected = _onnxruntime(model, inputs, extra=list(logits.values()))
-            # vdla's float tensor each of its softmax outputs reads (a dequantised int8 one)
-            producers = {name: network.graph.producer(name) for name in logits}
-            read = {name: node.inputs[0] for name, node in producers.items()
-                    if node is not None and node.op == "softmax"}
-            outputs = {}
-            for target, run in (("fsim", {"sim": "fsim"}), ("cpu", {"target": "cpu"})):
-                stage = f"run on {target}"
-                progress(stage)
-                began = time.perf_counter()
-                chunks = []
-                for first in range(0, runs, batch):
-                    result = network.run({k: v[first:first + batch] for k, v in inputs.items()},
-                                         keep=bool(read), **run)
-                    chunks.append({**result.outputs, **{f"logits of {name}": result.tensors[t]
-                                                        for name, t in read.items()}})
-                outputs[target] = {k: np.concatenate([chunk[k] for chunk in chunks])
-                                   for k in chunks[0]}
-                record[target] = {**_compare(outputs[target], expected, classifier,
-                                             {k: logits[k] for k in read}),
-                                  "seconds": round(time.perf_counter() - began, 2)}
-            record["fsim_equals_cpu"] = all(np.array_equal(outputs["fsim"][k], outputs["cpu"][k])
-                                            for k in outputs["fsim"])
-        except VdlaError as error:
-            record.update(stage=stage, refusal=str(error).splitlines()[0])
-        except Exception as error:  # noqa: BLE001 - a vdla bug: recorded, the others still run
-            record.update(stage=stage, refusal=None,
-                          crash=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-                          traceback=traceback.format_exc().splitlines()[-6:])
+            chunks = []
+            for first in range(0, runs, batch):
+                result = network.run({k: v[first:first + batch] for k, v in inputs.items()},
+                                     keep=bool(read), **run)
+                chunks.append({**result.outputs, **{f"logits of {name}": result.tensors[t]
+                                                    for name, t in read.items()}})
+            outputs[target] = {k: np.concatenate([chunk[k] for chunk in chunks])
+                               for k in chunks[0]}
+            record[target] = {**_compare(outputs[target], expected, classifier,
+                                         {k: logits[k] for k in read}),
+                              "seconds": round(time.perf_counter() - began, 2)}
+        record["fsim_equals_cpu"] = all(np.array_equal(outputs["fsim"][k], outputs["cpu"][k])
+                                        for k in outputs["fsim"])
+    except Exception as error:  # noqa: BLE001 - a refusal, or a vdla bug: the others still run
+        return _failed(record, stage, error)
     return record
 
 
-def _worker(connection, job) -> None:
+def zoo_task(job: tuple, progress) -> dict:
+    """The record of one of `jobs`' models: its builder run, then `model_status`."""
     name, source, builder, classifier, options, shipped = job
     try:
         model = builder()
-        record = model_status(name, source, model, classifier, options,
-                              lambda stage: connection.send(("stage", stage)), shipped)
+        return model_status(name, source, model, classifier, options, progress, shipped)
     except Exception as error:  # noqa: BLE001 - building the model failed: not vdla's
-        record = {"model": name, "source": source, "compiles": False, "stage": "build",
-                  "refusal": None, "crash": f"{type(error).__name__}: {error}"}
+        return {"model": name, "source": source, "compiles": False, "stage": "build",
+                "refusal": None, "crash": f"{type(error).__name__}: {error}"}
+
+
+def _worker(connection, task, job) -> None:
+    record = task(job, lambda stage: connection.send(("stage", stage)))
     connection.send(("done", record))
     connection.close()
 
 
-def _bounded(job, timeout: float) -> dict:
-    """``_worker(job)`` in its own process, stopped after ``timeout`` seconds."""
+def _bounded(job: tuple, timeout: float, task=zoo_task) -> dict:
+    """``task(job, progress)`` in its own process, stopped after ``timeout`` seconds.
+
+    ``job``'s first two items are the model's name and source (they head the record
+    of a model stopped or whose process died); ``task`` returns the model's record and
+    calls ``progress(stage)`` as it goes, so that a stopped model says where. The
+    process is forked: ``task`` and ``job`` need not pickle.
+    """
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker, args=(sender, job), daemon=True)
+    process = context.Process(target=_worker, args=(sender, task, job), daemon=True)
     began, stage = time.monotonic(), "start"
     process.start()
     sender.close()
@@ -359,12 +412,24 @@ def _row(record: dict) -> str:
                 + (f", top-1 {fsim['top1_agreement']:.2f}"
                    if fsim["top1_agreement"] is not None else "")
                 + f" ({record['samples_run']} samples)" if fsim else record.get("run", ""))
+        what += f"; {record['estimated_cycles']:,} cycles (estimated, batch {record['batch']})"
         status = "compiles"
     else:
         status = "timeout" if "timeout" in record else \
             f"crash at {record['stage']}" if "crash" in record else f"refused at {record['stage']}"
         what = record.get("refusal") or record.get("crash") or record.get("timeout")
     return f"{record['model']:22s} {record.get('macs', 0) / 1e6:9.1f}  {status:20s} {what}"
+
+
+def add_quantization_options(parser: argparse.ArgumentParser, per_channel: bool = True) -> None:
+    """``--calibration-method`` (and ``--per-channel`` where ``per_channel``), as `vdla
+    compile`'s."""
+    from vdla.graph.calibration import METHODS
+    if per_channel:
+        parser.add_argument("--per-channel", action="store_true",
+                            help="one weight scale per output channel (default: per tensor)")
+    parser.add_argument("--calibration-method", choices=METHODS, default="mse",
+                        help="how activations' ranges are calibrated (default mse, vdla's own)")
 
 
 def main(argv=None) -> int:
@@ -379,10 +444,12 @@ def main(argv=None) -> int:
                         help="G MACs of the runs of one model on each target: the samples "
                              "in one batch if they fit, else as many as fit one at a time")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model")
+    add_quantization_options(parser)
     parser.add_argument("--output", type=Path, default=RESULTS / "models_status.json")
     args = parser.parse_args(argv)
     options = {"samples": args.samples, "seed": args.seed, "config": args.config,
-               "max_gmacs": args.max_gmacs}
+               "max_gmacs": args.max_gmacs, "per_channel": args.per_channel,
+               "calibration_method": args.calibration_method}
     import onnx
     import onnxruntime
     report = {"machine": platform.machine(), "onnx": onnx.__version__,

@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/torchvision_models.py [--only NAME,...] [--samples 8] [--size 64]
                                             [--max-gmacs 5] [--timeout 900] [--config default]
+                                            [--calibration-method mse]
                                             [--output benchmarks/results/torchvision.json]
 
 Needs torch and torchvision (``pip install 'vdla[torch]' torchvision``).
@@ -14,19 +15,17 @@ BatchNorm's scale and shift drawn (scale in [0.75, 1.25], shift N(0, 0.1)) and
 its running statistics measured in train mode on two seeded batches, so that
 eval mode normalises real activations instead of being the identity; exported
 at ``--size`` x ``--size`` (or the smallest input the family accepts, `MODELS`)
-with `vdla.frontend.torch.export`, imported from those bytes
+with `vdla.frontend.torch.export` (again at the batch it runs, where that is
+not 1), then given to `models_status.model_status`: imported from those bytes
 (`vdla.frontend.onnx.from_bytes`, which is what `vdla.frontend.torch.load`
-does), compiled by `compile_network` with per-channel weight scales and
-``--samples`` seeded calibration inputs, then run on other seeded inputs on
-fsim and as the cpu target's C and compared with onnxruntime's fp32 run of the
-same ONNX bytes. A refusal is recorded as vdla said it (its first line).
-
-The helpers are `models_status`'s (onnxruntime reference, comparison, the
-accelerator's share of MACs, seeded inputs, MACs), so both tables count alike;
-what this script adds is per-channel quantisation and the cycles of the
-accelerator layers at the compiled batch (``batch``), as the cost model
-estimates them (``estimated_cycles``: fsim is untimed, and the RTL too slow
-for whole networks here).
+does), compiled by `compile_network` with per-channel weight scales,
+``--calibration-method`` and ``--samples`` seeded calibration inputs, then run
+on other seeded inputs on fsim and as the cpu target's C and compared with
+onnxruntime's fp32 run of the same ONNX bytes. A refusal is recorded as vdla
+said it (its first line). Each family runs in `models_status._bounded`'s
+process, so both tables count alike, down to the cycles of the accelerator
+layers at the compiled batch (``batch``) as the cost model estimates them
+(``estimated_cycles``).
 
 Prints one row per model and writes ``benchmarks/results/torchvision.json``.
 """
@@ -35,23 +34,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import platform
 import sys
-import time
-import traceback
 from importlib.metadata import version
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import models_status  # noqa: E402
-from models_status import _accel_macs, _compare, _onnxruntime, softmax_inputs  # noqa: E402
+from models_status import _bounded, _failed, model_status  # noqa: E402
 
-zoo = models_status.zoo
+# The ``source`` of this script's records (and of the model in vdla's messages).
+SOURCE = "torch export"
 
 __all__ = ["MODELS", "build", "model_record", "main"]
 
@@ -110,121 +105,34 @@ def build(name: str, side: int, seed: int):
 
 def model_record(name: str, options: dict, progress=lambda stage: None) -> dict:
     """One family's record (see the module's docstring); ``progress(stage)`` as it goes."""
-    import onnx
-    from vdla.errors import VdlaError
-    from vdla.frontend.onnx import from_bytes
-    from vdla.frontend.torch import export
-    from vdla.graph.network import compile_network
-    from vdla.hw.config import PRESETS
-    samples, seed = options["samples"], options["seed"]
     side = input_side(name, options["size"])
-    record = {"model": name, "input": [3, side, side], "compiles": False, "stage": None,
-              "refusal": None}
+    head = {"model": name, "source": SOURCE, "input": [3, side, side], "compiles": False,
+            "stage": None, "refusal": None}
     stage = "build"
     try:
+        import onnx
+        import torch
+        from vdla.frontend.torch import export
         progress(stage)
-        module = build(name, side, seed)
+        module = build(name, side, seed=options["seed"])
         stage = "export"
         progress(stage)
-        import torch
-        data = export(module, torch.zeros(1, 3, side, side))
-        per_sample = zoo.macs(onnx.load_model_from_string(data))
-        budget = options["max_gmacs"] * 1e9
-        runs = samples if per_sample * samples <= budget else int(budget // max(per_sample, 1))
-        batch = samples if runs == samples else 1
-        if batch != 1:
-            # Exported at the batch it runs, as a user would: the exporter bakes the batch
-            # into Reshape shapes (ShuffleNet's channel shuffle) that import cannot rebatch.
-            data = export(module, torch.zeros(batch, 3, side, side))
-        model = onnx.load_model_from_string(data)
-        record.update(macs=per_sample, batch=batch)
-        stage = "import"
-        progress(stage)
-        began = time.perf_counter()
-        graph = from_bytes(data, source=f"{name} (torch export)")
-        stage = "compile"
-        progress(stage)
-        calibration = {graph.inputs[0]: next(iter(zoo.random_inputs(model, samples,
-                                                                    seed + 1).values()))}
-        network = compile_network(graph, PRESETS[options["config"]], calibration,
-                                  per_channel=True)
-        estimates = network.metadata.get("estimated_cycles", {})
-        accel = [node for node, place in network.placement.items() if place == "accel"]
-        record.update(compiles=True, compile_seconds=round(time.perf_counter() - began, 2),
-                      accel_mac_share=round(_accel_macs(network) / (per_sample * batch), 4)
-                      if per_sample else None,
-                      estimated_cycles=sum(estimates.get(node) or 0 for node in accel),
-                      placement={place: sum(p == place for p in network.placement.values())
-                                 for place in ("accel", "cpu", "host")})
-        if runs == 0:
-            record["run"] = (f"not run: {per_sample / 1e9:.2f} G MACs per sample, over "
-                             f"--max-gmacs {options['max_gmacs']}")
-            return record
-        record["samples_run"] = runs
-        inputs = zoo.random_inputs(model, runs, seed + 2)
-        stage = "onnxruntime"
-        progress(stage)
-        expected = _onnxruntime(model, inputs)
-        logits = softmax_inputs(model)   # torchvision's classifiers end at their logits
-        outputs = {}
-        for target, run in (("fsim", {"sim": "fsim"}), ("cpu", {"target": "cpu"})):
-            stage = f"run on {target}"
-            progress(stage)
-            began = time.perf_counter()
-            chunks = []
-            for first in range(0, runs, batch):
-                result = network.run({k: v[first:first + batch] for k, v in inputs.items()},
-                                     **run)
-                chunks.append(result.outputs)
-            outputs[target] = {k: np.concatenate([chunk[k] for chunk in chunks])
-                               for k in chunks[0]}
-            record[target] = {**_compare(outputs[target], expected, True, logits),
-                              "seconds": round(time.perf_counter() - began, 2)}
-        record["fsim_equals_cpu"] = all(np.array_equal(outputs["fsim"][k], outputs["cpu"][k])
-                                        for k in outputs["fsim"])
-    except VdlaError as error:
-        record.update(stage=stage, refusal=str(error).splitlines()[0])
-    except Exception as error:  # noqa: BLE001 - a vdla bug (or torch's): recorded, the rest run
-        record.update(stage=stage, refusal=None,
-                      crash=f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-                      traceback=traceback.format_exc().splitlines()[-6:])
-    return record
+
+        def at_batch(batch: int):
+            # As a user would export it: the exporter bakes the batch into Reshape shapes
+            # (ShuffleNet's channel shuffle) that import cannot rebatch.
+            return onnx.load_model_from_string(export(module, torch.zeros(batch, 3, side, side)))
+        model = at_batch(1)
+    except Exception as error:  # noqa: BLE001 - a refusal, or a bug (vdla's or torch's)
+        return _failed(head, stage, error)
+    # torchvision's classifiers end at their logits: the cosine is of those.
+    return {**head, **model_status(name, SOURCE, model, True, {**options, "per_channel": True},
+                                   progress, at_batch=at_batch)}
 
 
-def _worker(connection, name: str, options: dict) -> None:
-    record = model_record(name, options, lambda stage: connection.send(("stage", stage)))
-    connection.send(("done", record))
-    connection.close()
-
-
-def _bounded(name: str, options: dict, timeout: float) -> dict:
-    """`model_record` in its own process, stopped after ``timeout`` seconds."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_worker, args=(sender, name, options), daemon=True)
-    began, stage = time.monotonic(), "start"
-    process.start()
-    sender.close()
-    try:
-        while True:
-            left = timeout - (time.monotonic() - began)
-            if left <= 0 or not receiver.poll(left):
-                break
-            kind, value = receiver.recv()
-            if kind == "done":
-                return value
-            stage = value
-    except EOFError:
-        pass
-    finally:
-        if process.is_alive():
-            process.kill()
-        process.join()
-    if time.monotonic() - began >= timeout:
-        return {"model": name, "compiles": None, "stage": stage, "refusal": None,
-                "timeout": f"stopped after {timeout:.0f} s during {stage}"}
-    return {"model": name, "compiles": None, "stage": stage, "refusal": None,
-            "crash": f"the worker died during {stage} (exit {process.exitcode})"}
+def _task(job: tuple, progress) -> dict:
+    name, _, options = job
+    return model_record(name, options, progress)
 
 
 def _row(record: dict) -> str:
@@ -257,6 +165,7 @@ def main(argv=None) -> int:
                         help="G MACs of the runs of one model on each target: the samples "
                              "in one batch if they fit, else as many as fit one at a time")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per model")
+    models_status.add_quantization_options(parser, per_channel=False)
     parser.add_argument("--output", type=Path, default=models_status.RESULTS / "torchvision.json")
     args = parser.parse_args(argv)
     names = args.only.split(",") if args.only else list(MODELS)
@@ -265,7 +174,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"Error: --only: unknown model {unknown[0]!r} (models: "
                          f"{', '.join(MODELS)})")
     options = {"samples": args.samples, "seed": args.seed, "config": args.config,
-               "size": args.size, "max_gmacs": args.max_gmacs}
+               "size": args.size, "max_gmacs": args.max_gmacs,
+               "calibration_method": args.calibration_method}
     # Versions without importing torch here: the workers are forked from this process.
     report = {"machine": platform.machine(),
               **{package: version(package) for package in ("torch", "torchvision", "onnx",
@@ -274,7 +184,7 @@ def main(argv=None) -> int:
     print(f"{'model':20s} {'side':>4s} {'M MACs':>8s}  {'status':18s} "
           "fsim vs onnxruntime fp32, or the first refusal")
     for name in names:
-        record = _bounded(name, options, args.timeout)
+        record = _bounded((name, SOURCE, options), args.timeout, task=_task)
         report["models"].append(record)
         print(_row(record), flush=True)
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import time
 
 import numpy as np
@@ -10,6 +13,7 @@ import onnxruntime
 import pytest
 from onnx import numpy_helper
 
+from benchmarks import models_status
 from benchmarks.models_status import _bounded, light_models, model_status, seeded_weights
 from benchmarks.models.zoo import _Net
 
@@ -100,3 +104,102 @@ def test_a_model_past_its_time_is_stopped_and_says_where():
     assert time.monotonic() - began < 10
     assert record["timeout"] == "stopped after 1 s during start"
     assert record["compiles"] is None
+
+
+def _compiled(monkeypatch) -> list:
+    """The networks `model_status` compiles, and the keywords it compiles them with."""
+    import vdla.graph.network
+    compiled, real = [], vdla.graph.network.compile_network
+
+    def spy(*args, **kwargs):
+        network = real(*args, **kwargs)
+        compiled.append((network, kwargs))
+        return network
+    monkeypatch.setattr(vdla.graph.network, "compile_network", spy)
+    return compiled
+
+
+@pytest.mark.parametrize("per_channel, method", [(True, "entropy"), (False, "minmax")])
+def test_the_quantisation_options_reach_the_compiler_and_the_record(monkeypatch, per_channel,
+                                                                    method):
+    compiled = _compiled(monkeypatch)
+    record = model_status("tiny", "test", _tiny(), True,
+                          {**OPTIONS, "max_gmacs": 1e-9, "per_channel": per_channel,
+                           "calibration_method": method})
+    [(network, kwargs)] = compiled
+    assert kwargs == {"per_channel": per_channel, "calibration_method": method}
+    assert (record["per_channel"], record["calibration_method"]) == (per_channel, method)
+    # both layers on the accelerator, where the cost model estimates each
+    estimates = network.metadata["estimated_cycles"]
+    assert set(estimates) == {"conv", "fc"}
+    assert record["estimated_cycles"] == estimates["conv"] + estimates["fc"] > 0
+    assert record["placement"] == {"accel": 2, "cpu": 0, "host": len(network.placement) - 2}
+
+
+def test_without_quantisation_options_a_model_compiles_as_vdla_compile_does(monkeypatch):
+    compiled = _compiled(monkeypatch)
+    record = model_status("tiny", "test", _tiny(), True, {**OPTIONS, "max_gmacs": 1e-9})
+    assert compiled[0][1] == {"per_channel": False, "calibration_method": "mse"}
+    assert (record["per_channel"], record["calibration_method"]) == (False, "mse")
+
+
+@pytest.mark.slow   # the samples run on fsim and the cpu target's C
+def test_a_model_at_a_fixed_batch_is_imported_as_at_batch_gives_it():
+    """``at_batch``: the model exported again at the batch the samples run in."""
+    asked, stages, batched = [], [], []
+
+    def at_batch(batch):
+        asked.append(batch)
+        net = _Net("tiny", 0, {"input": (batch, 3, 8, 8)})
+        x = net.node("Relu", [net.conv("input", "conv", 8, 3)], "relu")
+        x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "pool")], "flatten", axis=1)
+        return net.model([net.gemm(x, "fc", 4)])
+    record = model_status("tiny", "test", _tiny(), True, {**OPTIONS, "max_gmacs": 1e-9},
+                          stages.append, at_batch=at_batch)
+    assert asked == [] and record["batch"] == 1 and stages == ["import", "compile"]
+    record = model_status("tiny", "test", _tiny(), True, OPTIONS, batched.append,
+                          at_batch=at_batch)
+    assert asked == [2] and record["batch"] == 2
+    assert batched[:3] == ["export", "import", "compile"]
+    assert record["fsim"]["cosine"] > 0.99 and record["fsim_equals_cpu"] is True
+
+
+def _staged(job, progress):
+    progress("compile")
+    if job[2] == "slow":
+        time.sleep(30)
+    return {"model": job[0], "source": job[1], "compiles": True, "pid": os.getpid()}
+
+
+def test_the_runner_runs_any_task_in_a_process_of_its_own():
+    record = _bounded(("quick", "test", "quick"), timeout=30, task=_staged)
+    assert record["model"] == "quick" and record["pid"] != os.getpid()
+    began = time.monotonic()
+    record = _bounded(("slow", "test", "slow"), timeout=1, task=_staged)
+    assert time.monotonic() - began < 10
+    assert record == {"model": "slow", "source": "test", "compiles": None, "stage": "compile",
+                      "refusal": None, "timeout": "stopped after 1 s during compile"}
+
+
+def test_the_command_line_takes_the_quantisation_options(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(models_status.zoo, "MODELS", {"tiny": _tiny})
+    output = tmp_path / "status.json"
+    assert models_status.main(["--no-light", "--samples", "2", "--max-gmacs", "1e-9",
+                               "--per-channel", "--calibration-method", "percentile",
+                               "--output", str(output)]) == 0
+    report = json.loads(output.read_text())
+    assert (report["per_channel"], report["calibration_method"]) == (True, "percentile")
+    [record] = report["models"]
+    assert (record["model"], record["compiles"]) == ("tiny", True)
+    assert (record["per_channel"], record["calibration_method"]) == (True, "percentile")
+    assert re.search(r"^tiny .* compiles .*; [\d,]+ cycles \(estimated, batch 1\)$",
+                     capsys.readouterr().out, re.M)
+
+
+def test_an_unknown_calibration_method_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        models_status.main(["--calibration-method", "kl"])
+    assert stopped.value.code == 2
+    assert re.search(r"argument --calibration-method: invalid choice: 'kl' \(choose from "
+                     r"'?mse'?, '?minmax'?, '?percentile'?, '?entropy'?\)",
+                     capsys.readouterr().err)
