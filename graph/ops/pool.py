@@ -220,6 +220,11 @@ def _quantize_average(op: str):
         scale, zero = q.input_scale(node), q.input_zero(node)
         recorded = q.graph.tensors[node.outputs[0]]
         out = (recorded.exponent, recorded.scale) if recorded.quantized else scale
+        calibrated = q.exponents.get(node.outputs[0])
+        if not recorded.quantized and scale[0] is not None and calibrated is not None:
+            # A mean spans less than its input (a global one far less: an SE block's
+            # squeeze): at the input's step it would keep a few levels of it.
+            out = (max(scale[0], calibrated), None)
         out_zero = recorded.zero_point if recorded.quantized else zero
         if scale == out and scale[0] is not None and not zero and not out_zero:
             q.emit(node, op, node.inputs[:1], scale)
