@@ -166,11 +166,12 @@ def estimate(plan: TilePlan, epilogue_stalls: bool = True,
     gemm_uops = slot["acc"] * tile["c"] * kh * kw * chunks
     gemm_instructions = chunks * ceil_div(uop_kernel(plan), kernel_budget(config))
     gemm = gemm_uops + INSTRUCTION_OVERHEAD * gemm_instructions
-    alu = 2 * (slot["acc"] + INSTRUCTION_OVERHEAD)                       # reset + REQUANT
+    # The reset, an immediate: a micro-op a cycle, one every other with the two-cycle ALU.
+    reset_alu = (1 + config.two_cycle_alu) * slot["acc"] + INSTRUCTION_OVERHEAD
+    alu = slot["acc"] + INSTRUCTION_OVERHEAD + reset_alu                 # REQUANT + reset
     epilogue, fixed = geometry.epilogue, 0.0
     # With the reset on the GEMMs: no ALU reset; the first chunk's GEMM nest split at
     # its reduction loops' first step (a residual's GEMM overwrites instead, adding none).
-    reset_alu = slot["acc"] + INSTRUCTION_OVERHEAD
     split_gemm = (INSTRUCTION_OVERHEAD * reduction_loops(plan)
                   if epilogue.residual_shift is None else 0)
     if epilogue.residual_shift is not None:

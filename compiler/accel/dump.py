@@ -108,7 +108,8 @@ def _statement(stmt) -> str:
     if isinstance(stmt, ir.Gemm):
         if stmt.reset:
             return f"gemm {_access(stmt.dst)} = 0"
-        return f"gemm {_access(stmt.dst)} += {_access(stmt.src)} @ {_access(stmt.wgt)}"
+        assign = "=" if stmt.overwrite else "+="
+        return f"gemm {_access(stmt.dst)} {assign} {_access(stmt.src)} @ {_access(stmt.wgt)}"
     if isinstance(stmt, ir.Alu):
         operand = _access(stmt.src) if stmt.src is not None else f"imm={stmt.imm}"
         return f"alu {stmt.op.name} {_access(stmt.dst)}, {operand}" + \

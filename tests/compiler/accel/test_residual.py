@@ -324,7 +324,9 @@ def test_the_shift_runs_beside_the_other_threads_gemm(name, fields):
 def test_on_the_rtl_the_shift_costs_no_gemm_time():
     """RTL cycles at default: a residual with d = 8 (its SHL hidden) costs no more than one
     with d = 6 (no SHL); before the SHL was hoisted it cost 1,108 cycles more (30,697 and
-    31,805 cycles). The residual's GEMM (one micro-op per output entry) remains."""
+    31,805 cycles). The residual's GEMM (one micro-op per output entry) remains; it
+    overwrites the accumulators (`passes.gemm_reset`), so no ALU reset precedes it
+    (30,738 and 30,662 cycles with the reset)."""
     rng = np.random.default_rng(21)
     device = AccelRunner(DEFAULT, sim="rtl")
     plain = Conv2d(batch=1, in_channels=64, out_channels=64, height=14, width=14, kernel=3,
@@ -336,4 +338,4 @@ def test_on_the_rtl_the_shift_costs_no_gemm_time():
         result = device.run(compile_op(op, DEFAULT), inputs)
         np.testing.assert_array_equal(result.outputs["out"], op.reference(**inputs))
         cycles.append(result.cycles)
-    assert cycles == [29556, 30738, 30662]
+    assert cycles == [29556, 30711, 30684]
