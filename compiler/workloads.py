@@ -82,8 +82,8 @@ def random_conv2d(rng: np.random.Generator, config=None, max_channels: int = 24)
     asymmetric padding 0–5 (padding at or past the kernel included),
     rectangular kernels 1–4 and strides 1–3, batch 1–3 on 3–13 px images,
     random epilogues. With ``config`` (a `HwConfig`) only layers the
-    accelerator takes (`ops.accelerator_limits`: groups of whole GEMM blocks or
-    tiling a block's diagonal, padding the loads can add) and whose
+    accelerator takes with no zero weights (groups of whole GEMM blocks or
+    tiling a block's diagonal; `ops.accelerator_limits`) and whose
     windows its buffers hold (`accel.search.default_schedule` finds a schedule).
     """
     while True:
