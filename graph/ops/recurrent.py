@@ -28,6 +28,10 @@ layout 0/1, hidden_size, clip, input_forget (LSTM), linear_before_reset
 (GRU), the default activations only (given explicitly or not); constant
 weights, biases and peepholes; sequence_lens constant and full (every
 sequence T long); initial_h and initial_c constant or computed.
+
+QDQ export (`graph.export`): ``qlstm``/``qgru`` become ONNX's LSTM/GRU on the
+dequantised projection, whose W selects each direction's columns (see
+`_export_recurrent`), then the output's QuantizeLinear.
 """
 
 from __future__ import annotations
@@ -346,6 +350,69 @@ def _quantize_recurrent(q, node: Node) -> None:
            out_scale=q.real_scale(s_y))
 
 
+# -- QDQ export -------------------------------------------------------------------------------
+
+
+def _export_recurrent(writer, node: Node) -> None:
+    """``qlstm``/``qgru`` as ONNX's LSTM/GRU between the projection's DequantizeLinear and the
+    output's QuantizeLinear. The projection is already computed, so the node's X is the
+    dequantised projection, [T, N, D*G*H], and its W for direction d the selection of that
+    direction's G*H columns (ones and zeros: exact in float), its bias [0, Rb]. The node is
+    written time-major (layout 0, which every runtime takes) with Transposes around it for a
+    batch-major node."""
+    kind = "lstm" if node.op == "qlstm" else "gru"
+    gates, attrs = _GATES[kind], node.attrs
+    hidden, layout, which = attrs["hidden"], attrs["layout"], attrs["which"]
+    dirs = 2 if attrs["direction"] == 2 else 1
+    width = dirs * gates * hidden
+    out = node.outputs[0]
+    projection, r, rb, *states = node.inputs
+    peepholes = states.pop(0) if kind == "lstm" else None
+    rows = writer.graph.tensors[projection].shape[0]
+    batch = writer.graph.tensors[states[0]].shape[1 if layout == 0 else 0]
+    steps = rows // batch
+    # The projection's rows are in the input's order: (t, n) time-major, (n, t) batch-major.
+    seq = f"{out}/x"
+    writer.node("Reshape", [writer.dequantize(projection), writer.constant(
+        f"{out}/x_shape", np.array((steps, batch, width) if layout == 0 else
+                                   (batch, steps, width), np.int64))], [seq], f"{out}/x")
+    if layout == 1:
+        writer.node("Transpose", [seq], [f"{seq}/t"], f"{out}/x/t", perm=[1, 0, 2])
+        seq = f"{seq}/t"
+    select = np.stack([np.eye(gates * hidden, width, d * gates * hidden, np.float32)
+                       for d in range(dirs)])
+    w = writer.constant(f"{out}/W", select)
+    zeros = writer.constant(f"{out}/Wb", np.zeros((dirs, gates * hidden), np.float32))
+    bias = f"{out}/B"
+    writer.node("Concat", [zeros, writer.dequantize(rb)], [bias], bias, axis=1)
+    initial = []
+    for state in states:
+        state = writer.dequantize(state)
+        if layout == 1:   # (N, D, H) -> (D, N, H)
+            writer.node("Transpose", [state], [f"{out}/{state}/t"], f"{out}/{state}/t",
+                        perm=[1, 0, 2])
+            state = f"{out}/{state}/t"
+        initial.append(state)
+    if kind == "lstm":
+        inputs = [seq, w, writer.dequantize(r), bias, "", *initial,
+                  writer.dequantize(peepholes)]
+        extra = {"input_forget": int(attrs["input_forget"])}
+    else:
+        inputs = [seq, w, writer.dequantize(r), bias, "", *initial]
+        extra = {"linear_before_reset": int(attrs["linear_before_reset"])}
+    if attrs.get("clip") is not None:
+        extra["clip"] = float(attrs["clip"])
+    raw = f"{out}/raw"
+    outputs = [""] * which + [raw]
+    writer.node(kind.upper(), inputs, outputs, node.name, hidden_size=hidden,
+                direction=_DIRECTIONS[attrs["direction"]], **extra)
+    if layout == 1:   # Y (T, D, N, H) -> (N, T, D, H); Y_h, Y_c (D, N, H) -> (N, D, H)
+        writer.node("Transpose", [raw], [f"{raw}/t"], f"{raw}/t",
+                    perm=[2, 0, 1, 3] if which == 0 else [1, 0, 2])
+        raw = f"{raw}/t"
+    writer.quantize(node, raw)
+
+
 # -- network file -----------------------------------------------------------------------------
 
 
@@ -397,8 +464,9 @@ OPS = [
     Op("gru", "float", _WHY_FLOAT.format("gru"), _float_kernel,
        onnx={"GRU": _onnx_recurrent("gru")}, quantize=_quantize_recurrent),
     Op("qlstm", "host", _WHY_HOST, _int8_kernel, attrs={**_ATTRS, "input_forget": "bool"},
-       variants=[{}, {"clip": "float"}], arity=6, shape=_recurrent_shape, dtype=np.int8),
+       variants=[{}, {"clip": "float"}], arity=6, shape=_recurrent_shape, dtype=np.int8,
+       export=_export_recurrent),
     Op("qgru", "host", _WHY_HOST, _int8_kernel,
        attrs={**_ATTRS, "linear_before_reset": "bool"}, variants=[{}, {"clip": "float"}],
-       arity=4, shape=_recurrent_shape, dtype=np.int8),
+       arity=4, shape=_recurrent_shape, dtype=np.int8, export=_export_recurrent),
 ]
