@@ -35,10 +35,11 @@ Semantics (the functional simulator is their executable form):
   ``acc[dst] = inp[src] @ wgt[wgt].T``, the old value ignored (a later
   micro-op of the same instruction on the same entry overwrites it again);
   ``reset`` still writes 0. A reduction's first step as GEMM_OVERWRITE needs
-  no reset pass before it. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])`` elementwise on
-  int32, wrapping; shifts are arithmetic and use the operand's low 5 bits.
-  ``reset`` on either writes ``acc[dst] = 0``. An empty uop range or a zero
-  trip count does nothing. Computed indices must lie inside their buffer.
+  no reset pass before it. ALU: ``acc[dst] = op(acc[dst], imm or acc[src])``
+  elementwise on int32, wrapping; shifts are arithmetic and use the operand's
+  low 5 bits. ``reset`` on either writes ``acc[dst] = 0``. An empty uop range
+  or a zero trip count does nothing. Computed indices must lie inside their
+  buffer.
 * ALU REQUANT is the fused requantising epilogue in one pass:
   ``acc[dst] = clip((acc[dst] + b) >> (imm & 31), lo, 127)`` where ``b`` is
   ``acc[src]`` (the bias) or 0 with ``use_imm``, the add wraps in int32, the
