@@ -126,11 +126,15 @@ class ArenaLayers:
     its own, a blocked view its readers take as it is.
 
     ``image`` is the arena's DRAM with code and constants placed; ``device`` a
-    `runtime.runner.AccelRunner`.
+    `runtime.runner.AccelRunner`; ``weights`` the activations layers read as their
+    weight (`graph.ops.matmul.lower_to_layers`), which the host packs into the layer's
+    weight region before it runs.
     """
 
-    def __init__(self, config: HwConfig, arena, image: np.ndarray, device):
+    def __init__(self, config: HwConfig, arena, image: np.ndarray, device,
+                 weights: frozenset[str] = frozenset()):
         self.config, self.arena, self.image, self.device = config, arena, image, device
+        self.weights = weights
 
     def run(self, step: Step, tensors: Tensors) -> Ran:
         from vdla.runtime.layout import packed_shape
@@ -140,12 +144,28 @@ class ArenaLayers:
             tensors.place_blocked(data, placed)   # later readers take the slot's bytes
             copied += written
         program = self.arena.programs[node.name]
+        copied += self._write_weights(node, program, tensors)
         result = self.device.run_image(self.image, program.insn_offset,
                                        len(program.instructions))
         (out,) = program.outputs
         packed = self._slot(node.outputs[0]).view(np.int8).reshape(
             packed_shape(out.layout, out.shape, self.config))
         return Ran([Blocked(packed, tuple(out.shape))], result.cycles, copied=copied)
+
+    def _write_weights(self, node, program, tensors: Tensors) -> int:
+        """Pack a weight that is an activation (`graph.ops.matmul.lower_to_layers`) into its
+        region, as the host writes a layer's input: the bytes written."""
+        from vdla.runtime.layout import pack
+        written = 0
+        for region, tensor in self.arena.constants[node.name].items():
+            if tensor not in self.weights:
+                continue
+            place = program.tensor(region)
+            data = pack(place.layout, tensors.logical(tensor), self.config).reshape(-1).view(
+                np.uint8)
+            self.image[place.dram_offset:place.dram_offset + data.size] = data
+            written += data.size
+        return written
 
     def _slot(self, tensor: str) -> np.ndarray:
         slot = self.arena.slots[tensor]
@@ -185,18 +205,23 @@ class ImageLayers:
 
 
 class CpuLayers:
-    """Layers as the cpu target's generated C (``kernels``: loaded, weights packed, by node
-    name), on logical tensors."""
+    """Layers as the cpu target's generated C (``kernels``: loaded, constant weights packed,
+    by node name), on logical tensors; a weight in ``weights`` (an activation) is packed
+    by each run."""
 
-    def __init__(self, kernels: dict[str, Any], threads: int):
-        self.kernels, self.threads = kernels, threads
+    def __init__(self, kernels: dict[str, Any], threads: int,
+                 weights: frozenset[str] = frozenset()):
+        self.kernels, self.threads, self.weights = kernels, threads, weights
 
     def run(self, step: Step, tensors: Tensors) -> Ran:
         node = step.node
         data = tensors.logical(node.inputs[0])
         residual = tensors.logical(node.inputs[3]) if len(node.inputs) > 3 else None
+        kernel = self.kernels[node.name]
+        if node.inputs[1] in self.weights:
+            kernel.set_weights(tensors.logical(node.inputs[1]), tensors.logical(node.inputs[2]))
         called = time.perf_counter()
-        out = self.kernels[node.name].run(data, threads=self.threads, residual=residual)
+        out = kernel.run(data, threads=self.threads, residual=residual)
         return Ran([out], kernel_seconds=time.perf_counter() - called)
 
 

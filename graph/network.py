@@ -40,6 +40,7 @@ from vdla.graph.execution import (ARENA, CPU, HOST, HOST_BLOCKED, IMAGE, ArenaLa
                                   HostNodes, ImageLayers, Step, Tensors, plan_steps)
 from vdla.graph.ir import Graph
 from vdla.graph.layout import Blocked, unblock
+from vdla.graph.ops.matmul import lower_to_layers
 from vdla.graph.passes import INTEGER_PIPELINE, PIPELINE, TARGET_PIPELINE, run_passes
 from vdla.graph.placement import (ACCEL_REASON, LAYER_OPS, by_cost_reason, host_reason,
                                   layer_op, place, placement_reasons, refused_reason,
@@ -220,10 +221,16 @@ class Network:
             executors[IMAGE] = ImageLayers(self.config, self.programs, device)
             if ARENA in kinds:
                 executors[ARENA] = ArenaLayers(self.config, self.arena(), self._arena_image(),
-                                               device)
+                                               device, self._activation_weights())
         executors[CPU] = CpuLayers({step.node.name: self._cpu_kernel(step.node)
-                                    for step in steps if step.kind == CPU}, threads)
+                                    for step in steps if step.kind == CPU}, threads,
+                                   self._activation_weights())
         return executors
+
+    def _activation_weights(self) -> frozenset[str]:
+        """The computed tensors layers read as their weight (`graph.ops.matmul.lower_to_layers`)."""
+        return frozenset(node.inputs[1] for node in self.graph.nodes if node.op in LAYER_OPS
+                         and not self.graph.tensors[node.inputs[1]].constant)
 
     @property
     def runs_in_arena(self) -> bool:
@@ -253,6 +260,8 @@ class Network:
                                       (program.uop_offset, len(program.uops) * isa.UOP_BYTES)):
                     dram[first:first + nbytes] = code[first:first + nbytes]
                 for region, tensor in arena.constants[name].items():
+                    if tensor is not None and not self.graph.tensors[tensor].constant:
+                        continue   # an activation weight: written by each run (ArenaLayers)
                     if tensor is None:   # bytes that follow from the region (the identity)
                         place_constant(dram, program.tensor(region), self.config)
                         continue
@@ -272,7 +281,9 @@ class Network:
             except CpuBuildError as error:
                 raise GraphError(f"{node.describe()}: its C does not build here: "
                                  f"{error}") from None
-            kernel.set_weights(self.graph.value(node.inputs[1]), self.graph.value(node.inputs[2]))
+            if self.graph.tensors[node.inputs[1]].constant:   # else set by each run
+                kernel.set_weights(self.graph.value(node.inputs[1]),
+                                   self.graph.value(node.inputs[2]))
             self._cpu_kernels[node.name] = kernel
         return self._cpu_kernels[node.name]
 
@@ -418,6 +429,7 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
                              residual_fusion(config, target, on_cpu, fuse_residuals),
                              calibration_method)
     integer = run_passes(integer, TARGET_PIPELINE, config=config, target=target, on_cpu=on_cpu)
+    integer = lower_to_layers(integer)   # qmatmuls at power-of-two scales: dense layers
     placement = place(integer, target, on_cpu)
     reasons = placement_reasons(integer, placement, target, on_cpu)
     programs, estimates, changes = {}, {}, {}

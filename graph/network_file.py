@@ -420,8 +420,9 @@ def _check_regions(program, op, config: HwConfig, where: str) -> None:
 
 
 def _check_operands(graph: Graph, node: Node, where: str) -> None:
-    """A layer's weight and bias: constants of the dtypes and shapes its input asks for; a
-    residual (``residual_shift``): int8, of the layer's output shape (`_check_shapes`)."""
+    """A layer's weight and bias: constants (a dense's weight may be computed) of the dtypes
+    and shapes its input asks for; a residual (``residual_shift``): int8, of the layer's
+    output shape (`_check_shapes`)."""
     if node.op not in LAYER_OPS:
         return
     residual = "residual_shift" in node.attrs
@@ -435,9 +436,11 @@ def _check_operands(graph: Graph, node: Node, where: str) -> None:
     rank, groups = (4, node.attrs["groups"]) if node.op == "qconv" else (2, 1)
     # With per-channel multipliers the bias input holds the biases, then the multipliers.
     copies = 2 if node.attrs.get("per_channel") else 1
-    if not (w.constant and b.constant and x.dtype == w.dtype == np.int8 and b.dtype == np.int32
-            and len(x.shape) == len(w.shape) == rank and x.shape[1] == w.shape[1] * groups
-            and w.shape[0] % groups == 0 and b.shape == (copies * w.shape[0],)):
+    # A dense layer's weight may be an activation (`graph.ops.matmul.lower_to_layers`).
+    if not ((w.constant or node.op == "qdense") and b.constant and x.dtype == w.dtype == np.int8
+            and b.dtype == np.int32 and len(x.shape) == len(w.shape) == rank
+            and x.shape[1] == w.shape[1] * groups and w.shape[0] % groups == 0
+            and b.shape == (copies * w.shape[0],)):
         raise _FileError(f"{where}: its operands {x.describe()}, {w.describe()}, {b.describe()} "
                          "do not form a layer")
 

@@ -23,12 +23,12 @@ import math
 import numpy as np
 
 from vdla.graph.errors import GraphError
-from vdla.graph.ir import Node, Tensor
+from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.ops.base import (Op, emit_or_fold, quantize_float, round_shift,
                                  round_shift_even, saturate_int8)
 from vdla.graph.ops.layers import _intermediate, _onnx_matmul as _onnx_dense_matmul
 
-__all__ = ["OPS", "matmul_shape"]
+__all__ = ["OPS", "matmul_shape", "lower_to_layers"]
 
 _WHY = ("a batched int8 product of two activations on the host (the accelerator's GEMM takes "
         "a constant weight)")
@@ -188,3 +188,130 @@ OPS = [
                  {"scale": "scale"}],
        arity=2, shape=_qmatmuled, dtype=np.int8, export=_export_qmatmul),
 ]
+
+
+# -- the accelerator's path -------------------------------------------------------------------
+
+
+def _fresh(taken, name: str) -> str:
+    """``name``, or with the first ``_1``, ``_2``... suffix not in ``taken``."""
+    fresh, index = name, 1
+    while fresh in taken:
+        fresh, index = f"{name}_{index}", index + 1
+    return fresh
+
+
+def _lowerable(graph: Graph, node: Node) -> bool:
+    """A ``qmatmul`` at power-of-two scales whose operands have the same leading axes (no
+    broadcast) and no zero points: one dense layer per product."""
+    if node.op != "qmatmul" or "shift" not in node.attrs:
+        return False
+    a, b = (graph.tensors[name] for name in node.inputs)
+    y = graph.tensors[node.outputs[0]]
+    return (len(a.shape) == len(b.shape) and a.shape[:-2] == b.shape[:-2]
+            and not (a.zero_point or b.zero_point or y.zero_point))
+
+
+def lower_to_layers(graph: Graph) -> Graph:
+    """A copy of ``graph`` with each ``qmatmul`` at power-of-two scales as ``qdense`` layers.
+
+    The product of each leading index (a batch, a head) ``[M, K] x [K, N]`` is a dense
+    layer whose weight ``[N, K]`` is the second operand's matrix transposed: a constant
+    where the operand is one, else an activation the layer reads like its data (the
+    accelerator's program takes its weight as an input region, written each run; the cpu
+    target's C takes it each call). The half step of the rounding shift is the layer's
+    bias, as the quantiser folds it into every layer's. Around the layers, host nodes
+    flatten the leading axes, transpose the second operand, slice each product's rows and
+    concatenate the results. Bit for bit the ``qmatmul``: the same int32 sums, shift and
+    rounding. A ``qmatmul`` with a float factor (scales not powers of two), broadcast
+    leading axes or a zero point stays on the host.
+    """
+    if not any(_lowerable(graph, node) for node in graph.nodes):
+        return graph
+    out = graph.copy()
+    nodes: list[Node] = []
+    names = {node.name for node in out.nodes}
+    for node in out.nodes:
+        if not _lowerable(out, node):
+            nodes.append(node)
+            continue
+        lowered = _lowered(out, node, names)
+        names.update(n.name for n in lowered)
+        nodes += lowered
+    out.nodes = nodes
+    return out.check()
+
+
+def _lowered(graph: Graph, node: Node, names: set[str]) -> list[Node]:
+    """The host nodes and layers standing for one lowerable ``qmatmul`` (in order); new
+    tensors go into ``graph``, node names are fresh against ``names`` and each other."""
+    a, b = (graph.tensors[name] for name in node.inputs)
+    y = graph.tensors[node.outputs[0]]
+    *batch, rows, depth = a.shape
+    cols = b.shape[-1]
+    count = math.prod(batch)
+    nodes: list[Node] = []
+
+    def tensor(suffix: str, shape, like: Tensor, value=None) -> str:
+        name = _fresh(graph.tensors, f"{node.name}/{suffix}")
+        graph.tensors[name] = Tensor(name, tuple(shape), like.dtype, value, like.exponent,
+                                     like.scale, like.zero_point)
+        return name
+
+    def named(suffix: str) -> str:
+        name = _fresh(names | {n.name for n in nodes}, f"{node.name}/{suffix}")
+        return name
+
+    def emit(suffix: str, op: str, inputs: list[str], output: str, **attrs) -> None:
+        nodes.append(Node(named(suffix), op, inputs, [output], attrs))
+
+    flat_a = node.inputs[0]
+    if batch:
+        flat_a = tensor("a_flat", (count * rows, depth), a)
+        emit("a_flat", "reshape", [node.inputs[0]], flat_a, shape=(count * rows, depth))
+    perm = tuple(range(len(b.shape) - 2)) + (len(b.shape) - 1, len(b.shape) - 2)
+    if b.constant:   # each product's weight a constant of its own
+        weights = np.transpose(b.value, perm).reshape(count, cols, depth)
+        flat_w = None
+    else:
+        weights = None
+        flat_w = tensor("b_t", (*batch, cols, depth), b)
+        emit("b_t", "transpose", [node.inputs[1]], flat_w, perm=perm)
+        if batch:
+            reshaped = tensor("b_flat", (count * cols, depth), b)
+            emit("b_flat", "reshape", [flat_w], reshaped, shape=(count * cols, depth))
+            flat_w = reshaped
+    shift = node.attrs["shift"]
+    half = np.full(cols, 1 << (shift - 1) if shift else 0, np.int32)
+    sums = Tensor("", (), np.int32, exponent=None if None in (a.exponent, b.exponent)
+                  else a.exponent + b.exponent)
+    attrs = {"shift": shift, "relu": False}
+    if node.attrs.get("round_even"):
+        attrs["round_even"] = True
+    results = []
+    for index in range(count):
+        part = f"{index}" if batch else ""
+        data, weight = flat_a, None
+        if batch:
+            data = tensor(f"a{part}", (rows, depth), a)
+            emit(f"a{part}", "slice", [flat_a], data, starts=(index * rows, 0),
+                 ends=((index + 1) * rows, depth), steps=(1, 1))
+        if weights is not None:
+            weight = tensor(f"w{part}", (cols, depth), b, np.ascontiguousarray(weights[index]))
+        elif batch:
+            weight = tensor(f"w{part}", (cols, depth), b)
+            emit(f"w{part}", "slice", [flat_w], weight, starts=(index * cols, 0),
+                 ends=((index + 1) * cols, depth), steps=(1, 1))
+        else:
+            weight = flat_w
+        bias = tensor(f"half{part}", (cols,), sums, half)
+        result = node.outputs[0] if not batch else tensor(f"y{part}", (rows, cols), y)
+        nodes.append(Node(named(f"dense{part}") if batch else node.name,
+                          "qdense", [data, weight, bias], [result], dict(attrs)))
+        results.append(result)
+    if batch:
+        flat_y = tensor("y_flat", (count * rows, cols), y)
+        emit("y", "concat", results, flat_y, axis=0)
+        nodes.append(Node(named("unflatten"), "reshape", [flat_y],
+                          [node.outputs[0]], {"shape": tuple(y.shape)}))
+    return nodes
