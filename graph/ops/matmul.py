@@ -14,6 +14,16 @@ as REQUANT, half to even with ``round_even`` where a QDQ model gives the
 output's scale), or at other scales by a float32 factor ``s_a s_b / s_y``
 (``scale``), rounded half to even. A constant operand is quantised at its
 own power-of-two scale (a QDQ model's, where it gives one).
+
+At power-of-two scales the compile (`graph.network.compile_network`) makes each
+``qmatmul`` whose operands have the same leading axes and no zero points
+dense layers, one per product (`lower_to_layers`): the second operand's
+matrix, transposed, is the layer's weight, an activation that the
+accelerator's program reads from its weight region (an input region, which
+the host writes in the weight layout each run) and the cpu target's C takes
+each call. Such layers are placed as every layer is: on the accelerator by
+default, as C with ``--target cpu`` or ``--on-cpu``, by measured cost with
+``by_cost``.
 """
 
 from __future__ import annotations
@@ -30,8 +40,8 @@ from vdla.graph.ops.layers import _intermediate, _onnx_matmul as _onnx_dense_mat
 
 __all__ = ["OPS", "matmul_shape", "lower_to_layers"]
 
-_WHY = ("a batched int8 product of two activations on the host (the accelerator's GEMM takes "
-        "a constant weight)")
+_WHY = ("an int8 product with a float requantisation factor, broadcast leading axes or a zero "
+        "point, on the host (else dense layers: graph.ops.matmul.lower_to_layers)")
 _MAX_SHIFT = 31
 
 
