@@ -416,6 +416,12 @@ def compile_network(graph: Graph, config: HwConfig, calibration: dict[str, np.nd
     (The cpu target has no time estimate to weigh a split against, only cycles
     of its own machine, so the measured comparison is the one ``by_cost`` makes.)
 
+    A ``qmatmul`` at power-of-two scales (attention's ``Q K^T`` and ``A V``) becomes
+    ``qdense`` layers, one per (batch, head) product, whose weight is an activation
+    (`graph.ops.matmul.lower_to_layers`): they are placed as the other layers are, and
+    each run writes their weight into the layer's weight region (the cpu target's C
+    takes it each call).
+
     Raises
     ------
     GraphError
