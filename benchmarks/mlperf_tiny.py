@@ -156,8 +156,11 @@ def table(records: list[dict]) -> str:
              "| block RAMs | DSPs | Fmax (MHz) | command |",
              "|---|---|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|"]
     order = {preset: i for i, preset in enumerate(BOARD_PRESETS)}
-    for rec in sorted(best.values(), key=lambda r: (order.get(r["config"], 99), MODELS.index(r["model"])
-                                              if r["model"] in MODELS else 99, r["sim"])):
+    def place(rec: dict) -> tuple[int, int]:
+        return (order.get(rec["config"], len(order)),
+                MODELS.index(rec["model"]) if rec["model"] in MODELS else len(MODELS))
+
+    for rec in sorted(best.values(), key=place):
         synth = rec.get("synthesis") or {}
         placement = rec["placement"]
         cycles = ("not timed (fsim)" if rec["accel_cycles"] is None else
@@ -180,7 +183,8 @@ def main(argv=None) -> int:
                         help="board presets, comma-separated")
     parser.add_argument("--models", default=",".join(MODELS), help="models, comma-separated")
     parser.add_argument("--sim", default="board-sim",
-                        help="the timed tier of the accelerator layers (board-sim, rtl)")
+                        help="the tier of the accelerator layers: board-sim or rtl (timed), "
+                             "fsim (the estimate only)")
     parser.add_argument("--board-memory", default=None,
                         help="board-sim's memory (default: the board's, as its bitstream has it)")
     parser.add_argument("--samples", type=int, default=8, help="calibration samples")
