@@ -167,6 +167,19 @@ def test_a_mini_attention_block_runs_its_matmuls_on_the_accelerator_and_the_cpu(
     np.testing.assert_array_equal(on_cpu.run(x).outputs["y"], want)
 
 
+def test_a_config_that_runs_each_layer_in_its_own_image_passes_the_weight_as_an_input():
+    config, rng = PRESETS["odd"], np.random.default_rng(3)   # block_in != block_out
+    graph = _attention()
+    calibration = {"x": rng.standard_normal((4, 8, 32)).astype(np.float32)}
+    reference = _reference(graph, config, calibration)
+    network = _compiled(graph, config, calibration)
+    assert not network.runs_in_arena
+    x = {"x": calibration["x"][:1]}
+    run = network.run(x, keep=True)
+    assert _check_products(reference, network, run) == 2
+    np.testing.assert_array_equal(run.outputs["y"], execute(reference, x)["y"])
+
+
 @pytest.mark.parametrize("name", ["deit_mini", "bert_mini"])
 def test_the_mini_transformers_run_their_matmuls_on_the_accelerator(name):
     config = PRESETS["default"]
