@@ -4,6 +4,7 @@ and the RTL, bit for bit the integer reference."""
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -180,19 +181,27 @@ def test_a_config_that_runs_each_layer_in_its_own_image_passes_the_weight_as_an_
     np.testing.assert_array_equal(run.outputs["y"], execute(reference, x)["y"])
 
 
-@pytest.mark.parametrize("name", ["deit_mini", "bert_mini"])
-def test_the_mini_transformers_run_their_matmuls_on_the_accelerator(name):
+@functools.lru_cache(maxsize=None)
+def _mini(name: str):
+    """A mini transformer's calibration, reference integer graph and network (compiled once
+    for both targets' tests)."""
     config = PRESETS["default"]
     model = transformers.MODELS[name]()
     graph = from_bytes(model.SerializeToString(), batch=1)
     calibration = transformers.random_inputs(model, 4)
-    reference = _reference(graph, config, calibration)
-    network = _compiled(graph, config, calibration)
+    return (calibration, _reference(graph, config, calibration),
+            _compiled(graph, config, calibration))
+
+
+@pytest.mark.parametrize("target", ["accel", "cpu"])
+@pytest.mark.parametrize("name", ["deit_mini", "bert_mini"])
+def test_the_mini_transformers_run_their_matmuls_on_the_accelerator(name, target):
+    calibration, reference, network = _mini(name)
     assert {network.placement[node.name] for node in network.graph.nodes
             if node.op == "qdense"} == {"accel"}
     feeds = {key: value[:1] for key, value in calibration.items()}
     want = execute(reference, feeds)
-    run = network.run(feeds, keep=True)
+    run = network.run(feeds, target=target, keep=True)
     assert _check_products(reference, network, run) == 4   # two blocks, two products each
     for output in reference.outputs:
         np.testing.assert_array_equal(run.outputs[output], want[output], err_msg=output)
