@@ -249,6 +249,11 @@ def lower_to_layers(graph: Graph) -> Graph:
         names.update(n.name for n in lowered)
         nodes += lowered
     out.nodes = nodes
+    read = {name for node in nodes for name in node.inputs} | set(out.outputs)
+    for node in graph.nodes:   # a constant operand now lies in its products' weights
+        if _lowerable(graph, node) and out.tensors[node.inputs[1]].constant \
+                and node.inputs[1] not in read:
+            del out.tensors[node.inputs[1]]
     return out.check()
 
 
@@ -269,8 +274,7 @@ def _lowered(graph: Graph, node: Node, names: set[str]) -> list[Node]:
         return name
 
     def named(suffix: str) -> str:
-        name = _fresh(names | {n.name for n in nodes}, f"{node.name}/{suffix}")
-        return name
+        return _fresh(names | {n.name for n in nodes}, f"{node.name}/{suffix}")
 
     def emit(suffix: str, op: str, inputs: list[str], output: str, **attrs) -> None:
         nodes.append(Node(named(suffix), op, inputs, [output], attrs))

@@ -63,6 +63,7 @@ def test_a_qmatmul_becomes_one_dense_layer_per_product_bit_for_bit(a_shape, b_sh
     assert "qmatmul" not in {node.op for node in lowered.nodes}
     assert len(layers) == math.prod(a_shape[:-2])
     assert all(lowered.tensors[node.inputs[1]].constant == constant for node in layers)
+    assert ("b" in lowered.tensors) != constant   # a constant operand: in the weights only
     feeds = {"a": a} if constant else {"a": a, "b": b}
     got = execute(lowered, feeds)["y"]
     assert got.dtype == np.int8 and got.shape == (*a_shape[:-1], b_shape[-1])
