@@ -11,7 +11,7 @@ Each of vdla's activation calibration methods (`vdla.graph.calibration`:
 compile --calibration-method``) with per-tensor and with per-channel weight
 scales (``--per-channel``), every network compiled at ``default`` on the
 calibration inputs `benchmarks/quantization.py` uses, so that its ``pow2`` and
-``pow2-channel`` figures are this table's ``mse`` rows:
+``pow2-channel`` figures compare with this table's ``mse`` row:
 
 - digits (`benchmarks/models/digits.onnx`): top-1 on its 360 held-out images
   and agreement with the float model, calibrated on its 64 calibration images
@@ -102,7 +102,7 @@ def large_figures(name: str, methods=METHODS, small: bool = False, calibration_i
     """ResNet-18's or MobileNetV2's cosine with onnxruntime fp32 per method and weight scales.
 
     ``calibration_images`` and ``samples`` are `quantization.large_figures`' (seeds 1
-    and 7), so that the ``mse`` figures are its ``pow2`` and ``pow2-channel``.
+    and 7), so that the ``mse`` figures compare with its ``pow2`` and ``pow2-channel``.
     """
     from vdla.bench.onnx_builder import random_images
     build, size, config = _builder(name, small)
