@@ -111,7 +111,9 @@ class Reference:
                             self.acc[dst] = 0
                         else:
                             product = self.inp[src] @ self.wgt[wgt].T
-                            self.acc[dst] = oracles.wrap32(self.acc[dst] + product.reshape(-1))
+                            # GEMM_OVERWRITE writes the product; a GEMM adds it.
+                            base = 0 if insn.overwrite else self.acc[dst]
+                            self.acc[dst] = oracles.wrap32(base + product.reshape(-1))
                     else:
                         self.acc[dst] = self._alu(insn, dst, src)
                     self.out[dst] = self.acc[dst]
