@@ -644,11 +644,6 @@ def accelerator_limits(geometry: ConvGeometry, config) -> ConvGeometry:
     return geometry
 
 
-# The lowering `_merged_groups` picked, per (geometry, config hash): accelerator_limits
-# runs several times per layer (placement, the network file, the compiler).
-_MERGED: dict[tuple[str, str], ConvGeometry] = {}
-
-
 def _merged_groups(geometry: ConvGeometry, config) -> ConvGeometry:
     """Groups whose channels neither fill whole GEMM blocks nor tile a block's diagonal,
     run ``S`` at a time as one dense group.
@@ -658,29 +653,18 @@ def _merged_groups(geometry: ConvGeometry, config) -> ConvGeometry:
     its members (the ``grouped:G:S`` layout of `runtime.layout`). The activation
     layout keeps channels contiguous, so a run must start its input and output
     channels on block boundaries: ``S * C/G`` and ``S * K/G`` fill whole blocks,
-    or ``S = G`` (the whole layer one dense convolution). A smaller ``S`` does
-    fewer MACs but may tile worse, so the cost model ranks the candidates, each
-    with its default schedule (`compiler.accel.search.cheapest_geometry`).
+    or ``S = G`` (the whole layer one dense convolution). The smallest such ``S``
+    is taken: it multiplies the fewest zero weights. (Ranking the candidates by
+    the accelerator's cost model would make this shared definition depend on
+    the accelerator target's schedules, which depend on it.)
     """
     groups = geometry.groups
     per_in, per_out = geometry.in_channels // groups, geometry.out_channels // groups
-    key = (repr(geometry), config.hash)
-    if key not in _MERGED:
-        candidates = [dataclasses.replace(geometry, groups=groups // merged, layouts=(
-                          geometry.layouts | {"weight": grouped_layout(groups, merged)}))
-                      for merged in range(2, groups + 1)
-                      if groups % merged == 0 and (merged == groups or (
-                          merged * per_in % config.block_in == 0
-                          and merged * per_out % config.block_out == 0))]
-        if len(candidates) > 1:
-            from vdla.compiler.accel.search import cheapest_geometry
-            chosen = cheapest_geometry(candidates, config)
-        else:
-            chosen = candidates[0]
-        if len(_MERGED) > 1024:
-            _MERGED.clear()
-        _MERGED[key] = chosen
-    return _MERGED[key]
+    merged = next(s for s in range(2, groups + 1)
+                  if groups % s == 0 and (s == groups or (
+                      s * per_in % config.block_in == 0 and s * per_out % config.block_out == 0)))
+    return dataclasses.replace(geometry, groups=groups // merged, layouts=(
+        geometry.layouts | {"weight": grouped_layout(groups, merged)}))
 
 
 def _describe_epilogue(epilogue: Epilogue) -> str:

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from typing import Iterator
 
-from vdla.compiler.accel.cost import estimate, estimate_cost
+from vdla.compiler.accel.cost import estimate
 from vdla.compiler.errors import ScheduleError
-from vdla.compiler.ops import ConvGeometry
 from vdla.compiler.accel.schedule import (Schedule, TilePlan, compact_axes,
                                     max_virtual_threads, plan_tiles, reserved_bias)
 from vdla.compiler.accel.space import ScheduleSpace, layer_geometry, schedule_space
 from vdla.hw.config import HwConfig
 from vdla.ints import ceil_div
 
-__all__ = ["default_schedule", "cheapest_geometry"]
+__all__ = ["default_schedule"]
 
 # The default search ranks the tilings of one thread count without the
 # epilogue stalls: they are real, but the smaller output tiles that avoid them
@@ -236,17 +234,3 @@ def default_schedule(op, config: HwConfig, virtual_threads: int | None = None,
         f"channel block needs {kh * kw} wgt entries and {rows * cols} inp entries "
         f"(buffers: inp {config.depth('inp')}, wgt {config.depth('wgt')}, "
         f"acc {config.depth('acc')} entries)")
-
-
-def cheapest_geometry(candidates: list[ConvGeometry], config: HwConfig) -> ConvGeometry:
-    """The lowering of a layer the cost model ranks cheapest, each with its default schedule.
-
-    ``candidates`` are correct lowerings of one layer (`compiler.ops.accelerator_limits`'
-    merged groups); the first of equal estimates wins, and one no schedule fits ranks last.
-    """
-    def cost(geometry: ConvGeometry) -> float:
-        try:
-            return estimate_cost(default_schedule(geometry, config).check(geometry, config))
-        except ScheduleError:
-            return math.inf
-    return min(candidates, key=cost)

@@ -83,7 +83,7 @@ def test_light_shufflenet_grouped_layer():
     _check(op, PRESETS["default"])
 
 
-def test_the_cost_model_picks_the_cheaper_run_of_groups():
+def test_the_smallest_run_of_groups_is_taken_and_is_the_cheaper():
     # 24 input and output channels a group on 16x16 blocks: runs of 2 groups fill 3 blocks,
     # runs of all 4 make one dense layer of 6x6 blocks, twice the GEMMs.
     config = PRESETS["default"]
