@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from vdla.files import open_for_reading, read_bounded
+from vdla.frontend.qoperator import to_qdq, topological
 from vdla.graph.errors import GraphError
 from vdla.graph.ir import Graph, Node, Tensor
 from vdla.graph.ops import ONNX
@@ -177,7 +178,7 @@ class _Importer:
         self.batch_change = self._fix_batch(inputs, batch)
         if self.batch_change is not None:
             self._rebatch_reshapes(*self.batch_change)
-        nodes = _topological(graph.node, set(self.tensors) | {v.name for v in inputs})
+        nodes = topological(graph.node, set(self.tensors) | {v.name for v in inputs})
         self.infos = {}
         self._infer(self.model)
         for value in inputs:
@@ -503,29 +504,6 @@ def supported_operators() -> list[str]:
     return sorted(CONVERTERS)
 
 
-def _topological(nodes, available: set[str]) -> list:
-    """The nodes in an order where each reads only what exists (else: a cycle, or undefined)."""
-    produced = {name for node in nodes for name in node.output if name}
-    order, pending, available = [], list(nodes), set(available)
-    while pending:
-        ready = [n for n in pending if all(not i or i in available for i in n.input)]
-        if not ready:
-            node = pending[0]
-            missing = [i for i in node.input if i and i not in available]
-            label = f"node {node.name or node.output[0] if node.output else ''!r} ({node.op_type})"
-            if any(name not in produced for name in missing):
-                name = next(name for name in missing if name not in produced)
-                raise GraphError(f"{label}: input {name!r} is not defined (no initializer, "
-                                 "graph input or node output)")
-            raise GraphError(f"{label}: the graph has a cycle through input {missing[0]!r}")
-        ready_ids = {id(n) for n in ready}
-        pending = [n for n in pending if id(n) not in ready_ids]
-        for node in ready:
-            order.append(node)
-            available.update(name for name in node.output if name)
-    return order
-
-
 # PyTorch checkpoints: zip archives (torch.save's format) or bare pickles (protocol 2-5, the
 # legacy format). No ONNX file starts so: these bytes would be fields ModelProto lacks.
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
@@ -571,8 +549,7 @@ def from_bytes(data: bytes, *, batch: int | None = None, folder: str | Path | No
                          f"{type(error).__name__})") from None
     if not model.HasField("graph") or not model.graph.node:
         raise GraphError(f"{source}: not an ONNX model (it holds no graph nodes)")
-    from vdla.frontend.qoperator import to_qdq   # onnxruntime's QOperator format, as QDQ
-    model = to_qdq(model, source)
+    model = to_qdq(model, source)   # onnxruntime's QOperator format, as QDQ
     return _Importer(model, Path(folder) if folder is not None else None, source).run(batch)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from vdla.graph.errors import GraphError
 
-__all__ = ["to_qdq", "is_qoperator", "QOPERATORS", "INTEGER_MOVEMENT"]
+__all__ = ["to_qdq", "is_qoperator", "topological", "QOPERATORS", "INTEGER_MOVEMENT"]
 
 
 _POOL_ATTRS = ["auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides",
@@ -215,10 +215,9 @@ class _Rewriter:
     # -- the rewrite ----------------------------------------------------------------------
 
     def run(self):
-        from vdla.frontend.onnx import _topological
         graph = self.model.graph
         available = set(self.initializers) | {value.name for value in graph.input}
-        for node in _topological(graph.node, available):
+        for node in topological(graph.node, available):
             self.label = node.name or node.output[0]
             where = f"node {self.label!r} ({node.op_type})"
             if node.domain not in _DOMAINS:
@@ -399,3 +398,27 @@ def to_qdq(model, source: str = "model"):
     if not is_qoperator(model):
         return model
     return _Rewriter(model, source).run()
+
+
+def topological(nodes, available: set[str]) -> list:
+    """ONNX ``nodes`` in an order where each reads only what exists (`GraphError`: a cycle, or
+    an input nothing defines). The importer's order too (`vdla.frontend.onnx`)."""
+    produced = {name for node in nodes for name in node.output if name}
+    order, pending, available = [], list(nodes), set(available)
+    while pending:
+        ready = [n for n in pending if all(not i or i in available for i in n.input)]
+        if not ready:
+            node = pending[0]
+            missing = [i for i in node.input if i and i not in available]
+            label = f"node {node.name or node.output[0] if node.output else ''!r} ({node.op_type})"
+            if any(name not in produced for name in missing):
+                name = next(name for name in missing if name not in produced)
+                raise GraphError(f"{label}: input {name!r} is not defined (no initializer, "
+                                 "graph input or node output)")
+            raise GraphError(f"{label}: the graph has a cycle through input {missing[0]!r}")
+        ready_ids = {id(n) for n in ready}
+        pending = [n for n in pending if id(n) not in ready_ids]
+        for node in ready:
+            order.append(node)
+            available.update(name for name in node.output if name)
+    return order

@@ -254,6 +254,8 @@ class _Quantizer:
     tensor_scale = staticmethod(tensor_scale)
     step_attrs = staticmethod(step_attrs)
     check_float32 = staticmethod(_check_float32)
+    exponent_for = staticmethod(exponent_for)
+    best_exponent = staticmethod(best_exponent)
 
     def __init__(self, graph: Graph, exponents: dict[str, int], per_channel: bool = False,
                  fuse_residuals: bool | Callable[[str], bool] = False):

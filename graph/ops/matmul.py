@@ -141,10 +141,9 @@ def _quantize_matmul(q, node: Node) -> None:
             inputs.append(name)
             scales.append(q.input_scale(node, index))
             continue
-        from vdla.graph.quantize import best_exponent
         value = q.graph.value(name).astype(np.float32)
         scale = ((tensor.exponent, tensor.scale) if tensor.quantized
-                 else (best_exponent(value, what=f"tensor {name!r}"), None))
+                 else (q.best_exponent(value, what=f"tensor {name!r}"), None))
         if np.ndim(scale[1]) > 0:
             raise GraphError(f"{node.describe()}: its constant operand {name!r} has a scale "
                              "per channel; a matmul takes one scale per operand")

@@ -161,7 +161,6 @@ def _onnx_transpose(node) -> None:
 def _quantize_concat(q, node: Node) -> None:
     """Every input at one common scale: the model's own (QDQ), else the coarsest input's;
     an input at another scale is requantised first."""
-    from vdla.graph.quantize import exponent_for
     scales = []
     for index, name in enumerate(node.inputs):
         tensor = q.graph.tensors[name]
@@ -171,7 +170,7 @@ def _quantize_concat(q, node: Node) -> None:
             scales.append((tensor.exponent, tensor.scale))
         else:   # the power-of-two scale that holds its range (a class token)
             magnitude = float(np.max(np.abs(tensor.value))) if tensor.value.size else 0.0
-            scales.append((exponent_for(magnitude, f"tensor {name!r}"), None))
+            scales.append((q.exponent_for(magnitude, f"tensor {name!r}"), None))
     recorded = q.graph.tensors[node.outputs[0]]
     common = ((recorded.exponent, recorded.scale) if recorded.quantized
               else max(scales, key=q.real_scale))

@@ -344,12 +344,11 @@ def _take(node: Node, data, indices):
 def _quantize_take(q, node: Node) -> None:
     """The table quantised at its own power-of-two scale (a QDQ model's, where it gives one);
     the gathered values keep it."""
-    from vdla.graph.quantize import best_exponent
     name = node.inputs[0]
     tensor = q.graph.tensors[name]
     value = q.graph.value(name).astype(np.float32)
     scale = ((tensor.exponent, tensor.scale) if tensor.quantized
-             else (best_exponent(value, what=f"tensor {name!r}"), None))
+             else (q.best_exponent(value, what=f"tensor {name!r}"), None))
     table = q.constant(f"{node.name}/table_q", quantize_float(value, q.real_scale(scale)),
                        scale)
     q.emit(node, "take", [table, node.inputs[1]], scale)
