@@ -18,7 +18,7 @@ from vdla.graph.export import to_qdq
 from vdla.graph.ir import Node
 from vdla.graph.kernels import KERNELS, execute
 from vdla.graph.passes import PIPELINE, run_passes
-from vdla.graph.quantize import quantize
+from vdla.graph.quantize import best_exponent, quantize
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17):
@@ -151,6 +151,7 @@ def test_an_embedding_gather_and_its_int8_table():
             self.graph, self.tensors, self.emitted = graph, {}, None
 
         real_scale = staticmethod(lambda scale: 2.0 ** -scale[0])
+        best_exponent = staticmethod(best_exponent)
 
         def constant(self, name, value, scale):
             self.tensors[name] = (value, scale)
