@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vdla.graph.ir import Graph, Tensor
+from vdla.graph.ir import Graph, Node, Tensor
 
 __all__ = ["fuse_bias", "fuse_activations"]
 
@@ -25,16 +25,36 @@ def _sole_reader(graph: Graph, tensor: str):
     return readers[0]
 
 
-def _per_channel(constant: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The per-channel vector (axis 1) ``constant`` broadcasts to over ``shape``, if it is one."""
+def per_axis(constant: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """The vector along ``axis`` that ``constant`` broadcasts to over ``shape``, if it is one
+    (the same value everywhere else)."""
     try:
         full = np.broadcast_to(constant, shape)
     except ValueError:
         return None
-    vector = full[(0, slice(None)) + (0,) * (len(shape) - 2)]
-    spread = vector.reshape((1, -1) + (1,) * (len(shape) - 2))
+    axis %= len(shape)
+    vector = full[(0,) * axis + (slice(None),) + (0,) * (len(shape) - axis - 1)]
+    spread = vector.reshape((1,) * axis + (-1,) + (1,) * (len(shape) - axis - 1))
     return vector.astype(np.float32) if np.array_equal(np.broadcast_to(spread, shape), full) \
         else None
+
+
+def fold_into_bias(graph: Graph, layer: Node, add: Node, vector: np.ndarray,
+                   last: Node) -> bool:
+    """Fold ``vector`` (one value per output channel of ``layer``) into its bias and remove
+    ``add``, whose outputs ``last`` (the layer, or the node after it that ``add`` read) then
+    writes. False, changing nothing, when the layer's bias is not a constant."""
+    if len(layer.inputs) == 3:
+        bias = graph.value(layer.inputs[2])
+        if bias is None:
+            return False
+        vector = vector + bias
+    name = f"{add.name}/fused_bias"
+    graph.tensors[name] = Tensor(name, (len(vector),), np.float32, vector.astype(np.float32))
+    layer.inputs = layer.inputs[:2] + [name]
+    last.outputs = list(add.outputs)
+    graph.nodes.remove(add)
+    return True
 
 
 def fuse_bias(graph: Graph) -> Graph:
@@ -48,19 +68,9 @@ def fuse_bias(graph: Graph) -> Graph:
         other = [name for name in add.inputs if name != node.outputs[0]]
         constant = graph.value(other[0]) if len(other) == 1 else None
         shape = graph.tensors[node.outputs[0]].shape
-        vector = None if constant is None else _per_channel(constant, shape)
-        if vector is None:
-            continue
-        channels = shape[1]
-        if len(node.inputs) == 3:
-            if graph.value(node.inputs[2]) is None:
-                continue
-            vector = vector + graph.value(node.inputs[2])
-        name = f"{add.name}/fused_bias"
-        graph.tensors[name] = Tensor(name, (channels,), np.float32, vector.astype(np.float32))
-        node.inputs = node.inputs[:2] + [name]
-        node.outputs = list(add.outputs)
-        graph.nodes.remove(add)
+        vector = None if constant is None else per_axis(constant, shape, 1)
+        if vector is not None:
+            fold_into_bias(graph, node, add, vector, node)
     return graph
 
 

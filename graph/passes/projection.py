@@ -12,9 +12,9 @@ host node. The reshape then writes the Add's output.
 
 from __future__ import annotations
 
-import numpy as np
 
-from vdla.graph.ir import Graph, Tensor
+from vdla.graph.ir import Graph
+from vdla.graph.passes.fusion import fold_into_bias, per_axis
 
 __all__ = ["fuse_projection_bias"]
 
@@ -22,17 +22,6 @@ __all__ = ["fuse_projection_bias"]
 def _sole_reader(graph: Graph, tensor: str):
     readers = graph.consumers(tensor)
     return readers[0] if len(readers) == 1 and graph.uses(tensor) == 1 else None
-
-
-def _per_feature(constant: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
-    """The vector over the last axis ``constant`` broadcasts to over ``shape``, if it is one."""
-    try:
-        full = np.broadcast_to(constant, shape)
-    except ValueError:
-        return None
-    vector = full[(0,) * (len(shape) - 1)]
-    return vector.astype(np.float32) if np.array_equal(np.broadcast_to(vector, shape), full) \
-        else None
 
 
 def fuse_projection_bias(graph: Graph) -> Graph:
@@ -53,16 +42,7 @@ def fuse_projection_bias(graph: Graph) -> Graph:
         shape = graph.tensors[reshape.outputs[0]].shape
         features = graph.tensors[dense.outputs[0]].shape[-1]
         vector = None if constant is None or shape[-1] != features \
-            else _per_feature(constant, shape)
-        if vector is None:
-            continue
-        if len(dense.inputs) == 3:
-            if graph.value(dense.inputs[2]) is None:
-                continue
-            vector = vector + graph.value(dense.inputs[2])
-        name = f"{add.name}/fused_bias"
-        graph.tensors[name] = Tensor(name, (features,), np.float32, vector.astype(np.float32))
-        dense.inputs = dense.inputs[:2] + [name]
-        reshape.outputs = list(add.outputs)
-        graph.nodes.remove(add)
+            else per_axis(constant, shape, -1)
+        if vector is not None:
+            fold_into_bias(graph, dense, add, vector, reshape)
     return graph
